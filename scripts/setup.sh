@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Set up a fresh Linux machine for priorart: system packages (when root) and a virtual environment.
+# Usage: bash scripts/setup.sh            (idempotent; re-running only installs what changed)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3.11}
+command -v "$PY" >/dev/null || PY=python3
+
+# System packages: FreeDict lexicons (query translation) and Chromium (browser tests).
+APT_PKGS="dict-freedict-deu-eng dict-freedict-fra-eng chromium"
+missing=""
+for p in $APT_PKGS; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
+if [ -n "$missing" ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    echo "setup: installing system packages:$missing"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq >/dev/null
+    apt-get install -y -qq --no-install-recommends $missing >/dev/null
+  else
+    echo "setup: WARNING: cannot install$missing (not root or no apt-get); translation falls back to" \
+         "aligned-claims-only and browser tests are skipped" >&2
+  fi
+fi
+
+if [ ! -x .venv/bin/python ]; then
+  "$PY" -m venv .venv
+fi
+. .venv/bin/activate
+python -m pip install -q --disable-pip-version-check --upgrade pip >/dev/null
+# torch is pinned (2.13.0 CPU wheel on the machine); a looser pin would pull CUDA wheels.
+python -m pip install -q --disable-pip-version-check -e ".[service,training,dev]" 2>&1 \
+  | grep -v "is ignored: it is neither a file nor a directory" || true
+python -c "import service, training, torch, onnxruntime, faiss, gensim" \
+  || { echo "setup: dependency check failed" >&2; exit 1; }
+echo "setup: ok ($(python --version), venv .venv)"

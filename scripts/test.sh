@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# One command that sets up a fresh machine and runs every check: ruff, mypy, pytest.
+# Usage: bash scripts/test.sh [extra pytest args]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+. .venv/bin/activate
+echo "== ruff"; ruff check service training tests
+echo "== mypy"; mypy
+echo "== pytest"
+set +e
+python -m pytest -q "$@"
+rc=$?
+set -e
+# pytest exits 5 when it collected nothing: that is a failure of the suite, not a pass.
+exit $rc

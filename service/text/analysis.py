@@ -1,0 +1,122 @@
+"""Per-language text analysis: Unicode normalisation, patent-aware tokenisation, stop words, Snowball.
+
+The tokeniser keeps tokens that matter in patents usable as single terms:
+classification codes (``H01F27/14``, ``H01F 27/14``), reference signs (``(4)``), chemical formulas
+(``SO2``) and decimal numbers (``1.5``). Everything is case-folded; accents are kept for stemming
+(the Snowball stemmers expect them) and folded afterwards so that ``Gerät``/``Geraet`` variants and
+missing accents in French meet.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from functools import lru_cache
+from importlib import resources
+
+import Stemmer  # PyStemmer
+
+SUPPORTED_LANGS = ("en", "de", "fr")
+_STEMMER_NAMES = {"en": "english", "de": "german", "fr": "french"}
+
+TOKEN_RE = re.compile(
+    r"""
+      [a-h]\d{2}[a-z]\s?\d{1,4}\s?/\s?\d{1,6}   # IPC/CPC code: h01f27/14, b05b 7/ 00
+    | \(\d{1,4}[a-z]?'?\)                      # reference sign: (4), (12a)
+    | \d+(?:[.,]\d+)+                          # decimal or grouped number: 1.5, 0,25
+    | [^\W_]+                                  # word: letters and digits (so2, co2, 3d)
+    """,
+    re.X,
+)
+_SPACE_RE = re.compile(r"\s+")
+
+
+def normalise(text: str) -> str:
+    """NFKC, case-fold, unify apostrophes and dashes."""
+    text = unicodedata.normalize("NFKC", text).casefold()
+    return text.replace("\u2019", "'").replace("\u2010", "-").replace("\u2011", "-")
+
+
+def fold_accents(token: str) -> str:
+    """Strip combining marks (é -> e, ü -> u) and expand ß."""
+    token = token.replace("ß", "ss")
+    decomposed = unicodedata.normalize("NFD", token)
+    return "".join(ch for ch in decomposed if not unicodedata.combining(ch))
+
+
+def tokenize(text: str) -> list[str]:
+    """Normalised surface tokens (no stop-word removal, no stemming)."""
+    out = []
+    for m in TOKEN_RE.finditer(normalise(text)):
+        tok = m.group(0)
+        if "/" in tok:
+            tok = _SPACE_RE.sub("", tok)
+        out.append(tok)
+    return out
+
+
+@lru_cache(maxsize=8)
+def stopwords(lang: str) -> frozenset[str]:
+    """The stop-word list of a language (Snowball lists plus patent boilerplate words)."""
+    if lang not in SUPPORTED_LANGS:
+        raise ValueError(f"unsupported language {lang!r}; choose one of {', '.join(SUPPORTED_LANGS)}")
+    text = resources.files("service.text").joinpath(f"stopwords/{lang}.txt").read_text(encoding="utf-8")
+    words = {normalise(w) for w in text.split()}
+    return frozenset(words | {fold_accents(w) for w in words})
+
+
+def _is_special(tok: str) -> bool:
+    return tok[0] == "(" or "/" in tok or tok[0].isdigit()
+
+
+class Analyzer:
+    """Turns text of one language into index terms. Instances are cheap to share (stateless)."""
+
+    def __init__(self, lang: str, *, stem: bool = True, remove_stopwords: bool = True) -> None:
+        if lang not in SUPPORTED_LANGS:
+            raise ValueError(f"unsupported language {lang!r}; choose one of {', '.join(SUPPORTED_LANGS)}")
+        self.lang = lang
+        self.stem = stem
+        self.remove_stopwords = remove_stopwords
+        self._stemmer = Stemmer.Stemmer(_STEMMER_NAMES[lang])
+        self._stop = stopwords(lang) if remove_stopwords else frozenset()
+        self._cache: dict[str, str] = {}
+
+    def term(self, token: str) -> str:
+        """Map one normalised token to its index term (stem + accent folding)."""
+        cached = self._cache.get(token)
+        if cached is not None:
+            return cached
+        if _is_special(token) or not self.stem:
+            term = token
+        else:
+            term = fold_accents(self._stemmer.stemWord(token))
+        if len(self._cache) < 500_000:  # bounded memo: the vocabulary of a corpus, not of the world
+            self._cache[token] = term
+        return term
+
+    def __call__(self, text: str) -> list[str]:
+        stop = self._stop
+        return [self.term(t) for t in tokenize(text) if t not in stop and (len(t) > 1 or t.isdigit())]
+
+    def __repr__(self) -> str:
+        return f"Analyzer(lang={self.lang!r}, stem={self.stem}, remove_stopwords={self.remove_stopwords})"
+
+
+@lru_cache(maxsize=8)
+def get_analyzer(lang: str) -> Analyzer:
+    """Shared default analyzer per language."""
+    return Analyzer(lang)
+
+
+def detect_language(text: str, default: str = "en") -> str:
+    """Guess en/de/fr from stop-word hits (enough for whole claims or abstracts; short text -> default)."""
+    tokens = tokenize(text[:5000])
+    if len(tokens) < 3:
+        return default
+    scores = {lang: sum(1 for t in tokens if t in stopwords(lang)) for lang in SUPPORTED_LANGS}
+    # umlauts/eszett and French accents break ties on short text
+    scores["de"] += sum(ch in "äöüß" for ch in text[:5000].lower()) * 0.5
+    scores["fr"] += sum(ch in "éèêàçù" for ch in text[:5000].lower()) * 0.5
+    best = max(scores, key=lambda k: scores[k])
+    return best if scores[best] > 0 else default

@@ -1,0 +1,33 @@
+"""The ``priorart`` command line (typer). Each verb lives in ``training/commands/<verb>.py``."""
+
+from __future__ import annotations
+
+import logging
+import os
+
+import typer
+
+from training.commands import ingest, synth
+
+app = typer.Typer(
+    name="priorart",
+    help="Cross-lingual patent prior-art search: ingest, build, train, search, evaluate, serve.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+for module in (ingest, synth):
+    module.register(app)
+
+
+def main() -> None:
+    logging.basicConfig(
+        level=os.environ.get("PRIORART_LOG_LEVEL", "INFO"),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    app()
+
+
+if __name__ == "__main__":
+    main()
