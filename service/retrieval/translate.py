@@ -1,0 +1,104 @@
+"""Translation tables for probabilistic structured queries (PSQ).
+
+A table maps a source-language *index term* (the output of ``Analyzer(src)``) to weighted English
+index terms. BM25 then scores each source term with expected term/document frequencies
+(tf = sum_t p(t|s) tf(t, d), df = sum_t p(t|s) df(t)). Tables are trained offline
+(``training/translation``) and stored as JSON in the index folder (``translation/<src>-en.json``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+TABLE_FORMAT = "priorart-translation-table"
+TABLE_VERSION = 1
+
+
+class TranslationTable:
+    """p(target term | source term) for one language pair, pruned for query time."""
+
+    def __init__(
+        self,
+        entries: Mapping[str, Mapping[str, float]],
+        *,
+        src: str,
+        tgt: str = "en",
+        sources: Sequence[str] = (),
+        max_alternatives: int = 5,
+        cumulative: float = 0.9,
+        min_prob: float = 0.01,
+    ) -> None:
+        self.src = src
+        self.tgt = tgt
+        self.sources = list(sources)  # e.g. ["freedict", "aligned-claims"]
+        self.max_alternatives = max_alternatives
+        self.cumulative = cumulative
+        self.min_prob = min_prob
+        self.entries: dict[str, dict[str, float]] = {s: dict(t) for s, t in entries.items()}
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    def __contains__(self, term: object) -> bool:
+        return term in self.entries
+
+    def lookup(self, term: str) -> list[tuple[str, float]]:
+        """All translations of one source term, most probable first (unpruned)."""
+        return sorted(self.entries.get(term, {}).items(), key=lambda kv: (-kv[1], kv[0]))
+
+    def translate_term(self, term: str) -> dict[str, float]:
+        """Pruned, renormalised translations of one term.
+
+        Pruning keeps the most probable alternatives until ``cumulative`` mass or
+        ``max_alternatives`` is reached (Darwish & Oard style PSQ). A term without an entry
+        (numbers, codes, chemical formulas, cognates) is passed through unchanged with p = 1.
+        """
+        alts = self.lookup(term)
+        if not alts:
+            return {term: 1.0}
+        kept: list[tuple[str, float]] = []
+        mass = 0.0
+        for tgt, p in alts:
+            if p < self.min_prob and kept:
+                break
+            kept.append((tgt, p))
+            mass += p
+            if mass >= self.cumulative or len(kept) >= self.max_alternatives:
+                break
+        total = sum(p for _, p in kept)
+        return {t: p / total for t, p in kept}
+
+    def translate_terms(self, terms: Sequence[str]) -> list[dict[str, float]]:
+        return [self.translate_term(t) for t in terms]
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "format": TABLE_FORMAT,
+            "version": TABLE_VERSION,
+            "src": self.src,
+            "tgt": self.tgt,
+            "sources": self.sources,
+            "entries": self.entries,
+        }
+
+    def save(self, path: str | Path) -> None:
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(self.to_json(), ensure_ascii=False, sort_keys=True), encoding="utf-8")
+
+    @classmethod
+    def load(cls, path: str | Path, **pruning: float) -> TranslationTable:
+        path = Path(path)
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError) as exc:
+            raise ValueError(f"cannot read translation table {path}: {exc}") from exc
+        if data.get("format") != TABLE_FORMAT or data.get("version") != TABLE_VERSION:
+            raise ValueError(
+                f"{path} is not a {TABLE_FORMAT} v{TABLE_VERSION} file "
+                f"(found format={data.get('format')!r}, version={data.get('version')!r})"
+            )
+        return cls(data["entries"], src=data["src"], tgt=data["tgt"], sources=data.get("sources", ()),
+                   **pruning)  # type: ignore[arg-type]
