@@ -19,7 +19,7 @@ class CorpusFormatError(ValueError):
 
 def _open_text(path: Path, mode: str) -> IO[str]:
     if path.suffix == ".gz":
-        return io.TextIOWrapper(gzip.open(path, mode + "b"), encoding="utf-8")  # type: ignore[arg-type]
+        return io.TextIOWrapper(gzip.GzipFile(path, mode + "b"), encoding="utf-8")
     return open(path, mode, encoding="utf-8")
 
 

@@ -114,7 +114,7 @@ def detect_language(text: str, default: str = "en") -> str:
     tokens = tokenize(text[:5000])
     if len(tokens) < 3:
         return default
-    scores = {lang: sum(1 for t in tokens if t in stopwords(lang)) for lang in SUPPORTED_LANGS}
+    scores: dict[str, float] = {lang: sum(1 for t in tokens if t in stopwords(lang)) for lang in SUPPORTED_LANGS}
     # umlauts/eszett and French accents break ties on short text
     scores["de"] += sum(ch in "äöüß" for ch in text[:5000].lower()) * 0.5
     scores["fr"] += sum(ch in "éèêàçù" for ch in text[:5000].lower()) * 0.5
