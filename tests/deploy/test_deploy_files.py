@@ -1,0 +1,67 @@
+"""Offline validation of the deployment files (no Docker engine or cluster runs on these machines)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+K8S = REPO / "deploy" / "k8s"
+MANIFESTS = sorted(p for p in K8S.glob("*.yaml") if p.name != "kustomization.yaml")
+
+
+def _tool(name: str) -> str:
+    exe = shutil.which(name) or str(Path(sys.executable).parent / name)
+    if not Path(exe).exists():
+        pytest.skip(f"{name} is not installed (pip install -e '.[dev]')")
+    return exe
+
+
+@pytest.mark.parametrize("manifest", MANIFESTS, ids=lambda p: p.name)
+def test_kubernetes_manifest_validates_against_schema(manifest: Path) -> None:
+    res = subprocess.run([_tool("kubernetes-validate"), "--strict", str(manifest)], capture_output=True, text=True)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "passed" in res.stdout + res.stderr
+
+
+def test_validator_rejects_a_broken_manifest(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    text = (K8S / "deployment.yaml").read_text().replace("containerPort: 8000", "containerPort: eight-thousand")
+    bad.write_text(text)
+    res = subprocess.run([_tool("kubernetes-validate"), "--strict", str(bad)], capture_output=True, text=True)
+    assert res.returncode != 0
+
+
+def test_probes_and_gpu_variant() -> None:
+    cpu = (K8S / "deployment.yaml").read_text()
+    gpu = (K8S / "deployment-gpu.yaml").read_text()
+    assert "path: /ready" in cpu and "path: /health" in cpu
+    assert "nvidia.com/gpu: 1" in gpu and "priorart:gpu" in gpu
+    kustomization = (K8S / "kustomization.yaml").read_text()
+    for name in ("configmap.yaml", "deployment.yaml", "service.yaml", "hpa.yaml", "pvc.yaml"):
+        assert name in kustomization
+
+
+def test_dockerfile_lints_clean() -> None:
+    res = subprocess.run([_tool("hadolint"), str(REPO / "Dockerfile")], capture_output=True, text=True)
+    assert res.returncode == 0, res.stdout + res.stderr
+
+
+def test_hadolint_flags_a_bad_dockerfile(tmp_path: Path) -> None:
+    bad = tmp_path / "Dockerfile"
+    bad.write_text("FROM python:latest\nRUN apt-get install curl\nCMD python app.py\n")
+    res = subprocess.run([_tool("hadolint"), str(bad)], capture_output=True, text=True)
+    assert res.returncode != 0 and "DL3007" in res.stdout
+
+
+def test_compose_file_declares_service_prometheus_and_index_volume() -> None:
+    yaml = pytest.importorskip("yaml")
+    compose = yaml.safe_load((REPO / "docker-compose.yml").read_text())
+    assert set(compose["services"]) == {"priorart", "prometheus"}
+    assert any("/data/index" in v for v in compose["services"]["priorart"]["volumes"])
+    prom = yaml.safe_load((REPO / "deploy" / "prometheus.yml").read_text())
+    assert prom["scrape_configs"][0]["metrics_path"] == "/metrics"
