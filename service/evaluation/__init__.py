@@ -1,0 +1,38 @@
+"""Evaluation: measures (ir-measures + PRES, MAP(D), PREC(D)), randomisation test, TREC run/qrels/topics I/O."""
+
+from service.evaluation.measures import MEASURE_NAMES, EvalReport, evaluate_run, pres
+from service.evaluation.passages import PassageReport, evaluate_passages
+from service.evaluation.significance import compare_reports, randomisation_test
+from service.evaluation.trec import (
+    Qrels,
+    Run,
+    Topic,
+    TrecFormatError,
+    read_qrels,
+    read_run,
+    read_topics,
+    write_qrels,
+    write_run,
+    write_topics,
+)
+
+__all__ = [
+    "MEASURE_NAMES",
+    "EvalReport",
+    "PassageReport",
+    "Qrels",
+    "Run",
+    "Topic",
+    "TrecFormatError",
+    "compare_reports",
+    "evaluate_passages",
+    "evaluate_run",
+    "pres",
+    "randomisation_test",
+    "read_qrels",
+    "read_run",
+    "read_topics",
+    "write_qrels",
+    "write_run",
+    "write_topics",
+]

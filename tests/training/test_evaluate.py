@@ -1,0 +1,260 @@
+"""``priorart evaluate`` / ``evaluate-run``: report keys and values, run files, comparisons, errors."""
+
+from __future__ import annotations
+
+import json
+import sys
+import types
+from pathlib import Path
+from typing import Any
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from service.evaluation.measures import MEASURE_NAMES, evaluate_run
+from service.evaluation.trec import Topic, read_run, write_qrels, write_run, write_topics
+from training.commands import evaluate as evaluate_command
+from training.commands.evaluate import format_table, search_topics
+
+JSON_KEYS = {
+    "queries",
+    "ndcg",
+    "ndcg@5",
+    "map",
+    "map@100",
+    "mrr",
+    "p@1",
+    "p@5",
+    "recall@100",
+    "pres@100",
+    "success@1",
+    "success@10",
+}
+
+
+def _cli() -> typer.Typer:
+    app = typer.Typer()
+
+    @app.callback()
+    def _root() -> None:
+        """test root"""
+
+    evaluate_command.register(app)
+    return app
+
+
+QRELS = {f"q{i}": {f"d{i}": 1} for i in range(12)}
+# good: the relevant doc first for every query; bad: relevant doc third for most queries
+GOOD = {f"q{i}": {f"d{i}": 3.0, "x": 2.0, "y": 1.0} for i in range(12)}
+BAD = {f"q{i}": {"x": 3.0, "y": 2.0, f"d{i}": 1.0 if i % 4 else 5.0} for i in range(12)}
+
+
+@pytest.fixture()
+def files(tmp_path: Path) -> dict[str, Path]:
+    paths = {"qrels": tmp_path / "qrels.txt", "good": tmp_path / "good.trec", "bad": tmp_path / "bad.trec"}
+    write_qrels(QRELS, paths["qrels"])
+    write_run(GOOD, paths["good"])
+    write_run(BAD, paths["bad"])
+    return paths
+
+
+def test_evaluate_run_json(files: dict[str, Path]) -> None:
+    res = CliRunner().invoke(_cli(), ["evaluate-run", str(files["bad"]), str(files["qrels"]), "--json"])
+    assert res.exit_code == 0, res.output
+    obj = json.loads(res.stdout)
+    assert set(obj) >= JSON_KEYS
+    expected = evaluate_run(BAD, QRELS).aggregate
+    for name in MEASURE_NAMES:
+        assert obj[name] == pytest.approx(expected[name])
+    # 3 of 12 queries have the relevant doc first, 9 at rank 3
+    assert obj["queries"] == 12
+    assert obj["mrr"] == pytest.approx((3 * 1 + 9 / 3) / 12)
+    assert obj["p@1"] == pytest.approx(0.25)
+
+
+def test_evaluate_run_compare(files: dict[str, Path]) -> None:
+    args = ["evaluate-run", str(files["good"]), str(files["qrels"]), "--json", "--compare", str(files["bad"])]
+    args += ["--compare", str(files["good"])]
+    res = CliRunner().invoke(_cli(), args)
+    assert res.exit_code == 0, res.output
+    obj = json.loads(res.stdout)
+    assert obj["mrr"] == 1.0
+    cmp = obj["compare"]
+    assert set(cmp) == {"bad.trec", "good.trec"}
+    # 9 of 12 paired differences in MRR are 2/3, 3 are 0: exact test, only the all-same-sign
+    # patterns of the 9 reach the observed mean -> p = 2 * 2**3 / 2**12 = 1/256
+    assert cmp["bad.trec"]["p"]["mrr"] == pytest.approx(1 / 256)
+    assert cmp["bad.trec"]["measures"]["mrr"] == pytest.approx(0.5)
+    assert all(p == 1.0 for p in cmp["good.trec"]["p"].values())
+
+
+def test_evaluate_run_table(files: dict[str, Path]) -> None:
+    res = CliRunner().invoke(
+        _cli(), ["evaluate-run", str(files["good"]), str(files["qrels"]), "--compare", str(files["bad"])]
+    )
+    assert res.exit_code == 0, res.output
+    lines = res.stdout.splitlines()
+    assert lines[0].split() == ["measure", "good.trec", "bad.trec", "p"]
+    assert lines[1].split() == ["queries", "12", "12"]
+    rows = {ln.split()[0]: ln.split()[1:] for ln in lines[2:] if ln.split() and ln.split()[0] in MEASURE_NAMES}
+    assert set(rows) == set(MEASURE_NAMES)
+    assert rows["mrr"] == ["1.0000", "0.5000", "0.0039"]
+
+
+def test_format_table_without_comparison() -> None:
+    table = format_table(evaluate_run(GOOD, QRELS))
+    assert table.splitlines()[2].split() == ["ndcg", "1.0000"]
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [("q1 Q0 d1 1 x tag\n", "run.trec:1"), ("", "no query")],
+)
+def test_evaluate_run_errors(tmp_path: Path, files: dict[str, Path], content: str, message: str) -> None:
+    run = tmp_path / "run.trec"
+    run.write_text(content, encoding="utf-8")
+    qrels = files["qrels"] if content else tmp_path / "empty_qrels.txt"
+    if not content:
+        qrels.write_text("q1 0 d1 0\n", encoding="utf-8")
+    res = CliRunner().invoke(_cli(), ["evaluate-run", str(run), str(qrels)])
+    assert res.exit_code == 2
+    assert message in res.output
+    assert "Traceback" not in res.output
+
+
+class _FakeStage:
+    """Scores documents by shared words with the query; records how it was called."""
+
+    docs = {"d1": "pump valve fluid", "d2": "engine piston", "d3": "pump motor"}
+    calls: list[dict[str, Any]] = []
+    loaded_from: list[Path] = []
+
+    @classmethod
+    def load(cls, index_dir: Path) -> _FakeStage:
+        cls.loaded_from.append(Path(index_dir))
+        return cls()
+
+    def search(self, query: str, **kw: Any) -> Any:
+        type(self).calls.append({"query": query, **kw})
+        words = set(query.split())
+        hits = [
+            types.SimpleNamespace(doc_id=d, score=float(len(words & set(t.split()))))
+            for d, t in self.docs.items()
+            if words & set(t.split())
+        ]
+        hits.sort(key=lambda h: -h.score)
+        return types.SimpleNamespace(hits=hits[: kw["k"]])
+
+
+def test_evaluate_with_first_stage(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = types.ModuleType("service.retrieval.first_stage")
+    fake.FirstStage = _FakeStage  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "service.retrieval.first_stage", fake)
+    _FakeStage.calls.clear()
+    topics = [
+        Topic(qid="a", text="pump valve", lang="en", ipc=["F04B1/00"]),
+        Topic(qid="b", text="piston", lang="de"),
+    ]
+    write_topics(topics, tmp_path / "topics.jsonl")
+    write_qrels({"a": {"d1": 1}, "b": {"d3": 1}}, tmp_path / "qrels.txt")
+    run_path = tmp_path / "out" / "run.trec"
+    args = ["evaluate", str(tmp_path / "index"), str(tmp_path / "topics.jsonl"), str(tmp_path / "qrels.txt")]
+    res = CliRunner().invoke(_cli(), [*args, "--json", "--run", str(run_path), "--k", "5", "--no-translate"])
+    assert res.exit_code == 0, res.output
+    obj = json.loads(res.stdout)
+    assert set(obj) >= JSON_KEYS
+    # a: d1 (2 shared words) first -> RR 1; b: only d2 matches, d3 relevant not retrieved -> 0
+    assert obj["queries"] == 2 and obj["mrr"] == pytest.approx(0.5) and obj["translate"] is False
+    assert _FakeStage.loaded_from[-1] == tmp_path / "index"
+    assert [c["lang"] for c in _FakeStage.calls] == ["en", "de"]
+    assert all(c["k"] == 5 and c["translate"] is False and c["codes"] == () for c in _FakeStage.calls)
+    assert read_run(run_path) == {"a": {"d1": 2.0, "d3": 1.0}, "b": {"d2": 1.0}}
+
+    _FakeStage.calls.clear()
+    res = CliRunner().invoke(_cli(), [*args, "--filter-codes"])
+    assert res.exit_code == 0, res.output
+    assert _FakeStage.calls[0]["codes"] == ["F04B1/00"] and _FakeStage.calls[0]["translate"] is True
+    assert res.stdout.splitlines()[0].split() == ["measure", "run"]
+
+
+def test_search_topics_reports_topic_on_error() -> None:
+    class Failing:
+        def search(self, query: str, **kw: Any) -> Any:
+            raise ValueError("empty query")
+
+    with pytest.raises(ValueError, match="topic q7: empty query"):
+        search_topics(Failing(), [Topic(qid="q7", text="x")])
+
+
+@pytest.mark.realdata
+@pytest.mark.slow
+def test_evaluate_known_item_end_to_end(tmp_path: Path, us_dir: Path) -> None:
+    """Build a claims+description index of the real US grants and evaluate the known-item task."""
+    pytest.importorskip("training.commands.build", reason="`priorart build` is not available yet")
+    from service.corpus.jsonl import write_corpus
+    from training.commands import build as build_command
+    from training.commands import tasks as tasks_command
+    from training.ingest import iter_records
+
+    app = _cli()
+    build_command.register(app)
+    tasks_command.register(app)
+    corpus = tmp_path / "us.jsonl"
+    write_corpus(iter_records([us_dir]), corpus)
+    task = tmp_path / "task"
+    index = tmp_path / "index"
+    runner = CliRunner()
+    res = runner.invoke(app, ["task", "known-item", str(corpus), "-o", str(task)])
+    assert res.exit_code == 0, res.output
+    res = runner.invoke(app, ["build", str(corpus), "-o", str(index), "--fields", "claims,description"])
+    assert res.exit_code == 0, res.output
+    res = runner.invoke(
+        app,
+        [
+            "evaluate",
+            str(index),
+            str(task / "topics.jsonl"),
+            str(task / "qrels.txt"),
+            "--json",
+            "--run",
+            str(tmp_path / "run.trec"),
+        ],
+    )
+    assert res.exit_code == 0, res.output
+    obj = json.loads(res.stdout)
+    assert set(obj) >= JSON_KEYS
+    assert obj["queries"] > 100
+    assert 0.3 < obj["mrr"] <= 1.0
+    assert (tmp_path / "run.trec").stat().st_size > 0
+
+
+@pytest.mark.realdata
+@pytest.mark.slow
+def test_evaluate_xling_without_translation(tmp_path: Path, ep_dir: Path) -> None:
+    """German/French first claims against an English-only index of the real EP grants, no translation."""
+    pytest.importorskip("training.commands.build", reason="`priorart build` is not available yet")
+    from service.corpus.jsonl import write_corpus
+    from training.commands import build as build_command
+    from training.commands import tasks as tasks_command
+    from training.ingest import iter_records
+
+    app = _cli()
+    build_command.register(app)
+    tasks_command.register(app)
+    corpus = tmp_path / "ep.jsonl"
+    write_corpus(iter_records([ep_dir]), corpus)
+    runner = CliRunner()
+    res = runner.invoke(app, ["task", "xling", str(corpus), "-o", str(tmp_path / "task")])
+    assert res.exit_code == 0, res.output
+    res = runner.invoke(app, ["build", str(corpus), "-o", str(tmp_path / "index"), "--index-langs", "en"])
+    assert res.exit_code == 0, res.output
+    task = tmp_path / "task"
+    args = ["evaluate", str(tmp_path / "index"), str(task / "topics.jsonl"), str(task / "qrels.txt")]
+    res = runner.invoke(app, [*args, "--json", "--no-translate"])
+    assert res.exit_code == 0, res.output
+    obj = json.loads(res.stdout)
+    assert set(obj) >= JSON_KEYS
+    assert obj["queries"] == 50 and obj["translate"] is False
+    assert 0.0 <= obj["pres@100"] <= 1.0 and 0.0 <= obj["ndcg"] <= 1.0
+    assert obj["mrr"] > 0.3  # reference signs, numbers and formulas are shared across languages

@@ -1,0 +1,32 @@
+"""Patent ingestion: EPO publication-server XML, USPTO XML of every generation (weekly bulk files), JSONL.
+
+Public API::
+
+    iter_records(paths, stats=None) -> Iterator[PatentRecord]   # stream records from files/directories
+    ingest(paths, output) -> IngestStats                        # write them to a corpus JSONL
+    parse_ep(xml_bytes, source_name) -> PatentRecord            # one EP document
+    parse_us(xml_bytes, source_name) -> PatentRecord            # one USPTO document (any generation)
+"""
+
+from __future__ import annotations
+
+from training.ingest.common import DocumentError, IngestStats, Skip, normalise_ipc, parse_claim_refs
+from training.ingest.ep import parse_ep
+from training.ingest.pipeline import IngestInputError, collect_files, ingest, iter_records, parse_document
+from training.ingest.us import NotAPatent, parse_us
+
+__all__ = [
+    "DocumentError",
+    "IngestInputError",
+    "IngestStats",
+    "NotAPatent",
+    "Skip",
+    "collect_files",
+    "ingest",
+    "iter_records",
+    "normalise_ipc",
+    "parse_claim_refs",
+    "parse_document",
+    "parse_ep",
+    "parse_us",
+]
