@@ -40,3 +40,25 @@ def us_formats_dir() -> Path:
 @pytest.fixture(scope="session")
 def cpc_titles() -> Path:
     return _need(SHARED_DATA / "cpc" / "cpc-titles-2025-05.tsv.gz")
+
+
+@pytest.fixture(scope="session")
+def real_corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """All of ../shared/data/patents ingested once per test session (corpus JSONL)."""
+    patents = _need(SHARED_DATA / "patents")
+    from service.corpus.jsonl import write_corpus
+    from training.ingest import iter_records
+
+    path = tmp_path_factory.mktemp("real") / "corpus.jsonl"
+    write_corpus(iter_records([patents]), path)
+    return path
+
+
+@pytest.fixture(scope="session")
+def real_index(real_corpus: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A BM25 index (en, de, fr) over the real corpus, built once per test session."""
+    from training.build import build_index
+
+    out = tmp_path_factory.mktemp("real-index") / "index"
+    build_index(real_corpus, out, progress=False)
+    return out

@@ -1,0 +1,85 @@
+"""FastAPI application factory. Thin: routes delegate to the ``Engine`` loaded in the lifespan."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+from fastapi import FastAPI, Request, Response
+from fastapi.middleware.cors import CORSMiddleware
+from fastapi.staticfiles import StaticFiles
+
+from service import __version__
+from service.api.errors import install_error_handlers, problem
+from service.api.metrics import Metrics
+from service.api.routes import admin, documents, health, search
+from service.api.settings import Settings
+
+log = logging.getLogger(__name__)
+STATIC_DIR = Path(__file__).parent / "static"
+_OPEN_PATHS = ("/health", "/ready", "/metrics", "/docs", "/redoc", "/openapi.json", "/static", "/favicon")
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    """Build the app. The index is loaded at startup (lifespan), never at import time."""
+    settings = settings or Settings()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        from service.engine import Engine  # heavy imports happen here, not at module import
+
+        started = time.perf_counter()
+        app.state.engine = Engine.load(settings.index_dir, settings=settings)
+        app.state.metrics.index_docs.set(app.state.engine.num_docs)
+        log.info("index %s loaded in %.1f s: %s", settings.index_dir, time.perf_counter() - started,
+                 app.state.engine.describe())
+        yield
+        app.state.engine = None
+
+    app = FastAPI(
+        title="priorart",
+        version=__version__,
+        description="Cross-lingual patent prior-art search: BM25 + query translation, dense retrieval, "
+        "neural reranking with text and classification embeddings, weighted fusion, passages.",
+        lifespan=lifespan,
+    )
+    app.state.settings = settings
+    app.state.metrics = Metrics()
+    app.state.engine = None
+    install_error_handlers(app)
+    if settings.cors_origins:
+        app.add_middleware(CORSMiddleware, allow_origins=settings.cors_origins, allow_methods=["GET", "POST"],
+                           allow_headers=["Content-Type", "X-API-Key"])
+
+    @app.middleware("http")
+    async def guard_and_measure(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
+        started = time.perf_counter()
+        path = request.url.path
+        response: Response
+        length = request.headers.get("content-length")
+        if length is not None and (not length.isdigit() or int(length) > settings.max_body_bytes):
+            response = problem(413, "Payload Too Large", f"request body over {settings.max_body_bytes} bytes")
+        elif settings.api_key and path != "/" and not path.startswith(_OPEN_PATHS) and \
+                request.headers.get("x-api-key") != settings.api_key and not path.startswith("/admin"):
+            response = problem(401, "Unauthorized", "missing or wrong X-API-Key header")
+        else:
+            try:
+                response = await asyncio.wait_for(call_next(request), timeout=settings.request_timeout_s)
+            except TimeoutError:
+                response = problem(504, "Gateway Timeout", f"request took over {settings.request_timeout_s} s")
+        route = request.scope.get("route")
+        label = getattr(route, "path", "unmatched")
+        app.state.metrics.requests.labels(request.method, label, str(response.status_code)).inc()
+        app.state.metrics.latency.labels(label).observe(time.perf_counter() - started)
+        return response
+
+    app.include_router(search.router)
+    app.include_router(documents.router)
+    app.include_router(health.router)
+    app.include_router(admin.router)
+    app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
+    return app

@@ -1,0 +1,1 @@
+"""API routes, one module per area."""

@@ -1,0 +1,115 @@
+"""Request and response bodies of the REST API (separate from the internal pipeline types)."""
+
+from __future__ import annotations
+
+from datetime import date
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from service.corpus.record import normalise_class_code
+
+Lang = Literal["auto", "en", "de", "fr"]
+Variant = Literal["qsf_v", "qsf_v_title", "qsf_section", "qsf_section_propagate", "qsf_passage_propagate"]
+ScoreName = Literal["bm25", "dense", "text", "meta", "fused"]
+
+
+class SearchRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    query: str = Field(..., min_length=1, description="claims, title+abstract text, or a publication number")
+    lang: Lang = Field("auto", description="query language; auto detects en/de/fr")
+    codes: list[str] = Field(default_factory=list, max_length=50, description="IPC/CPC codes of the query")
+    code_filter: Literal["none", "section", "class", "subclass", "main_group", "subgroup"] = Field(
+        "none", description="keep only documents sharing a code with `codes` at this level"
+    )
+    before: date | None = Field(None, description="keep only documents published before this date")
+    k: int = Field(10, ge=1, description="results to return")
+    depth: int | None = Field(None, ge=1, description="first-stage candidates (default from settings)")
+    weights: dict[str, float] | None = Field(None, description="fusion weight override, e.g. {'bm25': 1}")
+    explain: bool = Field(False, description="include matched terms and stage details")
+    translate: bool = Field(True, description="translate de/fr queries into English (PSQ)")
+
+    @field_validator("query")
+    @classmethod
+    def _not_blank(cls, v: str) -> str:
+        if not v.strip():
+            raise ValueError("query is blank")
+        return v
+
+    @field_validator("codes")
+    @classmethod
+    def _codes(cls, codes: list[str]) -> list[str]:
+        out = []
+        for c in codes:
+            norm = normalise_class_code(c)
+            if norm is None:
+                raise ValueError(f"not an IPC/CPC code: {c!r} (expected e.g. H01F27/14 or H01F)")
+            out.append(norm)
+        return out
+
+    @field_validator("weights")
+    @classmethod
+    def _weights(cls, w: dict[str, float] | None) -> dict[str, float] | None:
+        if w is None:
+            return None
+        allowed = {"bm25", "dense", "text", "meta"}
+        bad = sorted(set(w) - allowed)
+        if bad:
+            raise ValueError(f"unknown score names {bad}; valid: {sorted(allowed)}")
+        if any(not (v == v) or v < 0 or v > 1e6 for v in w.values()):  # NaN, negative or absurd
+            raise ValueError("weights must be finite numbers >= 0")
+        if not any(v > 0 for v in w.values()):
+            raise ValueError("at least one weight must be > 0")
+        return w
+
+
+class PassageRequest(SearchRequest):
+    variant: Variant = "qsf_passage_propagate"
+    alpha: float | None = Field(None, ge=0, le=1)
+    beta: float | None = Field(None, ge=0, le=1)
+    sigma: float | None = Field(None, gt=0, le=100)
+
+
+class SearchHit(BaseModel):
+    id: str
+    title: str | None
+    score: float
+    components: dict[str, float | None]
+    matched_terms: list[str] = Field(default_factory=list)
+    codes: list[str] = Field(default_factory=list)
+    publication_date: date | None = None
+
+
+class StageInfo(BaseModel):
+    name: str
+    ms: float
+    candidates: int
+    detail: dict[str, Any] = Field(default_factory=dict)
+
+
+class SearchResponse(BaseModel):
+    results: list[SearchHit]
+    stages: list[StageInfo]
+    took_ms: float
+    query: dict[str, Any] = Field(default_factory=dict, description="how the query was understood")
+    notices: list[str] = Field(default_factory=list, description="degradations, e.g. 'no models: BM25 only'")
+
+
+class PassageHit(BaseModel):
+    doc_id: str
+    passage_id: str
+    section_path: list[str]
+    text: str
+    score: float
+    components: dict[str, float]
+    highlights: list[tuple[int, int]]
+    title: str | None = None
+
+
+class PassageResponse(BaseModel):
+    results: list[PassageHit]
+    stages: list[StageInfo]
+    took_ms: float
+    query: dict[str, Any] = Field(default_factory=dict)
+    notices: list[str] = Field(default_factory=list)

@@ -1,0 +1,158 @@
+"""The REST API driven through the real app (TestClient runs the lifespan that loads the index)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from service.api import create_app
+from service.api.settings import Settings
+
+pytestmark = pytest.mark.realdata
+
+
+@pytest.fixture(scope="module")
+def client(real_index: Path) -> Iterator[TestClient]:
+    with TestClient(create_app(Settings(index_dir=real_index))) as c:
+        yield c
+
+
+def test_health_ready_and_openapi(client: TestClient) -> None:
+    h = client.get("/health").json()
+    assert h["status"] == "ok" and h["documents"] >= 479
+    assert h["stages"][0] == "bm25" and h["stages"][-1] == "fusion"
+    assert h["index"]["format_version"] == 1
+    assert client.get("/ready").json() == {"ready": True}
+    spec = client.get("/openapi.json").json()
+    assert {"/search", "/passages", "/documents/{doc_id}", "/health", "/ready", "/metrics"} <= set(spec["paths"])
+
+
+def test_search_english_finds_the_electrophotographic_grant(client: TestClient) -> None:
+    r = client.post("/search", json={"query": "electrophotographic apparatus with process cartridge and developing "
+                                              "roller", "k": 5, "explain": True})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    ids = [h["id"] for h in body["results"]]
+    assert "EP0640886B1" in ids
+    top = body["results"][0]
+    assert set(top["components"]) == {"bm25", "dense", "text", "meta", "fused"}
+    assert top["components"]["bm25"] == pytest.approx(1.0)  # min-max over the candidates: the best is 1
+    assert top["matched_terms"], "explain=true must list matched terms"
+    assert body["stages"][0]["name"] == "bm25" and body["took_ms"] > 0
+    assert any("BM25 only" in n for n in body["notices"])
+
+
+def test_search_by_publication_number_excludes_itself(client: TestClient) -> None:
+    body = client.post("/search", json={"query": "EP0640886B1", "k": 10}).json()
+    assert body["query"]["query_doc"] == "EP0640886B1"
+    assert "EP0640886B1" not in [h["id"] for h in body["results"]]
+    assert body["results"], "a real document must find some neighbours"
+
+
+def test_german_query_is_translated_or_reported(client: TestClient) -> None:
+    body = client.post("/search", json={"query": "Elektrophotografisches Gerät und Prozesseinheit", "lang": "auto",
+                                        "k": 5}).json()
+    assert body["query"]["lang"] == "de"
+
+
+def test_filters_and_weights(client: TestClient) -> None:
+    body = client.post("/search", json={"query": "apparatus", "k": 50, "codes": ["G03G15/08"],
+                                        "code_filter": "subclass", "before": "2000-01-01"}).json()
+    for hit in body["results"]:
+        assert any(c.startswith("G03G") for c in hit["codes"])
+        assert hit["publication_date"] < "2000-01-01"
+    r = client.post("/search", json={"query": "apparatus", "weights": {"bm25": 1.0}})
+    assert r.status_code == 200
+
+
+@pytest.mark.parametrize(
+    ("body", "fragment"),
+    [
+        ({"query": ""}, "query"),
+        ({"query": "   "}, "blank"),
+        ({"query": "x", "k": 0}, "k"),
+        ({"query": "x", "k": 5000}, "limit"),
+        ({"query": "x", "lang": "ja"}, "lang"),
+        ({"query": "x", "codes": ["nonsense"]}, "not an IPC/CPC code"),
+        ({"query": "x", "weights": {"bogus": 1}}, "unknown score names"),
+        ({"query": "x", "unexpected": 1}, "unexpected"),
+        ({"query": "EP9999999B1"}, "not in this index"),
+        ({"query": "x" * 30_000}, "limit"),
+    ],
+)
+def test_bad_input_is_a_4xx_problem_document(client: TestClient, body: dict, fragment: str) -> None:
+    r = client.post("/search", json=body)
+    assert 400 <= r.status_code < 500, r.text
+    assert r.headers["content-type"].startswith("application/problem+json")
+    problem = r.json()
+    assert problem["status"] == r.status_code and fragment.lower() in json.dumps(problem).lower()
+
+
+def test_documents_endpoint(client: TestClient) -> None:
+    doc = client.get("/documents/EP0640886B1").json()
+    assert doc["id"] == "EP0640886B1" and doc["title"]["en"].startswith("Electrophotographic")
+    assert client.get("/documents/ep 0640886 b1").status_code == 200
+    assert client.get("/documents/EP0000000X9").status_code == 404
+    assert client.get("/documents/..%2F..%2Fetc%2Fpasswd").status_code == 404
+
+
+def test_code_suggestions(client: TestClient) -> None:
+    res = client.get("/codes", params={"q": "G03G"}).json()["results"]
+    assert res and all(r["code"].startswith("G03G") for r in res)
+
+
+def test_passages_all_variants(client: TestClient) -> None:
+    for variant in ("qsf_v", "qsf_v_title", "qsf_section", "qsf_section_propagate", "qsf_passage_propagate"):
+        r = client.post("/passages", json={"query": "developing roller toner layer thickness regulating blade",
+                                           "variant": variant, "k": 5, "depth": 50})
+        assert r.status_code == 200, (variant, r.text)
+        res = r.json()["results"]
+        assert res and all(p["section_path"] is not None and p["text"] for p in res)
+        assert any(p["highlights"] for p in res)
+    bad = client.post("/passages", json={"query": "x", "variant": "nope"})
+    assert bad.status_code == 422
+
+
+def test_metrics_count_requests_and_stages(client: TestClient) -> None:
+    client.post("/search", json={"query": "toner"})
+    text = client.get("/metrics").text
+    assert 'priorart_requests_total{method="POST",route="/search",status="200"}' in text
+    assert 'priorart_stage_seconds_count{stage="bm25"}' in text
+    assert "priorart_index_documents" in text
+
+
+def test_ui_is_served(client: TestClient) -> None:
+    r = client.get("/")
+    assert r.status_code == 200 and "priorart" in r.text
+    assert client.get("/static/app.js").status_code == 200
+
+
+def test_api_key_and_reload(real_index: Path, tmp_path: Path) -> None:
+    live = tmp_path / "live"
+    shutil.copytree(real_index, live)
+    settings = Settings(index_dir=live, api_key="secret")
+    with TestClient(create_app(settings)) as c:
+        assert c.post("/search", json={"query": "toner"}).status_code == 401
+        ok = c.post("/search", json={"query": "toner"}, headers={"X-API-Key": "secret"})
+        assert ok.status_code == 200
+        assert c.get("/health").status_code == 200  # probes stay open
+        # corrupt the live folder: reload must refuse and keep serving the old index
+        # (swapped in as a new file, as a deployment would: the running index keeps its own open files)
+        victim = next(p for p in sorted((live / "bm25" / "en").iterdir()) if p.suffix == ".npy")
+        tmp = victim.with_suffix(".tmp")
+        tmp.write_bytes(victim.read_bytes()[:-8] + b"corrupt!")
+        tmp.replace(victim)
+        r = c.post("/admin/reload", headers={"X-API-Key": "secret"})
+        assert r.status_code == 409 and "old one kept" in r.json()["detail"]
+        assert c.post("/search", json={"query": "toner"}, headers={"X-API-Key": "secret"}).status_code == 200
+        assert c.post("/admin/reload").status_code == 401
+        # swap a good index in: reload picks it up
+        shutil.rmtree(live)
+        shutil.copytree(real_index, live)
+        r = c.post("/admin/reload", headers={"X-API-Key": "secret"})
+        assert r.status_code == 200 and r.json()["reloaded"] is True
