@@ -30,6 +30,11 @@ class TranslationTable:
         cumulative: float = 0.9,
         min_prob: float = 0.01,
     ) -> None:
+        if max_alternatives < 1 or not 0.0 < cumulative <= 1.0 or not 0.0 <= min_prob < 1.0:
+            raise ValueError(
+                f"bad pruning settings max_alternatives={max_alternatives} (need >= 1), "
+                f"cumulative={cumulative} (need (0, 1]), min_prob={min_prob} (need [0, 1))"
+            )
         self.src = src
         self.tgt = tgt
         self.sources = list(sources)  # e.g. ["freedict", "aligned-claims"]
@@ -71,9 +76,11 @@ class TranslationTable:
         return {t: p / total for t, p in kept}
 
     def translate_terms(self, terms: Sequence[str]) -> list[dict[str, float]]:
+        """``translate_term`` for each term, in order."""
         return [self.translate_term(t) for t in terms]
 
     def to_json(self) -> dict[str, object]:
+        """The JSON document ``save`` writes."""
         return {
             "format": TABLE_FORMAT,
             "version": TABLE_VERSION,
@@ -90,6 +97,7 @@ class TranslationTable:
 
     @classmethod
     def load(cls, path: str | Path, **pruning: float) -> TranslationTable:
+        """Read a table written by ``save``; ``pruning`` overrides the query-time pruning settings."""
         path = Path(path)
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
@@ -100,5 +108,25 @@ class TranslationTable:
                 f"{path} is not a {TABLE_FORMAT} v{TABLE_VERSION} file "
                 f"(found format={data.get('format')!r}, version={data.get('version')!r})"
             )
-        return cls(data["entries"], src=data["src"], tgt=data["tgt"], sources=data.get("sources", ()),
-                   **pruning)  # type: ignore[arg-type]
+        entries = data.get("entries")
+        if not isinstance(entries, dict) or not all(
+            isinstance(row, dict) and all(isinstance(p, int | float) for p in row.values()) for row in entries.values()
+        ):
+            raise ValueError(f"{path}: 'entries' must map each source term to {{target term: probability}}")
+        return cls(entries, src=data["src"], tgt=data["tgt"], sources=data.get("sources", ()), **pruning)  # type: ignore[arg-type]
+
+
+def table_path(path: str | Path, src: str, tgt: str = "en") -> Path:
+    """Locate the ``src``-``tgt`` table: ``path`` itself when it is a file, else ``<src>-<tgt>.json`` in the folder
+    ``path`` or in its ``translation/`` subfolder (an index folder)."""
+    path = Path(path)
+    if path.is_file():
+        return path
+    name = f"{src}-{tgt}.json"
+    for candidate in (path / "translation" / name, path / name):
+        if candidate.is_file():
+            return candidate
+    raise FileNotFoundError(
+        f"no {src}-{tgt} translation table at {path} (looked for {path}/translation/{name} and {path}/{name}); "
+        "build one with `priorart translate-train`"
+    )

@@ -1,0 +1,233 @@
+"""FreeDict German/French -> English lexicons (Debian ``dict-freedict-deu-eng``, ``dict-freedict-fra-eng``).
+
+The files are in dictd format: ``NAME.index`` holds one line per headword (``headword TAB
+base64-offset TAB base64-length``) pointing into ``NAME.dict.dz``, a gzip-readable text file of
+entries converted from TEI. An entry looks like::
+
+    Gehäuse /ɡəhˈɔøzə/ <neut, n, sg>
+    case <n>, casing box <n>, housing <n>, chassis <n>, cladding <n>
+          "Gehäuse für den Außenbereich"  - outdoor housing
+       Synonym: {Umhüllung}
+     see: {Gehäuse}, {Umhüllungen}, {Metallgehäuse}, {robustes Gehäuse}
+
+The first line is the headword with pronunciation and grammar; the next lines, up to the first
+example, note, synonym or cross-reference line, are the translations: comma-separated, with
+``<grammar>``, ``[domain]`` and ``(comment)`` marks and placeholders like ``sth.``/``sb.``. The
+German lexicon has one entry per sense (the same headword repeats); the French one numbers its
+senses (``1. abasement``, ``2. decrease, lowering``) inside one entry.
+
+Turning entries into ``p(English term | source term)`` over *index terms*:
+
+* the headword is analysed with ``get_analyzer(src)``; headwords that are phrases (more than one
+  content term after stop words: ``sich drehen`` counts as ``dreh``) or affixes (``…fach``,
+  ``Fach…``) are skipped: a table maps single terms;
+* every translation is analysed with ``get_analyzer('en')``; a single-content-word translation gives
+  its term; within a sense, multi-word translations (``turning moment``) are used only when the sense
+  has no single-word one, and then only through their head, the last content word (English noun
+  compounds are head-final: ``rack bay`` -> ``bay``, ``water wave`` -> ``wave``);
+* each sense carries the same mass, shared uniformly by its distinct terms; the masses of all senses
+  of all entries of a source term are summed and normalised. A term that translates many senses
+  (``Schicht``: layer in three of them) therefore outranks a one-off sense (``shift``). Dictionary
+  order is not a usable signal (the German file lists senses in no particular order).
+"""
+
+from __future__ import annotations
+
+import gzip
+import logging
+import re
+from collections import defaultdict
+from collections.abc import Collection, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from tqdm import tqdm
+
+from service.text.analysis import get_analyzer, stopwords, tokenize
+
+log = logging.getLogger(__name__)
+
+DICTD_DIR = Path("/usr/share/dictd")
+LEXICON_NAMES = {"de": "freedict-deu-eng", "fr": "freedict-fra-eng"}
+DEBIAN_PACKAGES = {"de": "dict-freedict-deu-eng", "fr": "dict-freedict-fra-eng"}
+
+_B64 = {c: i for i, c in enumerate("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/")}
+_NOT_TRANSLATION_RE = re.compile(r'^\s*(?:"|Note:|Synonyms?:|see:|Antonyms?:|Example|Usage:)')
+_SENSE_NUM_RE = re.compile(r"^\s*\d+\.\s+")
+_MARKS_RE = re.compile(r"<[^>]*>|\[[^\]]*\]|\([^)]*\)|\{[^}]*\}")
+_PRON_RE = re.compile(r"\s/[^/]*/")
+# English placeholders for arguments ("hitch sth.", "grip sb./sth.", "one's") that are no content
+_PLACEHOLDERS = frozenset({"sth", "sb", "so", "one", "oneself", "someone", "something", "s", "etw", "jdn", "jdm"})
+
+
+class LexiconNotFoundError(FileNotFoundError):
+    """The FreeDict files for a language are not installed."""
+
+
+def decode_b64_number(text: str) -> int:
+    """Decode dictd's base64 numbers (most significant digit first, no padding)."""
+    n = 0
+    for ch in text:
+        try:
+            n = n * 64 + _B64[ch]
+        except KeyError:
+            raise ValueError(f"not a dictd base64 number: {text!r}") from None
+    return n
+
+
+def lexicon_paths(src: str, dictd_dir: str | Path = DICTD_DIR) -> tuple[Path, Path]:
+    """``(index, dict)`` paths of the FreeDict ``src``-English lexicon (the dict may be ``.dict`` or ``.dict.dz``)."""
+    if src not in LEXICON_NAMES:
+        raise ValueError(f"no FreeDict lexicon configured for {src!r}; choose one of {', '.join(LEXICON_NAMES)}")
+    base = Path(dictd_dir) / LEXICON_NAMES[src]
+    index = base.with_name(base.name + ".index")
+    data = base.with_name(base.name + ".dict.dz")
+    if not data.exists() and base.with_name(base.name + ".dict").exists():
+        data = base.with_name(base.name + ".dict")
+    return index, data
+
+
+def read_dictd(index_path: str | Path, dict_path: str | Path) -> Iterator[tuple[str, str]]:
+    """Yield ``(index headword, entry text)`` per entry, skipping the ``00-database-*`` info entries.
+
+    An entry listed under several index headwords is yielded once (for its first index line).
+    """
+    index_path, dict_path = Path(index_path), Path(dict_path)
+    for p in (index_path, dict_path):
+        if not p.exists():
+            raise LexiconNotFoundError(f"dictd file {p} not found")
+    opener = gzip.open if dict_path.suffix == ".dz" else open
+    with opener(dict_path, "rb") as fh:
+        data = fh.read()
+    seen: set[int] = set()
+    with open(index_path, encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, 1):
+            parts = line.rstrip("\n").split("\t")
+            if len(parts) < 3:
+                raise ValueError(f"{index_path}:{lineno}: expected 'headword<TAB>offset<TAB>length', got {line!r}")
+            head, off, length = parts[0], decode_b64_number(parts[1]), decode_b64_number(parts[2])
+            if head.startswith("00database") or head.startswith("00-database") or off in seen:
+                continue
+            seen.add(off)
+            yield head, data[off : off + length].decode("utf-8", errors="replace")
+
+
+@dataclass(frozen=True)
+class DictEntry:
+    """One parsed entry: the headword as printed and its senses (each a list of translation strings)."""
+
+    headword: str
+    senses: tuple[tuple[str, ...], ...]
+
+
+def parse_headword(first_line: str) -> str:
+    """The headword of an entry's first line (without pronunciation and grammar); ``''`` if none."""
+    first = _PRON_RE.sub(" ", " " + first_line).strip()
+    return re.split(r"\s+(?:<|\(\[|\()", first, maxsplit=1)[0].strip()
+
+
+def parse_entry(text: str) -> DictEntry | None:
+    """Parse the text of one dictd entry; ``None`` when it has no headword or no translation."""
+    lines = text.split("\n")
+    headword = parse_headword(lines[0])
+    senses: list[tuple[str, ...]] = []
+    for line in lines[1:]:
+        if not line.strip():
+            break  # the translation block ends at the first blank line
+        if _NOT_TRANSLATION_RE.match(line):
+            continue  # examples, notes, synonyms, cross-references
+        line = _SENSE_NUM_RE.sub("", line)
+        cleaned = _MARKS_RE.sub(" ", line)
+        alts = tuple(a for a in (re.sub(r"\s+", " ", x).strip(" .;:") for x in re.split(r"[,;]", cleaned)) if a)
+        if alts:
+            senses.append(alts)
+    if not headword or not senses:
+        return None
+    return DictEntry(headword=headword, senses=tuple(senses))
+
+
+def _english_terms(sense: tuple[str, ...]) -> list[str]:
+    """Index terms a sense translates to (single-word translations, else heads of multi-word ones)."""
+    en = get_analyzer("en")
+    single: list[str] = []
+    heads: list[str] = []
+    for alt in sense:
+        terms = [t for t in en(alt) if t not in _PLACEHOLDERS]
+        if len(terms) == 1:
+            single.append(terms[0])
+        elif terms:
+            heads.append(terms[-1])
+    chosen = single or heads
+    return list(dict.fromkeys(chosen))
+
+
+def lexicon_table(
+    src: str,
+    *,
+    dictd_dir: str | Path = DICTD_DIR,
+    only: Collection[str] | None = None,
+    progress: bool | None = None,
+) -> dict[str, dict[str, float]]:
+    """``{source index term: {English index term: p}}`` from the installed FreeDict lexicon.
+
+    ``only``: build just the rows of these source terms (the same rows, less work; e.g. the terms of a
+    topic set). Raises ``LexiconNotFoundError`` when the lexicon is not installed (see ``load_lexicon``).
+    """
+    index, data = lexicon_paths(src, dictd_dir)
+    if not index.exists() or not data.exists():
+        raise LexiconNotFoundError(
+            f"FreeDict lexicon {index.with_suffix('')} not found; install {DEBIAN_PACKAGES[src]} (scripts/setup.sh)"
+        )
+    analyzer = get_analyzer(src)
+    stop = stopwords(src)
+    mass: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+    n_entries = 0
+    for _head, text in tqdm(
+        read_dictd(index, data),
+        desc=f"FreeDict {src}-en",
+        unit=" entries",
+        disable=None if progress is None else not progress,
+    ):
+        headword = parse_headword(text.split("\n", 1)[0])
+        if not headword or "…" in headword or "..." in headword:
+            continue  # affixes ("…fach", "Fach…")
+        src_terms = analyzer(headword)
+        if len(src_terms) != 1 or (only is not None and src_terms[0] not in only):
+            continue
+        if sum(1 for tok in tokenize(headword) if tok not in stop) != 1:
+            continue  # a phrase ("zur Schau stellen", "x-fach") or a stop word: the table maps single terms
+        entry = parse_entry(text)
+        if entry is None:
+            continue
+        s = src_terms[0]
+        n_entries += 1
+        for sense in entry.senses:
+            terms = _english_terms(sense)
+            for t in terms:
+                mass[s][t] += 1.0 / len(terms)
+    table = {}
+    for s, row in mass.items():
+        total = sum(row.values())
+        table[s] = {t: v / total for t, v in row.items()}
+    log.info("FreeDict %s-en: %d entries -> %d source terms", src, n_entries, len(table))
+    return table
+
+
+def load_lexicon(
+    src: str,
+    *,
+    dictd_dir: str | Path = DICTD_DIR,
+    only: Collection[str] | None = None,
+    progress: bool | None = None,
+) -> dict[str, dict[str, float]] | None:
+    """Like ``lexicon_table`` but logs a warning and returns ``None`` when the lexicon is not installed."""
+    try:
+        return lexicon_table(src, dictd_dir=dictd_dir, only=only, progress=progress)
+    except LexiconNotFoundError:
+        index, _ = lexicon_paths(src, dictd_dir)
+        log.warning(
+            "FreeDict lexicon %s not found; install %s (scripts/setup.sh) — using aligned-claims-only translation",
+            index,
+            DEBIAN_PACKAGES[src],
+        )
+        return None

@@ -1,0 +1,240 @@
+"""Merge the aligned-claims model and the FreeDict lexicons into PSQ translation tables (``<src>-en.json``).
+
+p(t|s) = lambda * p_aligned(t|s) + (1 - lambda) * p_dict(t|s) for a source term both resources know,
+otherwise whichever knows it. Rows are then pruned for storage (``min_prob``, ``max_per_term``;
+query-time pruning is ``TranslationTable.translate_term``'s job) and, optionally, a source term
+that is also an English index term of the collection keeps some probability of translating to
+itself (cognates: ``motor``, ``system``, ``element``, ``laser``); terms without an entry (numbers,
+codes, formulas, unknown words) are passed through unchanged by ``TranslationTable`` anyway.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Collection, Iterable, Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from service.corpus.record import PatentRecord
+from service.retrieval.translate import TranslationTable
+from service.text.analysis import get_analyzer
+from training.translation.freedict import DICTD_DIR, LEXICON_NAMES, lexicon_paths, load_lexicon
+from training.translation.ibm1 import train_aligned_table
+
+log = logging.getLogger(__name__)
+
+Entries = dict[str, dict[str, float]]
+META_FILE = "translation-meta.json"
+SOURCE_ALIGNED = "aligned-claims"
+SOURCE_DICT = "freedict"
+
+
+@dataclass
+class TableSettings:
+    """How translation tables are built (saved in ``translation-meta.json``)."""
+
+    langs: tuple[str, ...] = ("de", "fr")
+    use_aligned: bool = True  # IBM model 1 on aligned EP claims (+ titles)
+    use_dict: bool = True  # FreeDict lexicons
+    lam: float = 0.5  # weight of the aligned model where both resources know a term
+    iterations: int = 10  # EM iterations
+    symmetric: bool = True  # combine with the reverse alignment model
+    titles: bool = True  # aligned titles as extra sentence pairs
+    function_words: bool = True  # train with stop words kept; drop rows that mostly translate to them
+    min_content: float = 0.5  # ... i.e. rows with less content-word mass than this
+    min_prob: float = 0.005  # storage pruning: drop p below this ...
+    max_per_term: int = 20  # ... and keep at most this many translations per source term
+    self_weight: float = 0.1  # probability of self-translation for source terms that are English terms too
+    target_filter: bool = False  # drop dictionary translations that never occur in the English collection
+    extra: dict[str, object] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        bad = [lang for lang in self.langs if lang not in LEXICON_NAMES]
+        if bad:
+            raise ValueError(f"unsupported source language(s) {bad}; choose from {', '.join(LEXICON_NAMES)}")
+        if not (self.use_aligned or self.use_dict):
+            raise ValueError("nothing to build: both the aligned-claims model and the dictionary are switched off")
+        if not 0.0 <= self.lam <= 1.0:
+            raise ValueError(f"lam must be in [0, 1], got {self.lam}")
+        if not 0.0 <= self.self_weight < 1.0:
+            raise ValueError(f"self_weight must be in [0, 1), got {self.self_weight}")
+        if not 0.0 <= self.min_prob < 1.0 or self.max_per_term < 1:
+            raise ValueError(
+                f"bad pruning: min_prob={self.min_prob} (need [0, 1)), max_per_term={self.max_per_term} (need >= 1)"
+            )
+
+
+def merge(
+    aligned: Mapping[str, Mapping[str, float]] | None,
+    dictionary: Mapping[str, Mapping[str, float]] | None,
+    *,
+    lam: float = 0.5,
+) -> Entries:
+    """Linear interpolation of two tables where both have a row, the row of the one that has it elsewhere."""
+    aligned = aligned or {}
+    dictionary = dictionary or {}
+    out: Entries = {}
+    for s in sorted(aligned.keys() | dictionary.keys()):
+        a, d = aligned.get(s), dictionary.get(s)
+        if a and d:
+            row = {t: lam * p for t, p in a.items()}
+            for t, p in d.items():
+                row[t] = row.get(t, 0.0) + (1.0 - lam) * p
+        else:
+            row = dict(a or d or {})
+        if row:
+            out[s] = row
+    return out
+
+
+def prune(entries: Mapping[str, Mapping[str, float]], *, min_prob: float = 0.005, max_per_term: int = 20) -> Entries:
+    """Keep the ``max_per_term`` most probable translations with p >= ``min_prob`` (at least the best); renormalise."""
+    out: Entries = {}
+    for s, row in entries.items():
+        ranked = sorted(row.items(), key=lambda kv: (-kv[1], kv[0]))
+        kept = [(t, p) for t, p in ranked[:max_per_term] if p >= min_prob] or ranked[:1]
+        total = sum(p for _, p in kept)
+        if total > 0:
+            out[s] = {t: p / total for t, p in kept}
+    return out
+
+
+def add_self_translation(
+    entries: Mapping[str, Mapping[str, float]], vocabulary: Collection[str], weight: float
+) -> Entries:
+    """Give source terms that are also target-language terms probability ``weight`` of translating to themselves."""
+    out: Entries = {}
+    for s, row in entries.items():
+        if weight > 0 and s in vocabulary:
+            new = {t: (1.0 - weight) * p for t, p in row.items()}
+            new[s] = new.get(s, 0.0) + weight
+            out[s] = new
+        else:
+            out[s] = dict(row)
+    return out
+
+
+def restrict_targets(entries: Mapping[str, Mapping[str, float]], vocabulary: Collection[str]) -> Entries:
+    """Drop translations outside ``vocabulary`` (rows left empty keep their original translations)."""
+    out: Entries = {}
+    for s, row in entries.items():
+        kept = {t: p for t, p in row.items() if t in vocabulary}
+        total = sum(kept.values())
+        out[s] = {t: p / total for t, p in kept.items()} if total > 0 else dict(row)
+    return out
+
+
+def english_vocabulary(records: Iterable[PatentRecord], lang: str = "en") -> set[str]:
+    """Index terms of all ``lang`` text of the records (title, abstract, claims, description)."""
+    analyzer = get_analyzer(lang)
+    vocab: set[str] = set()
+    for rec in records:
+        vocab.update(analyzer(rec.text(lang)))
+    return vocab
+
+
+def build_tables(
+    records: Iterable[PatentRecord],
+    settings: TableSettings | None = None,
+    *,
+    exclude_ids: Collection[str] = (),
+    lexicons: Mapping[str, Mapping[str, Mapping[str, float]] | None] | None = None,
+    target_vocab: Collection[str] | None = None,
+    dictd_dir: str | Path = DICTD_DIR,
+    progress: bool | None = None,
+) -> tuple[dict[str, TranslationTable], dict[str, object]]:
+    """Build one ``TranslationTable`` per source language; returns them and a metadata dict.
+
+    ``exclude_ids``: records whose claims the aligned model must not see (evaluation topics).
+    ``lexicons``: already-loaded dictionary tables per language (to share across folds); missing ones
+    are read from ``dictd_dir`` (a missing lexicon logs a warning and is left out).
+    ``target_vocab``: English index terms of the collection, for ``self_weight`` / ``target_filter``;
+    computed from ``records`` when needed and not given.
+    """
+    settings = settings or TableSettings()
+    need_vocab = (settings.self_weight > 0 or settings.target_filter) and target_vocab is None
+    kept: list[PatentRecord] = []
+    vocab: set[str] = set()
+    en = get_analyzer("en")
+    for rec in records:
+        if any(rec.claims.get(lang) or lang in rec.title for lang in settings.langs):
+            kept.append(rec)
+        if need_vocab:
+            vocab.update(en(rec.text("en")))
+    if target_vocab is None:
+        target_vocab = vocab
+    tables: dict[str, TranslationTable] = {}
+    meta: dict[str, object] = {
+        "settings": {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(settings).items()},
+        "excluded_ids": sorted(exclude_ids),
+        "languages": {},
+    }
+    lang_meta: dict[str, object] = {}
+    for lang in settings.langs:
+        info: dict[str, object] = {}
+        sources: list[str] = []
+        aligned: Entries | None = None
+        dictionary: Mapping[str, Mapping[str, float]] | None = None
+        if settings.use_aligned:
+            try:
+                aligned, summary = train_aligned_table(
+                    kept,
+                    lang,
+                    exclude_ids=exclude_ids,
+                    iterations=settings.iterations,
+                    symmetric=settings.symmetric,
+                    titles=settings.titles,
+                    function_words=settings.function_words,
+                    min_content=settings.min_content,
+                    progress=progress,
+                )
+            except ValueError as exc:
+                log.warning("%s-en aligned-claims model not trained: %s", lang, exc)
+            else:
+                sources.append(SOURCE_ALIGNED)
+                info["aligned"] = {k: v for k, v in summary.items() if k != "log_likelihood"}
+        if settings.use_dict:
+            if lexicons is not None and lang in lexicons:
+                dictionary = lexicons[lang]
+            else:
+                dictionary = load_lexicon(lang, dictd_dir=dictd_dir, progress=progress)
+            if dictionary is not None:
+                if settings.target_filter:
+                    dictionary = restrict_targets(dictionary, target_vocab)
+                sources.append(SOURCE_DICT)
+                index, data = lexicon_paths(lang, dictd_dir)
+                info["dictionary"] = {"index": str(index), "dict": str(data), "source_terms": len(dictionary)}
+        if not sources:
+            raise ValueError(
+                f"no translation resource for {lang}-en: the aligned-claims model could not be trained and the "
+                f"dictionary is {'off' if not settings.use_dict else 'not installed'}"
+            )
+        entries = prune(
+            merge(aligned, dictionary, lam=settings.lam), min_prob=settings.min_prob, max_per_term=settings.max_per_term
+        )
+        if settings.self_weight > 0:  # after pruning, so that the stored self probability is exactly self_weight
+            entries = add_self_translation(entries, target_vocab, settings.self_weight)
+            sources.append("self")
+        table = TranslationTable(entries, src=lang, tgt="en", sources=sources)
+        info.update(sources=sources, source_terms=len(table), pairs=sum(len(r) for r in entries.values()))
+        lang_meta[lang] = info
+        tables[lang] = table
+        log.info("%s-en table: %d source terms from %s", lang, len(table), " + ".join(sources))
+    meta["languages"] = lang_meta
+    return tables, meta
+
+
+def write_tables(out_dir: str | Path, tables: Mapping[str, TranslationTable], meta: Mapping[str, object]) -> list[Path]:
+    """Write ``<src>-en.json`` per table and ``translation-meta.json``; returns the paths written."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    for lang, table in sorted(tables.items()):
+        path = out / f"{lang}-{table.tgt}.json"
+        table.save(path)
+        written.append(path)
+    meta_path = out / META_FILE
+    meta_path.write_text(json.dumps(dict(meta), ensure_ascii=False, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    written.append(meta_path)
+    return written
