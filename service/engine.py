@@ -8,6 +8,7 @@ response's ``notices`` say e.g. "no models in this index: BM25 only".
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -47,7 +48,36 @@ class Engine:
         self.device = device
         self.extra = extra
         self.loaded_at = time.time()
-        self._passages: Any = None
+        from service.retrieval.passages import PassageRanker
+
+        # PSQ tables let a de/fr query score English passages; the ranker caches parsed documents
+        self._passages = PassageRanker(translations=first_stage.tables)
+        self._warm_stop = threading.Event()
+        self._warm_thread: threading.Thread | None = None
+
+    def warm_passages(self, limit: int | None = None, lang: str = "en", chunk: int = 16) -> int:
+        """Parse documents into the passage cache (in small chunks, so queries are not held up)."""
+        n = min(self.num_docs, limit if limit is not None else self._passages.cache_size)
+        done = 0
+        for start in range(0, n, chunk):
+            if self._warm_stop.is_set():
+                break
+            recs = [self.first_stage.docs.get_row(r) for r in range(start, min(n, start + chunk))]
+            done += self._passages.prepare(recs, lang)
+        return done
+
+    def start_warming(self) -> None:
+        """Warm the passage cache in a background thread (cold documents cost ~10 ms each to parse)."""
+        def _run() -> None:
+            started = time.perf_counter()
+            n = self.warm_passages()
+            log.info("passage cache warmed: %d documents in %.1f s", n, time.perf_counter() - started)
+
+        self._warm_thread = threading.Thread(target=_run, name="passage-warmup", daemon=True)
+        self._warm_thread.start()
+
+    def close(self) -> None:
+        self._warm_stop.set()
 
     # ------------------------------------------------------------------ loading
     @classmethod
@@ -143,29 +173,40 @@ class Engine:
 
     def passages(self, req: PassageRequest) -> dict[str, Any]:
         """Rank passages of the top documents in context (QSF variants)."""
-        from service.retrieval.passages import PassageRanker
-
         started = time.perf_counter()
         depth = min(req.depth or PASSAGE_DOCS, self.settings.max_depth)
         query = self._query(req, depth)
         query.k = depth  # passages need the whole candidate list, not the top k documents
         cands, trace = self._run(query)
-        if self._passages is None:
-            self._passages = PassageRanker()
         params = {
             "alpha": req.alpha if req.alpha is not None else DEFAULT_PASSAGE_PARAMS["alpha"],
             "beta": req.beta if req.beta is not None else DEFAULT_PASSAGE_PARAMS["beta"],
             "sigma": req.sigma if req.sigma is not None else DEFAULT_PASSAGE_PARAMS["sigma"],
         }
         t0 = time.perf_counter()
-        docs = [(self.first_stage.docs.get_row(int(r)), float(s))
-                for r, s in zip(cands.rows, cands.fused if cands.fused is not None else [], strict=True)]
+        lang = query.resolved_lang or "en"
+        readable = {lang} | ({"en"} if lang in self.first_stage.tables else set())
+        docs: list[tuple[PatentRecord, float]] = []
+        skipped = 0
+        for r, s in zip(cands.rows, cands.fused if cands.fused is not None else [], strict=True):
+            rec = self.first_stage.docs.get_row(int(r))
+            if readable & set(rec.languages):
+                docs.append((rec, float(s)))
+            else:
+                skipped += 1
+        notes = list(query.info.get("notes", []))
+        if skipped:
+            notes.append(f"{skipped} candidate documents have no text in {', '.join(sorted(readable))}: "
+                         "their passages are not ranked")
         text = query.resolved_text or query.text
-        try:
-            hits = self._passages.rank(text, query.resolved_lang or "en", docs, variant=req.variant, k=req.k,
-                                       **params)
-        except ValueError as exc:
-            raise QueryError(str(exc)) from exc
+        if not docs:
+            hits = []
+        else:
+            try:
+                hits = self._passages.rank(text, lang, docs, variant=req.variant, k=req.k, langs=readable,
+                                           **params)
+            except ValueError as exc:
+                raise QueryError(str(exc)) from exc
         titles = {rec.id: _title(rec, query.resolved_lang) for rec, _ in docs}
         trace.append({"name": "passages", "ms": (time.perf_counter() - t0) * 1000.0, "candidates": len(hits),
                       "detail": {"variant": req.variant, **params, "documents": len(docs)}})
@@ -178,13 +219,14 @@ class Engine:
             "components": {k: float(v) for k, v in h.components.items()},
             "highlights": [tuple(s) for s in h.highlights],
             "title": titles.get(h.doc_id),
+            "lang": h.lang,
         } for h in hits]
         return {
             "results": results,
             "stages": trace,
             "took_ms": (time.perf_counter() - started) * 1000.0,
             "query": query.info,
-            "notices": self.notices + list(query.info.get("notes", [])),
+            "notices": self.notices + notes,
         }
 
     # ------------------------------------------------------------------ lookups

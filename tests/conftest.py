@@ -55,10 +55,22 @@ def real_corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def real_index(real_corpus: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A BM25 index (en, de, fr) over the real corpus, built once per test session."""
+def real_translation(real_corpus: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """de/fr -> en translation tables (aligned claims + FreeDict when installed) over the real corpus."""
+    from service.corpus.jsonl import read_corpus
+    from training.translation.tables import build_tables, write_tables
+
+    out = tmp_path_factory.mktemp("real-translation")
+    tables, meta = build_tables(list(read_corpus(real_corpus)), progress=False)
+    write_tables(out, tables, meta)
+    return out
+
+
+@pytest.fixture(scope="session")
+def real_index(real_corpus: Path, real_translation: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A BM25 index (en, de, fr) with translation tables over the real corpus, built once per session."""
     from training.build import build_index
 
     out = tmp_path_factory.mktemp("real-index") / "index"
-    build_index(real_corpus, out, progress=False)
+    build_index(real_corpus, out, translation_dir=real_translation, progress=False)
     return out

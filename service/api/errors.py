@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -10,6 +11,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 PROBLEM_TYPE = "application/problem+json"
+log = logging.getLogger(__name__)
 
 
 def problem(status: int, title: str, detail: str, **extra: Any) -> JSONResponse:
@@ -24,6 +26,11 @@ def install_error_handlers(app: FastAPI) -> None:
                  409: "Conflict", 413: "Payload Too Large", 422: "Unprocessable Content",
                  503: "Service Unavailable", 504: "Gateway Timeout"}.get(exc.status_code, "Error")
         return problem(exc.status_code, title, str(exc.detail))
+
+    @app.exception_handler(Exception)
+    async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+        log.exception("unhandled error on %s %s", request.method, request.url.path)
+        return problem(500, "Internal Server Error", f"unexpected {type(exc).__name__}; the error is logged")
 
     @app.exception_handler(RequestValidationError)
     async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:

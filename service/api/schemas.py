@@ -105,6 +105,7 @@ class PassageHit(BaseModel):
     components: dict[str, float]
     highlights: list[tuple[int, int]]
     title: str | None = None
+    lang: str | None = None
 
 
 class PassageResponse(BaseModel):

@@ -1009,10 +1009,13 @@ class PassageRanker:
         k: int = 1500,
         doc_score: str = "lm",
         highlight: bool = True,
+        langs: Collection[str] | None = None,
     ) -> list[PassageHit]:
         """Rank the passages of ``candidates`` (first-stage documents with their scores) for ``query``.
 
         Highlights cost about 0.1 ms per returned hit; pass ``highlight=False`` for evaluation runs.
+        ``langs``: return only passages in these languages (e.g. the query language plus English when a
+        translation table reaches it); passages in other languages still shape their documents' scores.
         """
         _check_params(variant, alpha, beta, sigma)
         if k < 1:
@@ -1023,9 +1026,13 @@ class PassageRanker:
         final = scores.combine(alpha, beta)
         context_name = "section" if variant == "qsf_section" else "propagated"
         hits: list[PassageHit] = []
-        for i in scores.order(final, k):
+        for i in scores.order(final, k if langs is None else len(final)):
             tree = scores.trees[int(scores.doc_index[i])]
             p = tree.passages[int(scores.local_index[i])]
+            if langs is not None and p.lang not in langs:
+                continue
+            if len(hits) >= k:
+                break
             comps = {
                 "passage": float(scores.passage[i]),
                 "doc": float(scores.doc[i]),

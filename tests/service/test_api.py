@@ -54,10 +54,22 @@ def test_search_by_publication_number_excludes_itself(client: TestClient) -> Non
     assert body["results"], "a real document must find some neighbours"
 
 
-def test_german_query_is_translated_or_reported(client: TestClient) -> None:
-    body = client.post("/search", json={"query": "Elektrophotografisches Gerät und Prozesseinheit", "lang": "auto",
+def test_german_query_is_translated_to_english(client: TestClient) -> None:
+    body = client.post("/search", json={"query": "Elektrophotografisches Gerät mit einer Prozesseinheit, die eine "
+                                        "Entwicklungswalze und eine Tonerschicht umfasst", "lang": "auto",
                                         "k": 5}).json()
-    assert body["query"]["lang"] == "de"
+    assert body["query"]["lang"] == "de" and body["query"]["translated"] is True
+    assert "EP0640886B1" in [h["id"] for h in body["results"]]
+    untranslated = client.post("/search", json={"query": "Elektrophotografisches Gerät", "translate": False}).json()
+    assert untranslated["query"]["translated"] is False
+
+
+def test_passages_skip_text_the_query_language_cannot_read(client: TestClient) -> None:
+    body = client.post("/passages", json={"query": "EP0640886B1", "k": 20}).json()
+    assert body["results"]
+    assert {p["lang"] for p in body["results"]} == {"en"}  # not matched against French descriptions
+    de = client.post("/passages", json={"query": "Entwicklungswalze mit einer Tonerschicht", "k": 20}).json()
+    assert de["query"]["lang"] == "de" and {p["lang"] for p in de["results"]} <= {"de", "en"}
 
 
 def test_filters_and_weights(client: TestClient) -> None:

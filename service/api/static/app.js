@@ -107,6 +107,11 @@ async function run(kind) {
       (q.lang ? ` · query language ${q.lang}` : "") + (q.translated ? " · translated to English" : ""));
     $("#export-csv").disabled = $("#export-json").disabled = data.results.length === 0;
   } catch (err) {
+    // Drop the previous answer: it must not stay on screen (or in the export) as if it answered this query.
+    state.last = null; state.lastKind = null;
+    $("#results").innerHTML = "";
+    $("#notices").innerHTML = "";
+    $("#export-csv").disabled = $("#export-json").disabled = true;
     setStatus(`Error: ${err.message}`, true);
   }
 }
