@@ -204,7 +204,7 @@ class Engine:
         else:
             try:
                 hits = self._passages.rank(text, lang, docs, variant=req.variant, k=req.k, langs=readable,
-                                           **params)
+                                           alpha=params["alpha"], beta=params["beta"], sigma=params["sigma"])
             except ValueError as exc:
                 raise QueryError(str(exc)) from exc
         titles = {rec.id: _title(rec, query.resolved_lang) for rec, _ in docs}
@@ -278,7 +278,7 @@ def _load_scheme(settings: Settings, first: FirstStage) -> ClassificationScheme:
             log.warning("CPC titles %s unreadable (%s): code suggestions without titles", settings.cpc_titles, exc)
     codes: set[str] = set()
     for lvl in ("subgroup", "main_group"):
-        vocab = first.docs._codes[lvl][0]  # noqa: SLF001 - read-only view of the doc store's code vocabulary
+        vocab = first.docs.code_vocabulary(lvl)
         codes.update(vocab)
     return ClassificationScheme.from_codes(sorted(codes))
 

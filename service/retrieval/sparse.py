@@ -1,0 +1,469 @@
+"""Sparse scorer: BM25 or tf-idf over a term-major (CSC) matrix, with PSQ structured queries.
+
+Storage (one folder per indexed language, plain ``.npy``/``.json``, loadable memory-mapped):
+
+=================  ======================================================================
+``params.json``    format/version, scoring, k1, b, epsilon, n_rows, n_docs, avgdl, ...
+``vocab.json``     column -> term
+``indptr.npy``     int64, column ``t`` is ``[indptr[t], indptr[t+1])`` of the arrays below
+``rows.npy``       int32 document rows, increasing within a column
+``tf.npy``         int32 raw term frequencies
+``weights.npy``    float64 precomputed score of the term in the document (monolingual fast path)
+``df.npy``         int32 document frequency per term
+``idf.npy``        float64 idf per term (after the BM25 floor)
+``doc_len.npy``    int32 number of index terms per row
+``doc_norm.npy``   float64 per row: BM25 ``k1*(1-b+b*len/avgdl)``; tf-idf the L2 norm of ``ln(1+tf)``
+=================  ======================================================================
+
+Scoring. ``N`` is the number of rows that have at least one term (rows of documents without text in
+this language are empty and count neither in ``N`` nor in ``avgdl``).
+
+- ``bm25`` reproduces ``rank_bm25.BM25Okapi`` exactly (it is the project's reference oracle):
+  ``idf(t) = ln((N - df + 0.5) / (df + 0.5))``; negative values are replaced by
+  ``epsilon * mean(idf over the vocabulary)``;
+  ``score(q, d) = sum_u w_u * idf_u * tf_u(d) * (k1 + 1) / (tf_u(d) + k1 * (1 - b + b * len(d) / avgdl))``.
+  Defaults ``k1 = 1.2, b = 0.75`` (Robertson's usual setting; rank-bm25's own default is k1 = 1.5),
+  ``epsilon = 0.25`` (rank-bm25's).
+- ``tfidf`` is SMART ``lnc.ntn``: documents log tf, no idf, cosine-normalised; queries raw count
+  times idf. The log tf is ``ln(1 + tf)`` (stays positive for the fractional expected tf of PSQ):
+  ``score(q, d) = sum_u w_u * idf_u * ln(1 + tf_u(d)) / ||d||`` with ``idf(t) = ln(N / df)`` and
+  ``||d|| = sqrt(sum_{t in d} ln(1 + tf(t, d))^2)`` (a query norm would not change the ranking).
+
+Queries are *units* ``(mapping, weight)``: ``mapping`` is ``{target_term: probability}`` and
+``weight`` the query-term count (terms counted with repetition, as rank-bm25 does). A monolingual
+term is ``({term: 1.0}, count)``. For a PSQ unit (Darwish & Oard 2003) the score uses the expected
+term frequency ``tf_u(d) = sum_t p(t) tf(t, d)`` and expected document frequency
+``df_u = sum_t p(t) df(t)`` in the formulas above. Terms absent from the vocabulary contribute
+nothing. Units whose mapping is a single term with ``p = 1`` take the fast path (precomputed weights).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from array import array
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from service.index.store import SCORINGS, IndexFormatError
+
+SPARSE_FORMAT = "priorart-sparse"
+SPARSE_VERSION = 1
+
+QueryUnit = tuple[Mapping[str, float], float]
+
+_ARRAYS = ("indptr", "rows", "tf", "weights", "df", "idf", "doc_len", "doc_norm")
+_WEIGHT_CHUNK = 1 << 20  # postings per step when precomputing weights (bounds temporary memory)
+_SAMPLE_MIN_ROWS = 50_000  # top_k: sample a threshold on arrays at least this long
+_SAMPLE_SIZE = 4096
+
+
+def monolingual_units(terms: Iterable[str]) -> list[QueryUnit]:
+    """``['a', 'b', 'a']`` -> ``[({'a': 1.0}, 2.0), ({'b': 1.0}, 1.0)]`` (first-occurrence order)."""
+    return [({t: 1.0}, float(c)) for t, c in Counter(terms).items()]
+
+
+def _check_params(scoring: str, k1: float, b: float, epsilon: float) -> None:
+    if scoring not in SCORINGS:
+        raise ValueError(f"unknown scoring {scoring!r}; valid: {', '.join(SCORINGS)}")
+    if not k1 >= 0:
+        raise ValueError(f"k1 must be >= 0, got {k1}")
+    if not 0 <= b <= 1:
+        raise ValueError(f"b must be in [0, 1], got {b}")
+    if not epsilon >= 0:
+        raise ValueError(f"epsilon must be >= 0, got {epsilon}")
+
+
+class SparseIndexBuilder:
+    """Accumulates documents row by row (memory: ~8 bytes per distinct term per document)."""
+
+    def __init__(self, *, scoring: str = "bm25", k1: float = 1.2, b: float = 0.75, epsilon: float = 0.25) -> None:
+        _check_params(scoring, k1, b, epsilon)
+        self.scoring, self.k1, self.b, self.epsilon = scoring, k1, b, epsilon
+        self._vocab: dict[str, int] = {}
+        self._indptr = array("q", [0])
+        self._cols = array("i")
+        self._tfs = array("i")
+        self._lens = array("i")
+
+    def __len__(self) -> int:
+        return len(self._lens)
+
+    def add(self, terms: Sequence[str]) -> int:
+        """Append one document (its analysed terms; empty for a document without text); returns its row."""
+        counts = Counter(terms)
+        vocab = self._vocab
+        self._cols.extend([vocab.setdefault(t, len(vocab)) for t in counts])
+        self._tfs.extend(counts.values())
+        self._indptr.append(len(self._cols))
+        self._lens.append(len(terms))
+        return len(self._lens) - 1
+
+    def finish(self) -> SparseIndex:
+        """Transpose to term-major order and precompute idf and per-posting weights."""
+        n_rows = len(self._lens)
+        vocab = list(self._vocab)
+        n_terms = len(vocab)
+        csr = sp.csr_matrix(
+            (
+                np.frombuffer(self._tfs, dtype=np.int32) if self._tfs else np.zeros(0, np.int32),
+                np.frombuffer(self._cols, dtype=np.int32) if self._cols else np.zeros(0, np.int32),
+                np.frombuffer(self._indptr, dtype=np.int64),
+            ),
+            shape=(n_rows, n_terms),
+        )
+        csc = csr.tocsc()
+        del csr
+        self._cols, self._tfs, self._indptr = array("i"), array("i"), array("q", [0])
+        csc.sort_indices()
+        doc_len = np.frombuffer(self._lens, dtype=np.int32).copy() if self._lens else np.zeros(0, np.int32)
+        self._lens = array("i")
+        self._vocab = {}
+        return SparseIndex._from_arrays(
+            vocab=vocab,
+            indptr=csc.indptr.astype(np.int64, copy=False),
+            rows=csc.indices.astype(np.int32, copy=False),
+            tf=csc.data.astype(np.int32, copy=False),
+            doc_len=doc_len,
+            scoring=self.scoring,
+            k1=self.k1,
+            b=self.b,
+            epsilon=self.epsilon,
+        )
+
+
+class SparseIndex:
+    """A BM25/tf-idf index of one language. Rows are the doc store rows."""
+
+    def __init__(
+        self,
+        *,
+        vocab: list[str],
+        arrays: Mapping[str, np.ndarray],
+        params: Mapping[str, Any],
+    ) -> None:
+        self.vocab = vocab
+        self.term_id: dict[str, int] = {t: i for i, t in enumerate(vocab)}
+        # plain ndarray views of memory maps: np.memmap slicing costs several microseconds per call
+        a = {name: np.asarray(arrays[name]).view(np.ndarray) for name in _ARRAYS}
+        self.indptr: np.ndarray = a["indptr"]
+        self.rows: np.ndarray = a["rows"]
+        self.tf: np.ndarray = a["tf"]
+        self.weights: np.ndarray = a["weights"]
+        self.df: np.ndarray = a["df"]
+        self.idf: np.ndarray = a["idf"]
+        self.doc_len: np.ndarray = a["doc_len"]
+        self.doc_norm: np.ndarray = a["doc_norm"]
+        self.params = dict(params)
+        self.scoring: str = params["scoring"]
+        self.k1: float = float(params["k1"])
+        self.b: float = float(params["b"])
+        self.epsilon: float = float(params["epsilon"])
+        self.n_rows: int = int(params["n_rows"])
+        self.n_docs: int = int(params["n_docs"])
+        self.avgdl: float = float(params["avgdl"])
+        self.idf_floor: float = float(params["idf_floor"])
+
+    # ------------------------------------------------------------------ construction
+
+    @classmethod
+    def build(
+        cls,
+        doc_terms: Iterable[Sequence[str]],
+        *,
+        scoring: str = "bm25",
+        k1: float = 1.2,
+        b: float = 0.75,
+        epsilon: float = 0.25,
+    ) -> SparseIndex:
+        """Index analysed documents (one term list per row)."""
+        builder = SparseIndexBuilder(scoring=scoring, k1=k1, b=b, epsilon=epsilon)
+        for terms in doc_terms:
+            builder.add(terms)
+        return builder.finish()
+
+    @classmethod
+    def _from_arrays(
+        cls,
+        *,
+        vocab: list[str],
+        indptr: np.ndarray,
+        rows: np.ndarray,
+        tf: np.ndarray,
+        doc_len: np.ndarray,
+        scoring: str,
+        k1: float,
+        b: float,
+        epsilon: float,
+    ) -> SparseIndex:
+        n_rows = len(doc_len)
+        df = np.diff(indptr).astype(np.int32)
+        nonempty = doc_len > 0
+        n_docs = int(nonempty.sum())
+        avgdl = float(doc_len.sum(dtype=np.int64)) / n_docs if n_docs else 0.0
+        idf_floor = 0.0
+        if scoring == "bm25":
+            raw = np.log(n_docs - df + 0.5) - np.log(df + 0.5) if len(df) else np.zeros(0)
+            average_idf = float(raw.sum() / len(raw)) if len(raw) else 0.0
+            idf_floor = epsilon * average_idf
+            idf = np.where(raw < 0, idf_floor, raw)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                doc_norm = k1 * (1 - b + b * doc_len / avgdl) if avgdl else np.zeros(n_rows)
+        else:
+            idf = np.log(n_docs / df) if len(df) else np.zeros(0)
+            sq = np.zeros(n_rows, dtype=np.float64)
+            for lo in range(0, len(rows), _WEIGHT_CHUNK):
+                hi = lo + _WEIGHT_CHUNK
+                sq += np.bincount(rows[lo:hi], weights=np.log1p(tf[lo:hi].astype(np.float64)) ** 2, minlength=n_rows)
+            doc_norm = np.sqrt(sq)
+        weights = np.empty(len(rows), dtype=np.float64)
+        # per-posting weights, column chunk by column chunk (bounded temporary memory)
+        start_col = 0
+        n_terms = len(vocab)
+        while start_col < n_terms:
+            end_col = int(np.searchsorted(indptr, indptr[start_col] + _WEIGHT_CHUNK, side="right"))
+            end_col = min(max(end_col - 1, start_col + 1), n_terms)
+            lo, hi = int(indptr[start_col]), int(indptr[end_col])
+            cols = np.repeat(np.arange(start_col, end_col), df[start_col:end_col])
+            weights[lo:hi] = _term_weight(scoring, k1, tf[lo:hi].astype(np.float64), doc_norm[rows[lo:hi]], idf[cols])
+            start_col = end_col
+        params = {
+            "format": SPARSE_FORMAT,
+            "version": SPARSE_VERSION,
+            "scoring": scoring,
+            "k1": k1,
+            "b": b,
+            "epsilon": epsilon,
+            "n_rows": n_rows,
+            "n_docs": n_docs,
+            "n_terms": n_terms,
+            "nnz": int(len(rows)),
+            "avgdl": avgdl,
+            "idf_floor": idf_floor,
+        }
+        arrays = {
+            "indptr": indptr,
+            "rows": rows,
+            "tf": tf,
+            "weights": weights,
+            "df": df,
+            "idf": idf.astype(np.float64),
+            "doc_len": doc_len.astype(np.int32),
+            "doc_norm": doc_norm,
+        }
+        return cls(vocab=vocab, arrays=arrays, params=params)
+
+    # ------------------------------------------------------------------ persistence
+
+    def save(self, directory: str | Path) -> None:
+        """Write the plain ``.npy``/``.json`` files into ``directory`` (created if needed)."""
+        d = Path(directory)
+        d.mkdir(parents=True, exist_ok=True)
+        for name in _ARRAYS:
+            np.save(d / f"{name}.npy", np.ascontiguousarray(getattr(self, name)))
+        (d / "vocab.json").write_text(json.dumps(self.vocab, ensure_ascii=False), encoding="utf-8")
+        (d / "params.json").write_text(json.dumps(self.params, indent=1) + "\n", encoding="utf-8")
+
+    @classmethod
+    def load(cls, directory: str | Path, *, mmap: bool = True) -> SparseIndex:
+        """Load a saved index (posting arrays memory-mapped unless ``mmap=False``)."""
+        d = Path(directory)
+        try:
+            params = json.loads((d / "params.json").read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError) as exc:
+            raise IndexFormatError(f"{d / 'params.json'}: cannot read sparse index parameters: {exc}") from exc
+        if params.get("format") != SPARSE_FORMAT or params.get("version") != SPARSE_VERSION:
+            raise IndexFormatError(
+                f"{d / 'params.json'}: not a {SPARSE_FORMAT} v{SPARSE_VERSION} index "
+                f"(format={params.get('format')!r}, version={params.get('version')!r})"
+            )
+        try:
+            vocab = json.loads((d / "vocab.json").read_text(encoding="utf-8"))
+            arrays = {n: np.load(d / f"{n}.npy", mmap_mode="r" if mmap else None) for n in _ARRAYS}
+        except (OSError, ValueError) as exc:
+            raise IndexFormatError(f"sparse index in {d} is unreadable: {exc}") from exc
+        n_terms, nnz, n_rows = len(vocab), int(params["nnz"]), int(params["n_rows"])
+        expect = {
+            "indptr": n_terms + 1,
+            "rows": nnz,
+            "tf": nnz,
+            "weights": nnz,
+            "df": n_terms,
+            "idf": n_terms,
+            "doc_len": n_rows,
+            "doc_norm": n_rows,
+        }
+        for name, size in expect.items():
+            if arrays[name].shape != (size,):
+                raise IndexFormatError(f"{d / (name + '.npy')}: shape {arrays[name].shape}, expected ({size},)")
+        return cls(vocab=vocab, arrays=arrays, params=params)
+
+    # ------------------------------------------------------------------ scoring
+
+    def __len__(self) -> int:
+        return self.n_rows
+
+    def postings(self, term: str) -> tuple[np.ndarray, np.ndarray]:
+        """(rows, raw tf) of a term; empty arrays for an unknown term."""
+        t = self.term_id.get(term)
+        if t is None:
+            return np.zeros(0, np.int32), np.zeros(0, np.int32)
+        lo, hi = int(self.indptr[t]), int(self.indptr[t + 1])
+        return self.rows[lo:hi], self.tf[lo:hi]
+
+    def expected_df(self, mapping: Mapping[str, float]) -> float:
+        """``sum_t p(t) df(t)`` over the mapping's terms present in the vocabulary."""
+        total = 0.0
+        for term, p in mapping.items():
+            t = self.term_id.get(term)
+            if t is not None:
+                total += p * float(self.df[t])
+        return total
+
+    def idf_of(self, df: float) -> float:
+        """idf for a (possibly expected, fractional) document frequency; 0 for df <= 0."""
+        if df <= 0 or self.n_docs == 0:
+            return 0.0
+        if self.scoring == "bm25":
+            value = math.log(self.n_docs - df + 0.5) - math.log(df + 0.5)
+            return self.idf_floor if value < 0 else value
+        return math.log(self.n_docs / df)
+
+    def unit_idf(self, mapping: Mapping[str, float]) -> float:
+        """idf of a query unit (for a single known term with p = 1: the stored idf)."""
+        if len(mapping) == 1:
+            ((term, p),) = mapping.items()
+            t = self.term_id.get(term)
+            if t is None:
+                return 0.0
+            if p == 1.0:
+                return float(self.idf[t])
+        return self.idf_of(self.expected_df(mapping))
+
+    def score(self, units: Sequence[QueryUnit]) -> np.ndarray:
+        """Dense score per row for a (structured) query; see the module docstring.
+
+        Rows that contain no query target term score exactly 0.
+        """
+        scores = np.zeros(self.n_rows, dtype=np.float64)
+        scratch: list[np.ndarray] = []  # one zeroed buffer for expected tf, reused across PSQ units
+        for mapping, weight in units:
+            if weight == 0 or not mapping:
+                continue
+            if len(mapping) == 1:
+                ((term, p),) = mapping.items()
+                if p == 1.0:
+                    t = self.term_id.get(term)
+                    if t is not None:
+                        lo, hi = int(self.indptr[t]), int(self.indptr[t + 1])
+                        # ufunc.at has a fast path for 1-d float add (numpy >= 1.25): ~6x fancy-index +=
+                        np.add.at(scores, self.rows[lo:hi], self.weights[lo:hi] * weight)
+                    continue
+            self._score_psq(mapping, weight, scores, scratch)
+        return scores
+
+    def _score_psq(
+        self, mapping: Mapping[str, float], weight: float, scores: np.ndarray, scratch: list[np.ndarray]
+    ) -> None:
+        parts_rows: list[np.ndarray] = []
+        parts_tf: list[np.ndarray] = []
+        df_e = 0.0
+        for term, p in mapping.items():
+            t = self.term_id.get(term)
+            if t is None or p <= 0:
+                continue
+            lo, hi = int(self.indptr[t]), int(self.indptr[t + 1])
+            parts_rows.append(self.rows[lo:hi])
+            parts_tf.append(p * self.tf[lo:hi].astype(np.float64))
+            df_e += p * float(self.df[t])
+        if not parts_rows:
+            return
+        idf = self.idf_of(df_e)
+        if len(parts_rows) == 1:
+            rows, tf_e = parts_rows[0], parts_tf[0]
+        else:
+            if not scratch:
+                scratch.append(np.zeros(self.n_rows, dtype=np.float64))
+            tf_all = scratch[0]
+            for r, v in zip(parts_rows, parts_tf, strict=True):
+                np.add.at(tf_all, r, v)
+            total = sum(len(r) for r in parts_rows)
+            rows = np.unique(np.concatenate(parts_rows)) if total * 8 < self.n_rows else np.flatnonzero(tf_all)
+            tf_e = tf_all[rows]
+            tf_all[rows] = 0.0
+        np.add.at(scores, rows, weight * _term_weight(self.scoring, self.k1, tf_e, self.doc_norm[rows], idf))
+
+    def top_k(self, scores: np.ndarray, k: int, mask: np.ndarray | None = None) -> np.ndarray:
+        """Rows of the ``k`` best scores (descending; ties by row), restricted to ``mask`` if given."""
+        if k <= 0:
+            raise ValueError(f"k must be positive, got {k}")
+        return top_k(scores, k, mask)
+
+    def matched_terms(self, terms: Sequence[str], rows: np.ndarray) -> list[list[str]]:
+        """For each row, the terms (of ``terms``, in order) that occur in it."""
+        out: list[list[str]] = [[] for _ in range(len(rows))]
+        if len(rows) == 0:
+            return out
+        rows = np.asarray(rows)
+        for term in dict.fromkeys(terms):
+            posting, _ = self.postings(term)
+            if len(posting) == 0:
+                continue
+            pos = np.searchsorted(posting, rows)
+            found = (pos < len(posting)) & (posting[np.minimum(pos, len(posting) - 1)] == rows)
+            for i in np.flatnonzero(found).tolist():
+                out[i].append(term)
+        return out
+
+
+def _term_weight(scoring: str, k1: float, tf: np.ndarray, doc_norm: np.ndarray, idf: np.ndarray | float) -> np.ndarray:
+    """Per-posting score; ``doc_norm`` is the BM25 length term or the tf-idf L2 norm."""
+    if scoring == "bm25":
+        return idf * (tf * (k1 + 1) / (tf + doc_norm))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        w = idf * np.log1p(tf) / doc_norm
+    return np.nan_to_num(w, nan=0.0, posinf=0.0, neginf=0.0)
+
+
+def top_k(scores: np.ndarray, k: int, mask: np.ndarray | None = None) -> np.ndarray:
+    """Rows of the ``k`` highest scores, best first, ties broken by lower row; ``mask`` restricts rows.
+
+    Exact. On large arrays a threshold taken from a strided sample first narrows the candidates (if
+    at least ``k`` rows reach it, the k-th best score does too, so no top row is lost); otherwise
+    every allowed row is considered.
+    """
+    if k <= 0:
+        raise ValueError(f"k must be positive, got {k}")
+    n = len(scores)
+    if mask is not None:
+        valid = int(np.count_nonzero(mask))
+        s = np.where(mask, scores, -np.inf)
+    else:
+        valid, s = n, scores
+    k = min(k, valid)
+    if k == 0:
+        return np.zeros(0, dtype=np.int64)
+    cand: np.ndarray | None = None
+    if n >= _SAMPLE_MIN_ROWS and k * 64 < n:
+        sample = s[:: n // _SAMPLE_SIZE]
+        # the kk-th best of the sample ranks ~kk * n / len(sample) in the whole array: ~2k + some slack
+        kk = min(len(sample), -(-2 * k * len(sample) // n) + 3)
+        threshold = np.partition(sample, len(sample) - kk)[len(sample) - kk]
+        if np.isfinite(threshold):
+            cand = np.flatnonzero(s >= threshold)
+            if len(cand) < k:
+                cand = None
+    if cand is None:
+        cand = np.flatnonzero(mask) if mask is not None else np.arange(n)
+    sub = s[cand]
+    if len(sub) > k:
+        kth = np.partition(sub, len(sub) - k)[len(sub) - k]
+        keep = sub >= kth  # every row tied with the k-th score, so the tie-break by row is exact
+        cand, sub = cand[keep], sub[keep]
+    order = np.lexsort((cand, -sub))[:k]
+    return cand[order].astype(np.int64)

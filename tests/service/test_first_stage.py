@@ -1,0 +1,271 @@
+"""First stage: routes (mono / PSQ / raw), combination, reduction, filters, patent-number queries."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from datetime import date
+from pathlib import Path
+
+import pytest
+
+from service.corpus.record import Claim, PatentRecord
+from service.index.store import DocStoreWriter, UnknownDocumentError, write_meta
+from service.retrieval.first_stage import FirstStage, QueryError, reduce_terms
+from service.retrieval.sparse import SparseIndexBuilder, monolingual_units
+from service.retrieval.translate import TranslationTable
+from service.text.analysis import get_analyzer
+
+FIELDS = ("title", "abstract", "claims")
+
+
+def make_index(
+    path: Path,
+    records: Iterable[PatentRecord],
+    langs: Sequence[str] = ("en", "de"),
+    tables: Sequence[TranslationTable] = (),
+) -> Path:
+    """A minimal index folder, written the way ``priorart build`` lays it out."""
+    builders = {lang: SparseIndexBuilder() for lang in langs}
+    with DocStoreWriter(path) as store:
+        for rec in records:
+            store.add(rec)
+            for lang in langs:
+                text = rec.text(lang, FIELDS) if lang in rec.languages else ""
+                builders[lang].add(get_analyzer(lang)(text))
+    for lang, b in builders.items():
+        b.finish().save(path / "bm25" / lang)
+    entries = []
+    for t in tables:
+        t.save(path / "translation" / f"{t.src}-en.json")
+        entries.append({"src": t.src, "tgt": "en", "file": f"translation/{t.src}-en.json"})
+    settings = {
+        "fields": list(FIELDS),
+        "index_langs": list(langs),
+        "scoring": "bm25",
+        "k1": 1.2,
+        "b": 0.75,
+        "epsilon": 0.25,
+    }
+    write_meta(path, settings, {"bm25": {}, "translation": entries})
+    return path
+
+
+def _rec(pid: str, day: date, ipc: list[str], en: str, de: str | None = None) -> PatentRecord:
+    claims = {"en": [Claim(num=1, text=en)]}
+    title = {"en": en.split(" with ")[0]}
+    if de:
+        claims["de"] = [Claim(num=1, text=de)]
+        title["de"] = de.split(" mit ")[0]
+    return PatentRecord(
+        id=pid,
+        country=pid[:2],
+        number=pid[2:-2],
+        kind=pid[-2:],
+        source="synth",
+        lang="en",
+        publication_date=day,
+        title=title,
+        claims=claims,
+        ipc=ipc,
+    )
+
+
+RECORDS = [
+    _rec(
+        "EP0000001B1",
+        date(1995, 1, 10),
+        ["H01F27/24"],
+        "A transformer with a laminated iron core and a copper winding around the core",
+        "Transformator mit einem laminierten Eisenkern und einer Kupferwicklung um den Kern",
+    ),
+    _rec("US05000002A", date(1999, 6, 1), ["B05B1/34"], "A spray nozzle with a swirl chamber for atomising liquid"),
+    _rec("US05000003A", date(2001, 2, 2), ["F04B53/10"], "A pump with a check valve for a liquid and a piston"),
+    _rec(
+        "EP0000004A1",
+        date(2003, 3, 3),
+        ["H02K3/24"],
+        "An electric motor with a rotor and a copper stator winding",
+        "Elektromotor mit einem Rotor und einer Statorwicklung aus Kupfer",
+    ),
+    _rec("US05000005A", date(2005, 5, 5), ["E05C19/00"], "A latch with a spring for a housing door"),
+    _rec(
+        "EP0000006B1",
+        date(2006, 6, 6),
+        ["F16K1/42"],
+        "A valve seat with a sealing ring",
+        "Ventilsitz mit einem Dichtring",
+    ),
+]
+
+
+def _de(word: str) -> str:
+    (term,) = get_analyzer("de")(word)
+    return term
+
+
+def _en(word: str) -> str:
+    (term,) = get_analyzer("en")(word)
+    return term
+
+
+def de_table() -> TranslationTable:
+    pairs = {
+        "Rückschlagventil": {"check": 0.5, "valve": 0.5},
+        "Flüssigkeit": {"liquid": 0.8, "fluid": 0.2},
+        "Kolben": {"piston": 1.0},
+        "Wicklung": {"winding": 1.0},
+    }
+    return TranslationTable({_de(d): {_en(e): p for e, p in alts.items()} for d, alts in pairs.items()}, src="de")
+
+
+@pytest.fixture(scope="module")
+def stage(tmp_path_factory: pytest.TempPathFactory) -> FirstStage:
+    return FirstStage.load(make_index(tmp_path_factory.mktemp("fs") / "idx", RECORDS, tables=[de_table()]))
+
+
+def test_monolingual_search_is_plain_bm25(stage: FirstStage) -> None:
+    res = stage.search("copper winding", lang="en", k=3)
+    assert {h.doc_id for h in res.hits[:2]} == {"EP0000001B1", "EP0000004A1"}
+    raw = stage.indexes["en"].score(monolingual_units(get_analyzer("en")("copper winding")))
+    for h in res.hits:
+        assert h.score == pytest.approx(raw[h.row], abs=1e-12)
+        assert set(h.matched_terms) <= {"copper", "wind"} and h.matched_terms
+        assert h.route_scores == {"en": pytest.approx(raw[h.row])}
+    assert [h.rank for h in res.hits] == list(range(1, len(res.hits) + 1))
+    assert res.info.lang == "en" and not res.info.lang_detected and res.info.combine == "raw"
+    assert [r.name for r in res.info.routes] == ["en"] and res.info.translation is None
+
+
+def test_german_query_reaches_english_only_documents_by_psq(stage: FirstStage) -> None:
+    res = stage.search("Rückschlagventil Flüssigkeit Kolben", lang="de", k=5)
+    assert res.hits[0].doc_id == "US05000003A"
+    assert [r.name for r in res.info.routes] == ["de", "en:psq"] and res.info.translation == "de-en"
+    assert res.info.combine == "max-normalised" and res.hits[0].score == pytest.approx(1.0)
+    assert {"check", "valv", "liquid", "piston"} >= set(res.hits[0].matched_terms) >= {"piston"}
+    # no translation: the raw German terms find nothing in English text
+    base = stage.search("Rückschlagventil Flüssigkeit Kolben", lang="de", k=5, translate=False)
+    assert [r.name for r in base.info.routes] == ["de", "en:raw"] and base.info.translation is None
+    assert "US05000003A" not in [h.doc_id for h in base.hits]
+
+
+def test_language_detection_and_table_by_name_or_path(stage: FirstStage, tmp_path: Path) -> None:
+    res = stage.search("Ein Kolben mit einem Rückschlagventil für die Flüssigkeit", k=3)
+    assert res.info.lang == "de" and res.info.lang_detected
+    by_name = stage.search("Kolben", lang="de", translate="de-en")
+    path = tmp_path / "t.json"
+    de_table().save(path)
+    by_path = stage.search("Kolben", lang="de", translate=str(path))
+    assert by_name.hits[0].doc_id == by_path.hits[0].doc_id == "US05000003A"
+    assert by_path.info.translation == str(path)
+    with pytest.raises(QueryError, match="neither a table"):
+        stage.search("Kolben", lang="de", translate="xx-en")
+
+
+def test_german_document_found_in_both_routes(stage: FirstStage) -> None:
+    res = stage.search("Transformator Kupferwicklung Wicklung", lang="de", k=5)
+    assert res.hits[0].doc_id == "EP0000001B1"
+    assert set(res.hits[0].route_scores) == {"de", "en:psq"}
+
+
+def test_untranslatable_language_falls_back_to_raw_terms(tmp_path: Path) -> None:
+    st = FirstStage.load(make_index(tmp_path / "en-only", RECORDS, langs=("en",)))
+    res = st.search("Kolben Pumpe", lang="de")
+    assert [r.name for r in res.info.routes] == ["en:raw"]
+    assert res.info.notes and "no de-en translation table" in res.info.notes[0]
+    assert res.hits[0].doc_id == "US05000003A"  # 'pump' is the same stem in both languages
+
+
+def test_patent_number_query_uses_the_document_and_excludes_it(stage: FirstStage) -> None:
+    res = stage.search("ep 0000001 b1", k=4)
+    assert res.info.query_doc == "EP0000001B1" and res.info.filters["exclude"] == "EP0000001B1"
+    ids = [h.doc_id for h in res.hits]
+    assert "EP0000001B1" not in ids and ids[0] == "EP0000004A1"  # shares copper winding
+    coded = stage.search("EP0000001B1", use_doc_codes=True, code_level="section")
+    assert coded.info.filters["codes"] == ["H"] and {h.doc_id for h in coded.hits} == {"EP0000004A1"}
+    de = stage.search("EP0000001B1", lang="de")
+    assert de.info.lang == "de"
+    with pytest.raises(UnknownDocumentError, match="EP0999999B1"):
+        stage.search("EP0999999B1")
+    with pytest.raises(QueryError, match="publication number"):
+        stage.search("copper", query_form="claims")
+
+
+def test_query_forms_of_the_paper(stage: FirstStage) -> None:
+    res = stage.search("US05000003A", query_form="claims")
+    assert res.info.n_terms_before_reduction <= 100
+
+
+def test_filters(stage: FirstStage) -> None:
+    q = "copper winding core spray pump latch"
+    by_code = stage.search(q, lang="en", codes=["H01F27/99"], code_level="subclass")
+    assert {h.doc_id for h in by_code.hits} == {"EP0000001B1"}
+    assert by_code.info.filters == {"codes": ["H01F"], "code_level": "subclass", "n_allowed": 1}
+    by_section = stage.search(q, lang="en", codes=["H"], code_level="section")
+    assert {h.doc_id for h in by_section.hits} == {"EP0000001B1", "EP0000004A1"}
+    by_date = stage.search(q, lang="en", before=date(2001, 2, 2), k=10)
+    assert {h.doc_id for h in by_date.hits} == {"EP0000001B1", "US05000002A"}
+    assert by_date.info.filters["before"] == "2001-02-02"
+    with pytest.raises(QueryError, match="coarser"):
+        stage.search(q, codes=["H01F"], code_level="main_group")
+    with pytest.raises(QueryError, match="code level"):
+        stage.search(q, codes=["H01F"], code_level="group")
+
+
+def test_query_reduction_keeps_highest_tfidf_terms(stage: FirstStage) -> None:
+    res = stage.search("copper copper winding latch", lang="en", max_query_terms=2)
+    assert res.info.n_terms_before_reduction == 3 and len(res.info.query_terms) == 2
+    assert "latch" in res.info.query_terms  # df 1 beats wind (df 2)
+    full = stage.search("copper copper winding latch", lang="en", max_query_terms=0)
+    assert len(full.info.query_terms) == 3
+    assert reduce_terms({"a": 1, "b": 3, "c": 1}, {"a": 2.0, "b": 1.0, "c": 2.0}, 2) == {"b": 3, "a": 1}
+
+
+def test_bad_queries(stage: FirstStage) -> None:
+    with pytest.raises(QueryError, match="empty"):
+        stage.search("   ")
+    res = stage.search("the and of", lang="en")
+    assert res.hits == [] and "no index terms" in res.info.notes[0]
+    with pytest.raises(QueryError, match="unsupported language"):
+        stage.search("x", lang="it")
+    with pytest.raises(QueryError, match="1..1000"):
+        stage.search("copper", depth=5000)
+    with pytest.raises(QueryError, match="1..1000"):
+        stage.search("copper", k=0)
+
+
+def test_depth_returns_more_candidates_than_k(stage: FirstStage) -> None:
+    res = stage.search("copper spray pump latch rotor", lang="en", k=2, depth=5)
+    assert len(res.hits) == 5
+    d = res.to_dict()
+    assert d["hits"][0]["doc_id"] == res.hits[0].doc_id and d["info"]["lang"] == "en"
+
+
+@pytest.mark.realdata
+def test_real_trilingual_claims_find_their_document(ep_dir: Path, tmp_path: Path) -> None:
+    ingest = pytest.importorskip("training.ingest")
+    records = list(ingest.iter_records([ep_dir]))
+    trilingual = [r for r in records if all(r.claims.get(lang) for lang in ("en", "de", "fr"))]
+    assert len(trilingual) >= 20
+    st = FirstStage.load(make_index(tmp_path / "ep", records, langs=("en", "de", "fr")))
+    for rec in trilingual:
+        for lang in ("de", "fr", "en"):
+            res = st.search(rec.claims_text(lang), lang=lang, k=3)
+            assert res.hits[0].doc_id == rec.id, (rec.id, lang)
+        by_number = st.search(rec.id, k=5, lang="en")
+        assert rec.id not in [h.doc_id for h in by_number.hits]
+
+
+def test_ids_of_unknown_offices_are_numbers_only_when_present(tmp_path: Path) -> None:
+    recs = [RECORDS[0], _rec("XS00000042A1", date(2010, 1, 1), ["H01F27/24"], "A copper winding on a core")]
+    st = FirstStage.load(make_index(tmp_path / "xs", recs, langs=("en",)))
+    res = st.search("xs 00000042 a1")
+    assert res.info.query_doc == "XS00000042A1" and [h.doc_id for h in res.hits] == ["EP0000001B1"]
+    text = st.search("XS00000099A1", lang="en")  # not an office we know, not in the index: plain text
+    assert text.info.query_doc is None and text.hits == []
+
+
+def test_missing_table_is_reported_when_the_language_has_its_own_index(tmp_path: Path) -> None:
+    st = FirstStage.load(make_index(tmp_path / "no-table", RECORDS, langs=("en", "de")))
+    res = st.search("Kolben Pumpe", lang="de")
+    assert [r.name for r in res.info.routes] == ["de"]
+    assert "English documents were not searched" in res.info.notes[0]

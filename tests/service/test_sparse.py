@@ -1,0 +1,233 @@
+"""Sparse scorer: rank-bm25 parity (tiny and real corpora), tf-idf, PSQ, persistence, top-k."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+from rank_bm25 import BM25Okapi
+
+from service.index.store import IndexFormatError
+from service.retrieval.sparse import SparseIndex, monolingual_units, top_k
+from service.retrieval.translate import TranslationTable
+from service.text.analysis import Analyzer
+
+DOCS = [
+    ["coil", "core", "transformer", "winding", "coil"],
+    ["pump", "valve", "fluid", "valve"],
+    ["coil", "spring", "valve"],
+    ["transformer", "core", "lamination", "core", "core"],
+    ["fluid", "nozzle", "spray"],
+    ["spring", "latch", "housing", "housing"],
+]
+
+
+def test_bm25_matches_rank_bm25_on_tiny_corpus() -> None:
+    idx = SparseIndex.build(DOCS, k1=1.5, b=0.75)
+    ref = BM25Okapi(DOCS, k1=1.5, b=0.75)
+    for query in (["coil"], ["core", "core", "valve"], ["valve", "fluid", "unknownterm"], ["housing", "spring"]):
+        np.testing.assert_allclose(idx.score(monolingual_units(query)), ref.get_scores(query), rtol=0, atol=1e-12)
+
+
+def test_negative_idf_gets_the_epsilon_floor() -> None:
+    docs = [["a", "b"], ["a", "c"], ["a", "d"], ["e"]]  # 'a' in 3 of 4 docs -> negative raw idf
+    idx = SparseIndex.build(docs, k1=1.2, b=0.75, epsilon=0.25)
+    raw = {t: math.log(4 - df + 0.5) - math.log(df + 0.5) for t, df in {"a": 3, "b": 1, "c": 1, "d": 1, "e": 1}.items()}
+    floor = 0.25 * sum(raw.values()) / len(raw)
+    assert idx.idf[idx.term_id["a"]] == pytest.approx(floor)
+    assert idx.idf[idx.term_id["b"]] == pytest.approx(raw["b"])
+    ref = BM25Okapi(docs, k1=1.2, b=0.75, epsilon=0.25)
+    np.testing.assert_allclose(idx.score(monolingual_units(["a", "e"])), ref.get_scores(["a", "e"]), atol=1e-12)
+
+
+def test_empty_and_unknown_queries_score_zero() -> None:
+    idx = SparseIndex.build(DOCS)
+    assert not idx.score([]).any()
+    assert not idx.score(monolingual_units(["nothere", "neither"])).any()
+    assert len(top_k(idx.score([]), 5, idx.score([]) != 0)) == 0
+
+
+def test_empty_rows_do_not_count_in_n_or_avgdl() -> None:
+    with_empty = SparseIndex.build([DOCS[0], [], DOCS[1], []])
+    plain = SparseIndex.build([DOCS[0], DOCS[1]])
+    assert with_empty.n_rows == 4 and with_empty.n_docs == 2
+    assert with_empty.avgdl == plain.avgdl
+    q = monolingual_units(["coil", "valve"])
+    np.testing.assert_allclose(with_empty.score(q)[[0, 2]], plain.score(q))
+    assert with_empty.score(q)[[1, 3]].tolist() == [0.0, 0.0]
+
+
+def test_tfidf_formula_and_sanity() -> None:
+    idx = SparseIndex.build(DOCS, scoring="tfidf")
+    n = len(DOCS)
+    # hand computation for the query "coil core" on document 0
+    tf0 = {"coil": 2, "core": 1, "transformer": 1, "winding": 1}
+    norm0 = math.sqrt(sum(math.log1p(v) ** 2 for v in tf0.values()))
+    idf = {"coil": math.log(n / 2), "core": math.log(n / 2)}
+    want0 = (idf["coil"] * math.log1p(2) + idf["core"] * math.log1p(1)) / norm0
+    scores = idx.score(monolingual_units(["coil", "core"]))
+    assert scores[0] == pytest.approx(want0)
+    # a rarer term weighs more than a common one at equal tf
+    s_rare = idx.score(monolingual_units(["lamination"]))[3]
+    s_common = idx.score(monolingual_units(["transformer"]))[3]
+    assert s_rare > s_common > 0
+    # a term in every document has idf 0
+    everywhere = SparseIndex.build([["x", "a"], ["x", "b"]], scoring="tfidf")
+    assert not everywhere.score(monolingual_units(["x"])).any()
+
+
+def test_psq_single_alternative_equals_monolingual() -> None:
+    idx = SparseIndex.build(DOCS)
+    mono = idx.score(monolingual_units(["valve", "core", "core"]))
+    table = TranslationTable({"ventil": {"valve": 1.0}, "kern": {"core": 1.0}}, src="de")
+    units = [(table.translate_term(t), c) for t, c in (("ventil", 1.0), ("kern", 2.0))]
+    np.testing.assert_allclose(idx.score(units), mono, atol=1e-12)
+    # the general PSQ path (an extra alternative that is not in the vocabulary) gives the same
+    general = [({"valve": 1.0, "notinvocab": 0.5}, 1.0), ({"core": 1.0, "alsonot": 0.2}, 2.0)]
+    np.testing.assert_allclose(idx.score(general), mono, atol=1e-12)
+
+
+@pytest.mark.parametrize("scoring", ["bm25", "tfidf"])
+def test_psq_expected_tf_and_df_against_hand_computation(scoring: str) -> None:
+    k1, b = 1.2, 0.75
+    idx = SparseIndex.build(DOCS, scoring=scoring, k1=k1, b=b)
+    unit = {"coil": 0.7, "core": 0.3}
+    got = idx.score([(unit, 2.0)])
+    n = len(DOCS)
+    df = {"coil": 2, "core": 2}
+    df_e = 0.7 * df["coil"] + 0.3 * df["core"]
+    lens = [len(d) for d in DOCS]
+    avgdl = sum(lens) / n
+    for row, doc in enumerate(DOCS):
+        tf_e = 0.7 * doc.count("coil") + 0.3 * doc.count("core")
+        if scoring == "bm25":
+            idf = math.log(n - df_e + 0.5) - math.log(df_e + 0.5)
+            want = 2.0 * idf * tf_e * (k1 + 1) / (tf_e + k1 * (1 - b + b * lens[row] / avgdl)) if tf_e else 0.0
+        else:
+            idf = math.log(n / df_e)
+            counts = {t: doc.count(t) for t in set(doc)}
+            norm = math.sqrt(sum(math.log1p(c) ** 2 for c in counts.values()))
+            want = 2.0 * idf * math.log1p(tf_e) / norm
+        assert got[row] == pytest.approx(want, abs=1e-12), row
+    assert idx.expected_df(unit) == pytest.approx(df_e)
+
+
+def test_save_load_roundtrip_and_mmap(tmp_path: Path) -> None:
+    idx = SparseIndex.build(DOCS, scoring="bm25", k1=1.1, b=0.6)
+    idx.save(tmp_path / "bm25")
+    loaded = SparseIndex.load(tmp_path / "bm25", mmap=True)
+    assert loaded.vocab == idx.vocab and loaded.k1 == 1.1 and loaded.b == 0.6
+    assert not list(tmp_path.glob("bm25/*.pkl"))
+    q = [({"coil": 0.5, "valve": 0.5}, 1.0), ({"core": 1.0}, 3.0)]
+    np.testing.assert_array_equal(loaded.score(q), idx.score(q))
+    rows, tf = loaded.postings("core")
+    assert rows.tolist() == [0, 3] and tf.tolist() == [1, 3]
+
+
+def test_load_refuses_broken_folders(tmp_path: Path) -> None:
+    SparseIndex.build(DOCS).save(tmp_path / "a")
+    params = json.loads((tmp_path / "a" / "params.json").read_text())
+    params["version"] = 99
+    (tmp_path / "a" / "params.json").write_text(json.dumps(params))
+    with pytest.raises(IndexFormatError, match="params.json"):
+        SparseIndex.load(tmp_path / "a")
+    SparseIndex.build(DOCS).save(tmp_path / "b")
+    np.save(tmp_path / "b" / "weights.npy", np.zeros(3))
+    with pytest.raises(IndexFormatError, match="weights.npy"):
+        SparseIndex.load(tmp_path / "b")
+
+
+def test_bad_parameters_are_refused() -> None:
+    with pytest.raises(ValueError, match="bm25, tfidf"):
+        SparseIndex.build(DOCS, scoring="bm42")
+    with pytest.raises(ValueError, match="b must be"):
+        SparseIndex.build(DOCS, b=1.5)
+
+
+def test_top_k_orders_by_score_then_row_and_respects_mask() -> None:
+    scores = np.array([1.0, 3.0, 2.0, 3.0, 0.0, 2.0])
+    assert top_k(scores, 3).tolist() == [1, 3, 2]
+    assert top_k(scores, 10).tolist() == [1, 3, 2, 5, 0, 4]
+    mask = np.array([True, False, True, True, True, False])
+    assert top_k(scores, 2, mask).tolist() == [3, 2]
+    with pytest.raises(ValueError):
+        top_k(scores, 0)
+
+
+def test_matched_terms() -> None:
+    idx = SparseIndex.build(DOCS)
+    got = idx.matched_terms(["valve", "coil", "nothere"], np.array([2, 1, 4]))
+    assert got == [["valve", "coil"], ["valve"], []]
+
+
+@pytest.mark.realdata
+def test_parity_with_rank_bm25_on_real_patents(ep_dir: Path, us_dir: Path) -> None:
+    ingest = pytest.importorskip("training.ingest")
+    analyzer = Analyzer("en")
+    docs: list[list[str]] = []
+    queries: list[list[str]] = []
+    for rec in ingest.iter_records([ep_dir, us_dir]):
+        terms = analyzer(rec.text("en"))
+        if not terms:
+            continue
+        docs.append(terms)
+        if rec.title.get("en") and len(queries) < 25:
+            queries.append(analyzer(rec.title["en"]))
+        if rec.claims.get("en") and len(queries) < 60 and len(docs) % 3 == 0:
+            queries.append(analyzer(rec.claims["en"][0].text))
+    queries = [q for q in queries if q]
+    assert len(docs) > 300 and len(queries) >= 30
+    k1, b = 1.2, 0.75
+    idx = SparseIndex.build(docs, k1=k1, b=b)
+    ref = BM25Okapi(docs, k1=k1, b=b)
+    for q in queries:
+        want = ref.get_scores(q)
+        got = idx.score(monolingual_units(q))
+        np.testing.assert_allclose(got, want, rtol=0, atol=1e-6)
+        n = min(10, int((want != 0).sum()))
+        mine = top_k(got, 10, got != 0)
+        assert len(mine) == n
+        ref_top = np.sort(want)[::-1][:n]
+        np.testing.assert_allclose(got[mine], ref_top, rtol=0, atol=1e-6)
+        np.testing.assert_allclose(want[mine], got[mine], rtol=0, atol=1e-6)
+        # identical ids, except rows tied with the 10th score may be swapped
+        theirs = set(np.argsort(want)[::-1][:n].tolist())
+        differ = set(mine.tolist()) ^ theirs
+        assert all(abs(want[r] - ref_top[-1]) <= 1e-6 for r in differ), q
+
+
+def test_top_k_equals_brute_force_sort() -> None:
+    rng = np.random.default_rng(7)
+    for trial in range(40):
+        n = int(rng.choice([7, 500, 60_000]))
+        scores = rng.random(n)
+        if trial % 3 == 0:
+            scores = np.round(scores * 10)  # many ties
+        if trial % 4 == 0:
+            scores[rng.random(n) < 0.9] = 0.0
+        mask = rng.random(n) < 0.5 if trial % 2 else None
+        k = int(rng.choice([1, 10, 1000]))
+        rows = np.arange(n) if mask is None else np.flatnonzero(mask)
+        want = rows[np.lexsort((rows, -scores[rows]))][:k]
+        np.testing.assert_array_equal(top_k(scores, k, mask), want)
+
+
+def test_psq_units_are_independent_and_additive() -> None:
+    idx = SparseIndex.build(DOCS)
+    u1, u2 = {"coil": 0.6, "core": 0.4}, {"valve": 0.5, "fluid": 0.3, "coil": 0.2}
+    both = idx.score([(u1, 1.0), (u2, 2.0)])
+    np.testing.assert_allclose(both, idx.score([(u1, 1.0)]) + idx.score([(u2, 2.0)]), atol=1e-12)
+
+
+@pytest.mark.parametrize("scoring", ["bm25", "tfidf"])
+def test_chunked_weight_precomputation_matches(scoring: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    import service.retrieval.sparse as sparse_mod
+
+    whole = SparseIndex.build(DOCS, scoring=scoring)
+    monkeypatch.setattr(sparse_mod, "_WEIGHT_CHUNK", 3)  # many steps, some columns longer than a step
+    chunked = SparseIndex.build(DOCS, scoring=scoring)
+    np.testing.assert_array_equal(chunked.weights, whole.weights)
+    np.testing.assert_allclose(chunked.doc_norm, whole.doc_norm, rtol=1e-12)
