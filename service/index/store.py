@@ -484,6 +484,7 @@ class DocStore:
     """Random access to the records of an index by row or publication id, plus filter arrays."""
 
     def __init__(self, index_dir: str | Path) -> None:
+        self._docs_fd = -1
         d = Path(index_dir)
         self.index_dir = d
         try:
@@ -497,6 +498,10 @@ class DocStore:
                 rows = np.load(d / CODES_DIR / f"{lvl}.rows.npy")
                 self._codes[lvl] = ({c: i for i, c in enumerate(vocab)}, indptr, rows)
         except (OSError, ValueError) as exc:
+            raise IndexFormatError(f"doc store in {d} is unreadable: {exc}") from exc
+        try:
+            self._docs_fd = os.open(d / DOCS_FILE, os.O_RDONLY)
+        except OSError as exc:
             raise IndexFormatError(f"doc store in {d} is unreadable: {exc}") from exc
         n = len(self.ids)
         if len(self.offsets) != n + 1 or len(self.dates) != n:
@@ -560,10 +565,19 @@ class DocStore:
         if not 0 <= row < len(self.ids):
             raise IndexError(f"row {row} out of range (0..{len(self.ids) - 1})")
         start, end = int(self.offsets[row]), int(self.offsets[row + 1])
-        with open(self.index_dir / DOCS_FILE, "rb") as fh:
-            fh.seek(start)
-            data = fh.read(end - start)
+        # one descriptor opened at load and read with pread: thread-safe, and a folder swapped or
+        # deleted under a running service keeps serving the records it was loaded with
+        data = os.pread(self._docs_fd, end - start, start)
         return PatentRecord.model_validate_json(data)
+
+    def close(self) -> None:
+        """Release the records file (also done when the store is garbage-collected)."""
+        if self._docs_fd >= 0:
+            os.close(self._docs_fd)
+            self._docs_fd = -1
+
+    def __del__(self) -> None:
+        self.close()
 
     def get(self, doc_id: str) -> PatentRecord:
         """The record of a publication id (tolerant lookup, see :meth:`find`)."""
