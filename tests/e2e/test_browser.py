@@ -1,0 +1,379 @@
+"""The analyst web UI in a real browser: Debian chromium (headless) driven by Playwright against a real
+``priorart serve`` subprocess.
+
+Covers: search with score bars, classification autocomplete + filter level, the date filter, passages
+with section paths and highlights, the document view, CSV/JSON export (downloads checked against the
+screen), and error messages for bad requests. Screenshots go to ``$PRIORART_ARTIFACTS/browser`` (or a
+session tmp folder). Skips with a reason when chromium or the ``playwright`` package is missing.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+import tempfile
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from liveserver import (
+    LiveServer,
+    artifacts_dir,
+    chromium_path,
+    chromium_wanted,
+    live_server,
+    read_docs,
+    service_index,
+)
+
+CHROMIUM = chromium_path()
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.skipif(CHROMIUM is None, reason=f"no chromium at {chromium_wanted()} (apt-get install chromium, "
+                                                 "or set PRIORART_CHROMIUM): browser tests skipped"),
+]
+sync_api = pytest.importorskip("playwright.sync_api", reason="python package playwright not installed "
+                                                              "(pip install -e '.[dev]')")
+expect = sync_api.expect
+
+CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+TIMEOUT_MS = 15_000
+DOCS_STATUS = re.compile(r"^\d+ documents in \d+ ms")
+PASSAGES_STATUS = re.compile(r"^\d+ passages in \d+ ms")
+
+
+# ---------------------------------------------------------------------------------------------- fixtures
+@dataclass
+class Scenario:
+    """Test inputs drawn from the served index, so the same test runs on real or synthetic data."""
+
+    query: str  # claim-like text of a document that carries `code`
+    code: str  # a subclass (G03G on the real data)
+    code_doc: str
+
+
+def _scenario(server: LiveServer) -> Scenario:
+    """A subclass and a claim-like query from a document carrying it, such that the unfiltered ranking
+    mixes documents with and without that subclass (so the filter visibly changes something).
+    G03G first on the real data, else the most common subclasses."""
+    docs = list(read_docs(server.index_dir))
+    subclasses: Counter[str] = Counter()
+    for d in docs:
+        subclasses.update({c[:4] for c in [*d.get("ipc", []), *d.get("cpc", [])]})
+    candidates = (["G03G"] if subclasses["G03G"] else []) + [c for c, _ in subclasses.most_common(10)]
+    for code in candidates:
+        for doc in docs:
+            codes = [*doc.get("ipc", []), *doc.get("cpc", [])]
+            if not (any(c.startswith(code) for c in codes) and "en" in doc.get("title", {})
+                    and doc.get("claims", {}).get("en")):
+                continue
+            claim = " ".join(doc["claims"]["en"][0]["text"].split()[:30])
+            query = f"{doc['title']['en']}. {claim}"
+            hits = httpx.post(f"{server.url}/search", json={"query": query, "k": 50}, timeout=30).json()["results"]
+            with_code = [any(c.startswith(code) for c in h["codes"]) for h in hits]
+            if any(with_code) and not all(with_code):
+                return Scenario(query=query, code=code, code_doc=doc["id"])
+            break  # next subclass
+    raise AssertionError(f"no subclass among {candidates} gives a mixed ranking: cannot test the code filter")
+
+
+@pytest.fixture(scope="module")
+def artifacts(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = artifacts_dir(tmp_path_factory) / "browser"
+    out.mkdir(parents=True, exist_ok=True)
+    return out
+
+
+@pytest.fixture(scope="module")
+def server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory,
+           artifacts: Path) -> Iterator[LiveServer]:
+    with live_server(service_index(request, tmp_path_factory), artifacts / "serve.log") as s:
+        yield s
+
+
+@pytest.fixture(scope="module")
+def scenario(server: LiveServer) -> Scenario:
+    return _scenario(server)
+
+
+@pytest.fixture(scope="module")
+def browser_context(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    profile = tempfile.mkdtemp(prefix="chromium-profile-", dir=tmp_path_factory.getbasetemp())  # fresh each run
+    with sync_api.sync_playwright() as p:
+        ctx = p.chromium.launch_persistent_context(
+            profile, executable_path=CHROMIUM, headless=True, args=CHROMIUM_FLAGS, accept_downloads=True,
+            viewport={"width": 1280, "height": 900},
+        )
+        ctx.set_default_timeout(TIMEOUT_MS)
+        try:
+            yield ctx
+        finally:
+            ctx.close()
+
+
+@pytest.fixture
+def page(browser_context: Any, server: LiveServer) -> Iterator[Any]:
+    """A fresh tab on the UI; fails the test if the page throws a JavaScript error."""
+    pg = browser_context.new_page()
+    errors: list[str] = []
+    pg.on("pageerror", lambda exc: errors.append(str(exc)))
+    pg.goto(f"{server.url}/")
+    expect(pg.locator("#health")).to_contain_text("documents")  # /health answered and rendered
+    try:
+        yield pg
+    finally:
+        pg.close()
+    assert not errors, f"JavaScript errors on the page: {errors}"
+
+
+# ---------------------------------------------------------------------------------------------- helpers
+def _submit(page: Any, kind: str = "search") -> dict[str, Any]:
+    """Click search (form submit) or passages; return the JSON the UI got, after it rendered it."""
+    path = "/search" if kind == "search" else "/passages"
+    button = "#search-btn" if kind == "search" else "#passages-btn"
+    with page.expect_response(lambda r: r.url.endswith(path) and r.request.method == "POST") as info:
+        page.click(button)
+    response = info.value
+    body = response.json()
+    if response.ok:
+        expect(page.locator("#status")).to_have_text(DOCS_STATUS if kind == "search" else PASSAGES_STATUS)
+    else:
+        expect(page.locator("#status")).to_have_class("error")
+    return {"status": response.status, "request": response.request.post_data_json, "body": body}
+
+
+def _hits_on_screen(page: Any) -> list[dict[str, Any]]:
+    """What an analyst sees per result: id, title, date, codes, bar widths."""
+    return page.evaluate("""() => [...document.querySelectorAll('#results .hit')].map((h) => ({
+        id: h.dataset.id,
+        rank: Number(h.querySelector('.rank').textContent),
+        title: h.querySelector('h3 a').textContent.trim(),
+        date: (h.querySelector('.meta-line').textContent.match(/\\d{4}-\\d{2}-\\d{2}/) || [null])[0],
+        codes: [...h.querySelectorAll('.meta-line code')].map((c) => c.textContent.trim()),
+        bars: Object.fromEntries([...h.querySelectorAll('.bar-row')].map((r) =>
+            [r.dataset.component, {style: r.querySelector('.bar > span').style.width,
+                                   px: r.querySelector('.bar > span').getBoundingClientRect().width,
+                                   track: r.querySelector('.bar').getBoundingClientRect().width,
+                                   value: r.querySelector('.v').textContent}])),
+    }))""")
+
+
+def _search(page: Any, query: str, *, k: int = 20) -> dict[str, Any]:
+    page.fill("#query", query)
+    page.fill("#k", str(k))
+    return _submit(page, "search")
+
+
+# ---------------------------------------------------------------------------------------------- tests
+def test_search_shows_ranked_results_with_score_bars(page: Any, scenario: Scenario, artifacts: Path) -> None:
+    got = _search(page, scenario.query)
+    assert got["status"] == 200 and got["request"]["query"] == scenario.query
+    api = got["body"]["results"]
+    assert len(api) >= 3, "the scenario query must find several documents"
+    hits = _hits_on_screen(page)
+    assert [h["id"] for h in hits] == [r["id"] for r in api], "screen order differs from the API ranking"
+    assert [h["rank"] for h in hits] == list(range(1, len(api) + 1))
+    for h, r in zip(hits, api, strict=True):
+        assert h["title"] == (r["title"] or "(no title)")
+        assert h["date"] == r["publication_date"]
+        # one bar per non-null score component, its width the normalised score
+        assert set(h["bars"]) == {c for c, v in r["components"].items() if v is not None}
+        for comp, bar in h["bars"].items():
+            assert float(bar["style"].rstrip("%")) == pytest.approx(100 * max(0.0, min(1.0, r["components"][comp])),
+                                                                   abs=0.06)
+            assert bar["value"] == f"{r['components'][comp]:.3f}"
+    top = hits[0]["bars"]["bm25"]
+    assert top["track"] >= 60 and top["px"] == pytest.approx(top["track"] * float(top["style"][:-1]) / 100, abs=1.5)
+    assert top["px"] > 0, "the best BM25 score must draw a visible bar"
+    # degradations (e.g. "no models in this index: BM25 only") are shown, one box each
+    expect(page.locator("#notices .notice")).to_have_count(len(got["body"]["notices"]))
+    for notice in got["body"]["notices"]:
+        expect(page.locator("#notices .notice", has_text=notice)).to_be_visible()
+    expect(page.locator("#export-csv")).to_be_enabled()
+    page.screenshot(path=str(artifacts / "results.png"), full_page=False)
+
+
+def test_classification_autocomplete_and_filter(page: Any, scenario: Scenario, artifacts: Path) -> None:
+    unfiltered = _search(page, scenario.query, k=50)["body"]["results"]
+    assert any(not any(c.startswith(scenario.code) for c in r["codes"]) for r in unfiltered), \
+        "precondition: without the filter some results lack the code"
+
+    page.click("#code-input")
+    page.locator("#code-input").press_sequentially(scenario.code, delay=40)
+    suggestion = page.locator(f'#code-suggestions li[data-code="{scenario.code}"]')
+    expect(suggestion).to_be_visible()
+    expect(page.locator("#code-suggestions li").first).to_contain_text(scenario.code)
+    page.screenshot(path=str(artifacts / "autocomplete.png"), full_page=False)
+    suggestion.click()
+    expect(page.locator(f'#code-chips .chip[data-code="{scenario.code}"]')).to_be_visible()
+    expect(page.locator("#code-suggestions")).to_be_hidden()
+    expect(page.locator("#code-input")).to_have_value("")
+    page.select_option("#code-filter", "subclass")
+
+    got = _submit(page, "search")
+    assert got["request"]["codes"] == [scenario.code] and got["request"]["code_filter"] == "subclass"
+    hits = _hits_on_screen(page)
+    assert hits, "the filtered search must keep the documents that carry the code"
+    assert scenario.code_doc in [h["id"] for h in hits]
+    for h in hits:
+        assert any(c.startswith(scenario.code) for c in h["codes"]), f"{h['id']} shows no {scenario.code} code: {h}"
+    dropped = {r["id"] for r in unfiltered if not any(c.startswith(scenario.code) for c in r["codes"])}
+    assert dropped and not dropped & {h["id"] for h in hits}
+    page.screenshot(path=str(artifacts / "filtered.png"), full_page=False)
+
+    # removing the chip (click) drops the filter again
+    page.click(f'#code-chips .chip[data-code="{scenario.code}"]')
+    expect(page.locator("#code-chips .chip")).to_have_count(0)
+    assert _submit(page, "search")["request"]["codes"] == []
+
+
+def test_published_before_filter(page: Any, scenario: Scenario) -> None:
+    _search(page, scenario.query, k=50)
+    dates = sorted({h["date"] for h in _hits_on_screen(page) if h["date"]})
+    assert len(dates) >= 2, "precondition: results with different publication dates"
+    cutoff = dates[len(dates) // 2]  # some results fall before it, some on or after it
+    page.fill("#before", cutoff)
+    got = _submit(page, "search")
+    assert got["request"]["before"] == cutoff
+    hits = _hits_on_screen(page)
+    assert hits, f"documents published before {cutoff} must remain"
+    assert all(h["date"] is not None and h["date"] < cutoff for h in hits), [(h["id"], h["date"]) for h in hits]
+
+
+def test_passages_show_section_paths_and_highlights(page: Any, scenario: Scenario, artifacts: Path) -> None:
+    page.fill("#query", scenario.query)
+    page.fill("#k", "10")
+    got = _submit(page, "passages")
+    api = got["body"]["results"]
+    assert api, "passage search found nothing"
+    cards = page.locator("#results .passage")
+    expect(cards).to_have_count(len(api))
+    for i, p in enumerate(api):
+        card = cards.nth(i)
+        path_text = card.locator(".path").inner_text()
+        assert p["doc_id"] in path_text and " › ".join(p["section_path"]) in path_text, path_text
+        assert p["section_path"], f"passage {p['passage_id']} has no section path"
+        marks = card.locator("mark")
+        want = sorted({(s, e) for s, e in p["highlights"]})
+        # every highlight span is drawn as <mark> around exactly that text (overlaps are merged away)
+        if want:
+            shown = marks.all_inner_texts()
+            assert shown, f"passage {p['passage_id']} has highlights but no <mark>"
+            assert shown[0] == p["text"][want[0][0]:want[0][1]]
+    assert page.locator("#results mark").count() > 0, "no highlighted query terms at all"
+    page.screenshot(path=str(artifacts / "passages.png"), full_page=False)
+
+
+def test_document_view(page: Any, scenario: Scenario, artifacts: Path) -> None:
+    _search(page, scenario.query)
+    first = page.locator("#results .hit .doc-link").first
+    doc_id = first.get_attribute("data-id")
+    with page.expect_response(lambda r: "/documents/" in r.url) as info:
+        first.click()
+    doc = info.value.json()
+    assert doc["id"] == doc_id
+    view = page.locator("#document")
+    expect(view).to_be_visible()
+    lang = doc["lang"] if doc["lang"] in doc["title"] else next(iter(doc["title"]))
+    expect(view.locator("h2")).to_have_text(doc["title"][lang])
+    expect(view.locator(".meta-line")).to_contain_text(doc_id)
+    for lang_code, claims in doc.get("claims", {}).items():
+        expect(view.locator("summary", has_text=f"Claims ({lang_code}, {len(claims)})")).to_have_count(1)
+    if doc.get("description"):
+        expect(view.locator("summary", has_text=doc["description"][0]["heading"] or "(untitled)").first).to_be_visible()
+    view.locator("h2").scroll_into_view_if_needed()
+    page.wait_for_timeout(500)  # let the smooth scroll settle before the screenshot
+    page.screenshot(path=str(artifacts / "document.png"), full_page=False)
+    page.click("#close-doc")
+    expect(view).to_be_hidden()
+
+
+def test_export_csv_and_json_match_the_screen(page: Any, scenario: Scenario, artifacts: Path) -> None:
+    got = _search(page, scenario.query, k=15)
+    hits = _hits_on_screen(page)
+    with page.expect_download() as dl_info:
+        page.click("#export-csv")
+    dl = dl_info.value
+    assert dl.suggested_filename == "priorart-search.csv"
+    csv_path = artifacts / dl.suggested_filename
+    dl.save_as(str(csv_path))
+    rows = list(csv.DictReader(csv_path.open(encoding="utf-8", newline="")))
+    assert len(rows) == len(hits)
+    for row, h, r in zip(rows, hits, got["body"]["results"], strict=True):
+        assert int(row["rank"]) == h["rank"] and row["id"] == h["id"]
+        assert (row["title"] or "(no title)") == h["title"]
+        assert row["publication_date"] == (h["date"] or "")
+        assert float(row["score"]) == pytest.approx(r["score"])
+        assert row["bm25"] == h["bars"]["bm25"]["value"] or float(row["bm25"]) == pytest.approx(
+            float(h["bars"]["bm25"]["value"]), abs=5e-4)
+        assert row["codes"].split() == r["codes"] and set(h["codes"]) <= set(row["codes"].split())
+
+    with page.expect_download() as dl_info:
+        page.click("#export-json")
+    dl = dl_info.value
+    assert dl.suggested_filename == "priorart-search.json"
+    json_path = artifacts / dl.suggested_filename
+    dl.save_as(str(json_path))
+    exported = json.loads(json_path.read_text(encoding="utf-8"))
+    assert [r["id"] for r in exported["results"]] == [h["id"] for h in hits]
+    assert exported["results"] == got["body"]["results"]
+
+    # passages export: the same passages, in the same order, as the cards on screen
+    _submit(page, "passages")
+    shown = page.locator("#results .passage").evaluate_all("(els) => els.map((e) => e.dataset.id)")
+    with page.expect_download() as dl_info:
+        page.click("#export-csv")
+    dl = dl_info.value
+    assert dl.suggested_filename == "priorart-passages.csv"
+    dl.save_as(str(artifacts / dl.suggested_filename))
+    prow = list(csv.DictReader((artifacts / dl.suggested_filename).open(encoding="utf-8", newline="")))
+    assert [r["passage_id"] for r in prow] == shown and all(r["section_path"] and r["text"] for r in prow)
+
+
+def test_bad_requests_show_an_error_not_a_crash(page: Any, scenario: Scenario) -> None:
+    _search(page, scenario.query)
+    assert page.locator("#results .hit").count() > 0
+
+    # a publication number that is not in the index: a 422 problem document, shown as a message
+    got = _search(page, "EP9999999B1")
+    assert got["status"] == 422 and got["body"]["status"] == 422
+    status = page.locator("#status")
+    expect(status).to_have_class("error")
+    expect(status).to_contain_text("Error:")
+    expect(status).to_contain_text("not in this index")
+    # the old results must not stay on screen (or in the export) as if they answered the bad query
+    expect(page.locator("#results .hit")).to_have_count(0)
+    expect(page.locator("#export-csv")).to_be_disabled()
+
+    # an invalid classification code entered by hand (Enter without a suggestion)
+    page.fill("#query", scenario.query)
+    page.fill("#code-input", "nonsense")
+    page.press("#code-input", "Enter")
+    expect(page.locator('#code-chips .chip[data-code="NONSENSE"]')).to_be_visible()
+    got = _submit(page, "search")
+    assert got["status"] == 422
+    expect(status).to_contain_text("not an IPC/CPC code")
+
+    # too many results asked for (the passages button bypasses the form's own max=1000 check)
+    page.click('#code-chips .chip[data-code="NONSENSE"]')
+    page.fill("#k", "5000")
+    got = _submit(page, "passages")
+    assert got["status"] == 422
+    expect(status).to_contain_text("over the limit")
+
+    # a blank query never reaches the server
+    page.fill("#query", "   ")
+    page.click("#passages-btn")
+    expect(status).to_have_text("Type a query first.")
+
+    # and the page still works afterwards
+    got = _search(page, scenario.query)
+    assert got["status"] == 200
+    expect(status).not_to_have_class("error")
+    assert page.locator("#results .hit").count() == len(got["body"]["results"]) > 0

@@ -1,0 +1,128 @@
+"""Locust scenario for priorart: analysts searching documents and passages in en/de/fr.
+
+Queries are drawn from the served index itself (``$PRIORART_LOAD_INDEX``, the index folder): title +
+the start of the first claim in the document's languages (the EP grants give German and French
+claims), and publication numbers (query-by-document). Every response is checked, not just its status.
+
+Run by ``tests/load/test_load.py``; by hand::
+
+    PRIORART_LOAD_INDEX=INDEX_DIR locust -f tests/load/locustfile.py --headless -u 20 -r 10 -t 30s \\
+        --host http://127.0.0.1:8000 --csv out/load --exit-code-on-error 1
+
+``$PRIORART_LOAD_WAIT`` ("min,max" seconds, default "0.5,2.0") is each user's think time between requests.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+from pathlib import Path
+from typing import Any
+
+from locust import HttpUser, between, events, task
+
+SEED = int(os.environ.get("PRIORART_LOAD_SEED", "13"))
+WAIT = tuple(float(x) for x in os.environ.get("PRIORART_LOAD_WAIT", "0.5,2.0").split(","))
+LANGS = ("en", "de", "fr")
+POOL: dict[str, list[str]] = {"en": [], "de": [], "fr": [], "pubno": []}
+
+
+def build_pool(index_dir: Path, *, seed: int = SEED) -> dict[str, list[str]]:
+    """Realistic queries from the index's doc store: per language title + 20-80 words of claim 1; ids."""
+    rng = random.Random(seed)
+    pool: dict[str, list[str]] = {"en": [], "de": [], "fr": [], "pubno": []}
+    with (index_dir / "docs.jsonl").open(encoding="utf-8") as f:
+        for line in f:
+            rec = json.loads(line)
+            pool["pubno"].append(rec["id"])
+            for lang in LANGS:
+                claims = rec.get("claims", {}).get(lang) or []
+                title = rec.get("title", {}).get(lang)
+                if not claims or not title:
+                    continue
+                words = claims[0]["text"].split()
+                pool[lang].append(f"{title}. {' '.join(words[:rng.randint(20, 80)])}")
+    for lang in LANGS:
+        if not pool[lang]:
+            raise RuntimeError(f"no {lang} claims in {index_dir}: cannot draw {lang} queries")
+    return pool
+
+
+@events.init.add_listener
+def _init(environment: Any, **_: Any) -> None:
+    index_dir = os.environ.get("PRIORART_LOAD_INDEX")
+    if not index_dir:
+        raise RuntimeError("set PRIORART_LOAD_INDEX to the index folder the service serves (queries come from it)")
+    POOL.update(build_pool(Path(index_dir)))
+
+
+class Analyst(HttpUser):
+    """One analyst: mostly document searches (en > de = fr), some by publication number, some passages."""
+
+    wait_time = between(WAIT[0], WAIT[1])
+
+    def on_start(self) -> None:
+        self.rng = random.Random(SEED + id(self))
+
+    def _post(self, path: str, name: str, body: dict[str, Any], check: Any = None) -> None:
+        with self.client.post(path, json=body, name=name, timeout=30, catch_response=True) as resp:
+            if resp.status_code != 200:
+                resp.failure(f"HTTP {resp.status_code}: {resp.text[:300]}")
+                return
+            try:
+                data = resp.json()
+            except ValueError:
+                resp.failure(f"not JSON: {resp.text[:200]}")
+                return
+            if not isinstance(data.get("results"), list):
+                resp.failure(f"no results list in {str(data)[:200]}")
+                return
+            problem = check(data) if check else None
+            if problem:
+                resp.failure(problem)
+            else:
+                resp.success()
+
+    def _query(self, lang: str) -> str:
+        return self.rng.choice(POOL[lang])
+
+    @task(5)
+    def search_en(self) -> None:
+        self._post("/search", "/search [en]", {"query": self._query("en"), "k": 20, "explain": True})
+
+    def _search_lang(self, lang: str) -> None:
+        def check(d: dict[str, Any]) -> str | None:
+            seen = d["query"].get("lang")
+            return None if seen == lang else f"{lang} query read as {seen}"
+
+        self._post("/search", f"/search [{lang}]", {"query": self._query(lang), "lang": "auto", "k": 20,
+                                                    "explain": True}, check)
+
+    @task(2)
+    def search_de(self) -> None:
+        self._search_lang("de")
+
+    @task(2)
+    def search_fr(self) -> None:
+        self._search_lang("fr")
+
+    @task(2)
+    def search_by_publication_number(self) -> None:
+        pub = self._query("pubno")
+
+        def check(d: dict[str, Any]) -> str | None:
+            if d["query"].get("query_doc") != pub:
+                return f"{pub} not taken as a publication number: {d['query'].get('query_doc')}"
+            if any(h["id"] == pub for h in d["results"]):
+                return f"{pub} found itself"
+            return None
+
+        self._post("/search", "/search [pubno]", {"query": pub, "k": 20}, check)
+
+    @task(3)
+    def passages(self) -> None:
+        lang = self.rng.choice(("en", "en", "en", "de", "fr"))
+        self._post("/passages", f"/passages [{lang}]", {"query": self._query(lang), "k": 10},
+                   lambda d: None if all(p["section_path"] and p["text"] for p in d["results"])
+                   else "passage without section path or text")
