@@ -7,7 +7,21 @@ import os
 
 import typer
 
-from training.commands import ingest, synth
+from training.commands import (
+    bench,
+    build,
+    demo,
+    evaluate,
+    experiment,
+    ingest,
+    ltr,
+    search,
+    serve,
+    synth,
+    tasks,
+    train,
+    translate,
+)
 
 app = typer.Typer(
     name="priorart",
@@ -17,7 +31,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-for module in (ingest, synth):
+for module in (ingest, synth, build, search, evaluate, tasks, translate, train, serve, demo, bench, experiment, ltr):
     module.register(app)
 
 

@@ -260,11 +260,6 @@ def test_streaming_memory_is_bounded_small() -> None:
     assert _memory_growth(1500, 700) < 200_000
 
 
-@pytest.mark.slow
-def test_streaming_memory_is_bounded_20k() -> None:
-    assert _memory_growth(20_000, 2_000) < 200_000  # records would be ~120 MB
-
-
 def test_synth_topics(corpus: list[PatentRecord]) -> None:
     topics, qrels = synth_topics(corpus, 30, seed=4)
     assert (topics, qrels) == synth_topics(corpus, 30, seed=4)

@@ -82,7 +82,8 @@ def test_xling_on_real_data_translation_beats_no_translation(shared_data: Path, 
     assert len(totals) == 1
     runs = {row: read_run(tmp_path / "runs" / f"xling-{row}.run") for row in result.rows}
     qrels = read_qrels(tmp_path / "qrels.txt")
-    assert set(qrels) == set(runs["none"]) and len(qrels) == result.topics
+    # a topic whose untranslated terms match no English document has no line in the "none" run
+    assert set(runs["none"]) <= set(qrels) and set(runs["both"]) == set(qrels) and len(qrels) == result.topics
     assert all(next(iter(qrels[q])) == q.rsplit("-", 1)[0] for q in qrels)
     saved = json.loads((tmp_path / "xling.json").read_text(encoding="utf-8"))
     assert saved["rows"] == result.rows
