@@ -2,26 +2,25 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
-from fastapi import FastAPI, Request, Response
+from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.staticfiles import StaticFiles
 
 from service import __version__
-from service.api.errors import install_error_handlers, problem
+from service.api.errors import install_error_handlers
 from service.api.metrics import Metrics
+from service.api.middleware import GuardMiddleware
 from service.api.routes import admin, documents, health, search
 from service.api.settings import Settings
 
 log = logging.getLogger(__name__)
 STATIC_DIR = Path(__file__).parent / "static"
-_OPEN_PATHS = ("/health", "/ready", "/metrics", "/docs", "/redoc", "/openapi.json", "/static", "/favicon")
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -58,27 +57,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.add_middleware(CORSMiddleware, allow_origins=settings.cors_origins, allow_methods=["GET", "POST"],
                            allow_headers=["Content-Type", "X-API-Key"])
 
-    @app.middleware("http")
-    async def guard_and_measure(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
-        started = time.perf_counter()
-        path = request.url.path
-        response: Response
-        length = request.headers.get("content-length")
-        if length is not None and (not length.isdigit() or int(length) > settings.max_body_bytes):
-            response = problem(413, "Payload Too Large", f"request body over {settings.max_body_bytes} bytes")
-        elif settings.api_key and path != "/" and not path.startswith(_OPEN_PATHS) and \
-                request.headers.get("x-api-key") != settings.api_key and not path.startswith("/admin"):
-            response = problem(401, "Unauthorized", "missing or wrong X-API-Key header")
-        else:
-            try:
-                response = await asyncio.wait_for(call_next(request), timeout=settings.request_timeout_s)
-            except TimeoutError:
-                response = problem(504, "Gateway Timeout", f"request took over {settings.request_timeout_s} s")
-        route = request.scope.get("route")
-        label = getattr(route, "path", "unmatched")
-        app.state.metrics.requests.labels(request.method, label, str(response.status_code)).inc()
-        app.state.metrics.latency.labels(label).observe(time.perf_counter() - started)
-        return response
+    app.add_middleware(GuardMiddleware, settings=settings, metrics=app.state.metrics)
 
     app.include_router(search.router)
     app.include_router(documents.router)

@@ -168,3 +168,19 @@ def test_api_key_and_reload(real_index: Path, tmp_path: Path) -> None:
         shutil.copytree(real_index, live)
         r = c.post("/admin/reload", headers={"X-API-Key": "secret"})
         assert r.status_code == 200 and r.json()["reloaded"] is True
+
+
+def test_body_size_limit_applies_to_declared_and_chunked_bodies(real_index: Path) -> None:
+    settings = Settings(index_dir=real_index, max_body_bytes=2_000)
+    with TestClient(create_app(settings)) as c:
+        big = json.dumps({"query": "toner " * 1000})
+        r = c.post("/search", content=big, headers={"content-type": "application/json"})
+        assert r.status_code == 413 and r.json()["title"] == "Payload Too Large"
+
+        def chunks() -> Iterator[bytes]:  # no Content-Length: the limit must still hold
+            for i in range(0, len(big), 500):
+                yield big[i:i + 500].encode()
+
+        r = c.post("/search", content=chunks(), headers={"content-type": "application/json"})
+        assert r.status_code == 413
+        assert c.post("/search", json={"query": "toner"}).status_code == 200

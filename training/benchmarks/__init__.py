@@ -1,0 +1,1 @@
+"""Benchmarks that print measured figures (never timed assertions)."""
