@@ -102,7 +102,14 @@ class Engine:
             device = models["device"]
             extra = models.get("extra", {})
             notices.extend(models.get("notices", []))
-        stages.append(FusionStep(weights, weight_source))
+        from service.retrieval.ltr_stages import load_ltr_stages
+
+        ltr = load_ltr_stages(index_dir, linear_weights=weights, linear_source=weight_source)
+        if ltr is None:
+            stages.append(FusionStep(weights, weight_source))
+            notices.append("no ltr models in this index: fusion 'linear' only (priorart train-ltr ... --install)")
+        else:
+            stages.extend(ltr)  # ends with the CombineStep, named "fusion"
         scheme = _load_scheme(settings, first)
         return cls(index_dir, settings, first, Pipeline(stages), notices, scheme, device, extra)
 
@@ -125,9 +132,13 @@ class Engine:
             depth=max(depth, req.k),
             translate=req.translate,
             weights=req.weights,
+            fusion=req.fusion,
         )
 
     def _run(self, query: Query) -> tuple[Any, list[dict[str, Any]]]:
+        if query.fusion not in (None, "linear") and self.pipeline.stages[-1].name == "fusion" and \
+                isinstance(self.pipeline.stages[-1], FusionStep):
+            raise QueryError(f"fusion {query.fusion!r} needs ltr models in the index; this one has 'linear' only")
         try:
             return self.pipeline.run(query)
         except UnknownDocumentError as exc:

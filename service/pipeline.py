@@ -22,7 +22,7 @@ import numpy as np
 
 from service.retrieval.first_stage import FirstStage
 
-COMPONENTS = ("bm25", "dense", "text", "meta")
+COMPONENTS = ("bm25", "dense", "text", "meta", "wordpair", "domain")
 
 
 @dataclass
@@ -38,6 +38,7 @@ class Query:
     depth: int = 1000
     translate: bool = True
     weights: dict[str, float] | None = None
+    fusion: str | None = None  # linear | borda | linlearn (None: the index's default)
     # resolved by the first stage
     resolved_lang: str | None = None
     resolved_text: str | None = None  # the document text when the query was a publication number

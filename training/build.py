@@ -4,6 +4,15 @@ One streaming pass over the corpus writes the doc store and accumulates the post
 language; the sparse indexes are then finished one language at a time and ``meta.json`` is written
 last. The folder is built beside the target under a temporary name and renamed when complete, so a
 crashed build never leaves a folder that looks finished.
+
+With ``models_dir`` (``--models MODELS_DIR``) :func:`add_models` then adds the neural part (layout in
+:mod:`service.retrieval.model_stages`): the models folder is verified against its ``meta.json``
+checksums and copied to ``models/`` (without the torch checkpoints and the training corpus' vectors),
+every document is encoded once by the dual encoder (``dense/vectors.npy`` + a FAISS index,
+``--dense-index flat|hnsw|ivf``) and by the rankers' document encoders (``rerank/*.npy``), and the parts
+are registered in ``meta.json`` with their format versions. With ``fuse`` the fusion weights are then
+learned on the DEV split (:func:`training.fusion.learn_fusion`) when the index suits a dev task (else a
+warning says why not).
 """
 
 from __future__ import annotations
@@ -23,7 +32,17 @@ from tqdm import tqdm
 
 from service.corpus.jsonl import read_corpus
 from service.corpus.record import LANGS, PatentRecord
-from service.index.store import FIELDS, META_FILE, SCORINGS, DocStoreWriter, validate_settings, write_meta
+from service.index.store import (
+    FIELDS,
+    META_FILE,
+    SCORINGS,
+    DocStore,
+    DocStoreWriter,
+    load_meta,
+    update_meta,
+    validate_settings,
+    write_meta,
+)
 from service.retrieval.sparse import SparseIndexBuilder
 from service.retrieval.translate import TranslationTable
 from service.text.analysis import TOKEN_RE, Analyzer, get_analyzer, normalise
@@ -50,6 +69,8 @@ class BuildReport:
     index_bytes: int
     langs: dict[str, dict[str, Any]] = field(default_factory=dict)
     translation: list[str] = field(default_factory=list)
+    models: dict[str, Any] | None = None  # add_models report (times, device, dense index), when built with models
+    fusion: dict[str, Any] | None = None  # learned weights summary, or {"skipped": reason}
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -157,12 +178,24 @@ def build_index(
     translation_dir: str | Path | None = None,
     overwrite: bool = False,
     progress: bool | None = None,
+    models_dir: str | Path | None = None,
+    dense_index: str = "flat",
+    device: str = "auto",
+    fuse: bool = True,
+    fuse_task: str = "auto",
 ) -> BuildReport:
     """Build an index folder from a corpus JSONL path (or an iterable of records).
 
     ``overwrite`` replaces an existing index folder (only one with a ``meta.json`` or an empty one).
     ``progress``: tqdm bar on stderr (default: when stderr is a terminal).
+    ``models_dir``: add dense + rerank parts from a models folder (:func:`add_models`; ``dense_index``
+    flat|hnsw|ivf, ``device`` auto|cpu|cuda for the encoders); ``fuse`` then learns fusion weights on the
+    dev split (``fuse_task``: auto|xling|known-item, see :mod:`training.fusion`).
     """
+    if dense_index not in DENSE_KINDS:
+        raise BuildError(f"unknown dense index {dense_index!r}; choose from {', '.join(DENSE_KINDS)}")
+    if models_dir is not None and not (Path(models_dir) / "meta.json").is_file():
+        raise BuildError(f"{Path(models_dir) / 'meta.json'} is missing: not a models folder (run `priorart train`)")
     langs = _parse_list(index_langs, LANGS, "index language(s)")
     field_list = _parse_list(fields, FIELDS, "field(s)")
     if scoring not in SCORINGS:
@@ -242,6 +275,12 @@ def build_index(
         components["translation"] = tables
         components["build"] = {"n_docs": n_docs, "corpus": str(corpus) if isinstance(corpus, str | Path) else None}
         write_meta(tmp, settings, components)
+        models_report: dict[str, Any] | None = None
+        fusion_report: dict[str, Any] | None = None
+        if models_dir is not None:
+            models_report = add_models(tmp, models_dir, dense_index=dense_index, device=device, progress=show)
+            if fuse:
+                fusion_report = _fuse(tmp, fuse_task, device, show)
         if out.exists():
             shutil.rmtree(out)
         os.replace(tmp, out)
@@ -259,4 +298,193 @@ def build_index(
         index_bytes=_dir_bytes(out),
         langs=bm25,
         translation=[t["file"] for t in tables],
+        models=models_report,
+        fusion=fusion_report,
     )
+
+
+# ------------------------------------------------------------------------------------------ models
+
+DENSE_KINDS = ("flat", "hnsw", "ivf")
+# torch state dicts (training side only) and the training corpus' vectors (the index encodes its own documents)
+SKIP_MODEL_DIRS = ("checkpoints", "dense")
+ENCODE_BATCH = 256
+
+
+def _copy_models(src: Path, dest: Path) -> list[str]:
+    """Copy a models folder without its checkpoints; returns the files left out."""
+    from service.retrieval.encoders import ModelsFolderError, read_models_meta, verify_models_files
+
+    try:
+        meta = read_models_meta(src)
+        verify_models_files(src, meta)
+    except ModelsFolderError as exc:
+        raise BuildError(f"models folder rejected: {exc}") from exc
+    if dest.exists():
+        shutil.rmtree(dest)
+    dest.mkdir(parents=True)
+    omitted: list[str] = []
+    for rel in sorted(meta["files"]):
+        if rel.split("/", 1)[0] in SKIP_MODEL_DIRS:
+            omitted.append(rel)
+            continue
+        (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(src / rel, dest / rel)
+    shutil.copyfile(src / "meta.json", dest / "meta.json")
+    return omitted
+
+
+def add_models(
+    index_dir: str | Path,
+    models_dir: str | Path,
+    *,
+    dense_index: str = "flat",
+    device: str = "auto",
+    batch_size: int = ENCODE_BATCH,
+    progress: bool | None = None,
+    hnsw_m: int | None = None,
+    nlist: int | None = None,
+) -> dict[str, Any]:
+    """Add ``models/``, ``dense/`` and ``rerank/`` to an existing index folder and register them in ``meta.json``.
+
+    Every document is encoded once, in doc-store row order, in batches of ``batch_size``. Returns a
+    report (seconds per part, documents per second, device, FAISS index description).
+    """
+    import numpy as np
+
+    from service.retrieval.dense import (
+        DEFAULT_HNSW_M,
+        DENSE_FORMAT_VERSION,
+        FAISS_FILE,
+        VECTORS_FILE,
+        build_faiss_index,
+        prepare_vectors,
+    )
+    from service.retrieval.model_stages import (
+        ENCODINGS,
+        MODELS_COMPONENT_VERSION,
+        MODELS_DIR,
+        RERANK_DIR,
+        RERANK_VERSION,
+        Models,
+        ModelStageError,
+        iter_rows,
+        select_providers,
+    )
+
+    if dense_index not in DENSE_KINDS:
+        raise BuildError(f"unknown dense index {dense_index!r}; choose from {', '.join(DENSE_KINDS)}")
+    if batch_size < 1:
+        raise BuildError(f"batch size must be >= 1, got {batch_size}")
+    index_dir, models_dir = Path(index_dir), Path(models_dir)
+    old = load_meta(index_dir, verify=True)
+    parts = ("models", "dense", "rerank", "fusion")
+    dirs = (MODELS_DIR, "dense", RERANK_DIR)
+    if any(p in old.components for p in parts) or any((index_dir / d).exists() for d in dirs):
+        # replacing the neural part of a verified index: drop the old files and their meta.json entries
+        for d in dirs:
+            if (index_dir / d).exists():
+                shutil.rmtree(index_dir / d)
+        write_meta(index_dir, old.settings, {k: v for k, v in old.components.items() if k not in parts},
+                   created=old.created)
+    times: dict[str, float] = {}
+    t = time.perf_counter()
+    omitted = _copy_models(models_dir, index_dir / MODELS_DIR)
+    times["copy"] = time.perf_counter() - t
+
+    import onnxruntime as ort
+
+    providers, warning = select_providers(device, ort.get_available_providers())
+    if warning:
+        log.warning(warning)
+    try:
+        models = Models(index_dir / MODELS_DIR, side="document", providers=providers)
+    except ModelStageError as exc:
+        raise BuildError(str(exc)) from exc
+    docs = DocStore.load(index_dir)
+    n = len(docs)
+    (index_dir / "dense").mkdir(exist_ok=True)
+    (index_dir / RERANK_DIR).mkdir(exist_ok=True)
+    paths = {"dual": index_dir / VECTORS_FILE, **{name: index_dir / RERANK_DIR / f"{name}.npy" for name in ENCODINGS}}
+    arrays: dict[str, np.memmap] = {}
+    show = sys.stderr.isatty() if progress is None else progress
+    t = time.perf_counter()
+    done = 0
+    with tqdm(total=n, desc="encoding documents", unit="doc", disable=not show, file=sys.stderr, mininterval=1) as bar:
+        for batch in iter_rows(docs, batch_size):
+            enc = models.encode_documents(batch)
+            if not arrays:
+                for name, path in paths.items():
+                    arrays[name] = np.lib.format.open_memmap(path, mode="w+", dtype=np.float32,
+                                                             shape=(n, enc[name].shape[1]))
+            for name, arr in arrays.items():
+                arr[done : done + len(batch)] = enc[name]
+            done += len(batch)
+            bar.update(len(batch))
+    docs.close()
+    times["encode"] = time.perf_counter() - t
+    if done != n or not arrays:
+        raise BuildError(f"encoded {done} documents, the doc store holds {n}")
+    for arr in arrays.values():
+        arr.flush()
+    dims = {name: int(arr.shape[1]) for name, arr in arrays.items()}
+    arrays.clear()
+
+    t = time.perf_counter()
+    import faiss
+
+    metric = models.similarity
+    vectors = np.load(paths["dual"], mmap_mode="r")
+    if metric == "cosine":  # stored as the encoder wrote them; the index holds the normalised copy
+        vectors = prepare_vectors(np.asarray(vectors), metric)
+    index, described = build_faiss_index(
+        np.asarray(vectors), dense_index, metric, hnsw_m=hnsw_m or DEFAULT_HNSW_M, nlist=nlist
+    )
+    faiss.write_index(index, str(index_dir / FAISS_FILE))
+    del index, vectors
+    times["faiss"] = time.perf_counter() - t
+
+    t = time.perf_counter()
+    dense_comp = {
+        "version": DENSE_FORMAT_VERSION, "vectors": VECTORS_FILE, "index": FAISS_FILE, "dim": models.dim,
+        "kind": dense_index, "metric": metric, "params": described["params"], "n_docs": n,
+        "encoder": "models/" + str(models.meta["components"]["dual"]["doc"]),
+    }
+    rerank_comp = {
+        "version": RERANK_VERSION,
+        "files": {name: f"{RERANK_DIR}/{name}.npy" for name in ENCODINGS},
+        "dims": {name: dims[name] for name in ENCODINGS},
+        "stacked_weights": list(models.stacked_weights),
+    }
+    models_comp = {
+        "version": MODELS_COMPONENT_VERSION, "dir": MODELS_DIR, "source": str(models_dir.resolve()),
+        "format": models.meta.get("format"), "format_version": models.meta.get("version"),
+        "created": models.meta.get("created"), "omitted": omitted,
+        "languages": sorted(models.vocabs), "corpus": models.meta.get("corpus", {}),
+    }
+    update_meta(index_dir, {"models": models_comp, "dense": dense_comp, "rerank": rerank_comp}, remove=("fusion",))
+    times["meta"] = time.perf_counter() - t
+    times["total"] = sum(times.values())
+    report = {
+        "documents": n, "seconds": {k: round(v, 3) for k, v in times.items()},
+        "docs_per_s_encode": n / times["encode"] if times["encode"] > 0 else float("inf"),
+        "onnx_providers": models.providers, "dense": {k: dense_comp[k] for k in ("kind", "metric", "dim", "params")},
+        "omitted": len(omitted),
+    }
+    log.info("models added to %s: %d documents encoded in %.1f s (%s), %s index in %.1f s", index_dir, n,
+             times["encode"], models.providers[0], dense_index, times["faiss"])
+    return report
+
+
+def _fuse(index_dir: Path, task: str, device: str, progress: bool) -> dict[str, Any]:
+    """Learn fusion weights during a build; a build whose index suits no dev task is not an error."""
+    from training.fusion import FusionError, learn_fusion
+
+    try:
+        result = learn_fusion(index_dir, tasks=task, device=device, progress=progress)
+    except FusionError as exc:
+        if task != "auto":
+            raise BuildError(f"fusion: {exc}") from exc
+        log.warning("fusion weights not learned: %s", exc)
+        return {"skipped": str(exc)}
+    return result.summary()

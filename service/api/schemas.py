@@ -11,7 +11,7 @@ from service.corpus.record import normalise_class_code
 
 Lang = Literal["auto", "en", "de", "fr"]
 Variant = Literal["qsf_v", "qsf_v_title", "qsf_section", "qsf_section_propagate", "qsf_passage_propagate"]
-ScoreName = Literal["bm25", "dense", "text", "meta", "fused"]
+ScoreName = Literal["bm25", "dense", "text", "meta", "wordpair", "domain", "fused"]
 
 
 class SearchRequest(BaseModel):
@@ -27,6 +27,9 @@ class SearchRequest(BaseModel):
     k: int = Field(10, ge=1, description="results to return")
     depth: int | None = Field(None, ge=1, description="first-stage candidates (default from settings)")
     weights: dict[str, float] | None = Field(None, description="fusion weight override, e.g. {'bm25': 1}")
+    fusion: Literal["linear", "borda", "linlearn"] | None = Field(
+        None, description="score combination: linear (learned weights), borda, linlearn; default: the index's"
+    )
     explain: bool = Field(False, description="include matched terms and stage details")
     translate: bool = Field(True, description="translate de/fr queries into English (PSQ)")
 
@@ -53,7 +56,7 @@ class SearchRequest(BaseModel):
     def _weights(cls, w: dict[str, float] | None) -> dict[str, float] | None:
         if w is None:
             return None
-        allowed = {"bm25", "dense", "text", "meta"}
+        allowed = {"bm25", "dense", "text", "meta", "wordpair", "domain"}
         bad = sorted(set(w) - allowed)
         if bad:
             raise ValueError(f"unknown score names {bad}; valid: {sorted(allowed)}")

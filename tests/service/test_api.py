@@ -40,11 +40,13 @@ def test_search_english_finds_the_electrophotographic_grant(client: TestClient) 
     ids = [h["id"] for h in body["results"]]
     assert "EP0640886B1" in ids
     top = body["results"][0]
-    assert set(top["components"]) == {"bm25", "dense", "text", "meta", "fused"}
+    assert set(top["components"]) == {"bm25", "dense", "text", "meta", "wordpair", "domain", "fused"}
     assert top["components"]["bm25"] == pytest.approx(1.0)  # min-max over the candidates: the best is 1
     assert top["matched_terms"], "explain=true must list matched terms"
     assert body["stages"][0]["name"] == "bm25" and body["took_ms"] > 0
     assert any("BM25 only" in n for n in body["notices"])
+    bad = client.post("/search", json={"query": "toner", "fusion": "linlearn"})
+    assert bad.status_code == 422 and "ltr models" in bad.json()["detail"]
 
 
 def test_search_by_publication_number_excludes_itself(client: TestClient) -> None:

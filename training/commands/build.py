@@ -1,9 +1,12 @@
-"""``priorart build CORPUS.jsonl -o INDEX_DIR``: corpus -> index folder (doc store, BM25 per language)."""
+"""``priorart build CORPUS.jsonl -o INDEX_DIR [--models MODELS_DIR]``: corpus -> index folder (doc store, BM25
+per language; with ``--models`` also dense vectors + FAISS, rerank encodings and learned fusion weights), and
+``priorart fuse INDEX_DIR``: (re)learn the fusion weights of an index built with ``--models``."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -28,10 +31,25 @@ def build_command(
     progress: bool | None = typer.Option(
         None, "--progress/--no-progress", help="Progress bar on stderr (default: on a TTY)."
     ),
+    models: Path | None = typer.Option(
+        None, "--models", help="Models folder from `priorart train`: adds the dense and rerank stages (every document "
+        "encoded once) and learns fusion weights on the dev split."
+    ),
+    dense_index: str = typer.Option(
+        "flat", "--dense-index", help="FAISS index of the dense stage: flat (exact), hnsw or ivf (approximate)."
+    ),
+    device: str = typer.Option("auto", "--device", help="Where the document encoders run: auto, cpu or cuda."),
+    fuse: bool = typer.Option(
+        True, "--fuse/--no-fuse", help="With --models: learn fusion weights on the dev split (see `priorart fuse`)."
+    ),
+    fuse_task: str = typer.Option(
+        "auto", "--fuse-task", help="Dev topics for fusion: auto (the tasks this index suits), xling or known-item."
+    ),
 ) -> None:
     """Index a corpus: doc store, one sparse index per language, translation tables, meta.json last."""
     from service.corpus.jsonl import CorpusFormatError
     from service.index.store import IndexFormatError
+    from service.retrieval.model_stages import ModelStageError
     from training.build import BuildError, build_index
 
     try:
@@ -46,8 +64,13 @@ def build_command(
             translation_dir=translation,
             overwrite=force,
             progress=progress,
+            models_dir=models,
+            dense_index=dense_index,
+            device=device,
+            fuse=fuse,
+            fuse_task=fuse_task,
         )
-    except (BuildError, CorpusFormatError, IndexFormatError) as exc:
+    except (BuildError, CorpusFormatError, IndexFormatError, ModelStageError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from exc
     if as_json:
@@ -62,8 +85,80 @@ def build_command(
         typer.echo(f"  bm25/{lang}: {info['n_docs']} documents, {info['n_terms']} terms, {info['nnz']} postings")
     for t in report.translation:
         typer.echo(f"  {t}")
+    if report.models:
+        m = report.models
+        sec = m["seconds"]
+        typer.echo(
+            f"  models: {m['documents']} documents encoded in {sec['encode']:.1f} s ({m['docs_per_s_encode']:.0f} "
+            f"docs/s, {m['onnx_providers'][0]}), {m['dense']['kind']} FAISS index ({m['dense']['metric']}, "
+            f"{m['dense']['dim']} d) in {sec['faiss']:.1f} s, total {sec['total']:.1f} s"
+        )
+    if report.fusion:
+        _echo_fusion(report.fusion)
+
+
+def _echo_fusion(summary: dict[str, Any]) -> None:
+    if "skipped" in summary:
+        typer.echo(f"  fusion: not learned ({summary['skipped']}); run `priorart fuse` with --task or dev topics")
+        return
+    typer.echo(f"  fusion: {summary['dev_topics']} dev topics {summary['tasks']}, "
+               f"variant {summary['default_variant']}, {summary['seconds']:.1f} s")
+    for depth, d in summary["depths"].items():
+        w = ", ".join(f"{k} {v:.1f}" for k, v in d["weights"].items())
+        typer.echo(f"    depth {depth:>4}: dev NDCG fusion {d['fusion']:.4f} | BM25 {d['bm25']:.4f} | "
+                   f"rerank(joint) {d['rerank_joint']:.4f}   weights {w}")
+
+
+def fuse_command(
+    index_dir: Path = typer.Argument(..., help="Index folder built with --models."),
+    depths: str = typer.Option("40,200,400,1000", "--depths", help="Candidate depths to learn weights for."),
+    task: str = typer.Option("auto", "--task", help="Dev topics: auto, xling or known-item (see training/fusion.py)."),
+    topics: Path | None = typer.Option(None, "--topics", help="Dev topics (JSON lines) instead of a task."),
+    qrels: Path | None = typer.Option(None, "--qrels", help="Qrels of --topics."),
+    variant: str | None = typer.Option(
+        None, "--variant", help="Variant the service runs: stacked, joint or text (default: best mean dev NDCG)."
+    ),
+    device: str = typer.Option("auto", "--device", help="auto, cpu or cuda."),
+    plot: bool = typer.Option(True, "--plot/--no-plot", help="Write models/fusion.png (dev NDCG vs depth)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
+    progress: bool | None = typer.Option(None, "--progress/--no-progress", help="Progress bars on stderr."),
+) -> None:
+    """Learn fusion weights per candidate depth on the DEV split; writes INDEX/models/fusion.json (+ .png)."""
+    import sys
+
+    from service.evaluation.trec import TrecFormatError, read_qrels, read_topics
+    from service.index.store import IndexFormatError
+    from service.retrieval.model_stages import ModelStageError
+    from training.fusion import FusionError, learn_fusion, parse_depths
+
+    try:
+        if (topics is None) != (qrels is None):
+            raise FusionError("--topics and --qrels go together")
+        result = learn_fusion(
+            index_dir,
+            depths=parse_depths(depths),
+            tasks=task,
+            topics=read_topics(topics) if topics else None,
+            qrels=read_qrels(qrels) if qrels else None,
+            default_variant=variant,
+            device=device,
+            progress=sys.stderr.isatty() if progress is None else progress,
+            plot=plot,
+        )
+    except (FusionError, IndexFormatError, ModelStageError, TrecFormatError, OSError) as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from exc
+    summary = result.summary()
+    if as_json:
+        typer.echo(json.dumps({**summary, "fusion_json": str(index_dir / "models" / "fusion.json"),
+                               "plot": str(result.plot) if result.plot else None}, indent=1))
+        return
+    typer.echo(f"fusion weights -> {index_dir / 'models' / 'fusion.json'}" + (f", plot {result.plot}" if result.plot
+                                                                               else ""))
+    _echo_fusion(summary)
 
 
 def register(app: typer.Typer) -> None:
-    """Add the ``build`` command to the CLI."""
+    """Add the ``build`` and ``fuse`` commands to the CLI."""
     app.command("build")(build_command)
+    app.command("fuse")(fuse_command)

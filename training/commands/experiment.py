@@ -1,5 +1,6 @@
 """``priorart experiment ...``: experiments over the real data. ``xling``: German/French first claims of the
-trilingual EP grants searched in an English-only index, with and without query translation."""
+trilingual EP grants searched in an English-only index, with and without query translation. ``models``: BM25
+vs dense vs reranking vs learned fusion on the test split (training/experiments/models.py)."""
 
 from __future__ import annotations
 
@@ -90,6 +91,50 @@ def xling_command(
     typer.echo(format_table(result))
     if out is not None:
         typer.echo(f"runs, qrels and xling.json written to {out}")
+
+
+@experiment_app.command("models")
+def models_command(
+    data: Path = typer.Option(..., "--data", help="The shared data folder (with patents/)."),
+    models: Path | None = typer.Option(
+        None, "--models", help="Models folder trained on this data (`priorart train`); default: train one first."
+    ),
+    out: Path | None = typer.Option(None, "--out", help="Folder for runs/, qrels, models.json and the dev plots."),
+    work: Path | None = typer.Option(None, "--work", help="Keep the corpus, tables and indexes here (default: temp)."),
+    depth: int = typer.Option(1000, "--depth", help="Candidate depth of the test rows."),
+    dense_index: str = typer.Option("flat", "--dense-index", help="flat, hnsw or ivf."),
+    device: str = typer.Option("auto", "--device", help="auto, cpu or cuda."),
+    tasks: str = typer.Option("xling,known-item", "--tasks", help="Tasks to run: xling, known-item."),
+    permutations: int = typer.Option(10_000, "--permutations", help="Randomisation test permutations."),
+    translation: bool = typer.Option(True, "--translation/--no-translation", help="PSQ tables for de/fr topics."),
+    as_json: bool = typer.Option(False, "--json", help="Print the result as JSON instead of tables."),
+    progress: bool | None = typer.Option(None, "--progress/--no-progress", help="Progress bars on stderr."),
+) -> None:
+    """BM25 vs dense vs plain reranking vs learned fusion (joint/stacked, text/text+meta) on the TEST split.
+
+    Tasks: xling (de/fr first claims -> English grant) and known-item (US title+abstract -> claims+description).
+    Fusion weights are learned on the DEV split of the models folder; p-values: paired randomisation vs BM25.
+    """
+    from training.experiments.models import ExperimentError, ModelsSettings, format_table, run_models_experiment
+
+    try:
+        settings = ModelsSettings(depth=depth, dense_index=dense_index, device=device, permutations=permutations,
+                                  tasks=tuple(t.strip() for t in tasks.split(",") if t.strip()),
+                                  translation=translation)
+        result = run_models_experiment(data, settings, models_dir=models, out_dir=out, work_dir=work,
+                                       progress=progress)
+    except (ExperimentError, ValueError, FileNotFoundError) as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from exc
+    if as_json:
+        obj = result.to_dict()
+        for task in obj["tasks"].values():
+            task.pop("per_query", None)
+        typer.echo(json.dumps(obj, indent=1))
+        return
+    typer.echo(format_table(result))
+    if out is not None:
+        typer.echo(f"runs, qrels, models.json and dev plots written to {out}")
 
 
 def register(app: typer.Typer) -> None:

@@ -2,7 +2,7 @@
 "use strict";
 
 const $ = (sel) => document.querySelector(sel);
-const COMPONENTS = ["bm25", "dense", "text", "meta", "fused"];
+const COMPONENTS = ["bm25", "dense", "text", "meta", "wordpair", "domain", "fused"];
 const state = { codes: [], last: null, lastKind: null, suggestTimer: null };
 
 function esc(s) {
