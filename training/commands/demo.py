@@ -30,9 +30,11 @@ def _run(step: str, args: list[str]) -> None:
 def demo_command(
     data: Path | None = typer.Option(None, "--data", help="Real data folder (with patents/ and cpc/), e.g. "
                                      "../shared/data. Default: synthetic patents."),
-    n: int = typer.Option(20_000, "-n", "--n", help="Synthetic documents to generate (without --data)."),
+    n: int = typer.Option(5_000, "-n", "--n", help="Synthetic documents to generate (without --data)."),
     workdir: Path = typer.Option(Path("runs/demo"), "--workdir", help="Where corpus, models and index go."),
     train: bool = typer.Option(True, "--train/--no-train", help="Train the neural models (dense + rerank)."),
+    max_train_topics: int = typer.Option(1000, "--max-train-topics", help="Cap on training topics (demo speed)."),
+    epochs: int = typer.Option(3, "--epochs", help="Ranker / dual-encoder epochs (demo speed)."),
     serve: bool = typer.Option(True, "--serve/--no-serve", help="Serve the index when it is built."),
     host: str = typer.Option("127.0.0.1", "--host"),
     port: int = typer.Option(8000, "--port"),
@@ -63,7 +65,8 @@ def demo_command(
     build_args = ["build", str(corpus), "-o", str(index), "--translation", str(translation), "--force"]
     if train:
         if not (models / "meta.json").exists():
-            train_args = ["train", str(corpus), "-o", str(models), "--seed", str(seed)]
+            train_args = ["train", str(corpus), "-o", str(models), "--seed", str(seed),
+                          "--max-train-topics", str(max_train_topics), "--epochs", str(epochs)]
             if cpc is not None:
                 train_args += ["--cpc", str(cpc)]
             _run("train models", train_args)
