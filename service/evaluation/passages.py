@@ -18,7 +18,8 @@ evaluated; judged queries missing from the run score 0.
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+
+from service.evaluation.measures import EvalReport
 
 PassageHit = tuple[str, str, float]
 """``(doc_id, passage_id, score)``: one retrieved passage."""
@@ -30,25 +31,8 @@ PassageQrels = Mapping[str, Mapping[str, Collection[str]]]
 PASSAGE_MEASURES = ("map(d)", "prec(d)")
 
 
-@dataclass(frozen=True)
-class PassageReport:
+class PassageReport(EvalReport):
     """Mean MAP(D) and PREC(D) over the evaluated queries, and each query's values."""
-
-    aggregate: dict[str, float]
-    per_query: dict[str, dict[str, float]] = field(repr=False)
-
-    @property
-    def queries(self) -> int:
-        return len(self.per_query)
-
-    def measure(self, name: str) -> dict[str, float]:
-        """Per-query values of one measure (query id -> value)."""
-        if name not in self.aggregate:
-            raise KeyError(f"measure {name!r} not in this report; it has {', '.join(self.aggregate)}")
-        return {qid: values[name] for qid, values in self.per_query.items()}
-
-    def to_dict(self) -> dict[str, float | int]:
-        return {"queries": self.queries, **self.aggregate}
 
 
 def average_precision_in_document(ranked_passages: Sequence[str], relevant: Collection[str]) -> float:

@@ -20,7 +20,6 @@ retrieval with smooth learning").
 
 from __future__ import annotations
 
-import copy
 import logging
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -33,7 +32,7 @@ from torch import nn
 
 from service.retrieval.encoders import pad_batch
 from training.models.pairs import RankingData, sample_pointwise
-from training.models.rankers import TrainResult, dev_ndcg, to_batch
+from training.models.rankers import EarlyStopping, TrainResult, dev_ndcg, to_batch
 
 log = logging.getLogger(__name__)
 
@@ -215,8 +214,7 @@ def _train_one(
     rng = np.random.default_rng(config.seed)
     usable = np.asarray([i for i, t in enumerate(data.train) if t.lang in langs], dtype=np.int64)
     result = TrainResult(model)
-    best, bad = -1.0, 0
-    best_state = copy.deepcopy(model.state_dict())
+    stopper = EarlyStopping(model, config.patience)
     for epoch in range(1, epochs + 1):
         model.train()
         rows = sample_pointwise(data, rng, negatives=config.negatives)
@@ -243,19 +241,10 @@ def _train_one(
             total += float(loss.detach()) * len(batch)
         train_loss = total / len(rows)
         dev = dev_ndcg(dual_dev_scores(model, data, device), data)
-        result.history.append({"epoch": float(epoch), "train_loss": train_loss, **dev})
         log.info("dual %s epoch %d: loss %.4f, dev ndcg %.4f", thresholds, epoch, train_loss, dev["ndcg"])
-        score = dev["ndcg"] if not np.isnan(dev["ndcg"]) else -train_loss
-        if score > best:
-            best, bad = score, 0
-            best_state = copy.deepcopy(model.state_dict())
-            result.best_epoch, result.best_dev = epoch, dev
-        else:
-            bad += 1
-            if bad >= config.patience:
-                break
-    model.load_state_dict(best_state)
-    model.eval()
+        if stopper.update(result, epoch, train_loss, dev):
+            break
+    stopper.restore()
     return result
 
 

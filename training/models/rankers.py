@@ -326,6 +326,34 @@ class TrainResult:
     seconds: float = 0.0
 
 
+class EarlyStopping:
+    """Early stopping on dev NDCG (or -train loss when dev has no judged topic), keeping the best epoch."""
+
+    def __init__(self, model: nn.Module, patience: int) -> None:
+        self.model = model
+        self.patience = patience
+        self.best = -1.0
+        self.bad = 0
+        self.state = copy.deepcopy(model.state_dict())
+
+    def update(self, result: TrainResult, epoch: int, train_loss: float, dev: dict[str, float]) -> bool:
+        """Record the epoch in ``result``; True when training should stop."""
+        result.history.append({"epoch": float(epoch), "train_loss": train_loss, **dev})
+        score = dev["ndcg"] if not np.isnan(dev["ndcg"]) else -train_loss
+        if score > self.best:
+            self.best, self.bad = score, 0
+            self.state = copy.deepcopy(self.model.state_dict())
+            result.best_epoch, result.best_dev = epoch, dev
+            return False
+        self.bad += 1
+        return self.bad >= self.patience
+
+    def restore(self) -> None:
+        """Load the best epoch's weights and switch to eval mode."""
+        self.model.load_state_dict(self.state)
+        self.model.eval()
+
+
 def _topic_batches(
     rows: np.ndarray, langs: Sequence[str], batch_size: int, rng: np.random.Generator
 ) -> list[np.ndarray]:
@@ -371,10 +399,8 @@ def train_ranker(
     opt = torch.optim.Adam(params, lr=config.lr)
     rng = np.random.default_rng(config.seed)
     start = time.perf_counter()
-    best = -1.0
-    best_state = copy.deepcopy(model.state_dict())
     result = TrainResult(model)
-    bad = 0
+    stopper = EarlyStopping(model, config.patience)
     usable = [i for i, t in enumerate(data.train) if kind == "meta" or t.lang in langs]
     for epoch in range(1, config.epochs + 1):
         model.train()
@@ -403,19 +429,10 @@ def train_ranker(
             total += float(loss.detach()) * len(batch)
         train_loss = total / len(pairs)
         dev = dev_ndcg(dev_scores(model, data, device), data)
-        result.history.append({"epoch": float(epoch), "train_loss": train_loss, **dev})
         log.info("%s ranker epoch %d: loss %.4f, dev ndcg %.4f", kind, epoch, train_loss, dev["ndcg"])
-        score = dev["ndcg"] if not np.isnan(dev["ndcg"]) else -train_loss
-        if score > best:
-            best, bad = score, 0
-            best_state = copy.deepcopy(model.state_dict())
-            result.best_epoch, result.best_dev = epoch, dev
-        else:
-            bad += 1
-            if bad >= config.patience:
-                break
-    model.load_state_dict(best_state)
-    model.eval()
+        if stopper.update(result, epoch, train_loss, dev):
+            break
+    stopper.restore()
     result.seconds = time.perf_counter() - start
     return result
 
