@@ -23,12 +23,9 @@ import httpx
 import pytest
 from liveserver import (
     LiveServer,
-    artifacts_dir,
     chromium_path,
     chromium_wanted,
-    live_server,
     read_docs,
-    service_index,
 )
 
 CHROMIUM = chromium_path()
@@ -81,20 +78,6 @@ def _scenario(server: LiveServer) -> Scenario:
                 return Scenario(query=query, code=code, code_doc=doc["id"])
             break  # next subclass
     raise AssertionError(f"no subclass among {candidates} gives a mixed ranking: cannot test the code filter")
-
-
-@pytest.fixture(scope="module")
-def artifacts(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = artifacts_dir(tmp_path_factory) / "browser"
-    out.mkdir(parents=True, exist_ok=True)
-    return out
-
-
-@pytest.fixture(scope="module")
-def server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory,
-           artifacts: Path) -> Iterator[LiveServer]:
-    with live_server(service_index(request, tmp_path_factory), artifacts / "serve.log") as s:
-        yield s
 
 
 @pytest.fixture(scope="module")

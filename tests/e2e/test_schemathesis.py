@@ -14,11 +14,10 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from liveserver import LiveServer, artifacts_dir, live_server, service_index
+from liveserver import LiveServer
 
 pytestmark = pytest.mark.e2e
 SCHEMATHESIS = Path(sys.executable).with_name("schemathesis")
@@ -26,20 +25,6 @@ MAX_EXAMPLES = int(os.environ.get("PRIORART_FUZZ_EXAMPLES", "200"))  # per opera
 SEED = int(os.environ.get("PRIORART_FUZZ_SEED", "20240607"))
 TIME_LIMIT_S = 400
 MIN_REQUESTS = 1000
-
-
-@pytest.fixture(scope="module")
-def artifacts(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = artifacts_dir(tmp_path_factory) / "schemathesis"
-    out.mkdir(parents=True, exist_ok=True)
-    return out
-
-
-@pytest.fixture(scope="module")
-def server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory,
-           artifacts: Path) -> Iterator[LiveServer]:
-    with live_server(service_index(request, tmp_path_factory), artifacts / "serve.log") as s:
-        yield s
 
 
 @pytest.mark.skipif(not SCHEMATHESIS.exists(), reason="schemathesis not installed (pip install -e '.[dev]')")
