@@ -18,6 +18,7 @@ evaluated; judged queries missing from the run score 0.
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping, Sequence
+from pathlib import Path
 
 from service.evaluation.measures import EvalReport
 
@@ -87,3 +88,33 @@ def evaluate_passages(run: PassageRun, qrels: PassageQrels, *, retrieved_only: b
         per_query[qid] = {"map(d)": sum(ap) / len(docs), "prec(d)": sum(prec) / len(docs)}
     aggregate = {m: sum(v[m] for v in per_query.values()) / len(per_query) for m in PASSAGE_MEASURES}
     return PassageReport(aggregate=aggregate, per_query=per_query)
+
+
+def passage_doc(passage_id: str) -> str:
+    """The publication id a passage id belongs to (``EP0640886B1/d/2/p3`` -> ``EP0640886B1``)."""
+    doc, sep, _ = passage_id.partition("/")
+    if not sep or not doc:
+        raise ValueError(f"not a passage id: {passage_id!r} (expected DOC/..., e.g. EP0640886B1/claims/1)")
+    return doc
+
+
+def read_passage_run(path: str | Path) -> PassageRun:
+    """A TREC run whose document column holds passage ids (``qid Q0 DOC/... rank score tag``)."""
+    from service.evaluation.trec import read_run
+
+    return {qid: [(passage_doc(pid), pid, score) for pid, score in scores.items()]
+            for qid, scores in read_run(path).items()}
+
+
+def read_passage_qrels(path: str | Path) -> PassageQrels:
+    """TREC qrels over passage ids (``qid 0 DOC/... rel``); passages with rel > 0 are relevant."""
+    from service.evaluation.trec import read_qrels
+
+    out: dict[str, dict[str, set[str]]] = {}
+    for qid, judged in read_qrels(path).items():
+        for pid, rel in judged.items():
+            docs = out.setdefault(qid, {})
+            docs.setdefault(passage_doc(pid), set())
+            if rel > 0:
+                docs[passage_doc(pid)].add(pid)
+    return out

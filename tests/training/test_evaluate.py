@@ -258,3 +258,28 @@ def test_evaluate_xling_without_translation(tmp_path: Path, ep_dir: Path) -> Non
     assert obj["queries"] == 50 and obj["translate"] is False
     assert 0.0 <= obj["pres@100"] <= 1.0 and 0.0 <= obj["ndcg"] <= 1.0
     assert obj["mrr"] > 0.3  # reference signs, numbers and formulas are shared across languages
+
+
+def test_evaluate_run_passages_map_d_prec_d_hand_worked(tmp_path: Path) -> None:
+    # q1: document A has relevant passages A/p1 and A/p3; the run ranks A/p1, A/p2, A/p3 (and B/p1).
+    #   AP in A = (1/1 + 2/3) / 2 = 0.8333...; PREC in A = 2 relevant of 3 retrieved = 0.6667
+    # q2: document C has relevant C/p2; the run retrieves C/p1 only -> AP 0, PREC 0
+    # MAP(D) = (0.8333 + 0) / 2 = 0.41667; PREC(D) = (0.6667 + 0) / 2 = 0.33333
+    run = tmp_path / "passages.run"
+    run.write_text(
+        "q1 Q0 A/p1 1 0.9 t\nq1 Q0 A/p2 2 0.8 t\nq1 Q0 B/p1 3 0.7 t\nq1 Q0 A/p3 4 0.6 t\nq2 Q0 C/p1 1 0.5 t\n"
+    )
+    qrels = tmp_path / "passages.qrels"
+    qrels.write_text("q1 0 A/p1 1\nq1 0 A/p3 1\nq1 0 A/p2 0\nq2 0 C/p2 1\n")
+    from training.cli import app
+
+    res = CliRunner().invoke(app, ["evaluate-run", str(run), str(qrels), "--passages", "--json"])
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.output)
+    assert out["queries"] == 2
+    assert out["map(d)"] == pytest.approx((1 + 2 / 3) / 2 / 2)
+    assert out["prec(d)"] == pytest.approx((2 / 3) / 2)
+    bad = tmp_path / "bad.run"
+    bad.write_text("q1 Q0 nopassage 1 0.9 t\n")
+    res = CliRunner().invoke(app, ["evaluate-run", str(bad), str(qrels), "--passages"])
+    assert res.exit_code != 0 and "not a passage id" in res.output

@@ -306,11 +306,29 @@ def register(app: typer.Typer) -> None:
         ),
         permutations: int = typer.Option(10_000, "--permutations", min=1, help="Randomisation test permutations."),
         seed: int = typer.Option(0, "--seed", help="Seed of the randomisation test."),
+        passages: bool = typer.Option(False, "--passages", help="A passage run and passage qrels (ids DOC/...): "
+                                      "report MAP(D) and PREC(D) inside the relevant documents."),
+        retrieved_only: bool = typer.Option(False, "--retrieved-only", help="With --passages: average over the "
+                                            "relevant documents that have retrieved passages only."),
     ) -> None:
         """Evaluate an existing TREC run file against qrels (no index needed)."""
         from service.evaluation.measures import evaluate_run
         from service.evaluation.trec import TrecFormatError, read_qrels, read_run
 
+        if passages:
+            from service.evaluation.passages import evaluate_passages, read_passage_qrels, read_passage_run
+
+            try:
+                prep = evaluate_passages(read_passage_run(run_path), read_passage_qrels(qrels_path),
+                                         retrieved_only=retrieved_only)
+            except (TrecFormatError, ValueError, OSError) as exc:
+                raise _fail(exc) from exc
+            if as_json:
+                typer.echo(json.dumps({"run": str(run_path), **prep.to_dict()}, indent=1))
+            else:
+                typer.echo(f"{run_path.name}: {prep.queries} queries, MAP(D) {prep.aggregate['map(d)']:.4f}, "
+                           f"PREC(D) {prep.aggregate['prec(d)']:.4f}")
+            return
         try:
             qrels = read_qrels(qrels_path)
             report = evaluate_run(read_run(run_path), qrels)
