@@ -54,6 +54,7 @@ class Engine:
         self._passages = PassageRanker(translations=first_stage.tables)
         self._warm_stop = threading.Event()
         self._warm_thread: threading.Thread | None = None
+        self.warmup: dict[str, Any] = {"state": "off", "documents": 0}
 
     def warm_passages(self, limit: int | None = None, lang: str = "en", chunk: int = 16) -> int:
         """Parse documents into the passage cache (in small chunks, so queries are not held up)."""
@@ -68,9 +69,15 @@ class Engine:
 
     def start_warming(self) -> None:
         """Warm the passage cache in a background thread (cold documents cost ~10 ms each to parse)."""
+        limit = min(self.settings.passage_warmup_docs, self._passages.cache_size)
+        if limit <= 0:
+            return
+
         def _run() -> None:
             started = time.perf_counter()
-            n = self.warm_passages()
+            self.warmup = {"state": "running", "documents": 0}
+            n = self.warm_passages(limit)
+            self.warmup = {"state": "done", "documents": n, "seconds": round(time.perf_counter() - started, 1)}
             log.info("passage cache warmed: %d documents in %.1f s", n, time.perf_counter() - started)
 
         self._warm_thread = threading.Thread(target=_run, name="passage-warmup", daemon=True)
@@ -268,6 +275,7 @@ class Engine:
             "device": self.device,
             "models": self.extra.get("models"),
             "notices": self.notices,
+            "passage_warmup": self.warmup,
             "loaded_at": self.loaded_at,
         }
 

@@ -8,6 +8,7 @@ the real patent XML under ``DATA/patents`` (``priorart ingest``).
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import sys
@@ -25,6 +26,23 @@ def _run(step: str, args: list[str]) -> None:
         typer.echo(f"error: step '{step}' failed (exit {res.returncode})", err=True)
         raise typer.Exit(res.returncode)
     typer.echo(f"   {step} done in {time.perf_counter() - started:.1f} s", err=True)
+
+
+def _synthetic_dev_task(corpus: Path, split_path: Path, out: Path, seed: int) -> tuple[Path, Path]:
+    """Dev-split topics of the synthetic corpus (title+abstract or de/fr claim -> cited documents)."""
+    from service.corpus.jsonl import read_corpus
+    from service.evaluation.trec import Topic, write_qrels, write_topics
+    from training.synth import synth_topics
+
+    records = list(read_corpus(corpus))
+    dev = set(json.loads(split_path.read_text(encoding="utf-8"))["dev"])
+    topics, qrels = synth_topics(records, min(1500, len(records) // 2), seed=seed)
+    chosen = [t for t in topics if t["source_id"] in dev]  # the rankers never trained on these queries
+    out.mkdir(parents=True, exist_ok=True)
+    write_topics([Topic.model_validate(t) for t in chosen], out / "topics.jsonl")
+    write_qrels({t["qid"]: qrels[t["qid"]] for t in chosen}, out / "qrels.txt")
+    typer.echo(f"   {len(chosen)} dev topics for the fusion weights -> {out}", err=True)
+    return out / "topics.jsonl", out / "qrels.txt"
 
 
 def demo_command(
@@ -58,8 +76,10 @@ def demo_command(
         cpc = cand if cand.exists() else None
         if not corpus.exists():
             _run("ingest", ["ingest", str(data / "patents"), "-o", str(corpus)])
-    elif not corpus.exists():
-        _run("synth", ["synth", "-n", str(n), "-o", str(corpus), "--seed", str(seed)])
+    else:
+        cpc = workdir / "scheme.tsv.gz"  # the synthetic corpus' own classification (for DeepWalk)
+        if not corpus.exists() or not cpc.exists():
+            _run("synth", ["synth", "-n", str(n), "-o", str(corpus), "--seed", str(seed), "--scheme", str(cpc)])
     if not (translation / "translation-meta.json").exists():
         _run("translation tables", ["translate-train", str(corpus), "-o", str(translation)])
     build_args = ["build", str(corpus), "-o", str(index), "--translation", str(translation), "--force"]
@@ -73,6 +93,9 @@ def demo_command(
         build_args += ["--models", str(models)]
     if not (index / "meta.json").exists() or fresh:
         _run("build index", build_args)
+        if train and data is None:
+            topics, qrels = _synthetic_dev_task(corpus, models / "split.json", workdir / "dev-task", seed)
+            _run("learn fusion weights", ["fuse", str(index), "--topics", str(topics), "--qrels", str(qrels)])
     if serve:
         args = ["serve", str(index), "--host", host, "--port", str(port)]
         if cpc is not None:
