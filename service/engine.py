@@ -73,9 +73,10 @@ class Engine:
         if limit <= 0:
             return
 
+        self.warmup = {"state": "running", "documents": 0}  # before the thread starts: no window shows "off"
+
         def _run() -> None:
             started = time.perf_counter()
-            self.warmup = {"state": "running", "documents": 0}
             n = self.warm_passages(limit)
             self.warmup = {"state": "done", "documents": n, "seconds": round(time.perf_counter() - started, 1)}
             log.info("passage cache warmed: %d documents in %.1f s", n, time.perf_counter() - started)
