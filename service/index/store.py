@@ -149,7 +149,8 @@ def validate_settings(settings: Mapping[str, Any]) -> dict[str, Any]:
     return {k: (list(settings[k]) if isinstance(settings[k], list) else settings[k]) for k in required}
 
 
-def sha256_file(path: Path) -> str:
+def sha256_file(path: str | Path) -> str:
+    """Hex sha256 of a file, read in chunks (index and models folders both checksum with it)."""
     h = hashlib.sha256()
     with open(path, "rb") as fh:
         while chunk := fh.read(_CHUNK):

@@ -46,7 +46,6 @@ stored: do **not** L2-normalise them.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 from collections.abc import Iterable, Mapping, Sequence
@@ -57,6 +56,7 @@ import numpy as np
 
 from service.classification import normalise_code, syntactic_parent
 from service.corpus.record import PatentRecord
+from service.index.store import sha256_file
 from service.text.analysis import SUPPORTED_LANGS, detect_language, get_analyzer
 
 log = logging.getLogger(__name__)
@@ -214,14 +214,6 @@ def pad_batch(seqs: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     for i, s in enumerate(seqs):
         ids[i, : len(s)] = s
     return ids, lengths
-
-
-def sha256_file(path: str | Path, chunk: int = 1 << 20) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        while block := fh.read(chunk):
-            h.update(block)
-    return h.hexdigest()
 
 
 # --------------------------------------------------------------------------------------------------

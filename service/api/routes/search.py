@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from fastapi import APIRouter, HTTPException
 
 from service.api.deps import EngineDep, MetricsDep, SettingsDep
+from service.api.metrics import Metrics
 from service.api.schemas import PassageRequest, PassageResponse, SearchRequest, SearchResponse
 from service.api.settings import Settings
 from service.engine import QueryError
@@ -23,30 +25,26 @@ def _check_limits(req: SearchRequest, settings: Settings) -> None:
         raise HTTPException(422, f"depth: {req.depth} is over the limit of {settings.max_depth}")
 
 
-def _observe(metrics: Any, result: dict[str, Any]) -> None:
+def _answer(run: Callable[[Any], dict[str, Any]], req: SearchRequest, settings: Settings,
+            metrics: Metrics) -> dict[str, Any]:
+    """Check limits, run the engine (its QueryError -> 422), record per-stage latency."""
+    _check_limits(req, settings)
+    try:
+        result = run(req)
+    except QueryError as exc:
+        raise HTTPException(422, str(exc)) from exc
     for stage in result["stages"]:
         metrics.stage_latency.labels(stage["name"]).observe(stage["ms"] / 1000.0)
+    return result
 
 
 @router.post("/search", response_model=SearchResponse, summary="Rank prior-art documents for a query")
 def search(req: SearchRequest, engine: EngineDep, settings: SettingsDep, metrics: MetricsDep) -> dict[str, Any]:
     """Query text (claims, title+abstract) or a publication number, in en/de/fr, with optional filters."""
-    _check_limits(req, settings)
-    try:
-        result = engine.search(req)
-    except QueryError as exc:
-        raise HTTPException(422, str(exc)) from exc
-    _observe(metrics, result)
-    return result
+    return _answer(engine.search, req, settings, metrics)
 
 
 @router.post("/passages", response_model=PassageResponse, summary="Rank passages, scored in their document context")
 def passages(req: PassageRequest, engine: EngineDep, settings: SettingsDep, metrics: MetricsDep) -> dict[str, Any]:
     """Structure-aware passage ranking (QSF variants of the passage-retrieval-in-context paper)."""
-    _check_limits(req, settings)
-    try:
-        result = engine.passages(req)
-    except QueryError as exc:
-        raise HTTPException(422, str(exc)) from exc
-    _observe(metrics, result)
-    return result
+    return _answer(engine.passages, req, settings, metrics)
