@@ -19,4 +19,4 @@ def test_demo_builds_a_searchable_index_from_synthetic_data(tmp_path: Path) -> N
     assert (work / "translation" / "de-en.json").exists()
     out = CliRunner().invoke(app, ["search", str(work / "index"), "XS00000007", "--k", "3", "--json"])
     assert out.exit_code == 0, out.output
-    assert len(json.loads(out.output)["hits"]) == 3
+    assert len(json.loads(out.output)["results"]) == 3
