@@ -56,6 +56,7 @@ from datetime import date, timedelta
 from pathlib import Path
 from typing import Any
 
+from service.codes import truncate_code
 from service.corpus.record import LANGS, Citation, Claim, PatentRecord, Section
 from service.text.analysis import stopwords
 
@@ -1444,8 +1445,8 @@ class SynthGenerator:
         cpc = self._codes(rng, topic)
         ipc: list[str] = []
         for c in cpc:
-            mg = c.split("/")[0] + "/00"
-            if mg not in ipc:
+            mg = truncate_code(c, "main_group")
+            if mg and mg not in ipc:
                 ipc.append(mg)
         applied = day - timedelta(days=rng.randint(300, 900))
         priority = [applied - timedelta(days=rng.randint(30, 365))] if rng.random() < 0.6 else []

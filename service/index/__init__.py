@@ -1,7 +1,6 @@
 """The index folder: ``meta.json`` (format, settings, checksums), verifying loader, doc store."""
 
 from service.index.store import (
-    CODE_LEVELS,
     FIELDS,
     INDEX_FORMAT,
     INDEX_VERSION,
@@ -16,15 +15,12 @@ from service.index.store import (
     load_meta,
     looks_like_pub_id,
     normalise_pub_id,
-    normalise_query_code,
-    truncate_code,
     update_meta,
     validate_settings,
     write_meta,
 )
 
 __all__ = [
-    "CODE_LEVELS",
     "FIELDS",
     "INDEX_FORMAT",
     "INDEX_VERSION",
@@ -39,8 +35,6 @@ __all__ = [
     "load_meta",
     "looks_like_pub_id",
     "normalise_pub_id",
-    "normalise_query_code",
-    "truncate_code",
     "update_meta",
     "validate_settings",
     "write_meta",

@@ -32,9 +32,9 @@ from typing import Any
 
 import numpy as np
 
+from service.codes import CODE_LEVELS
 from service.corpus.record import PatentRecord
 from service.index.store import (
-    CODE_LEVELS,
     DocStore,
     IndexFormatError,
     IndexMeta,

@@ -58,6 +58,7 @@ from typing import Any
 
 import numpy as np
 
+from service.codes import record_codes
 from service.corpus.record import PatentRecord
 from service.index.store import DocStore, id_shaped, load_meta, looks_like_pub_id
 from service.pipeline import Candidates, Query
@@ -70,7 +71,6 @@ from service.retrieval.encoders import (
     pad_batch,
     query_ids,
     read_models_meta,
-    record_codes,
 )
 from service.text.analysis import SUPPORTED_LANGS, detect_language
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from service.codes import truncate_code
 from service.corpus.record import Claim, PatentRecord
 from service.index.store import (
     DocStore,
@@ -18,7 +19,6 @@ from service.index.store import (
     load_meta,
     looks_like_pub_id,
     normalise_pub_id,
-    truncate_code,
     update_meta,
     write_meta,
 )

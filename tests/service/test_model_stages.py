@@ -23,10 +23,11 @@ pytest.importorskip("gensim")
 from models_fixture import tiny_index  # noqa: E402
 
 from service.api.settings import Settings  # noqa: E402
+from service.codes import record_codes  # noqa: E402
 from service.index.store import DocStore  # noqa: E402
 from service.pipeline import Candidates, FirstStageStep, FusionStep, Pipeline, Query  # noqa: E402
 from service.retrieval import model_stages as ms  # noqa: E402
-from service.retrieval.encoders import ModelBundle, record_codes  # noqa: E402
+from service.retrieval.encoders import ModelBundle  # noqa: E402
 from service.retrieval.first_stage import FirstStage  # noqa: E402
 
 TOL = 1e-5

@@ -14,7 +14,8 @@ from typing import IO, Any, cast
 
 from lxml import etree
 
-from service.corpus.record import Claim, Section, normalise_class_code
+from service.codes import normalise_code, truncate_code
+from service.corpus.record import Claim, Section
 
 # ----------------------------------------------------------------------------------------------------------------
 # errors and statistics
@@ -375,11 +376,12 @@ def normalise_ipc(raw: str) -> str | None:
 
     Accepts IPC-R text (``'G03G  15/08   20060101AFI...'``), old EP ``B511`` text with an edition prefix
     (``'2C 07D 307/12 A'``, ``' 7A 01B  45/00   A'``), ``'// A01N43/08'``, and the USPTO fixed-width
-    IPC-7 form without slash (``'A45F  504'`` = A45F 5/04, ``'A43B 1314'`` = A43B 13/14).
+    IPC-7 form without slash (``'A45F  504'`` = A45F 5/04, ``'A43B 1314'`` = A43B 13/14). The code
+    syntax itself is :func:`service.codes.normalise_code` (subclass or finer, as in a record).
     """
     text = raw.strip().lstrip("/").strip()
     text = _EDITION_RE.sub("", text)
-    norm = normalise_class_code(text)
+    norm = normalise_code(text, coarsest="subclass")
     if norm is not None and "/" in norm:
         return norm
     m = _SUBCLASS_HEAD_RE.match(text.upper())
@@ -391,7 +393,7 @@ def normalise_ipc(raw: str) -> str | None:
             group = body[:3].strip()
             sub = body[3:].split(" ")[0]
             if group.isdigit():
-                return f"{m.group(1)}{m.group(2)}{m.group(3)}{int(group)}/{sub}"
+                return normalise_code(f"{m.group(1)}{m.group(2)}{m.group(3)}{group}/{sub}")
     return norm
 
 
@@ -404,7 +406,7 @@ def split_ipc_list(raw: str) -> list[str]:
             continue
         code = normalise_ipc(piece)
         if code is not None:
-            subclass = code[:4]
+            subclass = truncate_code(code, "subclass")
             out.append(code)
             continue
         m = _GROUP_ONLY_RE.match(piece)
