@@ -119,8 +119,9 @@ class ClassificationScheme:
                 raise ClassificationError(f"{source}:{lineno}: dot level {dot_text!r} is not a number") from None
             if dots < 0 or (dots == 0) != (level == "main_group"):
                 raise ClassificationError(f"{source}:{lineno}: dot level {dots} does not fit {level} {code}")
+            parent: str | None
             if dots == 0:
-                parent = code[:4]
+                parent = syntactic_parent(code)  # a main group hangs under its subclass
             elif dots <= len(by_dots):
                 parent = by_dots[dots - 1]
             else:
