@@ -46,6 +46,7 @@ from typing import Any
 
 import numpy as np
 
+from service.codes import record_codes, truncate_code
 from service.corpus.record import PatentRecord
 from service.retrieval.encoders import (
     CODES_MAX,
@@ -56,7 +57,6 @@ from service.retrieval.encoders import (
     document_ids,
     document_text,
     query_ids,
-    record_codes,
 )
 from service.text.analysis import SUPPORTED_LANGS
 
@@ -81,11 +81,6 @@ def group_key(record: PatentRecord) -> str:
 def is_trilingual(record: PatentRecord) -> bool:
     """Claims in English, German and French (the EP grants with aligned claims)."""
     return all(record.claims.get(lang) for lang in ("en", "de", "fr"))
-
-
-def main_group(code: str) -> str | None:
-    """``H01F27/14`` -> ``H01F27/00`` (by shape); ``None`` for codes above main-group level."""
-    return code.split("/", 1)[0] + "/00" if "/" in code else None
 
 
 # --------------------------------------------------------------------------------------------------
@@ -163,7 +158,7 @@ class DocInfo:
 
 def doc_info(record: PatentRecord) -> DocInfo:
     codes = record_codes(record)
-    mgs = tuple(sorted({m for c in codes if (m := main_group(c))}))
+    mgs = tuple(sorted({m for c in codes if (m := truncate_code(c, "main_group"))}))
     text, _ = document_text(record)
     return DocInfo(
         id=record.id,
