@@ -59,6 +59,7 @@ from service.codes import CODE_LEVELS, codes_at, record_codes
 from service.corpus.record import PatentRecord
 from service.index.store import EPOCH, MISSING_DATE, normalise_pub_id
 from service.retrieval.wordpair import DocTermStore, _bisect, gather_csr
+from service.versioned import read_versioned
 
 DOMAIN_FORMAT = "priorart-domain-model"
 DOMAIN_VERSION = 1
@@ -284,13 +285,9 @@ class DomainStore:
     @classmethod
     def load(cls, folder: str | Path, terms: DocTermStore) -> DomainStore:
         d = Path(folder)
+        read_versioned(d / "domain.json", DOMSTORE_FORMAT, DOMSTORE_VERSION, error=DomainFormatError,
+                       fix="rerun `priorart train-ltr`")
         try:
-            info = json.loads((d / "domain.json").read_text(encoding="utf-8"))
-            if info.get("format") != DOMSTORE_FORMAT or info.get("version") != DOMSTORE_VERSION:
-                raise DomainFormatError(
-                    f"{d / 'domain.json'}: format {info.get('format')!r} v{info.get('version')!r}, expected "
-                    f"{DOMSTORE_FORMAT!r} v{DOMSTORE_VERSION}; rerun `priorart train-ltr`"
-                )
             fields = {
                 name: _Field(
                     json.loads((d / f"domain.{name}.vocab.json").read_text(encoding="utf-8")),
@@ -442,12 +439,7 @@ class DomainModel:
     @classmethod
     def load(cls, path: str | Path) -> DomainModel:
         p = Path(path)
-        try:
-            data = json.loads(p.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            raise DomainFormatError(f"{p}: unreadable domain model ({exc})") from exc
-        if data.get("format") != DOMAIN_FORMAT or data.get("version") != DOMAIN_VERSION:
-            raise DomainFormatError(f"{p}: format {data.get('format')!r} v{data.get('version')!r}, expected "
-                                    f"{DOMAIN_FORMAT!r} v{DOMAIN_VERSION}")
+        data = read_versioned(p, DOMAIN_FORMAT, DOMAIN_VERSION, error=DomainFormatError,
+                              fix="rerun `priorart train-ltr`")
         info = {k: v for k, v in data.items() if k not in ("format", "version", "features", "mean", "std", "weights")}
         return cls(list(data["features"]), data["mean"], data["std"], data["weights"], info)
