@@ -140,7 +140,7 @@ class Vocabulary:
 
     @classmethod
     def load(cls, path: str | Path) -> Self:
-        return cls.from_json(json.loads(Path(path).read_text(encoding="utf-8")))
+        return cls.from_json(read_versioned(path, VOCAB_FORMAT, 1, error=ModelsFolderError, fix="retrain"))
 
 
 class CodeVocabulary(Vocabulary):

@@ -59,6 +59,7 @@ from service.retrieval.encoders import (
     query_ids,
 )
 from service.text.analysis import SUPPORTED_LANGS
+from service.versioned import read_versioned
 
 SPLIT_FORMAT = "priorart-split"
 SPLIT_VERSION = 1
@@ -221,9 +222,7 @@ class Split:
 
     @classmethod
     def load(cls, path: str | Path) -> Split:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-        if data.get("format") != SPLIT_FORMAT:
-            raise ValueError(f"{path}: not a split file (format {data.get('format')!r})")
+        data = read_versioned(path, SPLIT_FORMAT, SPLIT_VERSION, fix="retrain the models (`priorart train`)")
         part = {i: p for p in PARTS for i in data[p]}
         return cls(part, set(data.get("trilingual", [])), tuple(data["ratios"]), tuple(data["trilingual_ratios"]))
 
