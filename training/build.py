@@ -43,6 +43,7 @@ from service.index.store import (
     validate_settings,
     write_meta,
 )
+from service.passages.builder import build_passage_index
 from service.retrieval.sparse import SparseIndexBuilder
 from service.retrieval.translate import TranslationTable
 from service.text.analysis import TOKEN_RE, Analyzer, get_analyzer, normalise
@@ -71,6 +72,7 @@ class BuildReport:
     translation: list[str] = field(default_factory=list)
     models: dict[str, Any] | None = None  # add_models report (times, device, dense index), when built with models
     fusion: dict[str, Any] | None = None  # learned weights summary, or {"skipped": reason}
+    passages: dict[str, Any] | None = None  # passage index: counts, bytes (per document), seconds
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -273,6 +275,7 @@ def build_index(
         if translation_dir is not None:
             tables = _copy_tables(Path(translation_dir), tmp / "translation")
         components["translation"] = tables
+        components["passages"] = build_passage_index(tmp, analyzers=analyzers, progress=show)
         components["build"] = {"n_docs": n_docs, "corpus": str(corpus) if isinstance(corpus, str | Path) else None}
         write_meta(tmp, settings, components)
         models_report: dict[str, Any] | None = None
@@ -300,6 +303,7 @@ def build_index(
         translation=[t["file"] for t in tables],
         models=models_report,
         fusion=fusion_report,
+        passages=components["passages"],
     )
 
 
