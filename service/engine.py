@@ -8,7 +8,6 @@ response's ``notices`` say e.g. "no models in this index: BM25 only".
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -19,13 +18,14 @@ from service.api.settings import Settings
 from service.classification import ClassificationScheme
 from service.corpus.record import PatentRecord
 from service.index.store import UnknownDocumentError
+from service.passages import DEFAULT_PARAMS, PassageIndex, PassageIndexMissingError
 from service.pipeline import COMPONENTS, FirstStageStep, FusionStep, Pipeline, Query, Stage
 from service.retrieval import first_stage as fs_mod
 from service.retrieval.first_stage import FirstStage
 
 log = logging.getLogger(__name__)
 
-DEFAULT_PASSAGE_PARAMS = {"alpha": 0.5, "beta": 0.5, "sigma": 1.0}
+DEFAULT_PASSAGE_PARAMS = dict(DEFAULT_PARAMS)
 PASSAGE_DOCS = 1000
 PASSAGE_K = 1500
 
@@ -48,44 +48,17 @@ class Engine:
         self.device = device
         self.extra = extra
         self.loaded_at = time.time()
-        from service.retrieval.passages import PassageRanker
-
-        # PSQ tables let a de/fr query score English passages; the ranker caches parsed documents
-        self._passages = PassageRanker(translations=first_stage.tables)
-        self._warm_stop = threading.Event()
-        self._warm_thread: threading.Thread | None = None
-        self.warmup: dict[str, Any] = {"state": "off", "documents": 0}
-
-    def warm_passages(self, limit: int | None = None, lang: str = "en", chunk: int = 16) -> int:
-        """Parse documents into the passage cache (in small chunks, so queries are not held up)."""
-        n = min(self.num_docs, limit if limit is not None else self._passages.cache_size)
-        done = 0
-        for start in range(0, n, chunk):
-            if self._warm_stop.is_set():
-                break
-            recs = [self.first_stage.docs.get_row(r) for r in range(start, min(n, start + chunk))]
-            done += self._passages.prepare(recs, lang)
-        return done
-
-    def start_warming(self) -> None:
-        """Warm the passage cache in a background thread (cold documents cost ~10 ms each to parse)."""
-        limit = min(self.settings.passage_warmup_docs, self._passages.cache_size)
-        if limit <= 0:
-            return
-
-        self.warmup = {"state": "running", "documents": 0}  # before the thread starts: no window shows "off"
-
-        def _run() -> None:
-            started = time.perf_counter()
-            n = self.warm_passages(limit)
-            self.warmup = {"state": "done", "documents": n, "seconds": round(time.perf_counter() - started, 1)}
-            log.info("passage cache warmed: %d documents in %.1f s", n, time.perf_counter() - started)
-
-        self._warm_thread = threading.Thread(target=_run, name="passage-warmup", daemon=True)
-        self._warm_thread.start()
+        # passages: the build-time passage index, memory-mapped (an index built before it: a notice)
+        self._passages: PassageIndex | None = None
+        self._passages_missing: str | None = None
+        try:
+            self._passages = PassageIndex.load(index_dir, meta=first_stage.meta)
+        except PassageIndexMissingError as exc:
+            self._passages_missing = str(exc)
+            self.notices.append(str(exc))
 
     def close(self) -> None:
-        self._warm_stop.set()
+        """Nothing to stop: the passage index is memory-mapped and needs no warm-up."""
 
     # ------------------------------------------------------------------ loading
     @classmethod
@@ -192,6 +165,8 @@ class Engine:
 
     def passages(self, req: PassageRequest) -> dict[str, Any]:
         """Rank passages of the top documents in context (QSF variants)."""
+        if self._passages is None:
+            raise QueryError(self._passages_missing or "this index has no passage index")
         started = time.perf_counter()
         depth = min(req.depth or PASSAGE_DOCS, self.settings.max_depth)
         query = self._query(req, depth)
@@ -205,41 +180,20 @@ class Engine:
         t0 = time.perf_counter()
         lang = query.resolved_lang or "en"
         readable = {lang} | ({"en"} if lang in self.first_stage.tables else set())
-        docs: list[tuple[PatentRecord, float]] = []
-        skipped = 0
-        for r, s in zip(cands.rows, cands.fused if cands.fused is not None else [], strict=True):
-            rec = self.first_stage.docs.get_row(int(r))
-            if readable & set(rec.languages):
-                docs.append((rec, float(s)))
-            else:
-                skipped += 1
         notes = list(query.info.get("notes", []))
-        if skipped:
-            notes.append(f"{skipped} candidate documents have no text in {', '.join(sorted(readable))}: "
+        try:
+            ranking = self._passages.rank(
+                query.resolved_text or query.text, lang, cands.rows, cands.fused, translations=self.first_stage.tables,
+                variant=req.variant, k=req.k, langs=readable, alpha=params["alpha"], beta=params["beta"],
+                sigma=params["sigma"])
+        except ValueError as exc:
+            raise QueryError(str(exc)) from exc
+        if ranking.skipped:
+            notes.append(f"{ranking.skipped} candidate documents have no text in {', '.join(sorted(readable))}: "
                          "their passages are not ranked")
-        text = query.resolved_text or query.text
-        if not docs:
-            hits = []
-        else:
-            try:
-                hits = self._passages.rank(text, lang, docs, variant=req.variant, k=req.k, langs=readable,
-                                           alpha=params["alpha"], beta=params["beta"], sigma=params["sigma"])
-            except ValueError as exc:
-                raise QueryError(str(exc)) from exc
-        titles = {rec.id: _title(rec, query.resolved_lang) for rec, _ in docs}
-        trace.append({"name": "passages", "ms": (time.perf_counter() - t0) * 1000.0, "candidates": len(hits),
-                      "detail": {"variant": req.variant, **params, "documents": len(docs)}})
-        results = [{
-            "doc_id": h.doc_id,
-            "passage_id": h.passage_id,
-            "section_path": list(h.section_path),
-            "text": h.text,
-            "score": float(h.score),
-            "components": {k: float(v) for k, v in h.components.items()},
-            "highlights": [tuple(s) for s in h.highlights],
-            "title": titles.get(h.doc_id),
-            "lang": h.lang,
-        } for h in hits]
+        trace.append({"name": "passages", "ms": (time.perf_counter() - t0) * 1000.0, "candidates": len(ranking.hits),
+                      "detail": {"variant": req.variant, **params, "documents": ranking.documents}})
+        results = [h.to_dict() for h in ranking.hits]
         return {
             "results": results,
             "stages": trace,
@@ -276,7 +230,7 @@ class Engine:
             "device": self.device,
             "models": self.extra.get("models"),
             "notices": self.notices,
-            "passage_warmup": self.warmup,
+            "passages": self._passages.describe() if self._passages is not None else None,
             "loaded_at": self.loaded_at,
         }
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import random
 import re
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -13,7 +14,7 @@ import pytest
 from service.corpus.jsonl import write_corpus
 from service.corpus.record import Claim, PatentRecord, Section
 from service.index.store import IndexFormatError, load_meta, write_meta
-from service.passages import VARIANTS, PassageIndex, PassageIndexError
+from service.passages import VARIANTS, PassageIndex, PassageIndexError, PassageIndexMissingError
 from service.passages import format as fmt
 from service.passages.builder import (
     PassageIndexBuilder,
@@ -225,6 +226,43 @@ def test_builder_refuses_a_non_empty_folder_and_a_second_finish(tmp_path: Path) 
         builder.finish()
     with pytest.raises(RuntimeError, match="finished"):
         builder.add(_records(1)[0])
+
+
+def _index_without_passages(tmp_path: Path) -> Path:
+    from training.build import build_index
+
+    corpus = tmp_path / "corpus.jsonl"
+    write_corpus([PatentRecord(id="EP0000001B1", country="EP", number="0000001", kind="B1", source="synth",
+                               lang="en", title={"en": "Valve"},
+                               claims={"en": [Claim(num=1, text="A valve with a spring.")]},
+                               description=[Section(paragraphs=["The valve has a spring."])])], corpus)
+    idx = tmp_path / "idx"
+    build_index(corpus, idx, progress=False)
+    # the folder as a build before the passage index wrote it
+    meta = json.loads((idx / "meta.json").read_text())
+    shutil.rmtree(idx / fmt.PASSAGES_DIR)
+    del meta["components"]["passages"]
+    write_meta(idx, meta["settings"], meta["components"], created=meta["created"])
+    return idx
+
+
+def test_an_index_built_before_passages_were_indexed_says_rebuild(tmp_path: Path) -> None:
+    from fastapi.testclient import TestClient
+
+    from service.api.app import create_app
+    from service.api.settings import Settings
+    from service.engine import Engine
+
+    idx = _index_without_passages(tmp_path)
+    with pytest.raises(PassageIndexMissingError, match="rebuild the index with `priorart build`"):
+        PassageIndex.load(idx)
+    engine = Engine.load(idx)  # search still works; the notice says what is missing
+    assert any("no passage index" in n for n in engine.notices)
+    with TestClient(create_app(Settings(index_dir=idx))) as client:
+        assert client.post("/search", json={"query": "valve spring"}).status_code == 200
+        r = client.post("/passages", json={"query": "valve spring"})
+        assert r.status_code == 422 and "rebuild the index with `priorart build`" in r.json()["detail"]
+        assert client.get("/health").json()["passages"] is None
 
 
 def test_unusable_passage_folders_are_refused_with_a_clear_message(tmp_path: Path) -> None:

@@ -106,10 +106,6 @@ def run_service_bench(index_dir: Path, *, queries: int = 200, depth: int = 1000,
                 if time.time() > deadline or proc.poll() is not None:
                     raise RuntimeError("priorart serve did not become ready")
                 time.sleep(0.3)
-            while client.get("/health").json().get("passage_warmup", {}).get("state") == "running":
-                if time.time() > deadline:
-                    raise RuntimeError("the passage cache warm-up did not finish")
-                time.sleep(0.5)  # measure queries, not the background warm-up competing for the CPU
             for t in texts[:5]:
                 client.post("/search", json={"query": t, "k": k, "depth": depth})
             lat: list[float] = []
