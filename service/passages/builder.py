@@ -36,12 +36,11 @@ Analyze = Callable[[str], list[str]]
 _STREAMS = {
     fmt.DOCS: "q", fmt.DOC_META: "B", fmt.UNIT_TAG: "B", fmt.UNIT_LEN: "I", fmt.UNIT_SEC: "i",
     fmt.SEC_PARENT: "i", fmt.SEC_DEPTH: "I", fmt.SEC_KIND: "B", fmt.SEC_END: "I", fmt.SEC_UNIT: "i",
-    fmt.SEC_HEAD_LEN: "I", fmt.SEC_GROUP: "i", fmt.GROUP_DIST: "B", fmt.TERM_ID: "I", fmt.TERM_END: "I",
+    fmt.SEC_HEAD_LEN: "I", fmt.TERM_ID: "I", fmt.TERM_END: "I",
     fmt.POST_UNIT: "I", fmt.POST_COUNT: "I",
     **{f"{b}.npy": "q" for b in fmt.BLOBS if b != fmt.VOCAB},
 }
-_KEEP_DTYPE = {fmt.DOCS: np.int64, fmt.TERM_ID: np.int32, fmt.GROUP_DIST: np.uint8,
-               **{f"{b}.npy": np.int64 for b in fmt.BLOBS}}
+_KEEP_DTYPE = {fmt.DOCS: np.int64, fmt.TERM_ID: np.int32, **{f"{b}.npy": np.int64 for b in fmt.BLOBS}}
 _FLUSH = 1 << 16  # entries buffered per stream before writing
 
 
@@ -148,12 +147,6 @@ class PassageIndexBuilder:
         b[fmt.SEC_END].extend(lay.sec_end)
         b[fmt.SEC_UNIT].extend(lay.sec_unit)
         b[fmt.SEC_HEAD_LEN].extend(head_len)
-        groups = sorted({u.section for u in lay.units if u.kind >= KIND_ABSTRACT})
-        group_of = [-1] * n_secs
-        for g, sec in enumerate(groups):
-            group_of[sec] = g
-        b[fmt.SEC_GROUP].extend(group_of)
-        b[fmt.GROUP_DIST].extend(group_distances(lay.sec_parent, lay.sec_depth, groups))
 
         end = 0
         for tid, lst in entries.items():
@@ -167,8 +160,6 @@ class PassageIndexBuilder:
         t[1] += n_secs
         t[2] += len(entries)
         t[3] += end
-        t[4] += len(groups)
-        t[5] += len(groups) ** 2
         b[fmt.DOCS].extend(t)
         self.n_docs += 1
         if len(b[fmt.POST_UNIT]) >= _FLUSH:
@@ -230,28 +221,6 @@ class PassageIndexBuilder:
             self._finished = True
             for fh in (*self._files.values(), *self._blobs.values()):
                 fh.close()
-
-
-def group_distances(parent: Sequence[int], depth: Sequence[int], groups: Sequence[int]) -> list[int]:
-    """Row-major tree distances between the sections ``groups`` (diagonal ``SELF_DIST``, clipped at ``MAX_DIST``)."""
-    chains = []
-    for sec in groups:
-        chain = []
-        while sec >= 0:
-            chain.append(sec)
-            sec = parent[sec]
-        chains.append(chain[::-1])  # root first
-    out: list[int] = []
-    for i, a in enumerate(chains):
-        for j, b in enumerate(chains):
-            if i == j:
-                out.append(fmt.SELF_DIST)
-                continue
-            common = 0
-            while common < len(a) and common < len(b) and a[common] == b[common]:
-                common += 1
-            out.append(min(depth[a[-1]] + depth[b[-1]] - 2 * (common - 1), fmt.MAX_DIST))
-    return out
 
 
 def describe_folder(folder: Path) -> dict[str, Any]:
@@ -377,7 +346,7 @@ def concat_passage_indexes(parts: Sequence[str | Path], out_dir: str | Path) -> 
         elif name == fmt.TERM_ID:
             maps = [np.asarray([rank[k] for k in ks], dtype=np.int32) for ks in keys]
             np.save(out / name, np.concatenate([m[a] for m, a in zip(maps, arrays, strict=True)]).astype(np.int32))
-        elif name in (fmt.DOC_META, fmt.GROUP_DIST):
+        elif name == fmt.DOC_META:
             np.save(out / name, np.concatenate(arrays).astype(np.uint8))
         else:
             np.save(out / name, compact(np.concatenate([a.astype(np.int64) for a in arrays])))

@@ -14,8 +14,8 @@ one (offset the pointers, merge the vocabularies: :func:`~service.passages.build
 file                  dtype       content (``n`` documents, ``U`` units, ``S`` sections, ``T`` term
                                   entries, ``P`` postings, ``V`` terms)
 ====================  ==========  ===================================================================
-``docs.npy``          int64       ``(n + 1, 6)`` cumulative starts of each document's units,
-                                  sections, term entries, postings, groups and group distances
+``docs.npy``          int64       ``(n + 1, 4)`` cumulative starts of each document's units,
+                                  sections, term entries and postings
 ``doc_meta.npy``      uint8       ``(n, 4)``: language mask of the record (``PatentRecord.languages``),
                                   description language, abstract language mask, claims language mask
 ``doc_ids.bin/.npy``  bytes/i64   publication ids (UTF-8 blob + ``n + 1`` offsets)
@@ -33,10 +33,6 @@ file                  dtype       content (``n`` documents, ``U`` units, ``S`` s
 ``sec_end.npy``       uint        pre-order end of the section's subtree (within the document)
 ``sec_unit.npy``      int         heading unit of a headed section (within the document), else -1
 ``sec_head_len.npy``  uint        analysed length of the headings from the root down to the section
-``sec_group.npy``     int         group of the section within its document (-1: holds no passage);
-                                  a *group* is a section with passages directly below it
-``group_dist.npy``    uint8       per document, the ``G x G`` tree distances between its groups'
-                                  sections, row-major (diagonal 255, longer distances clipped to 254)
 ``term_id.npy``       int32       per document, its distinct terms (``T`` entries, joint term ids)
 ``term_end.npy``      uint        per term entry, the end of its postings within the document
 ``post_unit.npy``     uint        per posting, the unit (within the document) holding the term
@@ -68,23 +64,19 @@ SEC_KIND = "sec_kind.npy"
 SEC_END = "sec_end.npy"
 SEC_UNIT = "sec_unit.npy"
 SEC_HEAD_LEN = "sec_head_len.npy"
-SEC_GROUP = "sec_group.npy"
-GROUP_DIST = "group_dist.npy"
 TERM_ID = "term_id.npy"
 TERM_END = "term_end.npy"
 POST_UNIT = "post_unit.npy"
 POST_COUNT = "post_count.npy"
 VOCAB = "vocab"  # .bin + .npy
 
-DOC_COLUMNS = 6  # units, sections, term entries, postings, groups, group distances
-SELF_DIST = 255  # group_dist diagonal
-MAX_DIST = 254
+DOC_COLUMNS = 4  # units, sections, term entries, postings
 
 BLOBS = (DOC_IDS, TEXT, PID, VOCAB)
 ARRAYS = (DOCS, DOC_META, UNIT_TAG, UNIT_LEN, UNIT_SEC, SEC_PARENT, SEC_DEPTH, SEC_KIND, SEC_END, SEC_UNIT,
-          SEC_HEAD_LEN, SEC_GROUP, GROUP_DIST, TERM_ID, TERM_END, POST_UNIT, POST_COUNT)
+          SEC_HEAD_LEN, TERM_ID, TERM_END, POST_UNIT, POST_COUNT)
 SCORING_ARRAYS = (DOCS, DOC_META, UNIT_TAG, UNIT_LEN, UNIT_SEC, SEC_PARENT, SEC_DEPTH, SEC_KIND, SEC_END,
-                  SEC_HEAD_LEN, SEC_GROUP, GROUP_DIST, TERM_ID, TERM_END, POST_UNIT, POST_COUNT)
+                  SEC_HEAD_LEN, TERM_ID, TERM_END, POST_UNIT, POST_COUNT)
 """The arrays a query reads for its candidates (the rest is read only for the returned passages)."""
 
 

@@ -111,8 +111,6 @@ class PassageIndex:
         self.sec_end = a[fmt.SEC_END]
         self.sec_unit = a[fmt.SEC_UNIT]
         self.sec_head_len = a[fmt.SEC_HEAD_LEN]
-        self.sec_group = a[fmt.SEC_GROUP]
-        self.group_dist = a[fmt.GROUP_DIST]
         self.term_id = a[fmt.TERM_ID]
         self.term_end = a[fmt.TERM_END]
         self.post_unit = a[fmt.POST_UNIT]
@@ -137,7 +135,6 @@ class PassageIndex:
             fmt.SEC_KIND: (self.sec_kind.shape, (totals[1],)), fmt.SEC_END: (self.sec_end.shape, (totals[1],)),
             fmt.SEC_UNIT: (self.sec_unit.shape, (totals[1],)), fmt.SEC_HEAD_LEN: (self.sec_head_len.shape,
                                                                                    (totals[1],)),
-            fmt.SEC_GROUP: (self.sec_group.shape, (totals[1],)), fmt.GROUP_DIST: (self.group_dist.shape, (totals[5],)),
             fmt.TERM_ID: (self.term_id.shape, (totals[2],)), fmt.TERM_END: (self.term_end.shape, (totals[2],)),
             fmt.POST_UNIT: (self.post_unit.shape, (totals[3],)), fmt.POST_COUNT: (self.post_count.shape,
                                                                                   (totals[3],)),

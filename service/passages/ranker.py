@@ -64,7 +64,6 @@ import numpy as np
 import numpy.typing as npt
 
 from service.corpus.record import LANGS
-from service.passages import format as fmt
 from service.passages.highlight import highlight_spans
 from service.passages.lm import (
     CONTEXT_VARIANTS,
@@ -434,7 +433,7 @@ def score_passages(
     ctx = np.zeros(n_pass)
     if variant in CONTEXT_VARIANTS:
         if n_pass and variant == "qsf_passage_propagate":
-            ctx = _passage_propagate(index, sigma, sim_title, p_sec, p_doc, cs, d0, d1)
+            ctx = _passage_propagate(sigma, sim_title, p_sec, p_doc, n, s_parent, s_depth)
         elif n_pass:
             ctx = _section_context(variant, sigma, sim_title, p_sec, s_parent, s_depth)
         context = minmax(ctx)
@@ -483,33 +482,82 @@ def _section_context(variant: str, sigma: float, st: FloatArray, p_sec: IntArray
     return g[p_sec] / (s_depth[p_sec] + 1)
 
 
-def _passage_propagate(index: PassageIndex, sigma: float, st: FloatArray, p_sec: IntArray, p_doc: IntArray,
-                       cs: IntArray, d0: IntArray, d1: IntArray) -> FloatArray:
+def _sibling_exclusive(values: FloatArray, starts: IntArray) -> FloatArray:
+    """For every row, the sum of the other rows of its run (runs begin at ``starts``: sibling lists).
+
+    Computed as prefix + suffix sums within each run (runs padded per length class), never as
+    "total minus own", so a dominant value cannot cancel the small ones.
+    """
+    n = int(values.shape[0])
+    out = np.zeros_like(values)
+    lens = np.diff(np.r_[starts, n])
+    multi = np.flatnonzero(lens > 1)
+    if not multi.size:
+        return out
+    classes = np.ceil(np.log2(lens[multi])).astype(np.int64)
+    for cls in np.unique(classes):
+        runs = multi[classes == cls]
+        span = int(lens[runs].max())
+        pos = np.arange(span)
+        idx = starts[runs][:, None] + pos[None, :]
+        valid = pos[None, :] < lens[runs][:, None]
+        block = np.where(valid[..., None], values[np.minimum(idx, n - 1)], 0.0)
+        excl = np.zeros_like(block)
+        excl[:, 1:] += np.cumsum(block, axis=1)[:, :-1]
+        excl[:, :-1] += np.cumsum(block[:, ::-1], axis=1)[:, ::-1][:, 1:]
+        out[idx[valid]] = excl[valid]
+    return out
+
+
+def _passage_propagate(sigma: float, st: FloatArray, p_sec: IntArray, p_doc: IntArray, n: int, s_parent: IntArray,
+                       s_depth: IntArray) -> FloatArray:
     """``sum_{g' != g} Sim_title(g') w(dist(g, g'))``, divided by the document's passages minus one.
 
-    Passages with the same parent section form a *group*; passages of groups ``a != b`` are
-    ``2 + dist(a, b)`` edges apart (the build stores ``dist`` per document), siblings 2. So the sum is
-    ``sum_{b != a} w(2 + dist(a, b)) S(b) + w(2) (S(a) - Sim_title(g))`` with ``S`` the groups' sums of
-    ``Sim_title``: quadratic in the groups of a document, not in its passages, and free of
-    cancellation (the last difference is exactly 0 for a passage alone in its section).
+    With ``S(x)`` the sum of ``Sim_title`` of the passages directly in section ``x`` and ``a`` the parent of
+    ``g``: the passages of ``a`` are 2 edges from ``g``, a passage directly in ``b`` is ``2 + dist(a, b)``.
+    Split by the lowest common section ``x_j`` (``j`` levels above ``a``): ``F(c, k) = sum over the sections
+    ``b`` of ``c``'s subtree of w(k + depth(b) - depth(c)) S(b)`` bottom-up, and for ``j >= 1`` the other
+    children ``c`` of ``x_j`` (sibling-exclusive sums of ``F(c, j + 3)``) plus ``x_j`` itself
+    (``w(2 + j) S(x_j)``); ``j = 0`` is ``a``'s own subtree. Linear in the sections, sums of non-negative
+    terms only (``S(a) - Sim_title(g)`` is exactly 0 for a passage alone in its section).
+    Sections are processed sorted by (depth, parent): a level, and a list of siblings, is a slice.
     """
-    n = int(d0.shape[0])
-    g_cnt = d1[:, 4] - d0[:, 4]
-    g_base = np.cumsum(g_cnt) - g_cnt
-    p_group = g_base[p_doc] + index.sec_group[cs[p_sec]].astype(np.int64)
-    n_groups = int(g_cnt.sum())
-    sums = np.bincount(p_group, st, minlength=n_groups)
-    e, e_doc = _expand(d0[:, 5], g_cnt * g_cnt)
-    local = e - d0[e_doc, 5]
-    size = g_cnt[e_doc]
-    w = np.zeros(fmt.SELF_DIST + 1)
-    w[: fmt.SELF_DIST] = gaussian_weight(np.arange(2, fmt.SELF_DIST + 2), sigma)  # w[d] = weight of 2 + d edges
-    base = g_base[e_doc]
-    outside = np.bincount(base + local // size, w[index.group_dist[e]] * sums[base + local % size],
-                          minlength=n_groups)
-    per_doc = np.bincount(p_doc, minlength=n)[p_doc]
-    total = outside[p_group] + w[0] * (sums[p_group] - st)
-    return np.where(per_doc > 1, total / np.maximum(per_doc - 1, 1), 0.0)
+    n_sec = int(s_parent.size)
+    max_depth = int(s_depth.max())
+    width = 2 * max_depth + 6  # k columns: j + 3 <= max_depth + 3 at the top, one more per level below
+    w = gaussian_weight(np.arange(width + 2), sigma)
+    perm = np.lexsort((s_parent, s_depth))
+    inv = np.empty(n_sec, dtype=np.int64)
+    inv[perm] = np.arange(n_sec)
+    par = s_parent[perm]
+    par = np.where(par >= 0, inv[np.maximum(par, 0)], -1)
+    level = np.searchsorted(s_depth[perm], np.arange(max_depth + 2))
+    runs = np.flatnonzero(np.r_[True, par[1:] != par[:-1]])
+    direct = np.bincount(inv[p_sec], st, minlength=n_sec)
+    down = np.zeros((n_sec, width))  # down[x, k] = sum over c child of x of F(c, k + 1)
+    full = np.zeros((n_sec, width))  # full[c, k] = F(c, k) = w(k) S(c) + down[c, k]
+    for d in range(max_depth, -1, -1):
+        lo, hi = int(level[d]), int(level[d + 1])
+        full[lo:hi] = w[None, :width] * direct[lo:hi, None] + down[lo:hi]
+        if d > 0:  # each sibling list adds its F(., k + 1) to its parent's down(., k)
+            first = runs[(runs >= lo) & (runs < hi)]
+            down[par[first], :-1] += np.add.reduceat(full[lo:hi, 1:], first - lo, axis=0)
+    # only k = j + 3 for j = 1 .. max_depth is read from the siblings' sums (roots have no siblings)
+    others = _sibling_exclusive(full[:, 4: max_depth + 4], runs[par[runs] >= 0])
+    out = down[:, 2].copy()  # j = 0: the sections below a
+    cur = np.arange(n_sec)
+    for j in range(1, max_depth + 1):
+        ok = np.flatnonzero(par[cur] >= 0)
+        if not ok.size:
+            break
+        at = cur[ok]
+        up = par[at]
+        out[ok] += others[at, j - 1] + w[2 + j] * direct[up]
+        cur[ok] = up
+    size = np.bincount(p_doc, minlength=n)[p_doc]
+    sec = inv[p_sec]
+    total = out[sec] + w[2] * (direct[sec] - st)
+    return np.where(size > 1, total / np.maximum(size - 1, 1), 0.0)
 
 
 def rank_passages(
