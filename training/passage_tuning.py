@@ -41,6 +41,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 
 from service.corpus.record import PatentRecord
 from service.passages import PAPER_SIGMAS, PassageIndex, PassageScores
@@ -85,31 +86,48 @@ class _Judged:
     def __init__(self, scores: PassageScores, relevant: Mapping[str, Collection[str]]) -> None:
         self.scores = scores
         cand_of = {scores.index.doc_id(int(r)): i for i, r in enumerate(scores.rows.tolist())}
-        self.docs: list[tuple[int, int]] = []  # (candidate index, number of relevant passages)
+        # (candidate index, number of relevant passages, the document's passages)
+        self.docs: list[tuple[int, int, npt.NDArray[np.int64]]] = []
         self.rel = np.zeros(len(scores), dtype=bool)
         for doc, pids in relevant.items():
             want = set(pids)
             if not want:
                 continue
             cand = cand_of.get(doc, -1)
-            self.docs.append((cand, len(want)))
-            if cand < 0:
-                continue
-            for i in np.flatnonzero(scores.doc_index == cand).tolist():
+            idx = np.flatnonzero(scores.doc_index == cand) if cand >= 0 else np.zeros(0, dtype=np.int64)
+            self.docs.append((cand, len(want), idx))
+            for i in idx.tolist():
                 if scores.passage_id(i) in want:
                     self.rel[i] = True
 
     def map_d(self, alpha: float, beta: float, k: int) -> float:
-        """MAP(D) of this query's top ``k`` passages (as :func:`evaluate_passages` computes it)."""
+        """MAP(D) of this query's top ``k`` passages (as :func:`evaluate_passages` computes it).
+
+        Only the relevant documents' passages are ordered: a passage is in the top ``k`` when its score
+        beats the k-th best, or ties it at a low enough index (the ranker's tie order).
+        """
         sc = self.scores
-        top = sc.order(sc.combine(alpha, beta), k)
-        in_top_doc = sc.doc_index[top]
-        rel_top = self.rel[top]
+        scores = sc.combine(alpha, beta)
+        n = int(scores.size)
+        kth = -np.inf
+        room = n
+        tied = np.zeros(0, dtype=np.int64)
+        if k < n:
+            kth = float(-np.partition(-scores, k - 1)[k - 1])
+            room = k - int(np.count_nonzero(scores > kth))
+            tied = np.flatnonzero(scores == kth)
         ap: list[float] = []
-        for cand, n_rel in self.docs:
-            mine = in_top_doc == cand
-            hits = rel_top[mine]
-            if cand < 0 or not hits.any():
+        for cand, n_rel, idx in self.docs:
+            if cand < 0 or not idx.size:
+                ap.append(0.0)
+                continue
+            s_doc = scores[idx]
+            keep = s_doc > kth
+            if k < n:
+                keep |= (s_doc == kth) & (np.searchsorted(tied, idx) < room)
+            ranked = idx[keep][np.lexsort((idx[keep], -s_doc[keep]))]
+            hits = self.rel[ranked]
+            if not hits.any():
                 ap.append(0.0)
                 continue
             rank = np.flatnonzero(hits) + 1.0
