@@ -280,6 +280,33 @@ def service_command(
     typer.echo(json.dumps(report, indent=1) if as_json else format_report(report))
 
 
+@bench_app.command("passages")
+def passages_command(
+    index_dir: Path = typer.Argument(..., help="Index folder built by `priorart build` (with its passage index)."),
+    queries: int = typer.Option(100, "--queries", help="Queries to time (English first claims of the index)."),
+    depth: int = typer.Option(1000, "--depth", help="Candidate documents whose passages are ranked."),
+    k: int = typer.Option(10, "--k", help="Passages returned per query."),
+    reference_queries: int = typer.Option(
+        10, "--reference-queries", help="Queries also run through today's per-record implementation (slow)."
+    ),
+    variant: str = typer.Option("qsf_passage_propagate", "--variant", help="QSF variant."),
+    seed: int = typer.Option(0, "--seed"),
+    http: bool = typer.Option(True, "--http/--no-http", help="Also time POST /passages on a fresh priorart serve."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+) -> None:
+    """/passages from a cold process: p50/p99 per stage, end to end and over HTTP; today's implementation on the
+    same candidates in the same run (speed-up, identical hits)."""
+    from training.benchmarks.passages import format_report, run_passage_bench
+
+    try:
+        report = run_passage_bench(index_dir, queries=queries, depth=depth, k=k, reference_queries=reference_queries,
+                                   variant=variant, seed=seed, http=http)
+    except (ValueError, RuntimeError) as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from exc
+    typer.echo(json.dumps(report, indent=1) if as_json else format_report(report))
+
+
 def register(app: typer.Typer) -> None:
     """Add the ``bench`` command group to the CLI."""
     app.add_typer(bench_app, name="bench")
