@@ -41,14 +41,18 @@ def _stats(values: list[float]) -> dict[str, float]:
     return {"p50": _pct(values, 50), "p99": _pct(values, 99), "mean": mean, "n": len(values)}
 
 
-def _rss_mb() -> float:
+def _memory_mb() -> dict[str, float]:
+    """Resident memory of this process (MiB): all, anonymous (heap), file-backed (memory maps, page cache)."""
+    out = {"rss": float("nan"), "anon": float("nan"), "file": float("nan")}
     try:
         for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
+            key, _, value = line.partition(":")
+            name = {"VmRSS": "rss", "RssAnon": "anon", "RssFile": "file"}.get(key)
+            if name:
+                out[name] = int(value.split()[0]) / 1024
     except OSError:
-        pass
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        out["rss"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return out
 
 
 def bench_queries(docs: Any, n: int, seed: int) -> list[str]:
@@ -88,14 +92,14 @@ def _child(index_dir: str, n_queries: int, depth: int, k: int, reference_queries
            seed: int) -> dict[str, Any]:
     """The in-process part (runs in a fresh process: ``python -m training.benchmarks.passages``)."""
     started = time.perf_counter()
-    rss0 = _rss_mb()
+    mem0 = _memory_mb()
     from service.api.schemas import PassageRequest
     from service.api.settings import Settings
     from service.engine import DEFAULT_PASSAGE_PARAMS, Engine
 
     engine = Engine.load(index_dir, settings=Settings(index_dir=Path(index_dir)))
     load_s = time.perf_counter() - started
-    rss_loaded = _rss_mb()
+    mem_loaded = _memory_mb()
     texts = bench_queries(engine.first_stage.docs, n_queries, seed)
     e2e: list[float] = []
     stage: dict[str, list[float]] = {}
@@ -110,7 +114,7 @@ def _child(index_dir: str, n_queries: int, depth: int, k: int, reference_queries
             stage.setdefault(st["name"], []).append(st["ms"])
             if st["name"] == "passages":
                 documents.append(int(st["detail"]["documents"]))
-    rss_after = _rss_mb()
+    mem_after = _memory_mb()
 
     # today's implementation on the same candidate lists
     from training.benchmarks.passages_reference import PassageRanker
@@ -146,7 +150,7 @@ def _child(index_dir: str, n_queries: int, depth: int, k: int, reference_queries
         identical += same_hits(results[i], hits)
     return {
         "index": index_dir, "documents": engine.num_docs, "queries": len(texts), "depth": depth, "k": k,
-        "variant": variant, "load_s": load_s, "rss_mb": {"start": rss0, "loaded": rss_loaded, "after": rss_after},
+        "variant": variant, "load_s": load_s, "memory_mb": {"start": mem0, "loaded": mem_loaded, "after": mem_after},
         "candidates_mean": float(np.mean(documents)) if documents else 0.0,
         "first_query_ms": e2e[0] if e2e else float("nan"),
         "engine": _stats(e2e), "per_stage": {name: _stats(v) for name, v in stage.items()},
@@ -226,11 +230,13 @@ def run_passage_bench(index_dir: Path, *, queries: int = 100, depth: int = 1000,
 
 def format_report(r: dict[str, Any]) -> str:
     """The figures as text."""
+    m = r["memory_mb"]
     lines = [f"index {r['index']}: {r['documents']} documents; {r['queries']} queries (English first claims), "
              f"depth {r['depth']} ({r['candidates_mean']:.0f} candidate documents ranked on average), k {r['k']}, "
              f"variant {r['variant']}",
-             f"cold process: engine loaded in {r['load_s']:.2f} s, RSS {r['rss_mb']['loaded']:.0f} MiB after "
-             f"load, {r['rss_mb']['after']:.0f} MiB after the queries; first query {r['first_query_ms']:.1f} ms",
+             f"cold process: engine loaded in {r['load_s']:.2f} s; resident MiB (anonymous + file-backed maps) "
+             f"{m['loaded']['anon']:.0f} + {m['loaded']['file']:.0f} after load, {m['after']['anon']:.0f} + "
+             f"{m['after']['file']:.0f} after the queries; first query {r['first_query_ms']:.1f} ms",
              f"{'in process':<34}{'p50 ms':>10}{'p99 ms':>10}{'mean ms':>10}"]
     for name, v in r["per_stage"].items():
         lines.append(f"  stage {name:<26}{v['p50']:>10.2f}{v['p99']:>10.2f}{v['mean']:>10.2f}")
