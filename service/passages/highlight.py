@@ -22,21 +22,53 @@ def _clusters(text: str) -> Iterator[tuple[int, int]]:
             start = i
 
 
+_NON_ASCII_RE = re.compile(r"[^\x00-\x7f]+")
+
+
+def _normalised_with_positions(text: str) -> tuple[str, list[int], list[int]]:
+    """``normalise(text)`` computed per character cluster, and each output character's cluster span.
+
+    ASCII characters are their own clusters and map one to one (lower case); only the runs of
+    non-ASCII characters (with the ASCII letter a combining mark may follow) are normalised cluster by
+    cluster.
+    """
+    parts: list[str] = []
+    starts: list[int] = []
+    ends: list[int] = []
+    pos = 0
+    for m in _NON_ASCII_RE.finditer(text):
+        a, b = m.span()
+        if a > pos and unicodedata.combining(text[a]):
+            a -= 1  # the mark belongs to the cluster of the preceding ASCII letter
+        if a > pos:
+            parts.append(text[pos:a].lower())
+            starts.extend(range(pos, a))
+            ends.extend(range(pos + 1, a + 1))
+        for ca, cb in _clusters(text[a:b]):
+            piece = normalise(text[a + ca: a + cb])
+            parts.append(piece)
+            starts.extend([a + ca] * len(piece))
+            ends.extend([a + cb] * len(piece))
+        pos = b
+    if pos < len(text):
+        parts.append(text[pos:].lower())
+        starts.extend(range(pos, len(text)))
+        ends.extend(range(pos + 1, len(text) + 1))
+    return "".join(parts), starts, ends
+
+
 def token_spans(text: str) -> list[tuple[int, int, str]]:
-    """``(start, end, token)`` for every token of :func:`~service.text.analysis.tokenize`, spans in ``text``."""
+    """``(start, end, token)`` for every token of :func:`~service.text.analysis.tokenize`, spans in ``text``.
+
+    The text is normalised cluster by cluster (a base character and its combining marks), so every
+    normalised character points back to the characters it came from.
+    """
+    orig_start: list[int] | None = None
+    orig_end: list[int] | None = None
     if text.isascii():  # NFKC is the identity on ASCII and casefold == lower
         norm = text.lower()
-        orig_start: list[int] | None = None
-        orig_end: list[int] | None = None
     else:
-        parts: list[str] = []
-        orig_start, orig_end = [], []
-        for a, b in _clusters(text):
-            piece = normalise(text[a:b])
-            parts.append(piece)
-            orig_start.extend([a] * len(piece))
-            orig_end.extend([b] * len(piece))
-        norm = "".join(parts)
+        norm, orig_start, orig_end = _normalised_with_positions(text)
     out: list[tuple[int, int, str]] = []
     for m in TOKEN_RE.finditer(norm):
         tok = m.group(0)

@@ -10,9 +10,9 @@ with the instruction to rebuild.
 
 from __future__ import annotations
 
-import bisect
 import shutil
 import tempfile
+import threading
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -57,13 +57,38 @@ class Blob:
 
 
 class Vocabulary(Blob):
-    """Sorted ``lang \\0 term`` keys; the joint term id is the rank (looked up by bisection)."""
+    """Sorted ``lang \\0 term`` keys; the joint term id is the rank (binary search, recent lookups cached)."""
+
+    CACHE = 1 << 16  # lookups remembered (bounded; the vocabulary itself stays memory-mapped)
+
+    def __init__(self, data: npt.NDArray[np.uint8], offsets: npt.NDArray[np.int64]) -> None:
+        super().__init__(data, offsets)
+        self._bytes = np.ascontiguousarray(data).data  # memoryviews: plain ints and bytes, no numpy scalars
+        self._offsets = np.ascontiguousarray(offsets, dtype=np.int64).data
+        self._cache: dict[tuple[str, str], int] = {}
+        self._lock = threading.Lock()
 
     def lookup(self, lang: str, term: str) -> int:
         """Joint id of ``term`` in ``lang``, ``-1`` when absent."""
-        key = f"{lang}\0{term}".encode()
-        i = bisect.bisect_left(self, key)
-        return i if i < len(self) and self[i] == key else -1
+        key = (lang, term)
+        found = self._cache.get(key)
+        if found is not None:
+            return found
+        want = f"{lang}\0{term}".encode()
+        data, off = self._bytes, self._offsets
+        lo, hi = 0, len(off) - 1
+        while lo < hi:  # bisect_left over the sorted keys
+            mid = (lo + hi) // 2
+            if data[off[mid]: off[mid + 1]].tobytes() < want:
+                lo = mid + 1
+            else:
+                hi = mid
+        found = lo if lo < len(off) - 1 and data[off[lo]: off[lo + 1]].tobytes() == want else -1
+        with self._lock:
+            if len(self._cache) >= self.CACHE:
+                self._cache.clear()
+            self._cache[key] = found
+        return found
 
 
 def _load_array(path: Path, mmap: bool) -> npt.NDArray[Any]:
