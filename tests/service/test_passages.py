@@ -386,6 +386,30 @@ def test_highlights_point_at_query_term_characters() -> None:
     assert highlight_spans(text, set(), get_analyzer("en")) == []
 
 
+SPAN_TEXTS = ["Die Straße", "ﬁlter Feder", "re\u0301servoir", "ΣΑΣ όρος", "Gerät’s – x", "q\u0307x", "STRAẞE groß",
+              "ŉ ǰ ΐ", "e\u0301\u0301a", "\u0301start", "x\u00b5m 5\u00b2 H01F 27/14 (4) ½", "a\u0308bc ä",
+              "ｆｕｌｌ ｗｉｄｔｈ", "plain ASCII text (12a)", ""]
+
+
+def test_token_spans_equal_the_per_cluster_reference() -> None:
+    from service.passages.highlight import token_spans
+    from training.benchmarks.passages_reference import token_spans as reference_spans
+
+    for text in SPAN_TEXTS:
+        assert token_spans(text) == reference_spans(text), text
+
+
+@pytest.mark.realdata
+def test_token_spans_equal_the_reference_on_real_non_ascii_text(ep_records: list[PatentRecord]) -> None:
+    from service.passages.highlight import token_spans
+    from training.benchmarks.passages_reference import token_spans as reference_spans
+
+    texts = [c.text for r in ep_records for cl in r.claims.values() for c in cl if not c.text.isascii()]
+    assert len(texts) > 200
+    for text in texts:
+        assert token_spans(text) == reference_spans(text)
+
+
 @pytest.mark.parametrize(
     ("lang", "text"),
     [
