@@ -87,7 +87,8 @@ def build_command(
         typer.echo(f"  {t}")
     if report.passages:
         p = report.passages
-        typer.echo(f"  passages: {p['n_passages']} passages of {p['n_docs']} documents in {p['seconds']:.1f} s, "
+        typer.echo(f"  passages: {p['n_passages']} passages of {p['n_docs']} documents in {p['seconds']:.1f} s "
+                   f"({p['cpu_s']:.1f} CPU s), "
                    f"{p['bytes'] / 2**20:.1f} MiB on disk ({p['bytes_per_doc'] / 1024:.1f} KiB per document, "
                    f"{p['scoring_bytes_per_doc'] / 1024:.1f} KiB of it read by scoring, memory-mapped)")
     if report.models:
