@@ -13,14 +13,14 @@ from __future__ import annotations
 import shutil
 import tempfile
 import threading
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
 
-from service.corpus.record import LANGS, PatentRecord
+from service.corpus.record import PatentRecord
 from service.index.store import IndexFormatError, IndexMeta, load_meta
 from service.passages import format as fmt
 from service.passages.tree import lang_mask
@@ -302,13 +302,3 @@ class PassageIndex:
         return rank_passages(self, query, lang, rows, doc_scores, translations=translations, variant=variant,
                              alpha=alpha, beta=beta, sigma=sigma, k=k, doc_score=doc_score, langs=langs,
                              highlight=highlight)
-
-
-def passage_ids(index: PassageIndex, units: Sequence[int] | npt.NDArray[np.int64],
-                doc_rows: Sequence[int] | npt.NDArray[np.int64]) -> list[str]:
-    """Full passage ids (``DOC/suffix``) of global ``units`` of documents ``doc_rows``."""
-    return [f"{index.doc_id(int(r))}/{index.pids.text(int(u))}" for u, r in zip(units, doc_rows, strict=True)]
-
-
-__all__ = ["LANGS", "Blob", "PassageIndex", "PassageIndexError", "PassageIndexMissingError", "Vocabulary",
-           "passage_ids"]

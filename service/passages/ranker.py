@@ -46,10 +46,10 @@ How the arrays are used (one query, ``n`` candidates):
    the sections of its language), so ``log Sim_title(g) = const - log(|g| + |titles| + mu) + B(sec) +
    sum over g's postings of p(w|q) [f(c + H) - f(H)]`` with ``B(sec) = sum_w p(w|q) f(H(sec, w))``.
 4. Section scores bottom-up by depth; ``propag_section`` by walking each section's ancestor chain;
-   ``propag_passage`` from the sums of the passages under each section (passages with one parent
-   are contiguous): two passages under sections ``a != b`` are ``2 + dist(a, b)`` edges apart, so
-   ``sum_{g' != g} w(dist) Sim_title(g') = sum_{b != a} w(2 + dist(a, b)) S(b) + w(2) (S(a) - Sim_title(g))``
-   -- quadratic in the sections of a document instead of its passages, and without cancellation.
+   ``propag_passage`` from per-section sums of the passages directly in each section: subtree sums
+   bottom-up, sums over a section's *other* siblings as prefix + suffix sums, one walk up each
+   ancestor chain (:func:`_passage_propagate`) -- linear in the sections, sums of non-negative terms
+   only, so a dominant passage cannot wipe out the small contributions by cancellation.
 """
 
 from __future__ import annotations
@@ -106,16 +106,15 @@ _STR_RANK = np.asarray([sorted(LANGS).index(lang) for lang in LANGS], dtype=np.f
 _scratch = threading.local()
 
 
-def _expand(starts: IntArray, counts: IntArray, groups: bool = True) -> tuple[IntArray, IntArray]:
-    """Concatenated ranges ``[starts[i], starts[i] + counts[i])`` and (``groups``) the range of each element."""
+def _expand(starts: IntArray, counts: IntArray) -> tuple[IntArray, IntArray]:
+    """Concatenated ranges ``[starts[i], starts[i] + counts[i])`` and the range number of each element."""
     counts = np.asarray(counts, dtype=np.int64)
     total = int(counts.sum()) if counts.size else 0
     if total == 0:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
     offsets = np.cumsum(counts) - counts
     idx = np.arange(total, dtype=np.int64) + np.repeat(np.asarray(starts, dtype=np.int64) - offsets, counts)
-    group = np.repeat(np.arange(counts.size, dtype=np.int64), counts) if groups else np.zeros(0, dtype=np.int64)
-    return idx, group
+    return idx, np.repeat(np.arange(counts.size, dtype=np.int64), counts)
 
 
 def _concat(arr: npt.NDArray[Any], starts: IntArray, counts: IntArray) -> npt.NDArray[Any]:
