@@ -123,13 +123,30 @@ def _concat(arr: npt.NDArray[Any], starts: IntArray, counts: IntArray) -> npt.ND
     return np.concatenate(parts) if parts else arr[:0].copy()
 
 
-def _qmap(size: int) -> npt.NDArray[np.int32]:
-    """A per-thread array ``term id -> query term index`` (all -1; callers restore what they set)."""
-    arr: npt.NDArray[np.int32] | None = getattr(_scratch, "qmap", None)
-    if arr is None or arr.size < size:
-        arr = np.full(max(size, 1), -1, dtype=np.int32)
-        _scratch.qmap = arr
-    return arr
+_QMAP_MAX_TERMS = 1 << 22  # above this vocabulary size, no per-thread lookup array (4 bytes per term)
+
+
+def _query_index(term_ids: npt.NDArray[Any], qj: IntArray, vocab_size: int) -> npt.NDArray[np.int64]:
+    """For each term id, the index of the query term it is (``-1`` for other terms).
+
+    A per-thread array ``term id -> query term`` (all -1; restored after use) makes this one gather;
+    for very large vocabularies a binary search over the sorted query ids keeps memory bounded.
+    """
+    nq = int(qj.size)
+    if vocab_size > _QMAP_MAX_TERMS:
+        order = np.argsort(qj)
+        ids = qj[order]
+        pos = np.minimum(np.searchsorted(ids, term_ids), nq - 1)
+        return np.where(ids[pos] == term_ids, order[pos], -1)
+    qmap: npt.NDArray[np.int32] | None = getattr(_scratch, "qmap", None)
+    if qmap is None or qmap.size < vocab_size:
+        qmap = np.full(max(vocab_size, 1), -1, dtype=np.int32)
+        _scratch.qmap = qmap
+    qmap[qj] = np.arange(nq, dtype=np.int32)
+    try:
+        return qmap[term_ids].astype(np.int64)
+    finally:
+        qmap[qj] = -1
 
 
 @dataclass(frozen=True)
@@ -334,18 +351,13 @@ def score_passages(
     # postings of the query terms in the candidates' counted units
     po_q = po_c = po_cu = np.zeros(0, dtype=np.int64)
     if nq and n:
-        qmap = _qmap(len(index.vocab))
-        qmap[qj] = np.arange(nq, dtype=np.int32)
         t_cnt = d1[:, 2] - d0[:, 2]
-        try:
-            qi = qmap[_concat(index.term_id, d0[:, 2], t_cnt)]
-        finally:
-            qmap[qj] = -1
+        qi = _query_index(_concat(index.term_id, d0[:, 2], t_cnt), qj, len(index.vocab))
         m = np.flatnonzero(qi >= 0)
         t_end = np.cumsum(t_cnt)
         em_doc = np.searchsorted(t_end, m, side="right")
         em = m + (d0[:, 2] - (t_end - t_cnt))[em_doc]  # entries of the index
-        eq = qi[m].astype(np.int64)
+        eq = qi[m]
         tend = index.term_end[em].astype(np.int64)
         tstart = np.where(em == d0[em_doc, 2], 0, index.term_end[np.maximum(em - 1, 0)].astype(np.int64))
         pst, pgrp = _expand(d0[em_doc, 3] + tstart, tend - tstart)

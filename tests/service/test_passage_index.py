@@ -119,6 +119,21 @@ def test_array_ranker_equals_the_per_record_reference_on_random_records() -> Non
     assert checked > 600
 
 
+def test_large_vocabularies_use_a_bounded_term_lookup(monkeypatch: pytest.MonkeyPatch) -> None:
+    from service.passages import ranker
+
+    rng = random.Random(11)
+    records = [random_record(rng, i) for i in range(10)]
+    index = PassageIndex.from_records(records)
+    query, rows = "valve spring seal pump steel housing", list(range(10))
+    want = index.score(query, "en", rows, variant="qsf_passage_propagate")
+    monkeypatch.setattr(ranker, "_QMAP_MAX_TERMS", 0)  # every vocabulary counts as large
+    got = index.score(query, "en", rows, variant="qsf_passage_propagate")
+    assert got.ids() == want.ids()
+    for key in want.raw:
+        assert np.array_equal(got.raw[key], want.raw[key]), key
+
+
 def test_rank_hits_equal_the_reference_hits() -> None:
     rng = random.Random(5)
     records = [random_record(rng, i) for i in range(12)]
