@@ -102,13 +102,15 @@ def _child(index_dir: str, n_queries: int, depth: int, k: int, reference_queries
     mem_loaded = _memory_mb()
     texts = bench_queries(engine.first_stage.docs, n_queries, seed)
     e2e: list[float] = []
+    cpu: list[float] = []
     stage: dict[str, list[float]] = {}
     documents: list[int] = []
     results: list[list[dict[str, Any]]] = []
     for text in texts:
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.process_time()
         res = engine.passages(PassageRequest(query=text, k=k, depth=depth, variant=variant))
         e2e.append((time.perf_counter() - t) * 1000.0)
+        cpu.append((time.process_time() - c) * 1000.0)
         results.append(res["results"])
         for st in res["stages"]:
             stage.setdefault(st["name"], []).append(st["ms"])
@@ -153,7 +155,7 @@ def _child(index_dir: str, n_queries: int, depth: int, k: int, reference_queries
         "variant": variant, "load_s": load_s, "memory_mb": {"start": mem0, "loaded": mem_loaded, "after": mem_after},
         "candidates_mean": float(np.mean(documents)) if documents else 0.0,
         "first_query_ms": e2e[0] if e2e else float("nan"),
-        "engine": _stats(e2e), "per_stage": {name: _stats(v) for name, v in stage.items()},
+        "engine": _stats(e2e), "engine_cpu": _stats(cpu), "per_stage": {name: _stats(v) for name, v in stage.items()},
         "reference": {"queries": len(ref_stage), "passages": _stats(ref_stage), "engine": _stats(ref_e2e),
                       "new_engine_same_queries": _stats(new_e2e), "identical_hits": identical},
         "texts": texts,
@@ -242,6 +244,8 @@ def format_report(r: dict[str, Any]) -> str:
         lines.append(f"  stage {name:<26}{v['p50']:>10.2f}{v['p99']:>10.2f}{v['mean']:>10.2f}")
     e = r["engine"]
     lines.append(f"  {'Engine.passages (end to end)':<32}{e['p50']:>10.2f}{e['p99']:>10.2f}{e['mean']:>10.2f}")
+    c = r["engine_cpu"]
+    lines.append(f"  {'  same, process CPU time':<32}{c['p50']:>10.2f}{c['p99']:>10.2f}{c['mean']:>10.2f}")
     ref = r["reference"]
     if ref["queries"]:
         lines.append(f"today's implementation, same run, first {ref['queries']} queries, same candidates:")
