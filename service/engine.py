@@ -10,7 +10,6 @@ only"), and ``fusion`` says which components shaped the ranking and why the othe
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -23,6 +22,7 @@ from service.corpus.record import PatentRecord
 from service.fusion import COMPONENTS
 from service.index.folder import IndexFolder
 from service.index.store import DocStore, UnknownDocumentError
+from service.passages import DEFAULT_PARAMS, PassageIndex, PassageIndexMissingError
 from service.pipeline import Pipeline, compose
 from service.query import Query, QueryError
 from service.schema import (
@@ -40,7 +40,7 @@ from service.settings import Settings
 
 log = logging.getLogger(__name__)
 
-DEFAULT_PASSAGE_PARAMS = {"alpha": 0.5, "beta": 0.5, "sigma": 1.0}
+DEFAULT_PASSAGE_PARAMS = dict(DEFAULT_PARAMS)
 PASSAGE_DOCS = 1000
 
 __all__ = ["Engine", "QueryError"]
@@ -61,13 +61,16 @@ class Engine:
         self.scheme = scheme
         self.device = pipeline.device
         self.loaded_at = time.time()
-        from service.retrieval.passages import PassageRanker
+        self._passages: PassageIndex | None = None
+        self._passages_missing: str | None = None
+        try:
+            self._passages = PassageIndex.load(folder)
+        except PassageIndexMissingError as exc:  # an index built before passages were indexed: search still works
+            self._passages_missing = str(exc)
+            self.notices.append(str(exc))
 
-        # PSQ tables let a de/fr query score English passages; the ranker caches parsed documents
-        self._passages = PassageRanker(translations=self.first_stage.tables)
-        self._warm_stop = threading.Event()
-        self._warm_thread: threading.Thread | None = None
-        self.warmup: dict[str, Any] = {"state": "off", "documents": 0}
+    def close(self) -> None:
+        """Nothing to stop: the engine holds memory maps and one descriptor, released with the object."""
 
     # ------------------------------------------------------------------ loading
     @classmethod
@@ -84,36 +87,6 @@ class Engine:
 
     def describe(self) -> str:
         return f"{self.num_docs} documents, stages {' -> '.join(self.pipeline.names)}, device {self.device}"
-
-    def warm_passages(self, limit: int | None = None, lang: str = "en", chunk: int = 16) -> int:
-        """Parse documents into the passage cache (in small chunks, so queries are not held up)."""
-        n = min(self.num_docs, limit if limit is not None else self._passages.cache_size)
-        done = 0
-        for start in range(0, n, chunk):
-            if self._warm_stop.is_set():
-                break
-            recs = [self.docs.get_row(r) for r in range(start, min(n, start + chunk))]
-            done += self._passages.prepare(recs, lang)
-        return done
-
-    def start_warming(self) -> None:
-        """Warm the passage cache in a background thread (cold documents cost ~10 ms each to parse)."""
-        limit = min(self.settings.passage_warmup_docs, self._passages.cache_size)
-        if limit <= 0:
-            return
-        self.warmup = {"state": "running", "documents": 0}  # before the thread starts: no window shows "off"
-
-        def _run() -> None:
-            started = time.perf_counter()
-            n = self.warm_passages(limit)
-            self.warmup = {"state": "done", "documents": n, "seconds": round(time.perf_counter() - started, 1)}
-            log.info("passage cache warmed: %d documents in %.1f s", n, time.perf_counter() - started)
-
-        self._warm_thread = threading.Thread(target=_run, name="passage-warmup", daemon=True)
-        self._warm_thread.start()
-
-    def close(self) -> None:
-        self._warm_stop.set()
 
     # ------------------------------------------------------------------ queries
     def query(self, req: SearchRequest, depth: int | None = None) -> Query:
@@ -149,7 +122,9 @@ class Engine:
                               fusion=_fusion_info(cands), notices=self.notices + query.notes)
 
     def passages(self, req: PassageRequest) -> PassageResponse:
-        """Rank passages of the top documents in context (QSF variants)."""
+        """Rank passages of the top documents in context (QSF variants) from the build-time passage index."""
+        if self._passages is None:
+            raise QueryError(self._passages_missing or "this index has no passage index")
         started = time.perf_counter()
         query = self.query(req, depth=req.depth or PASSAGE_DOCS)
         query.k = query.depth  # passages need the whole candidate list, not the top k documents
@@ -159,32 +134,19 @@ class Engine:
         t0 = time.perf_counter()
         lang = query.r.lang
         readable = {lang} | ({"en"} if lang in self.first_stage.tables else set())
-        docs: list[tuple[PatentRecord, float]] = []
-        skipped = 0
-        assert cands.fused is not None
-        for r, s in zip(cands.rows.tolist(), cands.fused.tolist(), strict=True):
-            rec = self.docs.get_row(r)
-            if readable & set(rec.languages):
-                docs.append((rec, s))
-            else:
-                skipped += 1
-        if skipped:
-            query.note(f"{skipped} candidate documents have no text in {', '.join(sorted(readable))}: "
+        try:
+            ranking = self._passages.rank(
+                query.r.text, lang, cands.rows, cands.fused, translations=self.first_stage.tables,
+                variant=req.variant, k=req.k, langs=readable, alpha=params["alpha"], beta=params["beta"],
+                sigma=params["sigma"])
+        except ValueError as exc:
+            raise QueryError(str(exc)) from exc
+        if ranking.skipped:
+            query.note(f"{ranking.skipped} candidate documents have no text in {', '.join(sorted(readable))}: "
                        "their passages are not ranked")
-        hits = []
-        if docs:
-            try:
-                hits = self._passages.rank(query.r.text, lang, docs, variant=req.variant, k=req.k, langs=readable,
-                                           alpha=params["alpha"], beta=params["beta"], sigma=params["sigma"])
-            except ValueError as exc:
-                raise QueryError(str(exc)) from exc
-        titles = {rec.id: title_of(rec, lang) for rec, _ in docs}
-        trace.append(StageTrace("passages", (time.perf_counter() - t0) * 1000.0, len(hits),
-                                {"variant": req.variant, **params, "documents": len(docs)}))
-        results = [PassageHit(doc_id=h.doc_id, passage_id=h.passage_id, section_path=list(h.section_path), text=h.text,
-                              score=float(h.score), components={k: float(v) for k, v in h.components.items()},
-                              highlights=[(int(a), int(b)) for a, b in h.highlights], title=titles.get(h.doc_id),
-                              lang=h.lang) for h in hits]
+        trace.append(StageTrace("passages", (time.perf_counter() - t0) * 1000.0, len(ranking.hits),
+                                {"variant": req.variant, **params, "documents": ranking.documents}))
+        results = [PassageHit.model_validate(h.to_dict()) for h in ranking.hits]
         return PassageResponse(results=results, stages=self._stages(trace, req.explain),
                                took_ms=(time.perf_counter() - started) * 1000.0, query=self._query_info(query, cands),
                                fusion=_fusion_info(cands), notices=self.notices + query.notes)
@@ -231,7 +193,7 @@ class Engine:
             "stage_details": self.pipeline.describe(),
             "device": self.device,
             "notices": self.notices,
-            "passage_warmup": self.warmup,
+            "passages": self._passages.describe() if self._passages is not None else None,
             "loaded_at": self.loaded_at,
         }
 

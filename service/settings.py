@@ -51,8 +51,6 @@ class Settings(BaseSettings):
     api_key: str | None = Field(None, description="when set, requests must carry it in X-API-Key")
     admin_key: str | None = Field(None, description="key for /admin/* (defaults to api_key)")
     cors_origins: list[str] = Field(default_factory=list, description="allowed CORS origins")
-    passage_warmup_docs: int = Field(2000, ge=0, description="documents parsed into the passage cache at start "
-                                     "(in the background; 0 = none)")
     log_level: str = "INFO"
 
     @model_validator(mode="after")

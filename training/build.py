@@ -34,6 +34,7 @@ from service.corpus.jsonl import read_corpus
 from service.corpus.record import LANGS, PatentRecord
 from service.index.folder import FIELDS, SCORINGS, IndexFolder, Layout, validate_settings, write_meta
 from service.index.store import DocStore, DocStoreWriter
+from service.passages.builder import build_passage_index
 from service.retrieval.sparse import SparseIndexBuilder
 from service.retrieval.translate import TranslationTable
 from service.text.analysis import TOKEN_RE, Analyzer, get_analyzer, normalise
@@ -62,6 +63,7 @@ class BuildReport:
     translation: list[str] = field(default_factory=list)
     models: dict[str, Any] | None = None  # add_models report (times, device, dense index), when built with models
     fusion: dict[str, Any] | None = None  # learned weights summary, or {"skipped": reason}
+    passages: dict[str, Any] | None = None  # passage index: counts, bytes (per document), seconds
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -265,6 +267,7 @@ def build_index(
         if translation_dir is not None:
             tables = _copy_tables(Path(translation_dir), tmp / "translation")
         components["translation"] = tables
+        components["passages"] = build_passage_index(tmp, analyzers=analyzers, progress=show)
         components["build"] = {"n_docs": n_docs, "corpus": str(corpus) if isinstance(corpus, str | Path) else None}
         folder = IndexFolder(tmp, write_meta(tmp, settings, components))  # the build wrote and hashed every file
         models_report: dict[str, Any] | None = None
@@ -292,6 +295,7 @@ def build_index(
         translation=[t["file"] for t in tables],
         models=models_report,
         fusion=fusion_report,
+        passages=components["passages"],
     )
 
 

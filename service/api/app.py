@@ -32,7 +32,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
         started = time.perf_counter()
         app.state.engine = Engine.load(settings.index_dir, settings=settings)
-        app.state.engine.start_warming()
         app.state.metrics.index_docs.set(app.state.engine.num_docs)
         log.info("index %s loaded in %.1f s: %s", settings.index_dir, time.perf_counter() - started,
                  app.state.engine.describe())

@@ -13,6 +13,7 @@ Layout (every path below is relative to the folder; :class:`Layout` names each o
     dense/vectors.npy, dense/index.faiss     dual-encoder vectors + FAISS (service/retrieval/dense.py)
     rerank/<encoding>.npy  the rankers' document encodings (service/stages/rerank.py)
     ltr/                   word-pair and domain stores and models (service/stages/ltr.py)
+    passages/              the passage index: every document's passage tree as arrays (service/passages/)
     fusion.json, fusion.png  the fusion weights of every method, the cross-validation report (service/fusion.py)
 
 :meth:`IndexFolder.open` reads ``meta.json`` once and checks the format, the version, the settings
@@ -71,6 +72,7 @@ class Layout:
     DENSE_FAISS = "dense/index.faiss"
     RERANK = "rerank"
     LTR = "ltr"
+    PASSAGES = "passages"
     FUSION = "fusion.json"
     FUSION_PLOT = "fusion.png"
 

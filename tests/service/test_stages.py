@@ -141,8 +141,7 @@ def test_fusion_weights_per_profile_and_depth(index: Path, tmp_path: Path) -> No
                                                              200: {"bm25": 0.9, "text": 0.1}}),
                  "codes": ProfileWeights(False, "did not beat BM25")}).save(root / Layout.FUSION)
     folder.register({"fusion": {"version": 2, "file": Layout.FUSION}}, changed=[Layout.FUSION])
-    engine = Engine.load(root, settings=Settings(index_dir=root, device="cpu", default_depth=40,
-                                                 passage_warmup_docs=0))
+    engine = Engine.load(root, settings=Settings(index_dir=root, device="cpu", default_depth=40))
     assert engine.pipeline.names == ["bm25", "dense", "rerank", "fusion"]
     assert engine.health()["stage_details"]["fusion"]["linear"]["nocodes"]["installed"]
     text, codes = _query_of(engine.pipeline, 5)

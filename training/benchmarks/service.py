@@ -2,7 +2,8 @@
 
 The same queries run (1) in-process through ``Engine.search`` (the pipeline alone) and (2) as
 ``POST /search`` against a real ``priorart serve`` on 127.0.0.1 (uvicorn + FastAPI + JSON + loopback
-HTTP). The API overhead is ``(http p50 - engine p50) / http p50``. Queries are the English first
+HTTP). The API overhead is ``(http p50 - engine p50) / http p50``. With ``passages`` the same queries
+also run through ``Engine.passages`` and ``POST /passages`` (k 10, the default variant). Queries are the English first
 claims of documents of the index (each search excludes nothing: it is a latency test), single client.
 """
 
@@ -51,12 +52,12 @@ def _pct(values: list[float], q: float) -> float:
 
 
 def run_service_bench(index_dir: Path, *, queries: int = 200, depth: int = 1000, k: int = 10, seed: int = 0,
-                      http: bool = True) -> dict[str, Any]:
+                      http: bool = True, passages: bool = False) -> dict[str, Any]:
     """Measure; returns a dict of figures (milliseconds)."""
     import httpx
 
     from service.engine import Engine
-    from service.schema import SearchRequest
+    from service.schema import PassageRequest, SearchRequest
     from service.settings import Settings
 
     engine = Engine.load(index_dir, settings=Settings(index_dir=index_dir))
@@ -86,6 +87,13 @@ def run_service_bench(index_dir: Path, *, queries: int = 200, depth: int = 1000,
         "per_stage": {name: {"p50": _pct(v, 50), "p99": _pct(v, 99), "mean": float(np.mean(v))}
                       for name, v in stage_ms.items()},
     }
+    if passages:
+        elat: list[float] = []
+        for t in texts:
+            started = time.perf_counter()
+            engine.passages(PassageRequest(query=t, k=10, depth=depth))
+            elat.append((time.perf_counter() - started) * 1000.0)
+        out["passages_engine"] = {"p50": _pct(elat, 50), "p99": _pct(elat, 99), "mean": float(np.mean(elat))}
     engine.close()
     if not http:
         return out
@@ -106,10 +114,6 @@ def run_service_bench(index_dir: Path, *, queries: int = 200, depth: int = 1000,
                 if time.time() > deadline or proc.poll() is not None:
                     raise RuntimeError("priorart serve did not become ready")
                 time.sleep(0.3)
-            while client.get("/health").json().get("passage_warmup", {}).get("state") == "running":
-                if time.time() > deadline:
-                    raise RuntimeError("the passage cache warm-up did not finish")
-                time.sleep(0.5)  # measure queries, not the background warm-up competing for the CPU
             for t in texts[:5]:
                 client.post("/search", json={"query": t, "k": k, "depth": depth})
             lat: list[float] = []
@@ -118,6 +122,14 @@ def run_service_bench(index_dir: Path, *, queries: int = 200, depth: int = 1000,
                 r = client.post("/search", json={"query": t, "k": k, "depth": depth})
                 lat.append((time.perf_counter() - started) * 1000.0)
                 r.raise_for_status()
+            if passages:
+                plat: list[float] = []
+                for t in texts:
+                    started = time.perf_counter()
+                    r = client.post("/passages", json={"query": t, "k": 10, "depth": depth})
+                    plat.append((time.perf_counter() - started) * 1000.0)
+                    r.raise_for_status()
+                out["passages_http"] = {"p50": _pct(plat, 50), "p99": _pct(plat, 99), "mean": float(np.mean(plat))}
         out["http"] = {"p50": _pct(lat, 50), "p99": _pct(lat, 99), "mean": float(np.mean(lat))}
         out["api_overhead_of_p50"] = (out["http"]["p50"] - out["engine"]["p50"]) / out["http"]["p50"]
     finally:
@@ -139,4 +151,8 @@ def format_report(r: dict[str, Any]) -> str:
         h = r["http"]
         lines.append(f"{'HTTP e2e':<12}{h['p50']:>10.2f}{h['p99']:>10.2f}{h['mean']:>10.2f}")
         lines.append(f"API (FastAPI + JSON + loopback HTTP) overhead: {100 * r['api_overhead_of_p50']:.1f} % of p50")
+    for key, label in (("passages_engine", "passages e2e"), ("passages_http", "passages HTTP")):
+        if key in r:
+            v = r[key]
+            lines.append(f"{label:<12}{v['p50']:>10.2f}{v['p99']:>10.2f}{v['mean']:>10.2f}   (POST /passages, k 10)")
     return "\n".join(lines)

@@ -271,12 +271,40 @@ def service_command(
     queries: int = typer.Option(200, "--queries", help="Queries to time (English first claims of the index)."),
     depth: int = typer.Option(1000, "--depth", help="Candidates per query (reranked when the index has models)."),
     http: bool = typer.Option(True, "--http/--no-http", help="Also time POST /search on a live priorart serve."),
+    passages: bool = typer.Option(False, "--passages/--no-passages", help="Also time /passages (same queries)."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
     """Per-stage latency, end-to-end p50/p99 in-process and over HTTP, and the API overhead."""
     from training.benchmarks.service import format_report, run_service_bench
 
-    report = run_service_bench(index_dir, queries=queries, depth=depth, http=http)
+    report = run_service_bench(index_dir, queries=queries, depth=depth, http=http, passages=passages)
+    typer.echo(json.dumps(report, indent=1) if as_json else format_report(report))
+
+
+@bench_app.command("passages")
+def passages_command(
+    index_dir: Path = typer.Argument(..., help="Index folder built by `priorart build` (with its passage index)."),
+    queries: int = typer.Option(100, "--queries", help="Queries to time (English first claims of the index)."),
+    depth: int = typer.Option(1000, "--depth", help="Candidate documents whose passages are ranked."),
+    k: int = typer.Option(10, "--k", help="Passages returned per query."),
+    reference_queries: int = typer.Option(
+        10, "--reference-queries", help="Queries also run through today's per-record implementation (slow)."
+    ),
+    variant: str = typer.Option("qsf_passage_propagate", "--variant", help="QSF variant."),
+    seed: int = typer.Option(0, "--seed"),
+    http: bool = typer.Option(True, "--http/--no-http", help="Also time POST /passages on a fresh priorart serve."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+) -> None:
+    """/passages from a cold process: p50/p99 per stage, end to end and over HTTP; today's implementation on the
+    same candidates in the same run (speed-up, identical hits)."""
+    from training.benchmarks.passages import format_report, run_passage_bench
+
+    try:
+        report = run_passage_bench(index_dir, queries=queries, depth=depth, k=k, reference_queries=reference_queries,
+                                   variant=variant, seed=seed, http=http)
+    except (ValueError, RuntimeError) as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from exc
     typer.echo(json.dumps(report, indent=1) if as_json else format_report(report))
 
 

@@ -84,6 +84,12 @@ def build_command(
         typer.echo(f"  bm25/{lang}: {info['n_docs']} documents, {info['n_terms']} terms, {info['nnz']} postings")
     for t in report.translation:
         typer.echo(f"  {t}")
+    if report.passages:
+        p = report.passages
+        typer.echo(f"  passages: {p['n_passages']} passages of {p['n_docs']} documents in {p['seconds']:.1f} s "
+                   f"({p['cpu_s']:.1f} CPU s), "
+                   f"{p['bytes'] / 2**20:.1f} MiB on disk ({p['bytes_per_doc'] / 1024:.1f} KiB per document, "
+                   f"{p['scoring_bytes_per_doc'] / 1024:.1f} KiB of it read by scoring, memory-mapped)")
     if report.models:
         m = report.models
         sec = m["seconds"]

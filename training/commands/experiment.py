@@ -1,6 +1,7 @@
 """``priorart experiment ...``: experiments over the real data. ``xling``: German/French first claims of the
 trilingual EP grants searched in an English-only index, with and without query translation. ``models``: BM25
-vs dense vs reranking vs learned fusion on the test split (training/experiments/models.py)."""
+vs dense vs reranking vs learned fusion on the test split (training/experiments/models.py). ``passages``: the QSF
+parameters tuned on the reference-sign proxy, held out (training/experiments/passages.py)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from pathlib import Path
 
 import typer
 
+_VARIANTS = ("qsf_v", "qsf_v_title", "qsf_section", "qsf_section_propagate", "qsf_passage_propagate")
 experiment_app = typer.Typer(help="Experiments over the real data (see training/experiments/).", no_args_is_help=True)
 
 
@@ -163,6 +165,39 @@ def synthetic_command(
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from exc
     typer.echo(json.dumps(result.to_dict(), indent=1, default=str) if as_json else format_synthetic(result))
+
+
+@experiment_app.command("passages")
+def passages_command(
+    data: Path = typer.Option(..., "--data", help="The shared data folder (with patents/ep and patents/us)."),
+    folds: int = typer.Option(2, "--folds", help="Cross-validation folds over the documents that give queries."),
+    grid_step: float = typer.Option(0.1, "--grid-step", help="Step of the alpha/beta grid."),
+    max_per_doc: int = typer.Option(3, "--max-per-doc", help="Proxy queries (claims) per document."),
+    variants: str = typer.Option(",".join(_VARIANTS), "--variants", help="Comma-separated QSF variants."),
+    as_json: bool = typer.Option(False, "--json", help="Print the result as JSON instead of a table."),
+    progress: bool | None = typer.Option(None, "--progress/--no-progress", help="Progress bars on stderr."),
+) -> None:
+    """Tune alpha, beta, sigma of each passage variant on the reference-sign proxy (grid search, MAP(D)) and
+    report the held-out MAP(D) against the service defaults and the paper's values."""
+    from training.experiments.passages import (
+        ExperimentError,
+        PassageTuningSettings,
+        format_table,
+        load_records,
+        run_passage_tuning,
+    )
+
+    try:
+        settings = PassageTuningSettings(folds=folds, grid_step=grid_step, max_per_doc=max_per_doc,
+                                         variants=tuple(v.strip() for v in variants.split(",") if v.strip()))
+        result = run_passage_tuning(load_records(data), settings, progress=progress)
+    except (ExperimentError, ValueError) as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from exc
+    if as_json:
+        typer.echo(json.dumps(result.to_dict(), indent=1))
+        return
+    typer.echo(format_table(result))
 
 
 def register(app: typer.Typer) -> None:

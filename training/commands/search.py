@@ -58,8 +58,7 @@ def search_command(
             "query": query, "lang": lang, "k": k, "depth": depth, "codes": code_list, "code_filter": code_level,
             "before": _parse_date(before), "translate": not no_translate, "explain": True,
             "weights": json.loads(weights) if weights else None})
-        engine = Engine.load(index_dir, settings=Settings(index_dir=index_dir, device=device, passage_warmup_docs=0),
-                             verify=verify)
+        engine = Engine.load(index_dir, settings=Settings(index_dir=index_dir, device=device), verify=verify)
         q = engine.query(req)
         if table:
             q.translate = table

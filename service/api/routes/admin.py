@@ -32,7 +32,6 @@ def reload_index(
         log.error("reload of %s refused, old index kept: %s", settings.index_dir, exc)
         raise HTTPException(409, f"new index refused, old one kept: {exc}") from exc
     request.app.state.engine = new  # one reference assignment: requests see either old or new
-    new.start_warming()
     if old is not None:
         old.close()
     metrics.reloads.labels("ok").inc()

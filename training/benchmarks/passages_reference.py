@@ -1,4 +1,15 @@
-"""Structure-aware passage retrieval: the QSF family of "Passage retrieval in context" (Albarede et al., 2021).
+"""Reference oracle: the passage ranker as it was before the build-time passage index (issue 14).
+
+**Not used by the service.** ``service/passages/`` ranks passages from arrays written at build time;
+this module keeps the previous implementation, which parses every candidate record at query time,
+unchanged, for two uses only:
+
+- the regression test (``tests/service/test_passage_regression.py``) that checks that the array
+  ranker gives the same scores on the real data (within 1e-9), and
+- ``priorart bench passages``, which times "today's" per-query cost in the same run as the new one.
+
+Do not change its behaviour: it is the definition the new ranker is checked against. The scalar
+:func:`lm_similarity` and :class:`BackgroundModel` live only here (tests use them).
 
 Given the first-stage candidate documents of a query, every passage of every candidate is scored with
 its own text and with context propagated through the document's structure; the best ``k`` passages
@@ -86,64 +97,17 @@ Variants (paper equations 3-12; ``Sim_norm`` = min-max over the candidate set)
   first-stage score of the candidate instead (also min-max normalised).
 - Ties are broken by candidate order, then by passage order in the document (abstract, description,
   claims).
-
-Tuning proxy (no passage qrels exist in the shared data)
---------------------------------------------------------
-:func:`reference_sign_queries` derives passage judgments from *reference signs*: European claims
-carry the reference numerals of the drawings in parentheses (Rule 43(7) EPC: "a housing (4) ..."),
-and the description paragraphs that describe those elements name the same numerals ("the housing 4").
-For a claim with signs, the query is the claim text **with the signs removed**, and the relevant
-passages are the description paragraphs of the same document that mention at least
-``min(2, number of signs)`` of the claim's signs. The judgment comes from the drafter's numbering,
-not from any text similarity, so it is not circular with the scorer (unlike "paragraphs lexically
-closest to the claim/abstract", which would reward exactly the similarity being tuned).
-:func:`proxy_tuning_queries` turns these into :class:`TuningQuery` objects whose candidates are all
-given records (the query's own document with its claims removed, so the query cannot find itself).
-
-Weaknesses, to keep in mind when reading tuned values:
-
-- It is an intra-document task (the relevant document is the query's own), unlike CLEF-IP (claims
-  -> passages of *cited* documents). MAP(D) only looks inside relevant documents, so the document
-  component only matters through the ``k`` cut-off; ``alpha`` and ``beta`` are weakly identified.
-- Paragraphs that describe a drawn element share vocabulary with the claim (lexical bias), and they
-  cluster in the "detailed description" sections, which favours structural context.
-- Sign detection in paragraphs is heuristic (a number after a non-stop word, not after "Fig.",
-  "claim", units ...): some numbers that are not signs count, some signs are missed.
-- Few documents: only publications whose claims carry signs; in ``shared/data`` 37 documents (26 EP,
-  11 US of European origin) give 91 queries at 3 claims per document; claims of one document are
-  correlated queries.
-
-Measured on that proxy (EP + US records with a description as candidates, 468 documents, k = 1500,
-MAP(D) with ``service.evaluation.passages``; grid step 0.1, sigma in {0.5, 1, 2, 5}; 2-fold split by
-document, tuned on one fold and evaluated on the other):
-
-===========================  ======================  ==================  ====================
-variant                      tuned on all (a, b, s)  MAP(D), all (in)    held-out MAP(D) A/B
-===========================  ======================  ==================  ====================
-qsf_v                        0.1, -, -               0.421               0.442 / 0.403
-qsf_v_title                  0.1, -, -               0.433               0.456 / 0.414
-qsf_section                  0.7, 0.7, -             0.434               0.424 / 0.414
-qsf_section_propagate        0.3, 0.9, 5             0.434               0.450 / 0.414
-qsf_passage_propagate        0.1, 0.7, 1             0.500               0.507 / 0.474
-===========================  ======================  ==================  ====================
-
-Only ``qsf_passage_propagate`` gains clearly (about +0.05 held-out MAP(D) over ``qsf_v_title`` on
-both folds); the section variants are within noise. Its context alone (alpha = beta = 0) scores
-0.130, below a random order inside the document (0.207), so the gain is not a positional prior.
-``rank``'s defaults stay alpha = beta = 0.5, sigma = 1 (0.467 on this proxy; the paper's Table 4
-values, :data:`PAPER_PARAMS`, give 0.477): the proxy cannot tune the document weight (see above).
 """
 
 from __future__ import annotations
 
-import itertools
 import logging
 import math
 import re
 import threading
 import unicodedata
 from collections import Counter, OrderedDict
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -1047,189 +1011,3 @@ class PassageRanker:
                 score=float(final[i]), components=comps, highlights=spans, title=tree.title, lang=p.lang,
             ))
         return hits
-
-
-# -------------------------------------------------------------------------------------------- tuning
-
-
-@dataclass(frozen=True)
-class TuningQuery:
-    """A training query with its candidates and passage judgments (doc id -> relevant passage ids)."""
-
-    qid: str
-    query: str
-    lang: str
-    candidates: Sequence[tuple[PatentRecord, float]]
-    relevant: Mapping[str, Collection[str]]
-
-
-@dataclass(frozen=True)
-class TuneResult:
-    """Best parameters of one variant and the value of every grid point (alpha, beta, sigma, metric)."""
-
-    variant: str
-    alpha: float
-    beta: float | None
-    sigma: float | None
-    value: float
-    grid: list[tuple[float, float | None, float | None, float]]
-
-
-Metric = Callable[[Mapping[str, list[tuple[str, str, float]]], Mapping[str, Mapping[str, Collection[str]]]], float]
-
-
-def _default_metric(run: Mapping[str, list[tuple[str, str, float]]],
-                    qrels: Mapping[str, Mapping[str, Collection[str]]]) -> float:
-    from service.evaluation.passages import evaluate_passages
-
-    return float(evaluate_passages(run, qrels).aggregate["map(d)"])
-
-
-def tune(
-    queries_with_qrels: Sequence[TuningQuery],
-    grid_step: float = 0.1,
-    *,
-    variant: str = "qsf_passage_propagate",
-    ranker: PassageRanker | None = None,
-    sigmas: Sequence[float] = PAPER_SIGMAS,
-    k: int = 1500,
-    doc_score: str = "lm",
-    metric: Metric | None = None,
-) -> TuneResult:
-    """Grid search of alpha, beta (step ``grid_step``) and sigma maximising ``metric`` (default MAP(D)).
-
-    ``metric(run, qrels)`` takes ``{qid: [(doc_id, passage_id, score), ...]}`` and
-    ``{qid: {doc_id: relevant passage ids}}``. beta is searched only for the variants that use it,
-    sigma only for the propagation variants. Ties keep the first grid point (alpha, then beta,
-    ascending; sigmas in the given order).
-    """
-    if not queries_with_qrels:
-        raise ValueError("tune needs at least one training query")
-    if not 0 < grid_step <= 1:
-        raise ValueError(f"grid_step must be in (0, 1], got {grid_step}")
-    _check_params(variant, 0.0, 0.0, 1.0)
-    ranker = ranker or PassageRanker()
-    metric = metric or _default_metric
-    steps = round(1.0 / grid_step)
-    values = sorted({round(min(1.0, i * grid_step), 10) for i in range(steps + 1)} | {1.0})
-    betas: list[float | None] = list(values) if variant not in ("qsf_v", "qsf_v_title") else [None]
-    sigma_grid: list[float | None] = list(sigmas) if variant.endswith("propagate") else [None]
-    qrels = {q.qid: q.relevant for q in queries_with_qrels}
-    grid: list[tuple[float, float | None, float | None, float]] = []
-    for sig in sigma_grid:
-        scored = [
-            (q.qid, ranker.score(q.query, q.lang, q.candidates, variant=variant, sigma=sig or 1.0,
-                                 doc_score=doc_score))
-            for q in queries_with_qrels
-        ]
-        for a, b in itertools.product(values, betas):
-            run = {qid: s.run(a, 0.5 if b is None else b, k) for qid, s in scored}
-            grid.append((a, b, sig, float(metric(run, qrels))))
-    best = max(grid, key=lambda g: g[3])  # max() keeps the first of equal values
-    return TuneResult(variant=variant, alpha=best[0], beta=best[1], sigma=best[2], value=best[3], grid=grid)
-
-
-# ------------------------------------------------------------------------- proxy judgments (tuning)
-
-_SIGN_GROUP_RE = re.compile(
-    r"\(\s*(\d{1,4}[a-z]?'?(?:\s*(?:,|;|-|and|und|et|or|oder|ou)\s*\d{1,4}[a-z]?'?)*)\s*\)"
-)
-_SIGN_RE = re.compile(r"\d{1,4}[a-z]?")
-_MENTION_RE = re.compile(
-    r"([^\W\d_]{2,})\.?\s*\(?\s*(\d{1,4}[a-z]?)(?![\w,.]\d|\s*(?:%|°|mm\b|cm\b|µm\b|nm\b|m\b|g\b|kg\b|mg\b|ml\b|"
-    r"l\b|s\b|min\b|h\b|bar\b|v\b|hz\b|w\b|k\b|mol\b))",
-    re.IGNORECASE,
-)
-_NOT_SIGN_WORDS = frozenset({
-    "fig", "figs", "figure", "figures", "figur", "figuren", "abb", "abbildung", "abbildungen", "claim", "claims",
-    "anspruch", "ansprüche", "anspruchs", "revendication", "revendications", "example", "examples", "beispiel",
-    "beispiele", "exemple", "exemples", "table", "tables", "tabelle", "tabellen", "tableau", "tableaux", "page",
-    "pages", "seite", "seiten", "line", "lines", "zeile", "zeilen", "column", "columns", "spalte", "spalten", "no",
-    "nr", "number", "nummer", "numéro", "step", "schritt", "étape", "about", "approximately", "approx", "etwa", "ca",
-    "environ", "than", "als", "que", "to", "bis", "à", "and", "und", "et", "or", "oder", "ou", "of", "von", "de",
-})
-
-
-def claim_signs(text: str) -> tuple[set[str], str]:
-    """Reference signs in parentheses in a claim, and the claim text with them removed."""
-    signs: set[str] = set()
-    for m in _SIGN_GROUP_RE.finditer(text):
-        signs.update(s.lower() for s in _SIGN_RE.findall(m.group(1)))
-    stripped = re.sub(r"\s+([,.;:])", r"\1", _SIGN_GROUP_RE.sub(" ", text))
-    stripped = re.sub(r"\s{2,}", " ", stripped).strip()
-    return signs, stripped
-
-
-def paragraph_signs(text: str, lang: str) -> set[str]:
-    """Numbers a paragraph uses as reference signs (heuristic: after a word that is no stop word)."""
-    stop = stopwords(lang) if lang in SUPPORTED_LANGS else frozenset()
-    out: set[str] = set()
-    for m in _MENTION_RE.finditer(text):
-        word = normalise(m.group(1))
-        if word in _NOT_SIGN_WORDS or word in stop:
-            continue
-        out.add(m.group(2).lower())
-    return out
-
-
-@dataclass(frozen=True)
-class ProxyQuery:
-    """A claim (signs removed) and the description passages of its own document that share its signs."""
-
-    qid: str
-    doc_id: str
-    query: str
-    lang: str
-    relevant: frozenset[str]
-    signs: frozenset[str]
-
-
-def reference_sign_queries(
-    record: PatentRecord, *, min_terms: int = 5, max_relevant_share: float = 0.5
-) -> list[ProxyQuery]:
-    """Proxy passage judgments from reference signs (see the module docstring), one per usable claim.
-
-    A claim is used when it has signs, at least ``min_terms`` analysed terms once the signs are
-    removed, and its relevant paragraphs are at most ``max_relevant_share`` of the description.
-    """
-    lang = record.lang if record.lang in SUPPORTED_LANGS else None
-    if lang is None or not record.description or not record.claims.get(lang):
-        return []
-    paragraphs = [(pid, paragraph_signs(text, lang)) for pid, _, text in description_passage_ids(record)]
-    if not paragraphs:
-        return []
-    analyzer = get_analyzer(lang)
-    out: list[ProxyQuery] = []
-    for pid, text in claim_passage_ids(record, lang):
-        signs, stripped = claim_signs(text)
-        if not signs or len(analyzer(stripped)) < min_terms:
-            continue
-        need = min(2, len(signs))
-        relevant = frozenset(p for p, ps in paragraphs if len(ps & signs) >= need)
-        if not relevant or len(relevant) > max_relevant_share * len(paragraphs):
-            continue
-        claim_no = pid.rsplit("/", 1)[1]
-        out.append(ProxyQuery(f"{record.id}-c{claim_no}", record.id, stripped, lang, relevant, frozenset(signs)))
-    return out
-
-
-def proxy_tuning_queries(
-    records: Sequence[PatentRecord], *, max_per_doc: int | None = 3, **kwargs: float
-) -> list[TuningQuery]:
-    """:class:`TuningQuery` objects from :func:`reference_sign_queries` over ``records``.
-
-    Candidates are all ``records`` (first-stage score 0), the query's own document with its claims
-    removed. ``max_per_doc`` keeps the first claims of each document (claim 1 first).
-    """
-    out: list[TuningQuery] = []
-    for rec in records:
-        queries = reference_sign_queries(rec, **kwargs)  # type: ignore[arg-type]
-        if max_per_doc is not None:
-            queries = queries[:max_per_doc]
-        if not queries:
-            continue
-        own = rec.model_copy(update={"claims": {}})
-        cands = [(own if r.id == rec.id else r, 0.0) for r in records]
-        for q in queries:
-            out.append(TuningQuery(q.qid, q.query, q.lang, cands, {q.doc_id: q.relevant}))
-    return out

@@ -1,0 +1,660 @@
+"""QSF passage ranking with array operations over the build-time passage index.
+
+The candidate documents of a query (first-stage rows, in rank order) select their rows of the passage
+index; every passage is scored with its own text and with context propagated through its document's
+tree (Albarede et al., "Passage retrieval in context", 2021). Scores equal the previous per-record
+implementation (``training/benchmarks/passages_reference.py``) within floating-point rounding; a
+regression test checks 1e-9 on the real data.
+
+Similarity (:mod:`service.passages.lm`): ``Sim(q, x) = exp(-CE(theta_q^MLE || theta_x^Dir))``,
+``mu = 1000``. Collection model ``p(w | C)``: the candidate set in that language -- the passages each
+document shows for this query language (abstract and claims in the query language when it has them),
+its headings (when it has passages in their language) and its title in each language it has passages
+in, each text counted once. Query terms that occur in no candidate text of a language are dropped and
+the query model renormalised; when none is left, every text of that language gets ``Sim = 0``.
+Passages in another language than the query's are scored with the PSQ translation of the query model
+when a table for that pair is given (``translations={"de": table_de_en}``), else with the query text
+analysed by that language's analyzer. ``Sim(q, doc)``: the document's text in one language, the query
+language when the document has passages in it, else its language with the most text.
+
+Variants (paper equations 3-12; ``_norm`` = min-max over the candidate set):
+
+- ``qsf_v``: ``a * Sim_norm(q, g) + (1 - a) * Sim_norm(q, doc)``.
+- ``qsf_v_title``: ``Sim_title(q, g)`` instead, the passage text plus the headings of all its ancestor
+  sections and the document title in the passage's language.
+- ``qsf_section``: ``a * Sim_title_norm(g) + (1 - a) * (b * Sim_norm(doc) + (1 - b) * Sim_sec_norm(parent))``;
+  ``Sim_sec(s)`` is the mean over ``s``'s children that have passages below them (``Sim_title`` of its
+  passages, ``Sim_sec`` of its subsections).
+- ``qsf_section_propagate``: the context is the mean over the ancestors ``s`` of ``g`` (parent .. root)
+  of ``Sim_sec(s) * w(dist(g, s))``.
+- ``qsf_passage_propagate``: the context is the mean over the other passages ``g'`` of the document of
+  ``Sim_title(g') * w(dist(g, g'))``; a document's only passage gets 0.
+
+``w(d) = exp(-d^2 / (2 sigma^2))``; tree distance is the number of edges (siblings: 2). Min-max sets:
+passages over all candidate passages, documents over all candidates (also those without passages),
+contexts over all passages; a constant set normalises to 0. Ties: candidate order, then passage order
+in the document (abstract, description, claims).
+
+How the arrays are used (one query, ``n`` candidates):
+
+1. Gather the candidates' units and sections (ranges of the per-document arrays), pick the abstract
+   and claims language per document, mark the *counted* units (the texts of the collection model).
+2. Look the query terms up in the vocabulary; gather the candidates' term entries, keep those of query
+   terms, expand them to their postings ``(unit, count)``; ``cf`` and the log-likelihoods are sums
+   over these postings (``np.bincount``), never over whole texts.
+3. ``Sim_title``: heading and title counts are added per section (a heading to its subtree, a title to
+   the sections of its language), so ``log Sim_title(g) = const - log(|g| + |titles| + mu) + B(sec) +
+   sum over g's postings of p(w|q) [f(c + H) - f(H)]`` with ``B(sec) = sum_w p(w|q) f(H(sec, w))``.
+4. Section scores bottom-up by depth; ``propag_section`` by walking each section's ancestor chain;
+   ``propag_passage`` from per-section sums of the passages directly in each section: subtree sums
+   bottom-up, sums over a section's *other* siblings as prefix + suffix sums, one walk up each
+   ancestor chain (:func:`_passage_propagate`) -- linear in the sections, sums of non-negative terms
+   only, so a dominant passage cannot wipe out the small contributions by cancellation.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import numpy.typing as npt
+
+from service.corpus.record import LANGS
+from service.passages.highlight import highlight_spans
+from service.passages.lm import (
+    CONTEXT_VARIANTS,
+    DEFAULT_MU,
+    DOC_SCORES,
+    check_params,
+    gaussian_weight,
+    minmax,
+    query_models,
+)
+from service.passages.tree import (
+    KIND_ABSTRACT,
+    KIND_CLAIM,
+    KIND_DESCRIPTION,
+    KIND_HEADING,
+    KIND_TITLE,
+    LANG_CODE,
+    NO_LANG,
+    SEC_ABSTRACT,
+    SEC_CLAIMS,
+    SEC_DESCRIPTION,
+    SEC_HEADING,
+    SECTION_LABELS,
+    pick_lang,
+)
+from service.text.analysis import SUPPORTED_LANGS, get_analyzer
+
+if TYPE_CHECKING:
+    from service.passages.index import PassageIndex
+    from service.retrieval.translate import TranslationTable
+
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+
+_N_LANGS = len(LANGS)
+# _PICK[mask, lang]: the language a query in `lang` reads from a field available in `mask`
+_PICK = np.asarray([[pick_lang(m, q) for q in range(_N_LANGS)] for m in range(1 << _N_LANGS)], dtype=np.int64)
+# rank of each language code in string order: the reference breaks document-language ties by max((len, lang))
+_STR_RANK = np.asarray([sorted(LANGS).index(lang) for lang in LANGS], dtype=np.float64)
+_scratch = threading.local()
+
+
+def _expand(starts: IntArray, counts: IntArray) -> tuple[IntArray, IntArray]:
+    """Concatenated ranges ``[starts[i], starts[i] + counts[i])`` and the range number of each element."""
+    counts = np.asarray(counts, dtype=np.int64)
+    total = int(counts.sum()) if counts.size else 0
+    if total == 0:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    offsets = np.cumsum(counts) - counts
+    idx = np.arange(total, dtype=np.int64) + np.repeat(np.asarray(starts, dtype=np.int64) - offsets, counts)
+    return idx, np.repeat(np.arange(counts.size, dtype=np.int64), counts)
+
+
+def _concat(arr: npt.NDArray[Any], starts: IntArray, counts: IntArray) -> npt.NDArray[Any]:
+    """``arr`` over the concatenated ranges (slices + one copy: faster than fancy indexing for long ranges)."""
+    parts = [arr[s: s + c] for s, c in zip(starts.tolist(), counts.tolist(), strict=True) if c]
+    return np.concatenate(parts) if parts else arr[:0].copy()
+
+
+_QMAP_MAX_TERMS = 1 << 22  # above this vocabulary size, no per-thread lookup array (4 bytes per term)
+
+
+def _query_index(term_ids: npt.NDArray[Any], qj: IntArray, vocab_size: int) -> npt.NDArray[np.int64]:
+    """For each term id, the index of the query term it is (``-1`` for other terms).
+
+    A per-thread array ``term id -> query term`` (all -1; restored after use) makes this one gather;
+    for very large vocabularies a binary search over the sorted query ids keeps memory bounded.
+    """
+    nq = int(qj.size)
+    if vocab_size > _QMAP_MAX_TERMS:
+        order = np.argsort(qj)
+        ids = qj[order]
+        pos = np.minimum(np.searchsorted(ids, term_ids), nq - 1)
+        return np.where(ids[pos] == term_ids, order[pos], -1)
+    qmap: npt.NDArray[np.int32] | None = getattr(_scratch, "qmap", None)
+    if qmap is None or qmap.size < vocab_size:
+        qmap = np.full(max(vocab_size, 1), -1, dtype=np.int32)
+        _scratch.qmap = qmap
+    qmap[qj] = np.arange(nq, dtype=np.int32)
+    try:
+        return qmap[term_ids].astype(np.int64)
+    finally:
+        qmap[qj] = -1
+
+
+@dataclass(frozen=True)
+class PassageHit:
+    """A ranked passage with the parts of its score and the character spans of its query-term matches."""
+
+    doc_id: str
+    passage_id: str
+    section_path: list[str]
+    text: str
+    score: float
+    components: dict[str, float]
+    highlights: list[tuple[int, int]]
+    title: str | None = None
+    lang: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON object of ``POST /passages`` results."""
+        return {
+            "doc_id": self.doc_id, "passage_id": self.passage_id, "section_path": list(self.section_path),
+            "text": self.text, "score": float(self.score),
+            "components": {k: float(v) for k, v in self.components.items()},
+            "highlights": [tuple(s) for s in self.highlights], "title": self.title, "lang": self.lang,
+        }
+
+
+@dataclass(frozen=True)
+class PassageRanking:
+    """The result of :meth:`PassageIndex.rank`: hits, candidates ranked, candidates left out by ``langs``."""
+
+    hits: list[PassageHit]
+    documents: int
+    skipped: int = 0
+
+
+@dataclass
+class PassageScores:
+    """Per-passage score components of one query (independent of alpha and beta).
+
+    Arrays are over the candidates' passages in candidate order, then tree order.
+    """
+
+    index: PassageIndex
+    variant: str
+    sigma: float
+    query_lang: str
+    rows: IntArray  # (n,) candidate rows
+    doc_index: IntArray  # (P,) candidate index of each passage
+    units: IntArray  # (P,) unit of each passage in the index
+    sections: IntArray  # (P,) parent section of each passage in the index
+    lang: IntArray  # (P,) language code of each passage
+    passage: FloatArray  # normalised Sim (qsf_v) or Sim_title (others)
+    doc: FloatArray  # (P,) normalised document score of each passage's document
+    context: FloatArray | None  # normalised Sim_sec / propag (context variants)
+    first_stage: FloatArray  # (P,) first-stage score of the document (raw)
+    query_terms: dict[str, set[str]] = field(default_factory=dict)  # language -> analysed query terms
+    raw: dict[str, FloatArray] = field(default_factory=dict)  # before min-max: passage, passage_title, doc, context
+
+    def __len__(self) -> int:
+        return int(self.passage.size)
+
+    def combine(self, alpha: float, beta: float = 0.5) -> FloatArray:
+        """Final passage scores for one (alpha, beta) (paper eq. 3, 6, 8, 10, 12)."""
+        check_params(self.variant, alpha, beta, self.sigma)
+        if self.context is None:
+            return alpha * self.passage + (1.0 - alpha) * self.doc
+        return alpha * self.passage + (1.0 - alpha) * (beta * self.doc + (1.0 - beta) * self.context)
+
+    @staticmethod
+    def order(scores: FloatArray, k: int) -> IntArray:
+        """Indices of the ``k`` best passages, best first (ties: lower index first)."""
+        if k < 1:
+            raise ValueError(f"k must be >= 1, got {k}")
+        n = int(scores.size)
+        if k >= n:
+            return np.argsort(-scores, kind="stable")
+        kth = scores[np.argpartition(-scores, k - 1)[k - 1]]  # the k-th best value
+        above = np.flatnonzero(scores > kth)
+        tied = np.flatnonzero(scores == kth)[: k - above.size]  # lowest indices first: stable
+        sel = np.concatenate([above, tied])
+        return sel[np.lexsort((sel, -scores[sel]))]
+
+    def doc_id(self, i: int) -> str:
+        """Publication id of passage ``i``."""
+        return self.index.doc_id(int(self.rows[self.doc_index[i]]))
+
+    def passage_id(self, i: int) -> str:
+        """Full passage id (``DOC/d/3.2/p4``) of passage ``i``."""
+        return f"{self.doc_id(i)}/{self.index.pids.text(int(self.units[i]))}"
+
+    def ids(self) -> list[tuple[str, str]]:
+        """``(doc_id, passage_id)`` of every scored passage, in score-array order."""
+        return [(self.doc_id(i), self.passage_id(i)) for i in range(len(self))]
+
+    def run(self, alpha: float, beta: float = 0.5, k: int = 1500) -> list[tuple[str, str, float]]:
+        """``(doc_id, passage_id, score)`` of the top ``k`` passages (for evaluation)."""
+        scores = self.combine(alpha, beta)
+        top = self.order(scores, k)
+        return [(self.doc_id(i), self.passage_id(i), s) for i, s in zip(top.tolist(), scores[top].tolist(),
+                                                                       strict=True)]
+
+
+def score_passages(
+    index: PassageIndex,
+    query: str,
+    lang: str,
+    rows: npt.ArrayLike,
+    first_stage: npt.ArrayLike | None = None,
+    *,
+    variant: str = "qsf_passage_propagate",
+    sigma: float = 1.0,
+    doc_score: str = "lm",
+    translations: Mapping[str, TranslationTable] | None = None,
+    exclude_claims: npt.ArrayLike | None = None,
+    mu: float = DEFAULT_MU,
+) -> PassageScores:
+    """All score components of every passage of the candidate ``rows`` (module docstring).
+
+    ``first_stage``: the candidates' first-stage scores (reported, and the document component with
+    ``doc_score="first_stage"``). ``exclude_claims``: per candidate, score it as if it had no claims
+    (the tuning proxy queries a document with its own claims).
+    """
+    check_params(variant, 0.0, 0.0, sigma)
+    if lang not in SUPPORTED_LANGS:
+        raise ValueError(f"unsupported query language {lang!r}; choose one of {', '.join(SUPPORTED_LANGS)}")
+    if doc_score not in DOC_SCORES:
+        raise ValueError(f"unknown doc_score {doc_score!r}; valid: {', '.join(DOC_SCORES)}")
+    if not mu > 0 or math.isinf(mu):
+        raise ValueError(f"mu must be a finite number > 0, got {mu}")
+    rows_a = index.check_rows(rows)
+    n = int(rows_a.size)
+    first = np.zeros(n) if first_stage is None else np.asarray(first_stage, dtype=np.float64).reshape(-1)
+    if first.size != n:
+        raise ValueError(f"{first.size} first-stage scores for {n} candidate rows")
+    excl = np.zeros(n, dtype=bool) if exclude_claims is None else np.asarray(exclude_claims, dtype=bool).reshape(-1)
+    if excl.size != n:
+        raise ValueError(f"{excl.size} exclude_claims flags for {n} candidate rows")
+    L = LANG_CODE[lang]
+    ar_n = np.arange(n, dtype=np.int64)
+
+    # 1. units and sections of the candidates; what a query in `lang` sees of each document
+    d0 = index.docs[rows_a]
+    d1 = index.docs[rows_a + 1]
+    cu, cu_doc = _expand(d0[:, 0], d1[:, 0] - d0[:, 0])
+    u_cnt = d1[:, 0] - d0[:, 0]
+    cu_base = np.cumsum(u_cnt) - u_cnt
+    tag = index.unit_tag[cu].astype(np.int64)
+    kind, ulang = tag >> 2, tag & 3
+    meta = index.doc_meta[rows_a].astype(np.int64)
+    desc_lang = meta[:, 1]
+    abs_pick = _PICK[meta[:, 2], L]
+    claim_pick = np.where(excl, NO_LANG, _PICK[meta[:, 3], L])
+    sel = (kind == KIND_DESCRIPTION) | ((kind == KIND_ABSTRACT) & (ulang == abs_pick[cu_doc])) | (
+        (kind == KIND_CLAIM) & (ulang == claim_pick[cu_doc]))
+    has = np.bincount(cu_doc[sel] * _N_LANGS + ulang[sel], minlength=n * _N_LANGS).reshape(n, _N_LANGS) > 0
+    counted = sel | ((kind <= KIND_HEADING) & has[cu_doc, np.minimum(ulang, _N_LANGS - 1)])
+    ulen = index.unit_len[cu].astype(np.float64)
+    dl_key = cu_doc * _N_LANGS + ulang
+    tot = np.bincount(dl_key, weights=np.where(counted, ulen, 0.0), minlength=n * _N_LANGS).reshape(n, _N_LANGS)
+    title_len = np.bincount(dl_key, weights=np.where(kind == KIND_TITLE, ulen, 0.0),
+                            minlength=n * _N_LANGS).reshape(n, _N_LANGS)
+    key = np.where(has, tot * _N_LANGS + _STR_RANK, -1.0)
+    doc_lang = np.where(has[:, L], L, np.argmax(key, axis=1)) if n else np.zeros(0, dtype=np.int64)
+    doc_lang = np.where(has.any(axis=1), doc_lang, NO_LANG)
+
+    sp = np.flatnonzero(sel)
+    n_pass = int(sp.size)
+    p_doc, p_lang, p_len, p_unit = cu_doc[sp], ulang[sp], ulen[sp], cu[sp]
+
+    s_cnt = d1[:, 1] - d0[:, 1]
+    cs, cs_doc = _expand(d0[:, 1], s_cnt)
+    cs_base = np.cumsum(s_cnt) - s_cnt
+    n_sec = int(cs.size)
+    par_local = index.sec_parent[cs].astype(np.int64)
+    s_parent = np.where(par_local >= 0, cs_base[cs_doc] + par_local, -1)
+    s_depth = index.sec_depth[cs].astype(np.int64)
+    s_kind = index.sec_kind[cs]
+    s_lang = np.full(n_sec, NO_LANG, dtype=np.int64)
+    s_lang = np.where(s_kind == SEC_ABSTRACT, abs_pick[cs_doc], s_lang)
+    s_lang = np.where(s_kind == SEC_CLAIMS, claim_pick[cs_doc], s_lang)
+    s_lang = np.where((s_kind == SEC_DESCRIPTION) | (s_kind == SEC_HEADING), desc_lang[cs_doc], s_lang)
+    p_sec = cs_base[p_doc] + index.unit_sec[p_unit].astype(np.int64)
+
+    # 2. query models and their terms in the vocabulary
+    present = sorted(LANGS[c] for c in range(_N_LANGS) if has[:, c].any())
+    models = query_models(query, lang, present, translations)
+    q_jid: list[int] = []
+    q_prob: list[float] = []
+    q_lang: list[int] = []
+    for plang in present:
+        code = LANG_CODE[plang]
+        for term, p in models.get(plang, {}).items():
+            j = index.vocab.lookup(plang, term)
+            if j >= 0:
+                q_jid.append(j)
+                q_prob.append(p)
+                q_lang.append(code)
+    nq = len(q_jid)
+    qj = np.asarray(q_jid, dtype=np.int64)
+    ql = np.asarray(q_lang, dtype=np.int64)
+
+    # postings of the query terms in the candidates' counted units
+    po_q = po_c = po_cu = np.zeros(0, dtype=np.int64)
+    if nq and n:
+        t_cnt = d1[:, 2] - d0[:, 2]
+        qi = _query_index(_concat(index.term_id, d0[:, 2], t_cnt), qj, len(index.vocab))
+        m = np.flatnonzero(qi >= 0)
+        t_end = np.cumsum(t_cnt)
+        em_doc = np.searchsorted(t_end, m, side="right")
+        em = m + (d0[:, 2] - (t_end - t_cnt))[em_doc]  # entries of the index
+        eq = qi[m]
+        tend = index.term_end[em].astype(np.int64)
+        tstart = np.where(em == d0[em_doc, 2], 0, index.term_end[np.maximum(em - 1, 0)].astype(np.int64))
+        pst, pgrp = _expand(d0[em_doc, 3] + tstart, tend - tstart)
+        po_doc = em_doc[pgrp]
+        po_q = eq[pgrp]
+        po_cu = cu_base[po_doc] + index.post_unit[pst].astype(np.int64)
+        po_c = index.post_count[pst].astype(np.float64)
+        keep = counted[po_cu]
+        po_q, po_c, po_cu = po_q[keep], po_c[keep], po_cu[keep]
+
+    # collection model and query weights per language
+    cf = np.bincount(po_q, po_c, minlength=nq)
+    kept = cf > 0
+    n_tokens = np.maximum(tot.sum(axis=0), 1.0)
+    pqw = np.asarray(q_prob, dtype=np.float64) * kept
+    wsum = np.bincount(ql, pqw, minlength=_N_LANGS)
+    alive = np.append(wsum > 0, False)  # per language code; NO_LANG is never alive
+    pqw = pqw / np.where(wsum > 0, wsum, 1.0)[ql]
+    p_c = np.where(kept, cf / n_tokens[ql], 1.0)
+    const = np.append(np.bincount(ql, pqw * np.log(mu * p_c), minlength=_N_LANGS), 0.0)
+    inv = 1.0 / (mu * p_c)
+
+    # 3. passage log-likelihoods, plain and with titles/headings; documents
+    pidx_of = np.full(int(cu.size), -1, dtype=np.int64)
+    pidx_of[sp] = np.arange(n_pass)
+    po_p = pidx_of[po_cu]
+    is_p = po_p >= 0
+    pp, pq, pc = po_p[is_p], po_q[is_p], po_c[is_p]
+    gain = pqw[pq] * np.log1p(pc * inv[pq])
+    plain = const[p_lang] - np.log(p_len + mu) + np.bincount(pp, gain, minlength=n_pass)
+
+    po_kind = kind[po_cu]
+    h = np.flatnonzero(po_kind == KIND_HEADING)
+    h_sec = cs_base[cu_doc[po_cu[h]]] + index.unit_sec[cu[po_cu[h]]].astype(np.int64)
+    h_end = cs_base[cu_doc[po_cu[h]]] + index.sec_end[cs[h_sec]].astype(np.int64)
+    hx, hg = _expand(h_sec, h_end - h_sec)
+    t = np.flatnonzero(po_kind == KIND_TITLE)
+    t_doc = cu_doc[po_cu[t]]
+    tx, tg = _expand(cs_base[t_doc], s_cnt[t_doc])
+    t_ok = s_lang[tx] == ulang[po_cu[t]][tg]
+    hs_sec = np.concatenate([hx, tx[t_ok]])
+    hs_q = np.concatenate([po_q[h][hg], po_q[t][tg][t_ok]])
+    hs_c = np.concatenate([po_c[h][hg], po_c[t][tg][t_ok]])
+    base = np.zeros(n_sec)
+    gain_ext = gain
+    if hs_sec.size:
+        q_h = np.unique(hs_q)
+        n_h = int(q_h.size)
+        hd = np.bincount(hs_sec * n_h + np.searchsorted(q_h, hs_q), hs_c, minlength=n_sec * n_h)
+        nz = np.flatnonzero(hd)
+        qz = q_h[nz % n_h]
+        base = np.bincount(nz // n_h, pqw[qz] * np.log1p(hd[nz] * inv[qz]), minlength=n_sec).astype(np.float64)
+        qcol = np.full(nq, -1, dtype=np.int64)
+        qcol[q_h] = np.arange(n_h)
+        col = qcol[pq]
+        hq = np.zeros(pq.size)
+        w = col >= 0
+        hq[w] = hd[p_sec[pp[w]] * n_h + col[w]]
+        gain_ext = pqw[pq] * (np.log1p((pc + hq) * inv[pq]) - np.log1p(hq * inv[pq]))
+    s_title_len = title_len[cs_doc, np.minimum(s_lang, _N_LANGS - 1)] * (s_lang < NO_LANG)
+    head = index.sec_head_len[cs].astype(np.float64) + s_title_len
+    ext = const[p_lang] - np.log(p_len + head[p_sec] + mu) + base[p_sec] + np.bincount(pp, gain_ext,
+                                                                                       minlength=n_pass)
+    dead = ~alive[p_lang]
+    plain[dead] = -np.inf
+    ext[dead] = -np.inf
+
+    in_dl = ulang[po_cu] == doc_lang[cu_doc[po_cu]]
+    dkey = cu_doc[po_cu[in_dl]] * max(nq, 1) + po_q[in_dl]
+    dc = np.bincount(dkey, po_c[in_dl], minlength=n * max(nq, 1))
+    nz = np.flatnonzero(dc)
+    dq = nz % max(nq, 1)
+    dsum = np.bincount(nz // max(nq, 1), pqw[dq] * np.log1p(dc[nz] * inv[dq]), minlength=n)
+    dlen = tot[ar_n, np.minimum(doc_lang, _N_LANGS - 1)] if n else np.zeros(0)
+    doc_log = np.where(alive[doc_lang], const[doc_lang] - np.log(dlen + mu) + dsum, -np.inf)
+
+    sim_plain = np.exp(plain)
+    sim_title = np.exp(ext)
+    sim_doc = np.exp(doc_log)
+    doc_norm = minmax(sim_doc) if doc_score == "lm" else minmax(first)
+
+    # 4. context
+    context: FloatArray | None = None
+    ctx = np.zeros(n_pass)
+    if variant in CONTEXT_VARIANTS:
+        if n_pass and variant == "qsf_passage_propagate":
+            ctx = _passage_propagate(sigma, sim_title, p_sec, p_doc, n, s_parent, s_depth)
+        elif n_pass:
+            ctx = _section_context(variant, sigma, sim_title, p_sec, s_parent, s_depth)
+        context = minmax(ctx)
+
+    raw = {"passage": sim_plain, "passage_title": sim_title, "doc": sim_doc[p_doc]}
+    if variant in CONTEXT_VARIANTS:
+        raw["context"] = ctx
+    return PassageScores(
+        index=index, variant=variant, sigma=sigma, query_lang=lang, rows=rows_a, doc_index=p_doc, units=p_unit,
+        sections=cs[p_sec], lang=p_lang, passage=minmax(sim_plain if variant == "qsf_v" else sim_title),
+        doc=doc_norm[p_doc], context=context, first_stage=first[p_doc],
+        query_terms={lg: set(model) for lg, model in models.items()}, raw=raw,
+    )
+
+
+def _section_context(variant: str, sigma: float, st: FloatArray, p_sec: IntArray, s_parent: IntArray,
+                     s_depth: IntArray) -> FloatArray:
+    """Un-normalised context of every passage: Sim_sec of its parent, or propagated from its ancestors."""
+    n_sec = int(s_parent.size)
+    max_depth = int(s_depth.max())
+    levels = [np.flatnonzero(s_depth == d) for d in range(max_depth + 1)]
+    direct = np.bincount(p_sec, st, minlength=n_sec)
+    # Sim_sec: mean over the children with passages below them, bottom-up by depth
+    total = direct.copy()
+    count = np.bincount(p_sec, minlength=n_sec).astype(np.float64)
+    sec = np.zeros(n_sec)
+    for d in range(max_depth, -1, -1):
+        idx = levels[d]
+        idx = idx[count[idx] > 0]
+        sec[idx] = total[idx] / count[idx]
+        if d > 0 and idx.size:
+            par = s_parent[idx]
+            total += np.bincount(par, sec[idx], minlength=n_sec)
+            count += np.bincount(par, minlength=n_sec)
+    if variant == "qsf_section":
+        return sec[p_sec]
+    w = gaussian_weight(np.arange(max_depth + 3), sigma)
+    g = np.zeros(n_sec)
+    cur = np.arange(n_sec)
+    for j in range(max_depth + 1):
+        ok = np.flatnonzero(cur >= 0)
+        if not ok.size:
+            break
+        g[ok] += w[j + 1] * sec[cur[ok]]
+        cur[ok] = s_parent[cur[ok]]
+    return g[p_sec] / (s_depth[p_sec] + 1)
+
+
+def _sibling_exclusive(values: FloatArray, starts: IntArray) -> FloatArray:
+    """For every row, the sum of the other rows of its run (runs begin at ``starts``: sibling lists).
+
+    Computed as prefix + suffix sums within each run (runs padded per length class), never as
+    "total minus own", so a dominant value cannot cancel the small ones.
+    """
+    n = int(values.shape[0])
+    out = np.zeros_like(values)
+    lens = np.diff(np.r_[starts, n])
+    multi = np.flatnonzero(lens > 1)
+    if not multi.size:
+        return out
+    classes = np.ceil(np.log2(lens[multi])).astype(np.int64)
+    for cls in np.unique(classes):
+        runs = multi[classes == cls]
+        span = int(lens[runs].max())
+        pos = np.arange(span)
+        idx = starts[runs][:, None] + pos[None, :]
+        valid = pos[None, :] < lens[runs][:, None]
+        block = np.where(valid[..., None], values[np.minimum(idx, n - 1)], 0.0)
+        excl = np.zeros_like(block)
+        excl[:, 1:] += np.cumsum(block, axis=1)[:, :-1]
+        excl[:, :-1] += np.cumsum(block[:, ::-1], axis=1)[:, ::-1][:, 1:]
+        out[idx[valid]] = excl[valid]
+    return out
+
+
+def _passage_propagate(sigma: float, st: FloatArray, p_sec: IntArray, p_doc: IntArray, n: int, s_parent: IntArray,
+                       s_depth: IntArray) -> FloatArray:
+    """``sum_{g' != g} Sim_title(g') w(dist(g, g'))``, divided by the document's passages minus one.
+
+    With ``S(x)`` the sum of ``Sim_title`` of the passages directly in section ``x`` and ``a`` the parent of
+    ``g``: the passages of ``a`` are 2 edges from ``g``, a passage directly in ``b`` is ``2 + dist(a, b)``.
+    Split by the lowest common section ``x_j`` (``j`` levels above ``a``): ``F(c, k) = sum over the sections
+    ``b`` of ``c``'s subtree of w(k + depth(b) - depth(c)) S(b)`` bottom-up, and for ``j >= 1`` the other
+    children ``c`` of ``x_j`` (sibling-exclusive sums of ``F(c, j + 3)``) plus ``x_j`` itself
+    (``w(2 + j) S(x_j)``); ``j = 0`` is ``a``'s own subtree. Linear in the sections, sums of non-negative
+    terms only (``S(a) - Sim_title(g)`` is exactly 0 for a passage alone in its section).
+    Sections are processed sorted by (depth, parent): a level, and a list of siblings, is a slice.
+    """
+    n_sec = int(s_parent.size)
+    max_depth = int(s_depth.max())
+    width = 2 * max_depth + 6  # k columns: j + 3 <= max_depth + 3 at the top, one more per level below
+    w = gaussian_weight(np.arange(width + 2), sigma)
+    perm = np.lexsort((s_parent, s_depth))
+    inv = np.empty(n_sec, dtype=np.int64)
+    inv[perm] = np.arange(n_sec)
+    par = s_parent[perm]
+    par = np.where(par >= 0, inv[np.maximum(par, 0)], -1)
+    level = np.searchsorted(s_depth[perm], np.arange(max_depth + 2))
+    runs = np.flatnonzero(np.r_[True, par[1:] != par[:-1]])
+    direct = np.bincount(inv[p_sec], st, minlength=n_sec)
+    down = np.zeros((n_sec, width))  # down[x, k] = sum over c child of x of F(c, k + 1)
+    full = np.zeros((n_sec, width))  # full[c, k] = F(c, k) = w(k) S(c) + down[c, k]
+    for d in range(max_depth, -1, -1):
+        lo, hi = int(level[d]), int(level[d + 1])
+        full[lo:hi] = w[None, :width] * direct[lo:hi, None] + down[lo:hi]
+        if d > 0:  # each sibling list adds its F(., k + 1) to its parent's down(., k)
+            first = runs[(runs >= lo) & (runs < hi)]
+            down[par[first], :-1] += np.add.reduceat(full[lo:hi, 1:], first - lo, axis=0)
+    # only k = j + 3 for j = 1 .. max_depth is read from the siblings' sums (roots have no siblings)
+    others = _sibling_exclusive(full[:, 4: max_depth + 4], runs[par[runs] >= 0])
+    out = down[:, 2].copy()  # j = 0: the sections below a
+    cur = np.arange(n_sec)
+    for j in range(1, max_depth + 1):
+        ok = np.flatnonzero(par[cur] >= 0)
+        if not ok.size:
+            break
+        at = cur[ok]
+        up = par[at]
+        out[ok] += others[at, j - 1] + w[2 + j] * direct[up]
+        cur[ok] = up
+    size = np.bincount(p_doc, minlength=n)[p_doc]
+    sec = inv[p_sec]
+    total = out[sec] + w[2] * (direct[sec] - st)
+    return np.where(size > 1, total / np.maximum(size - 1, 1), 0.0)
+
+
+def rank_passages(
+    index: PassageIndex,
+    query: str,
+    lang: str,
+    rows: npt.ArrayLike,
+    doc_scores: npt.ArrayLike | None = None,
+    *,
+    translations: Mapping[str, TranslationTable] | None = None,
+    variant: str = "qsf_passage_propagate",
+    alpha: float = 0.5,
+    beta: float = 0.5,
+    sigma: float = 1.0,
+    k: int = 1500,
+    doc_score: str = "lm",
+    langs: Collection[str] | None = None,
+    highlight: bool = True,
+) -> PassageRanking:
+    """The ``k`` best passages of the candidates (see :meth:`PassageIndex.rank`)."""
+    check_params(variant, alpha, beta, sigma)
+    if k < 1:
+        raise ValueError(f"k must be >= 1, got {k}")
+    rows_a = np.asarray(rows, dtype=np.int64).reshape(-1)
+    scores_a = np.zeros(rows_a.size) if doc_scores is None else np.asarray(doc_scores, dtype=np.float64).reshape(-1)
+    if scores_a.size != rows_a.size:
+        raise ValueError(f"{scores_a.size} document scores for {rows_a.size} candidate rows")
+    skipped = 0
+    if langs is not None:
+        bad = sorted(set(langs) - set(SUPPORTED_LANGS))
+        if bad:
+            raise ValueError(f"unsupported language(s) {bad}; choose from {', '.join(SUPPORTED_LANGS)}")
+        index.check_rows(rows_a)
+        ok = index.readable(rows_a, langs)
+        skipped = int(rows_a.size - np.count_nonzero(ok))
+        rows_a, scores_a = rows_a[ok], scores_a[ok]
+    if not rows_a.size:
+        return PassageRanking([], 0, skipped)
+    sc = score_passages(index, query, lang, rows_a, scores_a, variant=variant, sigma=sigma, doc_score=doc_score,
+                        translations=translations)
+    final = sc.combine(alpha, beta)
+    if langs is not None:
+        allowed = np.flatnonzero(np.isin(sc.lang, [LANG_CODE[x] for x in langs]))
+        top = allowed[sc.order(final[allowed], k)] if allowed.size else allowed
+    else:
+        top = sc.order(final, k) if final.size else np.zeros(0, dtype=np.int64)
+    context_name = "section" if variant == "qsf_section" else "propagated"
+    hits: list[PassageHit] = []
+    titles: dict[int, str | None] = {}
+    for i in top.tolist():
+        row = int(sc.rows[sc.doc_index[i]])
+        unit = int(sc.units[i])
+        plang = LANGS[int(sc.lang[i])]
+        text = index.texts.text(unit)
+        comps = {"passage": float(sc.passage[i]), "doc": float(sc.doc[i]), "first_stage": float(sc.first_stage[i])}
+        if sc.context is not None:
+            comps[context_name] = float(sc.context[i])
+        if row not in titles:
+            titles[row] = document_title(index, row, lang)
+        spans = highlight_spans(text, sc.query_terms.get(plang, set()), get_analyzer(plang)) if highlight else []
+        hits.append(PassageHit(
+            doc_id=index.doc_id(row), passage_id=f"{index.doc_id(row)}/{index.pids.text(unit)}",
+            section_path=section_path(index, row, int(sc.sections[i])), text=text, score=float(final[i]),
+            components=comps, highlights=spans, title=titles[row], lang=plang,
+        ))
+    return PassageRanking(hits, int(sc.rows.size), skipped)
+
+
+def section_path(index: PassageIndex, row: int, section: int) -> list[str]:
+    """Labels of a section and its ancestors, outermost first, root excluded (headings as written)."""
+    sec0, unit0 = int(index.docs[row, 1]), int(index.docs[row, 0])
+    out: list[str] = []
+    s = section
+    while s >= sec0 and int(index.sec_parent[s]) >= 0:
+        kind = int(index.sec_kind[s])
+        label = SECTION_LABELS[kind]
+        out.append(index.texts.text(unit0 + int(index.sec_unit[s])) if kind == SEC_HEADING else str(label))
+        s = sec0 + int(index.sec_parent[s])
+    return out[::-1]
+
+
+def document_title(index: PassageIndex, row: int, lang: str) -> str | None:
+    """The document title in ``lang``, else English, else the first of en, de, fr it has."""
+    u0, u1 = int(index.docs[row, 0]), int(index.docs[row + 1, 0])
+    tags = index.unit_tag[u0:min(u1, u0 + _N_LANGS)]  # titles come first
+    titles = {int(tag) & 3: u0 + i for i, tag in enumerate(tags.tolist()) if int(tag) >> 2 == KIND_TITLE}
+    mask = sum(1 << c for c in titles)
+    code = pick_lang(mask, LANG_CODE[lang])
+    return index.texts.text(titles[code]) if code in titles else None

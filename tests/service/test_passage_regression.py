@@ -1,0 +1,112 @@
+"""Regression: the passage index gives today's scores on the real data (within 1e-9), every variant.
+
+"Today's implementation" is the per-record ranker kept in ``training/benchmarks/passages_reference.py``
+(the service no longer uses it). Candidates are the first-stage results of real queries on the real
+index (English, German and French claims; German/French reach English text through the index's PSQ
+tables), exactly as the engine hands them over.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from service.passages import VARIANTS, PassageIndex
+from service.retrieval.first_stage import FirstStage
+from training.benchmarks.passages_reference import PassageRanker
+
+pytestmark = pytest.mark.realdata
+
+TOL = 1e-9
+
+
+@pytest.fixture(scope="module")
+def stage(real_index: Path) -> FirstStage:
+    return FirstStage.load(real_index)
+
+
+@pytest.fixture(scope="module")
+def reference(stage: FirstStage) -> PassageRanker:
+    """Today's ranker; one instance, so both tests share its cache of parsed records."""
+    return PassageRanker(translations=stage.tables)
+
+
+def _queries(stage: FirstStage) -> list[tuple[str, str]]:
+    """The first claim of a trilingual EP grant in each language, and an English abstract."""
+    from training.tasks import strip_reference_signs
+
+    docs = stage.docs
+    out: list[tuple[str, str]] = []
+    for row in range(len(docs)):
+        rec = docs.get_row(row)
+        if rec.id.startswith("EP") and all(rec.claims.get(lang) for lang in ("en", "de", "fr")):
+            out += [(strip_reference_signs(rec.claims[lang][0].text), lang) for lang in ("en", "de", "fr")]
+            break
+    for row in range(len(docs)):
+        rec = docs.get_row(row)
+        if rec.id.startswith("US") and rec.abstract.get("en"):
+            out.append((rec.abstract["en"], "en"))
+            break
+    assert len(out) == 4
+    return out
+
+
+def _close(got: np.ndarray, want: np.ndarray, what: str) -> None:
+    assert got.shape == want.shape, what
+    scale = float(np.max(np.abs(want))) if want.size else 0.0
+    assert np.allclose(got, want, rtol=TOL, atol=1e-12 * scale), f"{what}: max diff {np.max(np.abs(got - want))}"
+
+
+def test_passage_index_scores_equal_todays_implementation_on_real_data(stage: FirstStage, real_index: Path,
+                                                                      reference: PassageRanker) -> None:
+    index = PassageIndex.load(real_index, meta=stage.meta)
+    compared = 0
+    for text, lang in _queries(stage):
+        hits = stage.search(text, lang=lang, k=1000).hits
+        rows = [h.row for h in hits]
+        scores = [h.score for h in hits]
+        assert len(rows) > 100, "too few candidates to be a real test"
+        records = [(stage.docs.get_row(r), s) for r, s in zip(rows, scores, strict=True)]
+        settings = [(v, 1.0, "lm") for v in VARIANTS] + [("qsf_passage_propagate", 0.5, "lm"),
+                                                         ("qsf_section_propagate", 5.0, "lm"),
+                                                         ("qsf_section", 1.0, "first_stage")]
+        for variant, sigma, doc_score in settings:
+            want = reference.score(text, lang, records, variant=variant, sigma=sigma, doc_score=doc_score)
+            got = index.score(text, lang, rows, scores, variant=variant, sigma=sigma, doc_score=doc_score,
+                              translations=stage.tables)
+            assert got.ids() == [(p.doc_id, p.passage_id) for t in want.trees for p in t.passages]
+            for key in want.raw:
+                _close(got.raw[key], want.raw[key], f"{lang} {variant} raw {key}")
+            for key in ("passage", "doc", "context"):
+                if getattr(want, key) is not None:
+                    assert np.max(np.abs(getattr(got, key) - getattr(want, key))) <= TOL, f"{lang} {variant} {key}"
+            for alpha, beta in ((0.5, 0.5), (0.8, 0.2), (0.1, 0.9)):
+                assert np.max(np.abs(got.combine(alpha, beta) - want.combine(alpha, beta))) <= TOL
+            compared += len(got)
+    assert compared > 100_000  # passages compared over all queries and settings
+
+
+def test_engine_hits_equal_todays_implementation_on_real_data(stage: FirstStage, real_index: Path,
+                                                              reference: PassageRanker) -> None:
+    from training.benchmarks.passages import same_hits
+
+    index = PassageIndex.load(real_index, meta=stage.meta)
+    for text, lang in _queries(stage)[:3]:
+        readable = {lang} | ({"en"} if lang in stage.tables else set())
+        hits = stage.search(text, lang=lang, k=1000).hits
+        rows = [h.row for h in hits]
+        scores = [h.score for h in hits]
+        records = [(stage.docs.get_row(r), s) for r, s in zip(rows, scores, strict=True)]
+        want = reference.rank(text, lang, [(r, s) for r, s in records if readable & set(r.languages)], k=50,
+                              langs=readable)
+        got = index.rank(text, lang, rows, scores, translations=stage.tables, k=50, langs=readable)
+        assert got.skipped == len(records) - sum(1 for r, _ in records if readable & set(r.languages))
+        assert same_hits([h.to_dict() for h in got.hits], want)
+        by_id = {h.passage_id: h for h in want}
+        for h in got.hits:
+            if h.passage_id in by_id:
+                ref = by_id[h.passage_id]
+                assert (h.text, h.section_path, h.highlights, h.lang) == (ref.text, ref.section_path, ref.highlights,
+                                                                          ref.lang)

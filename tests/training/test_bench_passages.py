@@ -1,0 +1,51 @@
+"""``priorart bench passages`` and ``bench service --passages`` on a small synthetic index (figures not asserted)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from service.corpus.jsonl import write_corpus
+from training.build import build_index
+from training.commands import bench
+from training.synth import generate
+
+
+@pytest.fixture(scope="module")
+def synth_index(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("bench-passages")
+    write_corpus(generate(300, 5), folder / "corpus.jsonl")
+    build_index(folder / "corpus.jsonl", folder / "index", progress=False)
+    return folder / "index"
+
+
+def test_passage_bench_compares_with_todays_implementation(synth_index: Path) -> None:
+    from training.benchmarks.passages import format_report, run_passage_bench
+
+    report = run_passage_bench(synth_index, queries=6, depth=200, reference_queries=3, http=False)
+    assert report["queries"] == 6 and report["documents"] == 300
+    assert report["candidates_mean"] > 10
+    assert report["reference"]["queries"] == 3
+    assert report["reference"]["identical_hits"] == 3  # the same passages and scores as today's ranker
+    assert {"bm25", "passages"} <= set(report["per_stage"])
+    assert report["engine"]["n"] == 6 and report["first_query_ms"] > 0
+    text = format_report(report)
+    assert "today's implementation" in text and "identical hits 3/3" in text
+
+
+def test_bench_cli_refuses_bad_options(synth_index: Path) -> None:
+    app = typer.Typer()
+    bench.register(app)
+    res = CliRunner().invoke(app, ["bench", "passages", str(synth_index), "--variant", "bm25", "--no-http"])
+    assert res.exit_code == 2 and "unknown passage variant" in res.output
+
+
+def test_service_bench_times_passages(synth_index: Path) -> None:
+    from training.benchmarks.service import format_report, run_service_bench
+
+    report = run_service_bench(synth_index, queries=5, depth=200, http=False, passages=True)
+    assert report["passages_engine"]["p50"] > 0
+    assert "passages e2e" in format_report(report)
