@@ -23,8 +23,8 @@ import numpy as np
 import numpy.typing as npt
 from tqdm import tqdm
 
+import service.passages.format as fmt
 from service.corpus.record import LANGS, PatentRecord
-from service.passages import format as fmt
 from service.passages.tree import KIND_ABSTRACT, layout
 from service.text.analysis import get_analyzer
 

@@ -92,7 +92,7 @@ from service.passages.tree import (
 from service.text.analysis import SUPPORTED_LANGS, get_analyzer
 
 if TYPE_CHECKING:
-    from service.passages.index import PassageIndex
+    from service.passages.arrays import PassageArrays
     from service.retrieval.translate import TranslationTable
 
 FloatArray = npt.NDArray[np.float64]
@@ -189,7 +189,7 @@ class PassageScores:
     Arrays are over the candidates' passages in candidate order, then tree order.
     """
 
-    index: PassageIndex
+    index: PassageArrays
     variant: str
     sigma: float
     query_lang: str
@@ -250,7 +250,7 @@ class PassageScores:
 
 
 def score_passages(
-    index: PassageIndex,
+    index: PassageArrays,
     query: str,
     lang: str,
     rows: npt.ArrayLike,
@@ -572,7 +572,7 @@ def _passage_propagate(sigma: float, st: FloatArray, p_sec: IntArray, p_doc: Int
 
 
 def rank_passages(
-    index: PassageIndex,
+    index: PassageArrays,
     query: str,
     lang: str,
     rows: npt.ArrayLike,
@@ -637,7 +637,7 @@ def rank_passages(
     return PassageRanking(hits, int(sc.rows.size), skipped)
 
 
-def section_path(index: PassageIndex, row: int, section: int) -> list[str]:
+def section_path(index: PassageArrays, row: int, section: int) -> list[str]:
     """Labels of a section and its ancestors, outermost first, root excluded (headings as written)."""
     sec0, unit0 = int(index.docs[row, 1]), int(index.docs[row, 0])
     out: list[str] = []
@@ -650,7 +650,7 @@ def section_path(index: PassageIndex, row: int, section: int) -> list[str]:
     return out[::-1]
 
 
-def document_title(index: PassageIndex, row: int, lang: str) -> str | None:
+def document_title(index: PassageArrays, row: int, lang: str) -> str | None:
     """The document title in ``lang``, else English, else the first of en, de, fr it has."""
     u0, u1 = int(index.docs[row, 0]), int(index.docs[row + 1, 0])
     tags = index.unit_tag[u0:min(u1, u0 + _N_LANGS)]  # titles come first

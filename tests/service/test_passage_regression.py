@@ -61,7 +61,7 @@ def _close(got: np.ndarray, want: np.ndarray, what: str) -> None:
 
 def test_passage_index_scores_equal_todays_implementation_on_real_data(stage: FirstStage, real_index: Path,
                                                                       reference: PassageRanker) -> None:
-    index = PassageIndex.load(real_index, meta=stage.meta)
+    index = PassageIndex.load(real_index)
     compared = 0
     for text, lang in _queries(stage):
         hits = stage.search(text, lang=lang, k=1000).hits
@@ -92,7 +92,7 @@ def test_engine_hits_equal_todays_implementation_on_real_data(stage: FirstStage,
                                                               reference: PassageRanker) -> None:
     from training.benchmarks.passages import same_hits
 
-    index = PassageIndex.load(real_index, meta=stage.meta)
+    index = PassageIndex.load(real_index)
     for text, lang in _queries(stage)[:3]:
         readable = {lang} | ({"en"} if lang in stage.tables else set())
         hits = stage.search(text, lang=lang, k=1000).hits

@@ -108,7 +108,7 @@ def _child(index_dir: str, n_queries: int, depth: int, k: int, reference_queries
     results: list[list[dict[str, Any]]] = []
     for text in texts:
         t, c = time.perf_counter(), time.process_time()
-        res = engine.passages(PassageRequest(query=text, k=k, depth=depth, variant=variant))
+        res = engine.passages(PassageRequest(query=text, k=k, depth=depth, variant=variant, explain=True))
         e2e.append((time.perf_counter() - t) * 1000.0)
         cpu.append((time.process_time() - c) * 1000.0)
         results.append([h.model_dump() for h in res.results])
