@@ -129,12 +129,13 @@ def validate_settings(settings: Mapping[str, Any]) -> dict[str, Any]:
     Raises ``ValueError`` naming the offending setting.
     """
     required = ("fields", "index_langs", "scoring", "k1", "b", "epsilon")
+    optional = ("analysis",)  # text analysis beyond the default analyzers (compound splitting)
     missing = [k for k in required if k not in settings]
     if missing:
         raise ValueError(f"missing setting(s): {', '.join(missing)}")
-    unknown = sorted(set(settings) - set(required))
+    unknown = sorted(set(settings) - set(required) - set(optional))
     if unknown:
-        raise ValueError(f"unexpected setting(s): {', '.join(unknown)} (known: {', '.join(required)})")
+        raise ValueError(f"unexpected setting(s): {', '.join(unknown)} (known: {', '.join(required + optional)})")
     _check_list("fields", settings["fields"], FIELDS)
     _check_list("index_langs", settings["index_langs"], LANGS)
     if settings["scoring"] not in SCORINGS:
@@ -146,7 +147,12 @@ def validate_settings(settings: Mapping[str, Any]) -> dict[str, Any]:
         raise ValueError(f"setting 'b' must be a number in [0, 1], got {b!r}")
     if not _is_number(eps) or not 0 <= eps <= 1:
         raise ValueError(f"setting 'epsilon' must be a number in [0, 1], got {eps!r}")
-    return {k: (list(settings[k]) if isinstance(settings[k], list) else settings[k]) for k in required}
+    out = {k: (list(settings[k]) if isinstance(settings[k], list) else settings[k]) for k in required}
+    if "analysis" in settings:
+        from service.text.compounds import check_analysis
+
+        out["analysis"] = check_analysis(settings["analysis"])
+    return out
 
 
 def sha256_file(path: str | Path) -> str:
