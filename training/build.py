@@ -23,7 +23,7 @@ import resource
 import shutil
 import sys
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -45,6 +45,7 @@ from service.index.store import (
 )
 from service.retrieval.sparse import SparseIndexBuilder
 from service.text.analysis import TOKEN_RE, Analyzer, get_analyzer, normalise, tokenize
+from service.text.compounds import CompoundSplitter
 from training.translation.compounds import COMPOUND_LANGS
 from training.translation.index_step import (
     DEFAULT_COMPOUND_LANGS,
@@ -170,7 +171,6 @@ def _translation_tables(
     langs: Sequence[str],
     collector: AlignedCollector | None,
     vocabs: dict[str, set[str]],
-    splitters: dict[str, Any],
     show: bool,
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Reuse (``--translation DIR``), build (default) or skip (``--no-translation``) the tables."""
@@ -179,7 +179,7 @@ def _translation_tables(
             return copy_tables(xopts.reuse_dir, tmp, langs)
         if collector is None:
             return [], {"mode": "off", "warnings": []}
-        return build_index_tables(tmp, collector.records, langs, vocabs, xopts, splitters=splitters, progress=show)
+        return build_index_tables(tmp, collector.records, langs, vocabs, xopts, progress=show)
     except TranslationBuildError as exc:
         raise BuildError(str(exc)) from exc
 
@@ -201,6 +201,7 @@ def build_index(
     translation_dir: str | Path | None = None,
     translation: bool = True,
     compounds: str | Sequence[str] = DEFAULT_COMPOUND_LANGS,
+    splitters: Mapping[str, CompoundSplitter] | None = None,
     overwrite: bool = False,
     progress: bool | None = None,
     models_dir: str | Path | None = None,
@@ -214,7 +215,8 @@ def build_index(
     Cross-lingual part (:mod:`training.translation.index_step`): ``translation`` trains translation tables
     of every direction into an indexed language from the corpus' aligned claims and the FreeDict lexicons;
     ``translation_dir`` reuses tables instead; ``compounds`` lists the languages whose compounds are split
-    (for indexing, queries and translation; ``""`` for none).
+    (for indexing, queries and translation; ``""`` for none); ``splitters`` gives them ready-made instead
+    (experiments: splitters that never saw the topics' claims).
     ``overwrite`` replaces an existing index folder (only one with a ``meta.json`` or an empty one).
     ``progress``: tqdm bar on stderr (default: when stderr is a terminal).
     ``models_dir``: add dense + rerank parts from a models folder (:func:`add_models`; ``dense_index``
@@ -272,7 +274,9 @@ def build_index(
     t0, c0 = time.perf_counter(), _cpu_s()
     try:
         # cross-lingual part, step 1: compound splitters (they change how German text is analysed)
-        splitters = prepare_analysis(corpus if isinstance(corpus, str | Path) else records, xopts)
+        if splitters is None:
+            splitters = prepare_analysis(corpus if isinstance(corpus, str | Path) else records, xopts)
+        splitters = dict(splitters)
         analysis = write_analysis(tmp, splitters)
         if analysis is not None:
             settings["analysis"] = analysis
@@ -320,7 +324,7 @@ def build_index(
             del index
         components: dict[str, Any] = {"docstore": docstore, "bm25": bm25}
         # cross-lingual part, step 2: translation tables of every direction into an indexed language
-        tables, xreport = _translation_tables(tmp, xopts, langs, collector, vocabs, splitters, show)
+        tables, xreport = _translation_tables(tmp, xopts, langs, collector, vocabs, show)
         xreport["compounds"] = {lang: sp.settings() for lang, sp in splitters.items()}
         components["translation"] = tables
         components["build"] = {"n_docs": n_docs, "corpus": str(corpus) if isinstance(corpus, str | Path) else None}

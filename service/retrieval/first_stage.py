@@ -35,6 +35,7 @@ paper's two query forms (Mahdabi et al. 2011), ``"text"`` uses title, abstract a
 from __future__ import annotations
 
 import logging
+import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -66,7 +67,8 @@ DEFAULT_MAX_QUERY_TERMS = 100
 PAPER_TERMS = {"abstract": 10, "claims": 100}
 QUERY_FORMS = ("text", "abstract", "claims")
 MAX_DEPTH = 1000
-COMBINES = ("weight", "max")
+COMBINES = ("weight", "reference", "max")
+PARTS_MAX_TERMS = 20
 
 
 class QueryError(ValueError):
@@ -129,10 +131,52 @@ class _Route:
     table: TranslationTable | None = None
     table_name: str | None = None
 
-    def units(self, counts: Mapping[str, int]) -> list[QueryUnit]:
+    def units(
+        self, counts: Mapping[str, int], groups: Sequence[tuple[str, tuple[str, ...]]] = (), *, parts: bool = True
+    ) -> list[QueryUnit]:
+        """Query units of this route. With compound ``groups`` (word term, its parts' terms) a PSQ route
+        translates a compound the table knows as a whole and drops its parts; one the table does not know is
+        translated through its parts, which share the word's weight (the untranslatable whole is dropped).
+        ``parts=False`` never translates parts (compounds split on the index side only)."""
         if self.table is None:
             return [({t: 1.0}, float(c)) for t, c in counts.items()]
-        return [(self.table.translate_term(t), float(c)) for t, c in counts.items()]
+        weight: dict[str, float] = {t: float(c) for t, c in counts.items()}
+        for whole, pieces in groups:
+            if not pieces:
+                continue
+            if whole in self.table or not parts:
+                for p in pieces:  # a known compound translates as a whole
+                    if p in weight:
+                        weight[p] -= 1.0
+            else:  # an unknown one through its parts, which share the word's weight
+                if whole in weight:
+                    weight[whole] -= 1.0
+                for p in pieces:
+                    if p in weight:
+                        weight[p] -= 1.0 - 1.0 / len(pieces)
+        return [(self.table.translate_term(t), w) for t, w in weight.items() if w > 1e-9]
+
+
+def reference_score(index: SparseIndex, units: Sequence[QueryUnit]) -> float:
+    """The score of the query's own best translation as a document of average length in ``index``.
+
+    Each unit counts as if a document held its most probable target term once (expected tf = that
+    probability), so a route whose translations spread their probability is measured against what a
+    perfect match *in that route* scores, not against an untranslated query's. Units that match nothing
+    in the index count with the idf of a term seen once (a miss)."""
+    rare = index.idf_of(1.0)
+    total = 0.0
+    for mapping, weight in units:
+        if not mapping:
+            continue
+        idf = index.unit_idf(mapping)
+        tf = max(mapping.values())
+        if index.scoring == "bm25":
+            part = tf * (index.k1 + 1) / (tf + index.k1)
+        else:
+            part = math.log1p(tf) / math.log(2.0)
+        total += weight * (idf if idf > 0 else rare) * part
+    return total
 
 
 def attainable_score(index: SparseIndex, units: Sequence[QueryUnit]) -> float:
@@ -167,7 +211,8 @@ class FirstStage:
         *,
         max_query_terms: int = DEFAULT_MAX_QUERY_TERMS,
         analyzers: Mapping[str, Analyzer] | None = None,
-        combine: str = "weight",
+        combine: str = "reference",
+        compound_parts: int = PARTS_MAX_TERMS,
     ) -> None:
         if combine not in COMBINES:
             raise ValueError(f"unknown route combination {combine!r}; valid: {', '.join(COMBINES)}")
@@ -181,6 +226,8 @@ class FirstStage:
         self.tables = {src: t for (src, tgt), t in self.pair_tables.items() if tgt == "en"}  # into English, by source
         self.analyzers = dict(analyzers or {})  # the index's analyzers (compound splitting); others: default
         self.combine = combine
+        # translate the parts of compounds a table does not know in queries of at most this many terms
+        self.compound_parts = compound_parts
         self._file_tables: dict[str, TranslationTable] = {}  # tables given as a file path at query time
         self.max_query_terms = max_query_terms
         for lang, idx in self.indexes.items():
@@ -386,7 +433,9 @@ class FirstStage:
             raise QueryError(f"max_query_terms must be >= 0, got {max_query_terms}")
 
         routes = self._routes(lang, translate, notes)
-        terms = self.analyzer(lang)(text)
+        analyzer = self.analyzer(lang)
+        groups = analyzer.groups(text) if analyzer.splitter is not None else []
+        terms = [t for whole, parts in groups for t in (whole, *parts)] if groups else analyzer(text)
         counts: dict[str, int] = dict(Counter(terms))
         n_before = len(counts)
         if max_query_terms and len(counts) > max_query_terms:
@@ -422,7 +471,7 @@ class FirstStage:
         per_route: list[tuple[_Route, np.ndarray, np.ndarray, list[QueryUnit]]] = []
         infos: list[RouteInfo] = []
         for route in routes:
-            units = route.units(counts)
+            units = route.units(counts, groups, parts=len(counts) <= self.compound_parts)
             scores = self.indexes[route.index_lang].score(units)
             # candidates: rows with a non-zero score (rows without any query term score exactly 0; so does
             # the rare row whose only terms have idf 0)
@@ -432,7 +481,12 @@ class FirstStage:
             per_route.append((route, scores, allowed, units))
             norm = 0.0
             if len(routes) > 1:
-                norm = attainable_score(self.indexes[route.index_lang], units) if self.combine == "weight" else best
+                if self.combine == "weight":
+                    norm = attainable_score(self.indexes[route.index_lang], units)
+                elif self.combine == "reference":
+                    norm = reference_score(self.indexes[route.index_lang], units)
+                else:
+                    norm = best
             infos.append(
                 RouteInfo(route.name, route.index_lang, route.kind, route.table_name, int(allowed.sum()), best, norm)
             )
@@ -453,7 +507,7 @@ class FirstStage:
                 final[rows_r[better]] = normed[better]
                 winner[rows_r[better]] = i
                 allowed_any[rows_r] = True
-            combine = "query-weight" if self.combine == "weight" else "max-normalised"
+            combine = {"weight": "query-weight", "reference": "reference", "max": "max-normalised"}[self.combine]
         rows = top_k(final, n, allowed_any) if allowed_any.any() else np.zeros(0, dtype=np.int64)
 
         # explanations (plain Python lists: per-element numpy scalar access is slow at depth 1000)

@@ -140,6 +140,16 @@ class Analyzer:
                 out.extend(self.terms(t))
         return out
 
+    def groups(self, text: str) -> list[tuple[str, tuple[str, ...]]]:
+        """``(term, its parts' terms)`` per kept token (parts empty unless a splitter split the word)."""
+        stop = self._stop
+        out = []
+        for t in tokenize(text):
+            if t not in stop and (len(t) > 1 or t.isdigit()):
+                whole, *parts = self.terms(t)
+                out.append((whole, tuple(parts)))
+        return out
+
     def __repr__(self) -> str:
         extra = f", splitter={len(self.splitter)} words" if self.splitter is not None else ""
         return f"Analyzer(lang={self.lang!r}, stem={self.stem}, remove_stopwords={self.remove_stopwords}{extra})"

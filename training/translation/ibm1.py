@@ -79,12 +79,23 @@ def aligned_pairs(
             texts.append((rec.title[src], rec.title[tgt]))
         n_before = len(pairs)
         for s_text, t_text in texts:
-            s, t = _content(a_src(s_text)), _content(a_tgt(t_text))
+            s, t = _content(_split_terms(a_src, s_text)), _content(_split_terms(a_tgt, t_text))
             if s and t:
                 pairs.append((s, t))
         if len(pairs) > n_before:
             used.append(rec.id)
     return pairs, used
+
+
+def _split_terms(analyzer: Analyzer, text: str) -> list[str]:
+    """Index terms, a split compound replaced by its parts (as in compound splitting for SMT: the model then
+    learns the parts' translations instead of spreading each English word over the word and its parts)."""
+    if analyzer.splitter is None:
+        return analyzer(text)
+    out: list[str] = []
+    for whole, parts in analyzer.groups(text):
+        out.extend(parts or (whole,))
+    return out
 
 
 def _content(terms: list[str]) -> list[str]:

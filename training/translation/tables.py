@@ -313,6 +313,9 @@ def build_direction(
             info["aligned_skipped"] = str(exc)
         else:
             sources.append(SOURCE_ALIGNED)
+            leaked = set(exclude_ids) & set(summary["document_ids"])
+            if leaked:  # a guard on the honesty of cross-fitted numbers, not an input check
+                raise RuntimeError(f"the {src}-{tgt} aligned model saw excluded records {sorted(leaked)[:5]}")
             info["aligned"] = {k: v for k, v in summary.items() if k not in ("log_likelihood", "document_ids")}
     dictionary = lexicon if settings.use_dict else None
     if dictionary is not None:
