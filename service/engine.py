@@ -173,6 +173,7 @@ class Engine:
                 "score": float(cands.fused[i]) if cands.fused is not None else 0.0,
                 "components": comps,
                 "matched_terms": cands.matched_terms.get(int(row), []) if req.explain else [],
+                "route": cands.routes.get(int(row)),
                 "codes": [*rec.ipc, *rec.cpc][:12],
                 "publication_date": rec.publication_date,
             })

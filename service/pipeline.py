@@ -53,6 +53,7 @@ class Candidates:
     rows: np.ndarray
     scores: dict[str, np.ndarray] = field(default_factory=dict)
     matched_terms: dict[int, list[str]] = field(default_factory=dict)
+    routes: dict[int, str] = field(default_factory=dict)  # first-stage route that matched a row best
     fused: np.ndarray | None = None
     normalised: dict[str, np.ndarray] = field(default_factory=dict)  # min-max over the candidate set
     weights: dict[str, float] = field(default_factory=dict)
@@ -115,6 +116,8 @@ class FirstStageStep:
             "filters": info.filters,
             "query_doc": info.query_doc,
             "routes": [r.name for r in info.routes],
+            "route_tables": {r.name: r.table for r in info.routes if r.table},  # e.g. "de:psq": "en-de"
+            "route_merge": info.combine,
             "notes": info.notes,
         }
         rows = np.array([h.row for h in res.hits], dtype=np.int64)
@@ -122,6 +125,7 @@ class FirstStageStep:
             rows=rows,
             scores={"bm25": np.array([h.score for h in res.hits], dtype=np.float64)},
             matched_terms={h.row: h.matched_terms for h in res.hits},
+            routes={h.row: h.route for h in res.hits if h.route},
         )
 
     def describe(self) -> dict[str, Any]:

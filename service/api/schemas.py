@@ -31,7 +31,7 @@ class SearchRequest(BaseModel):
         None, description="score combination: linear (learned weights), borda, linlearn; default: the index's"
     )
     explain: bool = Field(False, description="include matched terms and stage details")
-    translate: bool = Field(True, description="translate de/fr queries into English (PSQ)")
+    translate: bool = Field(True, description="translate the query into the other indexed languages (PSQ)")
 
     @field_validator("query")
     @classmethod
@@ -80,6 +80,11 @@ class SearchHit(BaseModel):
     score: float
     components: dict[str, float | None]
     matched_terms: list[str] = Field(default_factory=list)
+    route: str | None = Field(
+        None,
+        description="first-stage route that reached the document: its own language ('en'), or translated by PSQ "
+        "into the document's language ('de:psq'; the tables are in query.route_tables)",
+    )
     codes: list[str] = Field(default_factory=list)
     publication_date: date | None = None
 

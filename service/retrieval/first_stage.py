@@ -6,8 +6,9 @@ in language ``L`` is searched:
 - in the ``L`` index when there is one (``mono``, route name ``L``);
 - with ``translate=True``, in every other indexed language ``X`` for which the index has a table
   ``translation/L-X.json`` (``psq``, route name ``X:psq``): ``de``/``fr`` -> ``en``, ``en`` -> ``de``/``fr``
-  (so an English query reaches German- and French-only documents), ``de`` <-> ``fr`` (direct, or composed
-  through English at build time: the route's ``table`` then says ``via en``);
+  (so an English query reaches German- and French-only documents), ``de`` <-> ``fr`` (a direct table, or,
+  when there is none, ``L-en`` and ``en-X`` composed at query time: the route's ``table`` then says
+  ``via en``);
 - with ``translate=False`` and ``L != en``: the raw analysed ``L`` terms in the English index (``raw``,
   the "no translation" baseline); with ``translate="<name or path>"``: by PSQ through that one table
   (offline experiments). With ``translate=True`` and no table into English, the raw route is used only
@@ -57,7 +58,7 @@ from service.index.store import (
     looks_like_pub_id,
 )
 from service.retrieval.sparse import QueryUnit, SparseIndex, top_k
-from service.retrieval.translate import TranslationTable
+from service.retrieval.translate import PivotTable, TranslationTable
 from service.text.analysis import SUPPORTED_LANGS, Analyzer, detect_language, get_analyzer
 from service.text.compounds import load_analyzers
 
@@ -69,6 +70,7 @@ QUERY_FORMS = ("text", "abstract", "claims")
 MAX_DEPTH = 1000
 COMBINES = ("weight", "reference", "max")
 PARTS_MAX_TERMS = 20
+PIVOT_LANG = "en"
 
 
 class QueryError(ValueError):
@@ -169,13 +171,13 @@ def reference_score(index: SparseIndex, units: Sequence[QueryUnit]) -> float:
     for mapping, weight in units:
         if not mapping:
             continue
-        idf = index.unit_idf(mapping)
+        idf = index.unit_idf(mapping) if any(t in index.term_id for t in mapping) else rare
         tf = max(mapping.values())
         if index.scoring == "bm25":
             part = tf * (index.k1 + 1) / (tf + index.k1)
         else:
             part = math.log1p(tf) / math.log(2.0)
-        total += weight * (idf if idf > 0 else rare) * part
+        total += weight * idf * part
     return total
 
 
@@ -185,8 +187,8 @@ def attainable_score(index: SparseIndex, units: Sequence[QueryUnit]) -> float:
     bound = index.k1 + 1 if index.scoring == "bm25" else 1.0
     total = 0.0
     for mapping, weight in units:
-        idf = index.unit_idf(mapping) if mapping else 0.0
-        total += weight * (idf if idf > 0 else rare)
+        if mapping:
+            total += weight * (index.unit_idf(mapping) if any(t in index.term_id for t in mapping) else rare)
     return total * bound
 
 
@@ -223,6 +225,12 @@ class FirstStage:
         self.pair_tables: dict[tuple[str, str], TranslationTable] = {
             (key if isinstance(key, tuple) else (key, "en")): t for key, t in tables.items()
         }
+        # de <-> fr (any pair without its own table) through English, composed at query time
+        for src in SUPPORTED_LANGS:
+            for tgt in self.indexes:
+                legs = self.pair_tables.get((src, PIVOT_LANG)), self.pair_tables.get((PIVOT_LANG, tgt))
+                if src != tgt and (src, tgt) not in self.pair_tables and legs[0] is not None and legs[1] is not None:
+                    self.pair_tables[(src, tgt)] = PivotTable(legs[0], legs[1])
         self.tables = {src: t for (src, tgt), t in self.pair_tables.items() if tgt == "en"}  # into English, by source
         self.analyzers = dict(analyzers or {})  # the index's analyzers (compound splitting); others: default
         self.combine = combine

@@ -65,10 +65,9 @@ def dictionary_words(lang: str, dictd_dir: str | Path = DICTD_DIR, *, min_len: i
     words: set[str] = set()
     with open(index, encoding="utf-8", errors="replace") as fh:
         for line in fh:
-            head = line.split("\t", 1)[0]
-            toks = tokenize(head)
-            if len(toks) == 1 and _word(toks[0], min_len) and normalise(head).strip() == toks[0]:
-                words.add(toks[0])
+            head = normalise(line.split("\t", 1)[0]).strip()
+            if _word(head, min_len):  # one word of letters only (a token of its own)
+                words.add(head)
     return words
 
 

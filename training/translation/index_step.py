@@ -10,7 +10,8 @@
    with the pairs);
 3. after indexing, :func:`build_index_tables` trains one table per direction into an indexed language:
    ``de-en``, ``fr-en``, ``en-de``, ``en-fr`` from the aligned claims (read in that direction) merged with
-   the FreeDict lexicon of that direction, and ``de-fr``/``fr-de`` through English (``compose``). A
+   the FreeDict lexicon of that direction; ``de-fr``/``fr-de`` go through English, composed by the first
+   stage at query time from the stored legs (``service.retrieval.translate.PivotTable``). A
    missing lexicon leaves aligned-claims-only tables and a warning in the build report; a direction with
    no resource at all is skipped with a warning.
 
@@ -36,7 +37,7 @@ from service.text.analysis import tokenize
 from service.text.compounds import ANALYSIS_VERSION, CompoundSplitter
 from training.translation.compounds import COMPOUND_LANGS, MIN_PART, splitter_from_counts
 from training.translation.freedict import DEBIAN_PACKAGES, DICTD_DIR, cached_lexicon
-from training.translation.tables import DIRECT_PAIRS, PIVOT, TableSettings, build_direction, pivot_table
+from training.translation.tables import DIRECT_PAIRS, PIVOT, TableSettings, build_direction
 
 log = logging.getLogger(__name__)
 
@@ -210,14 +211,13 @@ def needed_directions(index_langs: Sequence[str]) -> tuple[list[tuple[str, str]]
     return direct, pivots
 
 
-def _entry(table: TranslationTable, via: str | None = None) -> dict[str, Any]:
+def _entry(table: TranslationTable) -> dict[str, Any]:
     return {
         "src": table.src,
         "tgt": table.tgt,
         "file": table_file(table.src, table.tgt),
         "entries": len(table),
         "sources": table.sources,
-        **({"via": via} if via else {}),
     }
 
 
@@ -275,20 +275,15 @@ def build_index_tables(
             continue
         built[(src, tgt)] = table
         report["directions"][f"{src}-{tgt}"] = info
-    for src, tgt in pivots:
-        first, second = built.get((src, PIVOT)), built.get((PIVOT, tgt))
-        if first is None or second is None:
-            report["warnings"].append(f"no {src}-{tgt} table: no {src}-{PIVOT} or {PIVOT}-{tgt} table to compose")
-            continue
-        table = pivot_table(first, second, settings)
-        built[(src, tgt)] = table
-        report["directions"][f"{src}-{tgt}"] = {"sources": table.sources, "source_terms": len(table)}
+    for src, tgt in pivots:  # composed by the first stage at query time from the two stored legs
+        if (src, PIVOT) in built and (PIVOT, tgt) in built:
+            report["directions"][f"{src}-{tgt}"] = {"sources": [f"pivot:{PIVOT}"], "composed": "at query time"}
+        else:
+            report["warnings"].append(f"no {src}-{tgt} translation: no {src}-{PIVOT} or {PIVOT}-{tgt} table")
     entries = []
-    for (src, tgt), table in sorted(built.items()):
-        if tgt not in index_langs:
-            continue  # a pivot leg into a language this index does not hold
-        table.save(index_dir / table_file(src, tgt))
-        entries.append(_entry(table, PIVOT if table.sources and table.sources[0].startswith("pivot:") else None))
+    for (_src, _tgt), table in sorted(built.items()):  # pivot legs too, into a language not indexed
+        table.save(index_dir / table_file(table.src, table.tgt))
+        entries.append(_entry(table))
     for w in report["warnings"]:
         log.warning(w)
     return entries, report

@@ -251,28 +251,6 @@ DIRECT_PAIRS = (("de", "en"), ("fr", "en"), ("en", "de"), ("en", "fr"))
 PIVOT = "en"
 
 
-def compose(
-    first: Mapping[str, Mapping[str, float]],
-    second: Mapping[str, Mapping[str, float]],
-    *,
-    min_prob: float = 0.005,
-    max_per_term: int = 20,
-) -> Entries:
-    """``p(t|s) = sum_e p(e|s) p(t|e)`` (translation through a pivot language), pruned like ``prune``.
-
-    A pivot term without a row in ``second`` (numbers, cognates, unknown words) passes through as itself,
-    as ``TranslationTable`` would pass it at query time.
-    """
-    out: Entries = {}
-    for s, row in first.items():
-        mixed: dict[str, float] = {}
-        for e, p in row.items():
-            for t, q in (second.get(e) or {e: 1.0}).items():
-                mixed[t] = mixed.get(t, 0.0) + p * q
-        out[s] = mixed
-    return prune(out, min_prob=min_prob, max_per_term=max_per_term)
-
-
 def build_direction(
     records: Sequence[PatentRecord],
     src: str,
@@ -337,11 +315,3 @@ def build_direction(
     table = TranslationTable(entries, src=src, tgt=tgt, sources=sources)
     info.update(sources=sources, source_terms=len(table), pairs=sum(len(r) for r in entries.values()))
     return table, info
-
-
-def pivot_table(first: TranslationTable, second: TranslationTable, settings: TableSettings) -> TranslationTable:
-    """``first.src`` -> ``second.tgt`` through ``first.tgt`` (= ``second.src``): see ``compose``."""
-    if first.tgt != second.src:
-        raise ValueError(f"cannot compose {first.src}-{first.tgt} with {second.src}-{second.tgt}")
-    entries = compose(first.entries, second.entries, min_prob=settings.min_prob, max_per_term=settings.max_per_term)
-    return TranslationTable(entries, src=first.src, tgt=second.tgt, sources=[f"pivot:{first.tgt}"])
