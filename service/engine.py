@@ -1,8 +1,10 @@
-"""The search engine behind the API: loads one index folder and composes the pipeline from it.
+"""The search engine behind the API: one opened index folder, its pipeline, the doc store, passages.
 
-Stages present depend on the folder: BM25 (+ translation tables) always; dense, rerank and learned
-fusion weights when the index was built with ``--models``. Anything missing degrades visibly: the
-response's ``notices`` say e.g. "no models in this index: BM25 only".
+:meth:`Engine.load` opens and verifies the folder once (:class:`service.index.folder.IndexFolder`),
+opens the doc store once, and composes the pipeline with :func:`service.pipeline.compose` (the one
+place stages are chosen). Requests and responses are the typed models of :mod:`service.schema`;
+anything missing degrades visibly in the response's ``notices`` (e.g. "no models in this index: BM25
+only"), and ``fusion`` says which components shaped the ranking and why the others did not.
 """
 
 from __future__ import annotations
@@ -14,47 +16,72 @@ from pathlib import Path
 from typing import Any
 
 from service import __version__
-from service.api.schemas import PassageRequest, SearchRequest
-from service.api.settings import Settings
 from service.classification import ClassificationScheme
 from service.corpus.record import PatentRecord
-from service.index.store import UnknownDocumentError
-from service.pipeline import COMPONENTS, FirstStageStep, FusionStep, Pipeline, Query, Stage
-from service.retrieval import first_stage as fs_mod
-from service.retrieval.first_stage import FirstStage
+from service.fusion import COMPONENTS
+from service.index.folder import IndexFolder
+from service.index.store import DocStore, UnknownDocumentError
+from service.pipeline import Candidates, Pipeline, StageTrace, compose
+from service.query import Query, QueryError
+from service.schema import (
+    FusionInfo,
+    PassageHit,
+    PassageRequest,
+    PassageResponse,
+    QueryInfo,
+    SearchHit,
+    SearchRequest,
+    SearchResponse,
+    StageInfo,
+)
+from service.settings import Settings
 
 log = logging.getLogger(__name__)
 
 DEFAULT_PASSAGE_PARAMS = {"alpha": 0.5, "beta": 0.5, "sigma": 1.0}
 PASSAGE_DOCS = 1000
-PASSAGE_K = 1500
 
-
-class QueryError(ValueError):
-    """A request the engine cannot answer as asked (unknown publication number, bad option)."""
+__all__ = ["Engine", "QueryError"]
 
 
 class Engine:
     """One loaded index: the pipeline, the doc store, the classification scheme, passage ranking."""
 
-    def __init__(self, index_dir: Path, settings: Settings, first_stage: FirstStage, pipeline: Pipeline,
-                 notices: list[str], scheme: ClassificationScheme, device: str, extra: dict[str, Any]) -> None:
-        self.index_dir = index_dir
+    def __init__(self, folder: IndexFolder, settings: Settings, pipeline: Pipeline,
+                 scheme: ClassificationScheme) -> None:
+        self.folder = folder
+        self.index_dir = folder.root
         self.settings = settings
-        self.first_stage = first_stage
         self.pipeline = pipeline
-        self.notices = notices
+        self.docs: DocStore = pipeline.docs
+        self.first_stage = pipeline.first_stage
+        self.notices = list(pipeline.notices)
         self.scheme = scheme
-        self.device = device
-        self.extra = extra
+        self.device = pipeline.device
         self.loaded_at = time.time()
         from service.retrieval.passages import PassageRanker
 
         # PSQ tables let a de/fr query score English passages; the ranker caches parsed documents
-        self._passages = PassageRanker(translations=first_stage.tables)
+        self._passages = PassageRanker(translations=self.first_stage.tables)
         self._warm_stop = threading.Event()
         self._warm_thread: threading.Thread | None = None
         self.warmup: dict[str, Any] = {"state": "off", "documents": 0}
+
+    # ------------------------------------------------------------------ loading
+    @classmethod
+    def load(cls, index_dir: str | Path, *, settings: Settings | None = None, verify: bool = True) -> Engine:
+        """Open and verify an index folder; raises ``IndexFormatError`` with a clear message if unusable."""
+        settings = settings or Settings(index_dir=Path(index_dir))
+        folder = IndexFolder.open(index_dir, verify=verify)
+        pipeline = compose(folder, settings)
+        return cls(folder, settings, pipeline, _load_scheme(settings, pipeline.docs))
+
+    @property
+    def num_docs(self) -> int:
+        return len(self.docs)
+
+    def describe(self) -> str:
+        return f"{self.num_docs} documents, stages {' -> '.join(self.pipeline.names)}, device {self.device}"
 
     def warm_passages(self, limit: int | None = None, lang: str = "en", chunk: int = 16) -> int:
         """Parse documents into the passage cache (in small chunks, so queries are not held up)."""
@@ -63,7 +90,7 @@ class Engine:
         for start in range(0, n, chunk):
             if self._warm_stop.is_set():
                 break
-            recs = [self.first_stage.docs.get_row(r) for r in range(start, min(n, start + chunk))]
+            recs = [self.docs.get_row(r) for r in range(start, min(n, start + chunk))]
             done += self._passages.prepare(recs, lang)
         return done
 
@@ -72,7 +99,6 @@ class Engine:
         limit = min(self.settings.passage_warmup_docs, self._passages.cache_size)
         if limit <= 0:
             return
-
         self.warmup = {"state": "running", "documents": 0}  # before the thread starts: no window shows "off"
 
         def _run() -> None:
@@ -87,181 +113,109 @@ class Engine:
     def close(self) -> None:
         self._warm_stop.set()
 
-    # ------------------------------------------------------------------ loading
-    @classmethod
-    def load(cls, index_dir: str | Path, *, settings: Settings | None = None) -> Engine:
-        """Load and verify an index folder; raises ``IndexFormatError`` with a clear message if unusable."""
-        settings = settings or Settings(index_dir=Path(index_dir))
-        index_dir = Path(index_dir)
-        first = FirstStage.load(index_dir)
-        notices: list[str] = []
-        stages: list[Stage] = [FirstStageStep(first)]
-        weights: dict[str, float] = {"bm25": 1.0}
-        weight_source = "default (BM25 only)"
-        device = "cpu"
-        extra: dict[str, Any] = {}
-        models = _load_model_stages(index_dir, settings)
-        if models is None:
-            notices.append("no models in this index: BM25 only (build with --models for dense + rerank)")
-        else:
-            stages.extend(models["stages"])
-            weights = models["weights"]
-            weight_source = models["weight_source"]
-            device = models["device"]
-            extra = models.get("extra", {})
-            notices.extend(models.get("notices", []))
-        from service.retrieval.ltr_stages import load_ltr_stages
-
-        ltr = load_ltr_stages(index_dir, linear_weights=weights, linear_source=weight_source)
-        if ltr is None:
-            stages.append(FusionStep(weights, weight_source))
-            notices.append("no ltr models in this index: fusion 'linear' only (priorart train-ltr ... --install)")
-        else:
-            stages.extend(ltr)  # ends with the CombineStep, named "fusion"
-        scheme = _load_scheme(settings, first)
-        return cls(index_dir, settings, first, Pipeline(stages), notices, scheme, device, extra)
-
-    @property
-    def num_docs(self) -> int:
-        return len(self.first_stage.docs)
-
-    def describe(self) -> str:
-        return f"{self.num_docs} documents, stages {' -> '.join(self.pipeline.names)}, device {self.device}"
-
     # ------------------------------------------------------------------ queries
-    def _query(self, req: SearchRequest, depth: int) -> Query:
-        return Query(
-            text=req.query.strip(),
-            lang=None if req.lang == "auto" else req.lang,
-            codes=list(req.codes),
-            code_level=None if req.code_filter == "none" else req.code_filter,
-            before=req.before,
-            k=req.k,
-            depth=max(depth, req.k),
-            translate=req.translate,
-            weights=req.weights,
-            fusion=req.fusion,
-        )
+    def query(self, req: SearchRequest, depth: int | None = None) -> Query:
+        """The pipeline query of a request (depth: the request's, else the settings' default; clamped)."""
+        want = depth if depth is not None else (req.depth or self.settings.default_depth)
+        depth = min(want, self.settings.max_depth)
+        return Query(text=req.query.strip(), lang=None if req.lang == "auto" else req.lang, codes=list(req.codes),
+                     code_level=None if req.code_filter == "none" else req.code_filter, before=req.before, k=req.k,
+                     depth=max(depth, req.k), translate=req.translate, weights=req.weights, fusion=req.fusion)
 
-    def _run(self, query: Query) -> tuple[Any, list[dict[str, Any]]]:
-        if query.fusion not in (None, "linear") and self.pipeline.stages[-1].name == "fusion" and \
-                isinstance(self.pipeline.stages[-1], FusionStep):
-            raise QueryError(f"fusion {query.fusion!r} needs ltr models in the index; this one has 'linear' only")
-        try:
-            return self.pipeline.run(query)
-        except UnknownDocumentError as exc:
-            raise QueryError(str(exc)) from exc
-        except fs_mod.QueryError as exc:
-            raise QueryError(str(exc)) from exc
+    def search(self, req: SearchRequest) -> SearchResponse:
+        """Run the pipeline; the result is the body of ``POST /search``."""
+        return self.run(self.query(req), explain=req.explain)
 
-    def search(self, req: SearchRequest) -> dict[str, Any]:
-        """Run the pipeline; the result is the JSON body of ``POST /search``."""
+    def run(self, query: Query, *, explain: bool = False) -> SearchResponse:
+        """Run a pipeline query (:meth:`query` of a request, possibly with first-stage options set)."""
         started = time.perf_counter()
-        depth = min(req.depth or self.settings.default_depth, self.settings.max_depth)
-        query = self._query(req, depth)
-        cands, trace = self._run(query)
+        cands, trace = self.pipeline.run(query)
+        lang = query.r.lang
         results = []
-        for i, row in enumerate(cands.rows):
-            rec = self.first_stage.docs.get_row(int(row))
+        for i, row in enumerate(cands.rows.tolist()):
+            rec = self.docs.get_row(row)
             comps: dict[str, float | None] = {
-                name: (float(cands.normalised[name][i]) if name in cands.normalised else None) for name in COMPONENTS
-            }
-            comps["fused"] = float(cands.fused[i]) if cands.fused is not None else None
-            results.append({
-                "id": rec.id,
-                "title": _title(rec, query.resolved_lang),
-                "score": float(cands.fused[i]) if cands.fused is not None else 0.0,
-                "components": comps,
-                "matched_terms": cands.matched_terms.get(int(row), []) if req.explain else [],
-                "route": cands.routes.get(int(row)),
-                "codes": [*rec.ipc, *rec.cpc][:12],
-                "publication_date": rec.publication_date,
-            })
-        if req.explain:
-            for t in trace:
-                if t["name"] == "bm25":
-                    t["detail"] = query.info
-                elif t["name"] == "fusion":
-                    t["detail"] = {"weights": cands.weights}
-        return {
-            "results": results,
-            "stages": trace,
-            "took_ms": (time.perf_counter() - started) * 1000.0,
-            "query": query.info,
-            "notices": self.notices + list(query.info.get("notes", [])),
-        }
+                name: float(cands.normalised[name][i]) if name in cands.normalised else None for name in COMPONENTS}
+            assert cands.fused is not None
+            comps["fused"] = float(cands.fused[i])
+            results.append(SearchHit(
+                id=rec.id, title=title_of(rec, lang), score=float(cands.fused[i]), components=comps,
+                matched_terms=cands.matched_terms.get(row, []) if explain else [], route=cands.routes.get(row),
+                codes=[*rec.ipc, *rec.cpc][:12], publication_date=rec.publication_date))
+        return SearchResponse(results=results, stages=self._stages(trace, explain),
+                              took_ms=(time.perf_counter() - started) * 1000.0, query=self._query_info(query, cands),
+                              fusion=_fusion_info(cands), notices=self.notices + query.notes)
 
-    def passages(self, req: PassageRequest) -> dict[str, Any]:
+    def passages(self, req: PassageRequest) -> PassageResponse:
         """Rank passages of the top documents in context (QSF variants)."""
         started = time.perf_counter()
-        depth = min(req.depth or PASSAGE_DOCS, self.settings.max_depth)
-        query = self._query(req, depth)
-        query.k = depth  # passages need the whole candidate list, not the top k documents
-        cands, trace = self._run(query)
-        params = {
-            "alpha": req.alpha if req.alpha is not None else DEFAULT_PASSAGE_PARAMS["alpha"],
-            "beta": req.beta if req.beta is not None else DEFAULT_PASSAGE_PARAMS["beta"],
-            "sigma": req.sigma if req.sigma is not None else DEFAULT_PASSAGE_PARAMS["sigma"],
-        }
+        query = self.query(req, depth=req.depth or PASSAGE_DOCS)
+        query.k = query.depth  # passages need the whole candidate list, not the top k documents
+        cands, trace = self.pipeline.run(query)
+        params = {name: getattr(req, name) if getattr(req, name) is not None else default
+                  for name, default in DEFAULT_PASSAGE_PARAMS.items()}
         t0 = time.perf_counter()
-        lang = query.resolved_lang or "en"
+        lang = query.r.lang
         readable = {lang} | ({"en"} if lang in self.first_stage.tables else set())
         docs: list[tuple[PatentRecord, float]] = []
         skipped = 0
-        for r, s in zip(cands.rows, cands.fused if cands.fused is not None else [], strict=True):
-            rec = self.first_stage.docs.get_row(int(r))
+        assert cands.fused is not None
+        for r, s in zip(cands.rows.tolist(), cands.fused.tolist(), strict=True):
+            rec = self.docs.get_row(r)
             if readable & set(rec.languages):
-                docs.append((rec, float(s)))
+                docs.append((rec, s))
             else:
                 skipped += 1
-        notes = list(query.info.get("notes", []))
         if skipped:
-            notes.append(f"{skipped} candidate documents have no text in {', '.join(sorted(readable))}: "
-                         "their passages are not ranked")
-        text = query.resolved_text or query.text
-        if not docs:
-            hits = []
-        else:
+            query.note(f"{skipped} candidate documents have no text in {', '.join(sorted(readable))}: "
+                       "their passages are not ranked")
+        hits = []
+        if docs:
             try:
-                hits = self._passages.rank(text, lang, docs, variant=req.variant, k=req.k, langs=readable,
+                hits = self._passages.rank(query.r.text, lang, docs, variant=req.variant, k=req.k, langs=readable,
                                            alpha=params["alpha"], beta=params["beta"], sigma=params["sigma"])
             except ValueError as exc:
                 raise QueryError(str(exc)) from exc
-        titles = {rec.id: _title(rec, query.resolved_lang) for rec, _ in docs}
-        trace.append({"name": "passages", "ms": (time.perf_counter() - t0) * 1000.0, "candidates": len(hits),
-                      "detail": {"variant": req.variant, **params, "documents": len(docs)}})
-        results = [{
-            "doc_id": h.doc_id,
-            "passage_id": h.passage_id,
-            "section_path": list(h.section_path),
-            "text": h.text,
-            "score": float(h.score),
-            "components": {k: float(v) for k, v in h.components.items()},
-            "highlights": [tuple(s) for s in h.highlights],
-            "title": titles.get(h.doc_id),
-            "lang": h.lang,
-        } for h in hits]
-        return {
-            "results": results,
-            "stages": trace,
-            "took_ms": (time.perf_counter() - started) * 1000.0,
-            "query": query.info,
-            "notices": self.notices + notes,
-        }
+        titles = {rec.id: title_of(rec, lang) for rec, _ in docs}
+        trace.append(StageTrace("passages", (time.perf_counter() - t0) * 1000.0, len(hits),
+                                {"variant": req.variant, **params, "documents": len(docs)}))
+        results = [PassageHit(doc_id=h.doc_id, passage_id=h.passage_id, section_path=list(h.section_path), text=h.text,
+                              score=float(h.score), components={k: float(v) for k, v in h.components.items()},
+                              highlights=[(int(a), int(b)) for a, b in h.highlights], title=titles.get(h.doc_id),
+                              lang=h.lang) for h in hits]
+        return PassageResponse(results=results, stages=self._stages(trace, req.explain),
+                               took_ms=(time.perf_counter() - started) * 1000.0, query=self._query_info(query, cands),
+                               fusion=_fusion_info(cands), notices=self.notices + query.notes)
+
+    @staticmethod
+    def _stages(trace: list[StageTrace], explain: bool) -> list[StageInfo]:
+        return [StageInfo(name=t.name, ms=t.ms, candidates=t.candidates, detail=t.detail if explain else {})
+                for t in trace]
+
+    @staticmethod
+    def _query_info(query: Query, cands: Candidates) -> QueryInfo:
+        r, info = query.r, cands.first_info
+        return QueryInfo(
+            lang=r.lang, lang_detected=r.lang_detected, text_from=r.query_doc, codes=list(r.codes),
+            codes_from=r.codes_from, translated=bool(info and info.translation), translation=info.translation if info
+            else None, routes=[x.name for x in info.routes] if info else [],
+            route_tables={x.name: x.table for x in info.routes if x.table} if info else {},
+            terms=list(info.query_terms) if info else [], terms_before_reduction=info.n_terms_before_reduction
+            if info else 0, filters=dict(r.filters))
 
     # ------------------------------------------------------------------ lookups
     def document(self, doc_id: str) -> PatentRecord | None:
         try:
-            row = self.first_stage.docs.find(doc_id)
+            row = self.docs.find(doc_id)
         except UnknownDocumentError:
             return None
-        return None if row is None else self.first_stage.docs.get_row(row)
+        return None if row is None else self.docs.get_row(row)
 
     def suggest_codes(self, q: str, limit: int) -> list[dict[str, Any]]:
         return [{"code": m.code, "title": m.title, "level": m.level} for m in self.scheme.search(q, limit)]
 
     def health(self) -> dict[str, Any]:
-        meta = self.first_stage.meta
+        meta = self.folder.meta
         return {
             "version": __version__,
             "index": {
@@ -273,16 +227,23 @@ class Engine:
             },
             "documents": self.num_docs,
             "stages": self.pipeline.names,
-            "stage_details": {s.name: s.describe() for s in self.pipeline.stages},
+            "stage_details": self.pipeline.describe(),
             "device": self.device,
-            "models": self.extra.get("models"),
             "notices": self.notices,
             "passage_warmup": self.warmup,
             "loaded_at": self.loaded_at,
         }
 
 
-def _title(rec: PatentRecord, lang: str | None) -> str | None:
+def _fusion_info(cands: Candidates) -> FusionInfo:
+    f = cands.fusion
+    assert f is not None
+    return FusionInfo(method=f.method, profile=f.profile, depth=f.depth, weights=f.weights, source=f.source,
+                      components=f.components, fallback=f.fallback)
+
+
+def title_of(rec: PatentRecord, lang: str | None) -> str | None:
+    """A record's title in ``lang``, else English, else its first language."""
     if lang and lang in rec.title:
         return rec.title[lang]
     if "en" in rec.title:
@@ -290,7 +251,7 @@ def _title(rec: PatentRecord, lang: str | None) -> str | None:
     return next(iter(rec.title.values()), None)
 
 
-def _load_scheme(settings: Settings, first: FirstStage) -> ClassificationScheme:
+def _load_scheme(settings: Settings, docs: DocStore) -> ClassificationScheme:
     """The CPC scheme from settings (titles), else a title-less tree of the codes seen in the index."""
     if settings.cpc_titles is not None:
         try:
@@ -299,16 +260,5 @@ def _load_scheme(settings: Settings, first: FirstStage) -> ClassificationScheme:
             log.warning("CPC titles %s unreadable (%s): code suggestions without titles", settings.cpc_titles, exc)
     codes: set[str] = set()
     for lvl in ("subgroup", "main_group"):
-        vocab = first.docs.code_vocabulary(lvl)
-        codes.update(vocab)
+        codes.update(docs.code_vocabulary(lvl))
     return ClassificationScheme.from_codes(sorted(codes))
-
-
-def _load_model_stages(index_dir: Path, settings: Settings) -> dict[str, Any] | None:
-    """Dense + rerank stages and fusion weights from ``models/`` in the index, or None when absent."""
-    if not (index_dir / "models" / "meta.json").exists():
-        return None
-    from service.retrieval.model_stages import load_model_stages  # onnxruntime/faiss imported only here
-
-    return load_model_stages(index_dir, settings)
-

@@ -1,49 +1,54 @@
-"""The retrieval pipeline: one visible definition composed from what the index folder holds.
+"""The retrieval pipeline, composed in one place (:func:`compose`) from an index folder and the settings.
 
-    query analysis -> first stage (BM25 + PSQ translation + filters)
-                   -> dense stage (FAISS; union of candidates)        [when the index has dense/]
-                   -> rerank (ONNX text/meta encoders + ranker MLP)   [when the index has models/]
-                   -> weighted fusion of min-max normalised scores    [learned weights, or BM25 only]
-                   -> top k
+    resolve the query once (service/query.py: language, text, query document, codes, filter mask)
+      -> bm25     first stage: BM25 + PSQ translation routes + filters      service/stages/first.py
+      -> dense    FAISS nearest documents, unioned; dense score of all       service/stages/dense.py   [models/ dense/]
+      -> rerank   ONNX rankers: text, meta, joint scores of every candidate  service/stages/rerank.py  [models/ rerank/]
+      -> wordpair, domain  learning-to-rank scores                          service/stages/ltr.py     [ltr/]
+      -> fusion   weighted combination (linear / borda / linlearn)          service/fusion.py         [fusion.json]
+      -> top k
 
-Every stage is an object with ``name`` and ``run(query, candidates) -> candidates`` (pyterrier
-style). Candidates carry one raw score array per component (``bm25``, ``dense``, ``text``,
-``meta``), so every result can explain its rank.
+Every stage has ``name``, ``run(query, candidates) -> candidates`` and ``describe()`` (pyterrier
+style). Candidates carry one raw score array per component, so each result explains its rank; a
+stage that cannot score a component for this query (no codes, no encoder for the language) records
+why in ``candidates.skipped`` and the fusion leaves that component out.
+
+The same :class:`Pipeline` object serves the API (:class:`service.engine.Engine`), ``priorart search``,
+``priorart evaluate`` (a system is a set of request weights, :data:`SYSTEMS`) and fusion learning:
+:meth:`Pipeline.features` runs every scoring stage and returns the whole candidate set with every
+component's score, which training/fusion.py consumes (there is no second scorer).
 """
 
 from __future__ import annotations
 
+import logging
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import date
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
-from service.retrieval.first_stage import FirstStage
+from service.fusion import FusionExplanation, FusionModel, FusionStep
+from service.index.folder import IndexFolder, IndexFormatError, Layout
+from service.index.store import DocStore, UnknownDocumentError
+from service.query import Query, QueryError, resolve
+from service.settings import Settings
 
-COMPONENTS = ("bm25", "dense", "text", "meta", "wordpair", "domain")
+if TYPE_CHECKING:
+    from service.retrieval.first_stage import FirstStage, SearchInfo
 
+log = logging.getLogger(__name__)
 
-@dataclass
-class Query:
-    """A request as the stages see it. First-stage fields are filled in by :class:`FirstStageStep`."""
-
-    text: str
-    lang: str | None = None
-    codes: list[str] = field(default_factory=list)
-    code_level: str | None = None  # None: codes describe the query but do not filter
-    before: date | None = None
-    k: int = 10
-    depth: int = 1000
-    translate: bool = True
-    weights: dict[str, float] | None = None
-    fusion: str | None = None  # linear | borda | linlearn (None: the index's default)
-    # resolved by the first stage
-    resolved_lang: str | None = None
-    resolved_text: str | None = None  # the document text when the query was a publication number
-    query_doc: str | None = None
-    info: dict[str, Any] = field(default_factory=dict)
+SYSTEMS: dict[str, dict[str, float] | None] = {
+    "fusion": None,  # the index's learned weights
+    "bm25": {"bm25": 1.0},
+    "dense": {"dense": 1.0},
+    "rerank": {"joint": 1.0},
+    "rerank-text": {"text": 1.0},
+    "rerank-meta": {"meta": 1.0},
+}
+"""Evaluation systems as request weights over the one pipeline (``rerank``: plain reranking by the joint ranker)."""
 
 
 @dataclass
@@ -53,22 +58,48 @@ class Candidates:
     rows: np.ndarray
     scores: dict[str, np.ndarray] = field(default_factory=dict)
     matched_terms: dict[int, list[str]] = field(default_factory=dict)
-    routes: dict[int, str] = field(default_factory=dict)  # first-stage route that matched a row best
+    routes: dict[int, str] = field(default_factory=dict)  # first-stage route that gave a row its bm25 score
+    in_first: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))  # returned by the first stage
+    in_dense: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))  # returned by the dense search
+    skipped: dict[str, str] = field(default_factory=dict)  # component -> why it did not apply to this query
+    details: dict[str, Any] = field(default_factory=dict)  # stage name -> what it did (for explanations)
+    first_info: SearchInfo | None = None
     fused: np.ndarray | None = None
     normalised: dict[str, np.ndarray] = field(default_factory=dict)  # min-max over the candidate set
-    weights: dict[str, float] = field(default_factory=dict)
+    fusion: FusionExplanation | None = None
 
     def __len__(self) -> int:
         return len(self.rows)
 
-    def add_rows(self, new_rows: np.ndarray) -> None:
-        """Union with rows from another stage; existing components get NaN for the new rows."""
+    @classmethod
+    def empty(cls) -> Candidates:
+        return cls(rows=np.zeros(0, dtype=np.int64))
+
+    def add_rows(self, new_rows: np.ndarray) -> int:
+        """Union with rows from another stage; existing components get NaN for the new rows. Returns how many."""
         fresh = np.setdiff1d(new_rows, self.rows, assume_unique=False)
         if len(fresh) == 0:
-            return
+            return 0
         self.rows = np.concatenate([self.rows, fresh])
         for name, arr in self.scores.items():
             self.scores[name] = np.concatenate([arr, np.full(len(fresh), np.nan)])
+        self.in_first = np.concatenate([self.in_first, np.zeros(len(fresh), dtype=bool)])
+        self.in_dense = np.concatenate([self.in_dense, np.zeros(len(fresh), dtype=bool)])
+        return len(fresh)
+
+    def skip(self, component: str, reason: str) -> None:
+        """Record that ``component`` does not apply to this query (its scores are left out)."""
+        self.skipped[component] = reason
+        self.scores.pop(component, None)
+
+    def take(self, order: np.ndarray) -> None:
+        """Keep the candidates at ``order`` (indices), in that order."""
+        self.rows = self.rows[order]
+        self.scores = {n: a[order] for n, a in self.scores.items()}
+        self.normalised = {n: a[order] for n, a in self.normalised.items()}
+        self.in_first, self.in_dense = self.in_first[order], self.in_dense[order]
+        if self.fused is not None:
+            self.fused = self.fused[order]
 
 
 class Stage(Protocol):
@@ -79,117 +110,138 @@ class Stage(Protocol):
     def describe(self) -> dict[str, Any]: ...
 
 
-class FirstStageStep:
-    """BM25 / tf-idf with cross-lingual PSQ translation and filters: the candidate generator."""
-
-    name = "bm25"
-
-    def __init__(self, first_stage: FirstStage) -> None:
-        self.fs = first_stage
-
-    def run(self, query: Query, cands: Candidates) -> Candidates:
-        res = self.fs.search(
-            query.text,
-            lang=query.lang,
-            k=min(query.k, query.depth),
-            depth=query.depth,
-            codes=query.codes if query.code_level else (),
-            code_level=query.code_level or "subclass",
-            before=query.before,
-            translate=query.translate,
-        )
-        info = res.info
-        query.resolved_lang = info.lang
-        query.query_doc = info.query_doc
-        if info.query_doc is not None:
-            rec = self.fs.docs.get(info.query_doc)
-            query.resolved_text = rec.text(info.lang, ("title", "abstract", "claims"))
-            if not query.codes:
-                query.codes = [*rec.ipc, *rec.cpc]
-        query.info = {
-            "lang": info.lang,
-            "lang_detected": info.lang_detected,
-            "translated": info.translation is not None,
-            "translation": info.translation,
-            "terms": info.query_terms,
-            "terms_before_reduction": info.n_terms_before_reduction,
-            "filters": info.filters,
-            "query_doc": info.query_doc,
-            "routes": [r.name for r in info.routes],
-            "route_tables": {r.name: r.table for r in info.routes if r.table},  # e.g. "de:psq": "en-de"
-            "route_merge": info.combine,
-            "notes": info.notes,
-        }
-        rows = np.array([h.row for h in res.hits], dtype=np.int64)
-        return Candidates(
-            rows=rows,
-            scores={"bm25": np.array([h.score for h in res.hits], dtype=np.float64)},
-            matched_terms={h.row: h.matched_terms for h in res.hits},
-            routes={h.row: h.route for h in res.hits if h.route},
-        )
-
-    def describe(self) -> dict[str, Any]:
-        s = self.fs.meta.settings
-        return {"scoring": s.get("scoring"), "langs": s.get("index_langs"), "translation": sorted(self.fs.tables)}
-
-
-def minmax(x: np.ndarray) -> np.ndarray:
-    """Min-max normalise over the candidate set; NaN (component did not score the row) -> 0."""
-    out = np.zeros_like(x, dtype=np.float64)
-    ok = ~np.isnan(x)
-    if not ok.any():
-        return out
-    lo, hi = float(x[ok].min()), float(x[ok].max())
-    out[ok] = (x[ok] - lo) / (hi - lo) if hi > lo else 1.0
-    return out
-
-
-class FusionStep:
-    """Weighted linear combination of min-max normalised component scores (weights from training)."""
-
-    name = "fusion"
-
-    def __init__(self, weights: dict[str, float], source: str) -> None:
-        self.weights = weights
-        self.source = source
-
-    def run(self, query: Query, cands: Candidates) -> Candidates:
-        weights = query.weights if query.weights is not None else self.weights
-        cands.normalised = {name: minmax(arr) for name, arr in cands.scores.items()}
-        fused = np.zeros(len(cands), dtype=np.float64)
-        for name, w in weights.items():
-            if w and name in cands.normalised:
-                fused += w * cands.normalised[name]
-        total = sum(w for n, w in weights.items() if n in cands.scores)
-        cands.fused = fused / total if total > 0 else fused
-        cands.weights = {n: w for n, w in weights.items() if n in cands.scores}
-        return cands
-
-    def describe(self) -> dict[str, Any]:
-        return {"weights": self.weights, "source": self.source}
+@dataclass
+class StageTrace:
+    name: str
+    ms: float
+    candidates: int
+    detail: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
 class Pipeline:
+    """Stages in order, ending with the fusion; the doc store they share; what loading noticed."""
+
     stages: list[Stage]
+    docs: DocStore
+    notices: list[str] = field(default_factory=list)
+    device: str = "cpu"
+
+    def __post_init__(self) -> None:
+        if not self.stages or not isinstance(self.stages[-1], FusionStep):
+            raise ValueError("a pipeline ends with the fusion stage")
 
     @property
     def names(self) -> list[str]:
         return [s.name for s in self.stages]
 
-    def run(self, query: Query) -> tuple[Candidates, list[dict[str, Any]]]:
-        cands = Candidates(rows=np.zeros(0, dtype=np.int64))
-        trace: list[dict[str, Any]] = []
-        for stage in self.stages:
-            started = time.perf_counter()
-            cands = stage.run(query, cands)
-            trace.append({"name": stage.name, "ms": (time.perf_counter() - started) * 1000.0,
-                          "candidates": len(cands), "detail": {}})
-        if cands.fused is None:
-            raise RuntimeError("the pipeline must end with a fusion stage")
-        order = np.lexsort((cands.rows, -cands.fused))[: query.k]
-        cands.rows = cands.rows[order]
-        cands.fused = cands.fused[order]
-        cands.scores = {n: a[order] for n, a in cands.scores.items()}
-        cands.normalised = {n: a[order] for n, a in cands.normalised.items()}
+    @property
+    def fusion(self) -> FusionStep:
+        step = self.stages[-1]
+        assert isinstance(step, FusionStep)
+        return step
+
+    @property
+    def first_stage(self) -> FirstStage:
+        from service.stages.first import FirstStageStep
+
+        step = self.stages[0]
+        assert isinstance(step, FirstStageStep)
+        return step.fs
+
+    def stage(self, name: str) -> Stage | None:
+        return next((s for s in self.stages if s.name == name), None)
+
+    def _run(self, query: Query, stages: list[Stage]) -> tuple[Candidates, list[StageTrace]]:
+        try:
+            if query.resolved is None:
+                resolve(query, self.docs)
+            cands = Candidates.empty()
+            trace: list[StageTrace] = []
+            for stage in stages:
+                started = time.perf_counter()
+                cands = stage.run(query, cands)
+                trace.append(StageTrace(stage.name, (time.perf_counter() - started) * 1000.0, len(cands),
+                                        cands.details.get(stage.name, {})))
+        except UnknownDocumentError as exc:
+            raise QueryError(str(exc)) from exc
         return cands, trace
+
+    def run(self, query: Query) -> tuple[Candidates, list[StageTrace]]:
+        """The top ``query.k`` candidates, best first (ties: lower row first), and each stage's trace."""
+        cands, trace = self._run(query, self.stages)
+        assert cands.fused is not None
+        order = np.lexsort((cands.rows, -cands.fused))[: query.k]
+        cands.take(order)
+        return cands, trace
+
+    def features(self, query: Query) -> Candidates:
+        """Every candidate (first stage top depth united with the dense top depth, in that order) with every
+        component's raw score and ``skipped`` for the ones that do not apply: what fusion learning reads."""
+        cands, _ = self._run(query, self.stages[:-1])
+        return cands
+
+    def describe(self) -> dict[str, Any]:
+        return {s.name: s.describe() for s in self.stages}
+
+
+def compose(folder: IndexFolder, settings: Settings, docs: DocStore | None = None, *,
+            ltr: Sequence[Stage] | None = None, neural: bool = True) -> Pipeline:
+    """The pipeline of an opened index folder (the one place stages are chosen; see the module doc).
+
+    ``docs``: the folder's doc store when already open. ``ltr``: word-pair/domain stages to use instead of
+    the folder's ``ltr/`` (``priorart train-ltr`` scores its dev topics with the stages it just trained).
+    ``neural=False`` leaves the dense and rerank stages out.
+    """
+    from service.retrieval.dense import DenseIndex, DenseIndexError
+    from service.retrieval.first_stage import FirstStage
+    from service.stages.first import FirstStageStep
+
+    docs = docs if docs is not None else DocStore.load(folder.root)
+    notices: list[str] = []
+    stages: list[Stage] = [FirstStageStep(FirstStage.from_folder(folder, docs))]
+    device = "cpu"
+    if folder.has("models") and neural:
+        from service.retrieval.neural import Models
+        from service.stages.dense import DenseStep
+        from service.stages.rerank import RerankStep, load_encodings
+
+        models = Models(folder.path(Layout.MODELS), sides=("query",), device=settings.device,
+                        threads=settings.onnx_threads)
+        if models.device_warning and settings.device == "cuda":
+            notices.append(f"device cuda asked for, but {models.device_warning}")
+        on_cuda = models.on_cuda
+        if folder.has("dense"):
+            try:
+                dense = DenseIndex.load(folder, device=settings.device)
+            except DenseIndexError as exc:
+                raise IndexFormatError(str(exc)) from exc
+            notices.extend(dense.notes)
+            on_cuda = on_cuda or dense.device == "cuda"
+            stages.append(DenseStep(models, dense, docs))
+        else:
+            notices.append("no dense/ in this index: dense stage skipped (rebuild with --models)")
+        if folder.has("rerank"):
+            stages.append(RerankStep(models, load_encodings(folder, len(docs))))
+        else:
+            notices.append("no rerank/ document encodings in this index: rerank skipped (rebuild with --models)")
+        device = "cuda" if on_cuda else "cpu"
+    elif neural:
+        notices.append("no models in this index: BM25 only (build with --models for dense + rerank)")
+    if ltr is not None:
+        stages.extend(ltr)
+    elif folder.has("ltr"):
+        from service.stages.ltr import load_ltr_stages
+
+        stages.extend(load_ltr_stages(folder, docs))
+    fusion = FusionModel.of_folder(folder)
+    for profile, pw in fusion.linear.items():
+        if not pw.installed and folder.has("models"):
+            notices.append(f"queries {'with' if profile == 'codes' else 'without'} classification codes are ranked "
+                           f"by BM25 alone: {pw.reason}")
+    stages.append(FusionStep(fusion))
+    log.info("pipeline %s on %s", " -> ".join(s.name for s in stages), device)
+    return Pipeline(stages, docs, notices, device)
+
+
+__all__ = ["SYSTEMS", "Candidates", "Pipeline", "Stage", "StageTrace", "compose"]

@@ -32,17 +32,8 @@ from tqdm import tqdm
 
 from service.corpus.jsonl import read_corpus
 from service.corpus.record import LANGS, PatentRecord
-from service.index.store import (
-    FIELDS,
-    META_FILE,
-    SCORINGS,
-    DocStore,
-    DocStoreWriter,
-    load_meta,
-    update_meta,
-    validate_settings,
-    write_meta,
-)
+from service.index.folder import FIELDS, SCORINGS, IndexFolder, Layout, validate_settings, write_meta
+from service.index.store import DocStore, DocStoreWriter
 from service.retrieval.sparse import SparseIndexBuilder
 from service.text.analysis import TOKEN_RE, Analyzer, get_analyzer, normalise, tokenize
 from service.text.compounds import CompoundSplitter
@@ -250,8 +241,9 @@ def build_index(
         if any(out.iterdir()):
             if not overwrite:
                 raise BuildError(f"{out} exists and is not empty; pass --force to replace it")
-            if not (out / META_FILE).is_file():
-                raise BuildError(f"{out} is not empty and holds no {META_FILE}: refusing to replace a non-index folder")
+            if not (out / Layout.META).is_file():
+                raise BuildError(
+                    f"{out} is not empty and holds no {Layout.META}: refusing to replace a non-index folder")
     compound_langs = [c for c in _parse_list(compounds, COMPOUND_LANGS, "compound language(s)", allow_empty=True)
                       if c in langs or translation or translation_dir is not None]
     try:
@@ -328,13 +320,13 @@ def build_index(
         xreport["compounds"] = {lang: sp.settings() for lang, sp in splitters.items()}
         components["translation"] = tables
         components["build"] = {"n_docs": n_docs, "corpus": str(corpus) if isinstance(corpus, str | Path) else None}
-        write_meta(tmp, settings, components)
+        folder = IndexFolder(tmp, write_meta(tmp, settings, components))  # the build wrote and hashed every file
         models_report: dict[str, Any] | None = None
         fusion_report: dict[str, Any] | None = None
         if models_dir is not None:
-            models_report = add_models(tmp, models_dir, dense_index=dense_index, device=device, progress=show)
+            models_report = add_models(folder, models_dir, dense_index=dense_index, device=device, progress=show)
             if fuse:
-                fusion_report = _fuse(tmp, fuse_task, device, show)
+                fusion_report = _fuse(folder, fuse_task, device, show)
         if out.exists():
             shutil.rmtree(out)
         os.replace(tmp, out)
@@ -363,6 +355,7 @@ def build_index(
 DENSE_KINDS = ("flat", "hnsw", "ivf")
 # torch state dicts (training side only) and the training corpus' vectors (the index encodes its own documents)
 SKIP_MODEL_DIRS = ("checkpoints", "dense")
+MODELS_COMPONENT_VERSION = 1
 ENCODE_BATCH = 256
 
 
@@ -390,7 +383,7 @@ def _copy_models(src: Path, dest: Path) -> list[str]:
 
 
 def add_models(
-    index_dir: str | Path,
+    index_dir: str | Path | IndexFolder,
     models_dir: str | Path,
     *,
     dense_index: str = "flat",
@@ -403,70 +396,54 @@ def add_models(
     """Add ``models/``, ``dense/`` and ``rerank/`` to an existing index folder and register them in ``meta.json``.
 
     Every document is encoded once, in doc-store row order, in batches of ``batch_size``. Returns a
-    report (seconds per part, documents per second, device, FAISS index description).
+    report (seconds per part, documents per second, device, FAISS index description). An index that
+    already has a neural part loses it (and its fusion weights) first.
     """
     import numpy as np
 
-    from service.retrieval.dense import (
-        DEFAULT_HNSW_M,
-        DENSE_FORMAT_VERSION,
-        FAISS_FILE,
-        VECTORS_FILE,
-        build_faiss_index,
-        prepare_vectors,
-    )
-    from service.retrieval.model_stages import (
-        ENCODINGS,
-        MODELS_COMPONENT_VERSION,
-        MODELS_DIR,
-        RERANK_DIR,
-        RERANK_VERSION,
-        Models,
-        ModelStageError,
-        iter_rows,
-        select_providers,
-    )
+    from service.retrieval.dense import DEFAULT_HNSW_M, DENSE_FORMAT_VERSION, build_faiss_index, prepare_vectors
+    from service.retrieval.encoders import ModelsFolderError
+    from service.retrieval.neural import ENCODINGS, Models
+    from service.stages.rerank import RERANK_VERSION
 
     if dense_index not in DENSE_KINDS:
         raise BuildError(f"unknown dense index {dense_index!r}; choose from {', '.join(DENSE_KINDS)}")
     if batch_size < 1:
         raise BuildError(f"batch size must be >= 1, got {batch_size}")
-    index_dir, models_dir = Path(index_dir), Path(models_dir)
-    old = load_meta(index_dir, verify=True)
+    folder = index_dir if isinstance(index_dir, IndexFolder) else IndexFolder.open(index_dir, verify=True)
+    models_dir = Path(models_dir)
     parts = ("models", "dense", "rerank", "fusion")
-    dirs = (MODELS_DIR, "dense", RERANK_DIR)
-    if any(p in old.components for p in parts) or any((index_dir / d).exists() for d in dirs):
-        # replacing the neural part of a verified index: drop the old files and their meta.json entries
+    dirs = (Layout.MODELS, Layout.DENSE, Layout.RERANK, Layout.FUSION, Layout.FUSION_PLOT)
+    if any(folder.has(p) for p in parts) or any(folder.path(d).exists() for d in dirs):
+        # replacing the neural part: drop the old files and their meta.json entries
         for d in dirs:
-            if (index_dir / d).exists():
-                shutil.rmtree(index_dir / d)
-        write_meta(index_dir, old.settings, {k: v for k, v in old.components.items() if k not in parts},
-                   created=old.created)
+            path = folder.path(d)
+            if path.is_dir():
+                shutil.rmtree(path)
+            elif path.exists():
+                path.unlink()
+        folder.register({}, remove=parts)
     times: dict[str, float] = {}
     t = time.perf_counter()
-    omitted = _copy_models(models_dir, index_dir / MODELS_DIR)
+    omitted = _copy_models(models_dir, folder.path(Layout.MODELS))
     times["copy"] = time.perf_counter() - t
-
-    import onnxruntime as ort
-
-    providers, warning = select_providers(device, ort.get_available_providers())
-    if warning:
-        log.warning(warning)
     try:
-        models = Models(index_dir / MODELS_DIR, side="document", providers=providers)
-    except ModelStageError as exc:
+        models = Models(folder.path(Layout.MODELS), sides=("document",), device=device)
+    except ModelsFolderError as exc:
         raise BuildError(str(exc)) from exc
-    docs = DocStore.load(index_dir)
+    docs = DocStore.load(folder.root)
     n = len(docs)
-    (index_dir / "dense").mkdir(exist_ok=True)
-    (index_dir / RERANK_DIR).mkdir(exist_ok=True)
-    paths = {"dual": index_dir / VECTORS_FILE, **{name: index_dir / RERANK_DIR / f"{name}.npy" for name in ENCODINGS}}
+    folder.path(Layout.DENSE).mkdir(exist_ok=True)
+    folder.path(Layout.RERANK).mkdir(exist_ok=True)
+    paths = {"dual": folder.path(Layout.DENSE_VECTORS),
+             **{name: folder.path(Layout.rerank(name)) for name in ENCODINGS}}
     arrays: dict[str, np.memmap] = {}
     show = sys.stderr.isatty() if progress is None else progress
     t = time.perf_counter()
     done = 0
     with tqdm(total=n, desc="encoding documents", unit="doc", disable=not show, file=sys.stderr, mininterval=1) as bar:
-        for batch in iter_rows(docs, batch_size):
+        for start in range(0, n, batch_size):
+            batch = [docs.get_row(r) for r in range(start, min(n, start + batch_size))]
             enc = models.encode_documents(batch)
             if not arrays:
                 for name, path in paths.items():
@@ -495,51 +472,51 @@ def add_models(
     index, described = build_faiss_index(
         np.asarray(vectors), dense_index, metric, hnsw_m=hnsw_m or DEFAULT_HNSW_M, nlist=nlist
     )
-    faiss.write_index(index, str(index_dir / FAISS_FILE))
+    faiss.write_index(index, str(folder.path(Layout.DENSE_FAISS)))
     del index, vectors
     times["faiss"] = time.perf_counter() - t
 
     t = time.perf_counter()
     dense_comp = {
-        "version": DENSE_FORMAT_VERSION, "vectors": VECTORS_FILE, "index": FAISS_FILE, "dim": models.dim,
-        "kind": dense_index, "metric": metric, "params": described["params"], "n_docs": n,
-        "encoder": "models/" + str(models.meta["components"]["dual"]["doc"]),
+        "version": DENSE_FORMAT_VERSION, "vectors": Layout.DENSE_VECTORS, "index": Layout.DENSE_FAISS,
+        "dim": models.dim, "kind": dense_index, "metric": metric, "params": described["params"], "n_docs": n,
+        "encoder": f"{Layout.MODELS}/" + str(models.meta["components"]["dual"]["doc"]),
     }
     rerank_comp = {
         "version": RERANK_VERSION,
-        "files": {name: f"{RERANK_DIR}/{name}.npy" for name in ENCODINGS},
+        "files": {name: Layout.rerank(name) for name in ENCODINGS},
         "dims": {name: dims[name] for name in ENCODINGS},
         "stacked_weights": list(models.stacked_weights),
     }
     models_comp = {
-        "version": MODELS_COMPONENT_VERSION, "dir": MODELS_DIR, "source": str(models_dir.resolve()),
+        "version": MODELS_COMPONENT_VERSION, "dir": Layout.MODELS, "source": str(models_dir.resolve()),
         "format": models.meta.get("format"), "format_version": models.meta.get("version"),
         "created": models.meta.get("created"), "omitted": omitted,
         "languages": sorted(models.vocabs), "corpus": models.meta.get("corpus", {}),
     }
-    update_meta(index_dir, {"models": models_comp, "dense": dense_comp, "rerank": rerank_comp}, remove=("fusion",))
+    folder.register({"models": models_comp, "dense": dense_comp, "rerank": rerank_comp})
     times["meta"] = time.perf_counter() - t
     times["total"] = sum(times.values())
     report = {
         "documents": n, "seconds": {k: round(v, 3) for k, v in times.items()},
         "docs_per_s_encode": n / times["encode"] if times["encode"] > 0 else float("inf"),
-        "onnx_providers": models.providers, "dense": {k: dense_comp[k] for k in ("kind", "metric", "dim", "params")},
-        "omitted": len(omitted),
+        "onnx_providers": models.providers, "device_warning": models.device_warning,
+        "dense": {k: dense_comp[k] for k in ("kind", "metric", "dim", "params")}, "omitted": len(omitted),
     }
-    log.info("models added to %s: %d documents encoded in %.1f s (%s), %s index in %.1f s", index_dir, n,
+    log.info("models added to %s: %d documents encoded in %.1f s (%s), %s index in %.1f s", folder.root, n,
              times["encode"], models.providers[0], dense_index, times["faiss"])
     return report
 
 
-def _fuse(index_dir: Path, task: str, device: str, progress: bool) -> dict[str, Any]:
-    """Learn fusion weights during a build; a build whose index suits no dev task is not an error."""
-    from training.fusion import FusionError, learn_fusion
+def _fuse(folder: IndexFolder, task: str, device: str, progress: bool) -> dict[str, Any]:
+    """Learn fusion weights during a build; an index that suits no dev task keeps BM25 alone (not an error)."""
+    from training.fusion import FusionError, format_cells, learn_fusion
 
     try:
-        result = learn_fusion(index_dir, tasks=task, device=device, progress=progress)
+        result = learn_fusion(folder.root, tasks=task, device=device, progress=progress, folder=folder)
     except FusionError as exc:
         if task != "auto":
             raise BuildError(f"fusion: {exc}") from exc
         log.warning("fusion weights not learned: %s", exc)
         return {"skipped": str(exc)}
-    return result.summary()
+    return {**result.summary(), "table": format_cells(result.cells)}

@@ -1,74 +1,95 @@
-"""Learned fusion weights: grid search on the DEV split, per candidate depth (``priorart fuse INDEX_DIR``).
+"""Fusion weights learned leak-free (``priorart fuse INDEX``; ``priorart build --models`` runs it too).
 
-The pipeline's final score is ``sum_c w_c * minmax(s_c) / sum_c w_c`` over the components
-(``bm25``, ``dense``, ``text``, ``meta``) of the candidate set (BM25 top depth united with the dense
-top depth), see :class:`service.pipeline.FusionStep`. This module learns ``w`` on dev topics:
+The service fuses min-max normalised component scores linearly (:mod:`service.fusion`). This module
+learns the weights, per query profile (with / without classification codes) and candidate depth, and
+installs them only where they beat BM25 on held-out dev topics.
 
-Dev topics. Built from the documents of the index that ``models/split.json`` puts in the DEV part,
-with the evaluation task builders of :mod:`training.tasks`, so dev topics look like the test topics:
+Dev topics come from the documents ``models/split.json`` puts in DEV (the models never trained on
+them), built by the evaluation task builders of :mod:`training.tasks` so they look like real queries:
 
 - ``xling``: the German and French first claims (reference signs stripped) of the dev trilingual EP
-  grants; relevant: the grant. Valid only for an index without German/French BM25 indexes (else the
-  topic finds its own text verbatim).
-- ``known-item``: English title + abstract of the dev US utility grants; relevant: the grant. Valid
-  only for an index whose fields leave out title and abstract (``--fields claims,description``).
-- ``auto`` takes every valid task (and fails with a message when none is valid); or pass explicit
-  ``topics`` + ``qrels`` (e.g. synthetic topics of dev-split documents).
+  grants; relevant: the grant. Valid only for an index without German/French BM25 indexes (else a topic
+  finds its own text).
+- ``known-item``: English title + abstract of the dev US utility grants; relevant: the grant. Valid only
+  for an index whose fields leave out title and abstract.
+- or given topics and qrels (``--topics``/``--qrels``; e.g. synthetic prior-art topics of dev-split
+  documents, whose codes are the query document's own while the relevant documents are others).
 
-Objective. Mean NDCG over the dev topics (trec_eval's ``ndcg``: no cut-off, gain = grade, log2
-discount; the ideal ranking holds every judged relevant document, retrieved or not) of the fused
-ranking of the whole candidate set, ties broken by lower row as in the pipeline.
+Every topic enters in both profiles. ``nocodes``: text (and language) only, as a pasted claim.
+``codes``: with classification codes a real query could carry: given topics keep their own codes; an
+``xling`` or ``known-item`` topic, whose relevant document is its own publication, gets that
+publication's codes truncated to subclass (what a real application shares with its prior art; the
+full codes would identify the very document sought, the leak that made fusion look perfect on dev and
+rank real claims near random).
 
-Search. Grid over the simplex of the variant's components with step 0.1 (286 points for four
-components), min-max normalised scores. BM25 alone (``w_bm25 = 1``) is a grid point and ranks the
-BM25 candidates exactly as the first stage does (dense-only candidates get BM25 0, below every BM25
-candidate, see :mod:`service.retrieval.model_stages`), so the learned weights are never below BM25 on
-the dev topics they were tuned on (checked after the search: a violation raises). Ties between grid
-points go to the larger BM25 weight (the more conservative choice), then grid order.
+Features. The index's own pipeline (:func:`service.pipeline.compose`) runs each topic at each depth in
+feature mode (:meth:`~service.pipeline.Pipeline.features`): every candidate with every component's score
+and which components did not apply. Nothing is scored here; the fused ranking of a weight vector is
+:func:`service.fusion.fuse_linear`, the service's own code.
 
-Variants (what the rerank stage puts into ``text``/``meta``): ``stacked`` (text-only + meta-only
-rankers), ``joint`` (joint text+meta ranker as ``text``), ``text`` (text-only ranker, no meta). Each is
-tuned; ``default_variant`` (the best mean dev NDCG over the depths) is what the service runs.
+Objective. Mean NDCG (trec_eval ``ndcg``: no cut-off, gain = grade, log2 discount; the ideal ranking
+holds every judged relevant document) of the fused ranking of the whole candidate set, ties by lower row.
 
-Output: ``INDEX/models/fusion.json`` (the weights belong to the index: they depend on its BM25
-settings, fields, languages and translation tables, not only on the models) and ``INDEX/models/fusion.png``
-(dev NDCG vs depth for plain reranking, weighted fusion and BM25, like Figure 3 of the meta-text
-embeddings paper), both registered in the index's ``meta.json`` (``components.fusion``).
+Choice on a set of topics. Grid over the simplex (step 0.1) of the profile's components (``nocodes``:
+bm25, dense, text; ``codes``: also meta and joint; those the index has). The best mean NDCG is shrunk
+toward BM25 by the one-standard-error rule: among the grid points whose mean paired NDCG difference to
+the best is within one standard error of that difference, the one with the largest BM25 weight.
+
+Cross-validation and installation. ``folds`` folds (default 5) by source publication (both languages
+of a grant in one fold), stratified by task; each fold is scored with the choice made on the others.
+The weights of a (profile, depth) are installed only when the cross-validated NDCG beats BM25's on the
+same topics and no task is worse with p < 0.05 (paired randomisation test); else that profile ranks by
+BM25 alone and ``fusion.json`` (so the service) says why. Installed weights are the choice on all dev
+topics of the profile.
+
+Output: ``INDEX/fusion.json`` (:class:`service.fusion.FusionModel`, with the cross-validated table) and
+``INDEX/fusion.png`` (dev NDCG against depth per component, BM25 and the cross-validated fusion, per
+profile, like Figure 3 of the meta-text embeddings paper), registered in the index's ``meta.json``.
 """
 
 from __future__ import annotations
 
 import itertools
-import json
 import logging
+import random
 import sys
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from service.evaluation.significance import randomisation_test
 from service.evaluation.trec import Qrels, Topic
-from service.index.store import DocStore, load_meta, update_meta
-from service.pipeline import Candidates, FirstStageStep, Query
-from service.retrieval.first_stage import FirstStage
+from service.fusion import (
+    BM25_ONLY,
+    FUSION_VERSION,
+    PROFILES,
+    FusionModel,
+    ProfileWeights,
+    fuse_linear,
+)
+from service.index.folder import IndexFolder, Layout
+from service.index.store import DocStore
+from service.pipeline import Pipeline, compose
+from service.query import Query
+from service.settings import Settings
 
 log = logging.getLogger(__name__)
 
 DEFAULT_DEPTHS = (40, 200, 400, 1000)
 GRID_STEP = 0.1
+DEFAULT_FOLDS = 5
+MIN_TOPICS = 4
 TASKS = ("xling", "known-item")
-RANKERS = ("text", "meta", "joint", "stacked")
-VARIANT_COMPONENTS: dict[str, tuple[str, ...]] = {
-    "stacked": ("bm25", "dense", "text", "meta"),
-    "joint": ("bm25", "dense", "text"),
-    "text": ("bm25", "dense", "text"),
+PROFILE_COMPONENTS: dict[str, tuple[str, ...]] = {
+    "nocodes": ("bm25", "dense", "text"),
+    "codes": ("bm25", "dense", "text", "meta", "joint"),
 }
-VARIANT_TEXT = {"stacked": "text", "joint": "joint", "text": "text"}  # ranker score used as ``text``
-PLOT_FILE = "models/fusion.png"
+SINGLE = ("bm25", "dense", "text", "meta", "joint")
+LANG_SUFFIXES = ("-en", "-de", "-fr")
 
 
 class FusionError(ValueError):
@@ -84,62 +105,78 @@ def task_validity(settings: Mapping[str, Any]) -> dict[str, str | None]:
     """Per task: ``None`` when its topics suit an index with these build settings, else the reason not."""
     langs = set(settings.get("index_langs", []))
     fields = set(settings.get("fields", []))
-    out: dict[str, str | None] = {}
-    out["xling"] = (
-        None if not (langs & {"de", "fr"})
+    return {
+        "xling": None if not (langs & {"de", "fr"})
         else f"the index has {'/'.join(sorted(langs & {'de', 'fr'}))} BM25 indexes: a German/French claim would find "
-             "its own text (build with --index-langs en)"
-    )
-    out["known-item"] = (
-        None if not (fields & {"title", "abstract"})
+             "its own text (build with --index-langs en)",
+        "known-item": None if not (fields & {"title", "abstract"})
         else "the index holds titles/abstracts: a title+abstract query would find its own text "
-             "(build with --fields claims,description)"
-    )
+             "(build with --fields claims,description)",
+    }
+
+
+@dataclass(frozen=True)
+class DevTopic:
+    """One dev topic in one profile: the query, its task, its source publication (fold key) and grades."""
+
+    topic: Topic
+    task: str
+    group: str
+    profile: str
+    judged: dict[str, int]
+
+
+def subclass_codes(codes: Iterable[str]) -> list[str]:
+    """Codes truncated to subclass (``H01F27/14`` -> ``H01F``), de-duplicated, in order."""
+    return list(dict.fromkeys(c[:4] for c in codes if len(c) >= 4))
+
+
+def group_of(qid: str) -> str:
+    """The source publication of a topic id (``EP0640886B1-de`` -> ``EP0640886B1``)."""
+    return qid[:-3] if qid.endswith(LANG_SUFFIXES) else qid
+
+
+def profiled(topics: Sequence[Topic], qrels: Qrels, task: str, *, own_codes: bool) -> list[DevTopic]:
+    """Each judged topic in both profiles (see the module doc: ``own_codes`` False -> subclass codes)."""
+    out: list[DevTopic] = []
+    for t in topics:
+        judged = {d: g for d, g in qrels.get(t.qid, {}).items() if g > 0}
+        if not judged:
+            continue
+        bare = t.model_copy(update={"ipc": [], "cpc": []})
+        out.append(DevTopic(bare, task, group_of(t.qid), "nocodes", judged))
+        codes = t.codes if own_codes else subclass_codes(t.codes)
+        if codes:
+            out.append(DevTopic(t.model_copy(update={"ipc": [], "cpc": codes}), task, group_of(t.qid), "codes", judged))
     return out
 
 
-@dataclass
-class DevSet:
-    topics: list[Topic]
-    qrels: Qrels
-    tasks: dict[str, int] = field(default_factory=dict)
-
-
-def split_part_records(docs: DocStore, ids: Iterable[str]) -> list[Any]:
+def split_records(docs: DocStore, ids: Iterable[str]) -> list[Any]:
     """Records of the doc store whose ids are in ``ids`` (row order)."""
     wanted = set(ids)
     return [docs.get_row(r) for r, doc_id in enumerate(docs.ids) if doc_id in wanted]
 
 
-def task_topics(records: Sequence[Any], task: str) -> tuple[list[Topic], Qrels]:
-    """Topics + qrels of one evaluation task over ``records`` (all eligible, reference signs stripped)."""
+def dev_topics(folder: IndexFolder, docs: DocStore, tasks: str | Sequence[str] = "auto", *,
+               part: str = "dev", split: Any = None) -> tuple[list[DevTopic], dict[str, int]]:
+    """The dev topics of an index with models (module doc); ``part="test"`` gives the test topics.
+
+    ``split``: a :class:`training.models.pairs.Split` (default: the index's ``models/split.json``)."""
+    from training.models.pairs import Split
     from training.tasks import known_item_task, xling_task
 
-    if task == "xling":
-        t = xling_task(records)
-    elif task == "known-item":
-        t = known_item_task(records, n=max(1, len(records)))
-    else:
-        raise FusionError(f"unknown task {task!r}; choose from {', '.join(TASKS)}")
-    return t.topics, t.qrels
-
-
-def dev_set(index_dir: str | Path, tasks: str | Sequence[str] = "auto", *, part: str = "dev") -> DevSet:
-    """The dev topics of an index with models (see the module doc); ``part="test"`` gives the test topics."""
-    from training.models.pairs import Split
-
-    root = Path(index_dir)
-    meta = load_meta(root, verify=False)
-    split_path = root / "models" / "split.json"
-    if not split_path.is_file():
-        raise FusionError(f"{split_path} is missing: fusion needs an index built with --models")
-    split = Split.load(split_path)
-    validity = task_validity(meta.settings)
+    split_path = folder.path(Layout.MODELS) / "split.json"
+    if split is None:
+        if not split_path.is_file():
+            raise FusionError(f"{split_path} is missing: fusion needs an index built with --models")
+        split = Split.load(split_path)
+    validity = task_validity(folder.settings)
     if tasks == "auto":
         chosen = [t for t in TASKS if validity[t] is None]
         if not chosen:
             reasons = "; ".join(f"{t}: {validity[t]}" for t in TASKS)
-            raise FusionError(f"no dev task suits this index ({reasons}); or pass dev topics and qrels")
+            raise FusionError(f"no leak-free dev task suits this index ({reasons}); pass dev topics and qrels "
+                              "(priorart fuse --topics T --qrels Q) or build for a task")
     else:
         chosen = [tasks] if isinstance(tasks, str) else list(tasks)
         bad = [t for t in chosen if t not in TASKS]
@@ -147,181 +184,65 @@ def dev_set(index_dir: str | Path, tasks: str | Sequence[str] = "auto", *, part:
             raise FusionError(f"unknown task(s) {bad}; choose from auto, {', '.join(TASKS)}")
         for t in chosen:
             if validity[t] is not None:
-                log.warning("task %s on this index: %s", t, validity[t])
-    docs = DocStore.load(root)
-    try:
-        records = split_part_records(docs, split.ids(part))
-    finally:
-        docs.close()
-    topics: list[Topic] = []
-    qrels: Qrels = {}
+                raise FusionError(f"task {t} does not suit this index: {validity[t]}")
+    records = split_records(docs, split.ids(part))
+    out: list[DevTopic] = []
     counts: dict[str, int] = {}
     for task in chosen:
         try:
-            ts, qs = task_topics(records, task)
-        except ValueError as exc:  # no eligible record of the part
+            built = xling_task(records) if task == "xling" else known_item_task(records, n=max(1, len(records)))
+        except ValueError as exc:  # no eligible record in the part
             log.warning("no %s %s topics: %s", part, task, exc)
             counts[task] = 0
             continue
-        topics += ts
-        qrels.update(qs)
-        counts[task] = len(ts)
-    if not topics:
+        counts[task] = len(built.topics)
+        out += profiled(built.topics, built.qrels, task, own_codes=False)
+    if not out:
         raise FusionError(f"no {part} topics for task(s) {', '.join(chosen)} in this index ({len(records)} {part} "
                           "documents)")
-    return DevSet(topics, qrels, counts)
+    return out, counts
 
 
 # --------------------------------------------------------------------------------------------------
-# candidate lists with every component's score
+# features (the pipeline's) and NDCG over the weight grid
 # --------------------------------------------------------------------------------------------------
 
 
 @dataclass
-class TopicScores:
-    """One topic's candidates at one depth: raw score per component, ranker scores, grades."""
+class TopicFeatures:
+    """One dev topic at one depth: its candidates' component scores (from the pipeline) and grades."""
 
-    qid: str
+    dev: DevTopic
     rows: np.ndarray
-    ids: list[str]
-    scores: dict[str, np.ndarray]  # bm25 (0 for dense-only rows), dense, text, meta, joint, stacked
-    in_bm25: np.ndarray  # bool: returned by the first stage
-    in_dense: np.ndarray  # bool: returned by the dense search
-    grades: np.ndarray  # relevance grade of each candidate
-    ideal: np.ndarray  # every judged grade > 0 of the topic, descending (for the ideal DCG)
-    ms: dict[str, float] = field(default_factory=dict)
+    scores: dict[str, np.ndarray]
+    in_first: np.ndarray
+    grades: np.ndarray
+    ideal: np.ndarray
 
     def __len__(self) -> int:
         return len(self.rows)
 
 
-@dataclass
-class Stages:
-    """The stage objects of an index (first stage + the model stages it was built with)."""
-
-    first: FirstStageStep
-    dense: Any
-    rerank: Any
-    device: str
-    notices: list[str]
-
-    @classmethod
-    def load(cls, index_dir: str | Path, device: str = "auto") -> Stages:
-        from service.api.settings import Settings
-        from service.retrieval.model_stages import load_model_stages
-
-        root = Path(index_dir)
-        first = FirstStageStep(FirstStage.load(root))
-        if not (root / "models" / "meta.json").is_file():
-            raise FusionError(f"{root} has no models/: build it with --models MODELS_DIR")
-        loaded = load_model_stages(root, Settings(index_dir=root, device=device))
-        by_name = {s.name: s for s in loaded["stages"]}
-        if "rerank" not in by_name:
-            raise FusionError(f"{root}: no rerank stage ({'; '.join(loaded['notices'])})")
-        return cls(first, by_name.get("dense"), by_name["rerank"], loaded["device"], loaded["notices"])
-
-
-def collect(
-    stages: Stages, topics: Sequence[Topic], qrels: Qrels, depth: int, *, progress: bool = False
-) -> list[TopicScores]:
-    """Run every topic through first stage + dense + rankers at ``depth``; keep all component scores."""
+def collect(pipeline: Pipeline, topics: Sequence[DevTopic], depth: int, *, progress: bool = False
+            ) -> list[TopicFeatures]:
+    """Each topic through the pipeline in feature mode at ``depth``."""
     from tqdm import tqdm
 
-    from service.retrieval.model_stages import query_text_lang
-
-    out: list[TopicScores] = []
-    docs = stages.first.fs.docs
-    for topic in tqdm(topics, desc=f"topics @{depth}", unit="q", disable=not progress, file=sys.stderr):
-        q = Query(text=topic.text, lang=topic.lang, codes=topic.codes, before=topic.before, k=depth, depth=depth)
-        ms: dict[str, float] = {}
-        t = time.perf_counter()
-        cands = stages.first.run(q, Candidates(rows=np.zeros(0, dtype=np.int64)))
-        ms["bm25"] = (time.perf_counter() - t) * 1000
-        n_bm25 = len(cands)
-        in_dense_rows = np.zeros(0, dtype=np.int64)
-        if stages.dense is not None:
-            t = time.perf_counter()
-            found = stages.dense.search(q)
-            cands = stages.dense.merge(q, cands, found)
-            ms["dense"] = (time.perf_counter() - t) * 1000
-            if found is not None:
-                in_dense_rows = found[1].rows
-        t = time.perf_counter()
-        text, lang = query_text_lang(q)
-        if lang in stages.rerank.models.languages:
-            ranks = stages.rerank.scores(text, lang, q.codes, cands.rows)
-        else:
-            ranks = {k: np.full(len(cands), np.nan) for k in RANKERS}
-        ms["rerank"] = (time.perf_counter() - t) * 1000
-        scores = {k: np.asarray(v, dtype=np.float64) for k, v in cands.scores.items()}
-        scores.update(ranks)
-        if "bm25" not in scores:
-            scores["bm25"] = np.zeros(len(cands))
-        if "dense" not in scores:
-            scores["dense"] = np.full(len(cands), np.nan)
-        in_bm25 = np.zeros(len(cands), dtype=bool)
-        in_bm25[:n_bm25] = True
-        in_dense = np.isin(cands.rows, in_dense_rows)
-        ids = [docs.ids[int(r)] for r in cands.rows]
-        judged = qrels.get(topic.qid, {})
-        grades = np.asarray([judged.get(i, 0) for i in ids], dtype=np.float64)
-        ideal = np.sort(np.asarray([g for g in judged.values() if g > 0], dtype=np.float64))[::-1]
-        out.append(TopicScores(topic.qid, cands.rows.copy(), ids, scores, in_bm25, in_dense, grades, ideal, ms))
+    out: list[TopicFeatures] = []
+    ids = pipeline.docs.ids
+    for dt in tqdm(topics, desc=f"dev topics @{depth}", unit="q", disable=not progress, file=sys.stderr):
+        t = dt.topic
+        cands = pipeline.features(Query(text=t.text, lang=t.lang, codes=t.codes, before=t.before, k=depth, depth=depth))
+        grades = np.asarray([dt.judged.get(ids[int(r)], 0) for r in cands.rows], dtype=np.float64)
+        ideal = np.sort(np.asarray(list(dt.judged.values()), dtype=np.float64))[::-1]
+        out.append(TopicFeatures(dt, cands.rows.copy(), {k: np.asarray(v, dtype=np.float64)
+                                                         for k, v in cands.scores.items()}, cands.in_first.copy(),
+                                 grades, ideal))
     return out
 
 
-# --------------------------------------------------------------------------------------------------
-# ranking and NDCG
-# --------------------------------------------------------------------------------------------------
-
-
-def minmax(x: np.ndarray) -> np.ndarray:
-    """Min-max over the candidates, NaN -> 0 (the pipeline's normalisation)."""
-    from service.pipeline import minmax as _minmax
-
-    return _minmax(np.asarray(x, dtype=np.float64))
-
-
-def _discounts(n: int) -> np.ndarray:
-    return 1.0 / np.log2(np.arange(2, n + 2, dtype=np.float64))
-
-
-def ndcg_of_order(grades_in_order: np.ndarray, ideal: np.ndarray) -> float:
-    """trec_eval ``ndcg`` of one ranked list (grades in rank order) against the ideal grades."""
-    if len(ideal) == 0:
-        return 0.0
-    idcg = float((ideal * _discounts(len(ideal))).sum())
-    g = np.asarray(grades_in_order, dtype=np.float64)
-    return float((g * _discounts(len(g))).sum()) / idcg
-
-
-def rank_order(scores: np.ndarray, rows: np.ndarray, keep: np.ndarray | None = None) -> np.ndarray:
-    """Candidate indices best first: descending score, ties by lower row (the pipeline's order)."""
-    idx = np.arange(len(rows)) if keep is None else np.flatnonzero(keep)
-    s = np.nan_to_num(np.asarray(scores, dtype=np.float64)[idx], nan=-np.inf)
-    return idx[np.lexsort((rows[idx], -s))]
-
-
-def ndcg_of(ts: TopicScores, scores: np.ndarray, keep: np.ndarray | None = None) -> float:
-    return ndcg_of_order(ts.grades[rank_order(scores, ts.rows, keep)], ts.ideal)
-
-
-def fused_scores(ts: TopicScores, weights: Mapping[str, float], text_from: str = "text") -> np.ndarray:
-    """The pipeline's fused score with ``weights`` (``text`` read from ranker ``text_from``)."""
-    fused = np.zeros(len(ts))
-    total = 0.0
-    for name, w in weights.items():
-        src = text_from if name == "text" else name
-        if src not in ts.scores:
-            continue
-        total += w
-        if w:
-            fused += w * minmax(ts.scores[src])
-    return fused / total if total > 0 else fused
-
-
 def simplex_grid(n: int, step: float = GRID_STEP) -> np.ndarray:
-    """Every weight vector of ``n`` non-negative multiples of ``step`` summing to 1 ([points, n])."""
+    """Every weight vector of ``n`` non-negative multiples of ``step`` summing to 1 (``[points, n]``)."""
     units = round(1.0 / step)
     if not np.isclose(units * step, 1.0):
         raise FusionError(f"grid step must divide 1, got {step}")
@@ -329,76 +250,143 @@ def simplex_grid(n: int, step: float = GRID_STEP) -> np.ndarray:
     return np.asarray(pts, dtype=np.float64) / units
 
 
-def grid_ndcg(topics: Sequence[TopicScores], components: Sequence[str], text_from: str, grid: np.ndarray) -> np.ndarray:
-    """Mean NDCG of every grid point ([points]) over the topics, exact ranks with the pipeline's tie rule.
+def _discounts(n: int) -> np.ndarray:
+    return 1.0 / np.log2(np.arange(2, n + 2, dtype=np.float64))
 
-    The fused scores are computed with the same floating-point operations as ``FusionStep`` (component by
-    component in ``components`` order, then divided by the weight total), so exact ties come out the same.
-    """
-    total = np.zeros(len(grid))
-    for ts in topics:
-        rel = np.flatnonzero(ts.grades > 0)
-        if len(ts.ideal) == 0 or len(ts) == 0 or len(rel) == 0:
-            continue
-        present = [(j, text_from if c == "text" else c) for j, c in enumerate(components)]
-        present = [(j, src) for j, src in present if src in ts.scores]
-        fused = np.zeros((len(ts), len(grid)))
-        for j, src in present:
-            fused += minmax(ts.scores[src])[:, None] * grid[None, :, j]  # w * x; a zero weight adds exactly 0
-        weight_total = np.array([sum(float(grid[p, j]) for j, _ in present) for p in range(len(grid))])
-        fused = np.divide(fused, weight_total[None, :], out=fused, where=weight_total[None, :] > 0)
-        idcg = float((ts.ideal * _discounts(len(ts.ideal))).sum())
-        f_rel = fused[rel]  # [r, points]
-        # rank of a relevant row = rows scoring strictly higher + tied rows with a lower row number
-        higher = (fused[None, :, :] > f_rel[:, None, :]).sum(axis=1)  # [r, points]
-        tied_lower = ((fused[None, :, :] == f_rel[:, None, :]) & (ts.rows[None, :, None] < ts.rows[rel][:, None, None]))
-        rank0 = higher + tied_lower.sum(axis=1)
-        dcg = (ts.grades[rel][:, None] / np.log2(rank0 + 2.0)).sum(axis=0)
-        total += dcg / idcg
-    return total / max(1, len(topics))
+
+def ranks_of_relevant(tf: TopicFeatures, fused: np.ndarray) -> np.ndarray:
+    """0-based rank of each relevant candidate (``[r, points]``) under each fused column, ties by lower row."""
+    rel = np.flatnonzero(tf.grades > 0)
+    f_rel = fused[rel]  # [r, points]
+    higher = (fused[None, :, :] > f_rel[:, None, :]).sum(axis=1)
+    tied_lower = (fused[None, :, :] == f_rel[:, None, :]) & (tf.rows[None, :, None] < tf.rows[rel][:, None, None])
+    return np.asarray(higher + tied_lower.sum(axis=1))
+
+
+def grid_measures(tf: TopicFeatures, comps: Sequence[str], grid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """NDCG and reciprocal rank of the fused ranking of every grid point (``[points]`` each)."""
+    if len(tf.ideal) == 0 or len(tf) == 0 or not (tf.grades > 0).any():
+        return np.zeros(len(grid)), np.zeros(len(grid))
+    fused = fuse_linear(tf.scores, comps, grid)
+    rank0 = ranks_of_relevant(tf, fused)
+    rel = tf.grades[tf.grades > 0]
+    idcg = float((tf.ideal * _discounts(len(tf.ideal))).sum())
+    ndcg = (rel[:, None] / np.log2(rank0 + 2.0)).sum(axis=0) / idcg
+    rr = 1.0 / (rank0.min(axis=0) + 1.0)
+    return ndcg, rr
+
+
+# --------------------------------------------------------------------------------------------------
+# choice, cross-validation, installation
+# --------------------------------------------------------------------------------------------------
+
+
+def choose(ndcg: np.ndarray, grid: np.ndarray, bm25_col: int) -> int:
+    """Grid point for topics with per-topic NDCG ``ndcg`` (``[topics, points]``): the best mean, shrunk to the
+    point with the largest BM25 weight among those within one standard error of the best (paired)."""
+    means = ndcg.mean(axis=0)
+    best = int(np.argmax(means))
+    diff = ndcg[:, [best]] - ndcg  # [topics, points], >= 0 on average
+    n = ndcg.shape[0]
+    se = diff.std(axis=0, ddof=1) / np.sqrt(n) if n > 1 else np.zeros(ndcg.shape[1])
+    close = np.flatnonzero(diff.mean(axis=0) <= se + 1e-12)
+    # largest BM25 weight, then the higher mean, then grid order
+    return int(max(close, key=lambda p: (grid[p, bm25_col], means[p], -p)))
+
+
+def fold_ids(groups: Sequence[str], tasks: Sequence[str], folds: int, seed: int = 0) -> np.ndarray:
+    """Fold of each topic (``groups``: its source publication, ``tasks``: its task): the groups of each task
+    dealt round-robin after a seeded shuffle, so both languages of a grant share a fold."""
+    rng = random.Random(seed)
+    fold_of: dict[str, int] = {}
+    for task in sorted(set(tasks)):
+        mine = sorted({g for g, t in zip(groups, tasks, strict=True) if t == task})
+        rng.shuffle(mine)
+        for i, g in enumerate(mine):
+            fold_of.setdefault(g, i % folds)
+    return np.asarray([fold_of[g] for g in groups], dtype=np.int64)
 
 
 @dataclass
-class DepthResult:
+class Cell:
+    """One (profile, depth): the cross-validated comparison and the decision."""
+
+    profile: str
     depth: int
-    weights: dict[str, dict[str, float]]  # variant -> weights
-    fused_ndcg: dict[str, float]  # variant -> dev NDCG at its weights
+    topics: int
+    components: list[str]
+    single: dict[str, float]  # NDCG of each component alone (no learning), all dev topics of the profile
     bm25_ndcg: float
-    rerank_ndcg: dict[str, float]  # plain rerank by each ranker over the candidates
-    dense_ndcg: float | None
+    cv_ndcg: float  # fused, each fold scored with the choice made on the other folds
+    bm25_mrr: float
+    cv_mrr: float
+    p: float  # paired randomisation test, cv fused vs BM25 NDCG
+    by_task: dict[str, dict[str, float]]
+    weights: dict[str, float]  # the choice on all topics
+    installed: bool
+    reason: str
     candidates: float
-    recall: float  # fraction of judged relevant documents among the candidates
-    ties: dict[str, int]
+
+    def to_json(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in ("topics", "components", "single", "bm25_ndcg", "cv_ndcg", "bm25_mrr",
+                                              "cv_mrr", "p", "by_task", "weights", "installed", "reason",
+                                              "candidates")}
 
 
-def learn_depth(topics: Sequence[TopicScores], depth: int, *, step: float = GRID_STEP,
-                variants: Sequence[str] = tuple(VARIANT_COMPONENTS), has_dense: bool = True) -> DepthResult:
-    """Grid search of every variant's weights at one depth (see the module doc)."""
-    bm25 = float(np.mean([ndcg_of(ts, ts.scores["bm25"], ts.in_bm25) for ts in topics]))
-    weights: dict[str, dict[str, float]] = {}
-    fused: dict[str, float] = {}
-    ties: dict[str, int] = {}
-    for variant in variants:
-        comps = tuple(c for c in VARIANT_COMPONENTS[variant] if has_dense or c != "dense")
-        grid = simplex_grid(len(comps), step)
-        values = grid_ndcg(topics, comps, VARIANT_TEXT[variant], grid)
-        best = float(values.max())
-        at_best = np.flatnonzero(values >= best - 1e-12)
-        pick = int(at_best[np.argmax(grid[at_best, 0])])  # comps[0] is bm25: most conservative tie
-        w = {c: float(v) for c, v in zip(comps, grid[pick], strict=True)}  # k / 10: the nearest doubles to 0.k
-        check = float(np.mean([ndcg_of(ts, fused_scores(ts, w, VARIANT_TEXT[variant])) for ts in topics]))
-        if abs(check - best) > 1e-9:  # only float ties can differ between the two formulas
-            log.warning("depth %d %s: grid NDCG %.6f, pipeline formula %.6f", depth, variant, best, check)
-        if check < bm25 - 1e-12:
-            raise RuntimeError(f"fusion ({check:.6f}) below BM25 ({bm25:.6f}) on the dev topics at depth {depth}: "
-                               "the BM25 grid point must reproduce the first stage")
-        weights[variant], fused[variant], ties[variant] = w, check, len(at_best)
-    rerank = {k: float(np.mean([ndcg_of(ts, ts.scores[k]) for ts in topics])) for k in RANKERS}
-    dense = float(np.mean([ndcg_of(ts, ts.scores["dense"], ts.in_dense) for ts in topics])) if has_dense else None
-    n_rel = sum(len(ts.ideal) for ts in topics)
-    found = sum(int((ts.grades > 0).sum()) for ts in topics)
-    return DepthResult(depth, weights, fused, bm25, rerank, dense, float(np.mean([len(ts) for ts in topics])),
-                       found / n_rel if n_rel else 0.0, ties)
+def decide(profile: str, depth: int, feats: Sequence[TopicFeatures], comps: Sequence[str], *, folds: int,
+           step: float = GRID_STEP, seed: int = 0) -> Cell:
+    """Cross-validate the choice for one (profile, depth) and decide whether to install it (module doc)."""
+    grid = simplex_grid(len(comps), step)
+    bm25_col = comps.index("bm25")
+    bm25_point = int(np.flatnonzero(grid[:, bm25_col] == 1.0)[0])
+    per = [grid_measures(tf, comps, grid) for tf in feats]
+    ndcg = np.asarray([p[0] for p in per])  # [topics, points]
+    rr = np.asarray([p[1] for p in per])
+    n = len(feats)
+    single = {}
+    for c in SINGLE:
+        if c in comps:
+            one = np.zeros((1, len(comps)))
+            one[0, comps.index(c)] = 1.0
+            single[c] = float(np.mean([grid_measures(tf, comps, one)[0][0] for tf in feats])) if n else 0.0
+    fold = fold_ids([tf.dev.group for tf in feats], [tf.dev.task for tf in feats], folds, seed)
+    cv_ndcg = np.zeros(n)
+    cv_rr = np.zeros(n)
+    for f in np.unique(fold):
+        train, test = fold != f, fold == f
+        pick = choose(ndcg[train], grid, bm25_col) if train.any() else bm25_point
+        cv_ndcg[test], cv_rr[test] = ndcg[test, pick], rr[test, pick]
+    bm25_ndcg, bm25_rr = ndcg[:, bm25_point], rr[:, bm25_point]
+    p = randomisation_test(list(cv_ndcg), list(bm25_ndcg), permutations=2000, seed=seed) if n > 1 else 1.0
+    by_task: dict[str, dict[str, float]] = {}
+    worse: list[str] = []
+    for task in sorted({tf.dev.task for tf in feats}):
+        m = np.asarray([tf.dev.task == task for tf in feats])
+        pt = randomisation_test(list(cv_ndcg[m]), list(bm25_ndcg[m]), permutations=2000, seed=seed) if m.sum() > 1 \
+            else 1.0
+        by_task[task] = {"topics": int(m.sum()), "bm25": float(bm25_ndcg[m].mean()), "cv": float(cv_ndcg[m].mean()),
+                         "p": pt}
+        if cv_ndcg[m].mean() < bm25_ndcg[m].mean() and pt < 0.05:
+            worse.append(task)
+    weights = {c: float(w) for c, w in zip(comps, grid[choose(ndcg, grid, bm25_col)], strict=True)} if n \
+        else dict(BM25_ONLY)
+    gain = float(cv_ndcg.mean() - bm25_ndcg.mean()) if n else 0.0
+    if n < MIN_TOPICS:
+        installed, reason = False, f"too few dev topics ({n}; at least {MIN_TOPICS})"
+    elif weights.get("bm25", 0.0) == 1.0:
+        installed, reason = False, "the learned weights are BM25 alone"
+    elif gain <= 1e-9:
+        installed, reason = False, (f"learned weights did not beat BM25 on held-out dev topics ({folds}-fold CV nDCG "
+                                    f"{cv_ndcg.mean():.3f} vs BM25 {bm25_ndcg.mean():.3f}, {n} topics)")
+    elif worse:
+        installed, reason = False, f"worse than BM25 on task(s) {', '.join(worse)} (p < 0.05)"
+    else:
+        installed, reason = True, (f"learned on {n} dev topics; {folds}-fold CV nDCG {cv_ndcg.mean():.3f} vs BM25 "
+                                   f"{bm25_ndcg.mean():.3f} (p = {p:.3g})")
+    return Cell(profile, depth, n, list(comps), single, float(bm25_ndcg.mean()) if n else 0.0,
+                float(cv_ndcg.mean()) if n else 0.0, float(bm25_rr.mean()) if n else 0.0,
+                float(cv_rr.mean()) if n else 0.0, float(p), by_task, weights, installed, reason,
+                float(np.mean([len(tf) for tf in feats])) if n else 0.0)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -409,25 +397,18 @@ def learn_depth(topics: Sequence[TopicScores], depth: int, *, step: float = GRID
 @dataclass
 class FusionResult:
     index_dir: Path
-    default_variant: str
-    depths: list[DepthResult]
+    cells: list[Cell]
     dev: dict[str, Any]
     seconds: float
     plot: Path | None
-    data: dict[str, Any]
+    model: FusionModel = field(repr=False, default_factory=lambda: FusionModel.bm25_only(""))
 
     def summary(self) -> dict[str, Any]:
-        return {
-            "default_variant": self.default_variant,
-            "dev_topics": self.dev["topics"],
-            "tasks": self.dev["tasks"],
-            "seconds": round(self.seconds, 2),
-            "depths": {
-                str(d.depth): {"weights": d.weights[self.default_variant], "fusion": d.fused_ndcg[self.default_variant],
-                               "bm25": d.bm25_ndcg, "rerank_joint": d.rerank_ndcg["joint"]}
-                for d in self.depths
-            },
-        }
+        return {"dev_topics": self.dev["topics"], "tasks": self.dev["tasks"], "folds": self.dev["folds"],
+                "seconds": round(self.seconds, 2),
+                "profiles": {p: {"installed": pw.installed, "reason": pw.reason}
+                             for p, pw in self.model.linear.items()},
+                "cells": [{"profile": c.profile, "depth": c.depth, **c.to_json()} for c in self.cells]}
 
 
 def parse_depths(text: str | Sequence[int]) -> list[int]:
@@ -444,123 +425,154 @@ def learn_fusion(
     tasks: str | Sequence[str] = "auto",
     topics: Sequence[Topic] | None = None,
     qrels: Qrels | None = None,
-    default_variant: str | None = None,
+    folds: int = DEFAULT_FOLDS,
     step: float = GRID_STEP,
     device: str = "auto",
     progress: bool = False,
     plot: bool = True,
+    seed: int = 0,
+    folder: IndexFolder | None = None,
 ) -> FusionResult:
-    """Learn the weights of every variant at every depth on the dev topics; write ``models/fusion.json``."""
-    from service.retrieval.model_stages import FUSION_FILE, FUSION_FORMAT, FUSION_VERSION
-
+    """Learn, cross-validate and install the linear weights of an index (module doc); writes ``fusion.json``."""
     started = time.perf_counter()
-    root = Path(index_dir)
+    folder = folder or IndexFolder.open(index_dir, verify=False)
+    root = folder.root
     depths = parse_depths(depths)
-    if default_variant is not None and default_variant not in VARIANT_COMPONENTS:
-        raise FusionError(f"unknown variant {default_variant!r}; choose from {', '.join(VARIANT_COMPONENTS)}")
-    if topics is not None:
-        if qrels is None:
-            raise FusionError("dev topics given without qrels")
-        dev = DevSet(list(topics), dict(qrels), {"given": len(topics)})
-    else:
-        dev = dev_set(root, tasks)
-    judged = [t for t in dev.topics if any(g > 0 for g in dev.qrels.get(t.qid, {}).values())]
-    if not judged:
-        raise FusionError("no dev topic has a relevant document")
-    stages = Stages.load(root, device)
-    has_dense = stages.dense is not None
-    results: list[DepthResult] = []
-    for depth in depths:
-        scored = collect(stages, judged, dev.qrels, depth, progress=progress)
-        results.append(learn_depth(scored, depth, step=step, has_dense=has_dense))
-        r = results[-1]
-        log.info("depth %d: BM25 %.4f, rerank joint %.4f, fusion %s", depth, r.bm25_ndcg, r.rerank_ndcg["joint"],
-                 ", ".join(f"{v} {x:.4f}" for v, x in r.fused_ndcg.items()))
-    means = {v: float(np.mean([r.fused_ndcg[v] for r in results])) for v in VARIANT_COMPONENTS}
-    chosen = default_variant or max(VARIANT_COMPONENTS, key=lambda v: (means[v], v == "stacked"))
-    data: dict[str, Any] = {
-        "format": FUSION_FORMAT,
-        "version": FUSION_VERSION,
-        "created": datetime.now(UTC).isoformat(timespec="seconds"),
-        "method": f"grid search over the simplex (step {step:.2f}) of min-max normalised component scores, "
-                  "maximising mean dev NDCG (trec_eval ndcg, no cut-off) of the fused ranking of the candidate set",
-        "normalisation": "min-max over the candidate set; unscored -> 0; dense-only candidates have BM25 0",
-        "dev": {"part": "dev" if topics is None else "given", "topics": len(judged), "tasks": dev.tasks,
-                "split": "models/split.json"},
-        "default_variant": chosen,
-        "default_reason": "given" if default_variant else "best mean dev NDCG over the depths",
-        "mean_dev_ndcg": means,
-        "device": stages.device,
-        "variants": {
-            v: {
-                "rerank": {"mode": "joint" if v == "joint" else "stacked", "use_meta": v != "text"},
-                "components": [c for c in VARIANT_COMPONENTS[v] if has_dense or c != "dense"],
-                "depths": {
-                    str(r.depth): {"weights": r.weights[v], "dev_ndcg": r.fused_ndcg[v], "bm25_ndcg": r.bm25_ndcg,
-                                   "tied_grid_points": r.ties[v]}
-                    for r in results
-                },
-            }
-            for v in VARIANT_COMPONENTS
-        },
-        "dev_metrics": {
-            str(r.depth): {"bm25": r.bm25_ndcg, "dense": r.dense_ndcg, "rerank": r.rerank_ndcg,
-                           "fusion": r.fused_ndcg, "candidates_mean": r.candidates, "candidate_recall": r.recall}
-            for r in results
-        },
-    }
-    out = root / FUSION_FILE
-    out.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
-    png = None
-    if plot:
-        png = root / PLOT_FILE
-        plot_dev_curves(data, png)
-    update_meta(root, {"fusion": {"version": FUSION_VERSION, "file": FUSION_FILE,
-                                  "plot": PLOT_FILE if png else None, "default_variant": chosen,
-                                  "depths": depths, "dev_topics": len(judged)}})
+    if folds < 2:
+        raise FusionError(f"folds must be >= 2, got {folds}")
+    if not folder.has("models"):
+        raise FusionError(f"{root} has no models/: build it with --models MODELS_DIR")
+    pipeline = compose(folder, Settings(index_dir=root, device=device))
+    try:
+        if topics is not None:
+            if qrels is None:
+                raise FusionError("dev topics given without qrels")
+            dev = profiled(topics, qrels, "given", own_codes=True)
+            counts = {"given": len(topics)}
+        else:
+            dev, counts = dev_topics(folder, pipeline.docs, tasks)
+        if not dev:
+            raise FusionError("no dev topic has a relevant document")
+        available = {"bm25"} | {c for s in pipeline.names for c in {"dense": ("dense",),
+                                                                      "rerank": ("text", "meta", "joint")}.get(s, ())}
+        cells: list[Cell] = []
+        learned: dict[str, dict[int, dict[str, float]]] = {p: {} for p in PROFILES}
+        installed: dict[str, dict[int, bool]] = {p: {} for p in PROFILES}
+        reasons: dict[str, list[str]] = {p: [] for p in PROFILES}
+        for depth in depths:
+            feats_all = collect(pipeline, dev, depth, progress=progress)
+            for profile in PROFILES:
+                comps = [c for c in PROFILE_COMPONENTS[profile] if c in available]
+                feats = [f for f in feats_all if f.dev.profile == profile]
+                if len(comps) < 2 or not feats:
+                    why = "no dev topics with codes" if not feats else "no neural component for this profile"
+                    reasons[profile].append(f"depth {depth}: {why}")
+                    continue
+                cell = decide(profile, depth, feats, comps, folds=folds, step=step, seed=seed)
+                cells.append(cell)
+                learned[profile][depth] = cell.weights
+                installed[profile][depth] = cell.installed
+                reasons[profile].append(f"depth {depth}: {cell.reason}")
+                log.info("%s @%d: BM25 %.4f, CV fusion %.4f (%s) -> %s", profile, depth, cell.bm25_ndcg, cell.cv_ndcg,
+                         cell.weights, "installed" if cell.installed else cell.reason)
+    finally:
+        pipeline.docs.close()
+    linear: dict[str, ProfileWeights] = {}
+    for profile in PROFILES:
+        ok = [d for d, v in installed[profile].items() if v]
+        if ok:  # depths that did not beat BM25 keep BM25 alone
+            use = {d: (learned[profile][d] if installed[profile][d] else dict(BM25_ONLY)) for d in learned[profile]}
+            n = max(c.topics for c in cells if c.profile == profile)
+            why = (f"learned leak-free on {n} dev topics, installed at depth(s) {', '.join(map(str, sorted(ok)))} "
+                   f"where {folds}-fold cross-validation put it above BM25")
+            linear[profile] = ProfileWeights(True, why, use, learned[profile])
+        else:
+            why = "; ".join(reasons[profile]) or "nothing learned"
+            linear[profile] = ProfileWeights(False, _short_reason(cells, profile) or why, {}, learned[profile])
+    old = FusionModel.of_folder(folder)
+    judged = len({(t.topic.qid, t.profile) for t in dev})
+    info = {"topics": judged, "tasks": counts, "folds": folds, "depths": depths, "grid_step": step,
+            "objective": "mean nDCG (trec_eval ndcg, no cut-off) of the fused ranking of the candidate set",
+            "choice": "best grid point shrunk toward BM25 by the one-standard-error rule",
+            "install": "cross-validated nDCG above BM25's, no task worse with p < 0.05",
+            "cells": [{"profile": c.profile, "depth": c.depth, **c.to_json()} for c in cells],
+            "device": pipeline.device}
+    model = FusionModel(linear, old.borda, old.linlearn, old.default_method if old.default_method in old.methods
+                        else "linear", {**old.sources, "linear": "priorart fuse (leak-free, cross-validated)"},
+                        {"linear": info})
+    model.save(folder.path(Layout.FUSION))
+    png = plot_dev_curves(cells, folder.path(Layout.FUSION_PLOT)) if plot and cells else None
+    changed = [Layout.FUSION] + ([Layout.FUSION_PLOT] if png else [])
+    folder.register({"fusion": {"version": FUSION_VERSION, "file": Layout.FUSION,
+                                "plot": Layout.FUSION_PLOT if png else None,
+                                "installed": {p: pw.installed for p, pw in linear.items()}}}, changed=changed)
     seconds = time.perf_counter() - started
-    log.info("fusion weights (default variant %s) written to %s in %.1f s", chosen, out, seconds)
-    return FusionResult(root, chosen, results, data["dev"], seconds, png, data)
+    log.info("fusion weights written to %s in %.1f s", folder.path(Layout.FUSION), seconds)
+    return FusionResult(root, cells, info, seconds, png, model)
 
 
-def plot_dev_curves(data: Mapping[str, Any], path: Path, title: str | None = None) -> Path:
-    """Figure-3-like PNG: (a) plain reranking vs BM25, (b) weighted fusion vs BM25, dev NDCG over depth."""
+def _short_reason(cells: Sequence[Cell], profile: str) -> str:
+    mine = [c for c in cells if c.profile == profile]
+    if not mine:
+        return ""
+    c = max(mine, key=lambda c: c.depth)
+    return c.reason
+
+
+def format_cells(cells: Sequence[Cell]) -> str:
+    """The cross-validated table (one row per profile and depth)."""
+    names = [c for c in SINGLE if any(c in cell.single for cell in cells)]
+    head = f"{'profile':<8} {'depth':>5} {'topics':>6} " + " ".join(f"{n:>6}" for n in names) + \
+        f" {'fused':>7} {'p':>6}  {'MRR bm25':>8} {'fused':>6}  decision"
+    lines = [head]
+    for c in cells:
+        vals = " ".join(f"{c.single[n]:>6.3f}" if n in c.single else f"{'-':>6}" for n in names)
+        lines.append(f"{c.profile:<8} {c.depth:>5} {c.topics:>6} {vals} {c.cv_ndcg:>7.3f} {c.p:>6.3f}  "
+                     f"{c.bm25_mrr:>8.3f} {c.cv_mrr:>6.3f}  "
+                     f"{'installed ' + _fmt_w(c.weights) if c.installed else 'BM25 only: ' + c.reason}")
+    return "\n".join(lines)
+
+
+def _fmt_w(w: Mapping[str, float]) -> str:
+    return ", ".join(f"{k} {v:.1f}" for k, v in w.items() if v)
+
+
+def plot_dev_curves(cells: Sequence[Cell], path: Path) -> Path:
+    """Figure-3-like PNG: dev nDCG against candidate depth, per profile: each component alone, BM25, CV fusion."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    metrics = data["dev_metrics"]
-    depths = sorted(int(d) for d in metrics)
-    x = np.arange(len(depths))
-
-    def series(get: Any) -> list[float]:
-        return [float(get(metrics[str(d)])) for d in depths]
-
-    fig, axes = plt.subplots(1, 2, figsize=(10, 4), sharey=True)
-    bm25 = series(lambda m: m["bm25"])
-    labels = {"text": ("text only", "o", "-"), "meta": ("meta only", "v", "--"),
-              "joint": ("text+meta (joint)", "o", "-"), "stacked": ("text+meta (stacked)", "D", "-.")}
-    for name, (label, marker, style) in labels.items():
-        axes[0].plot(x, series(lambda m, n=name: m["rerank"][n]), marker=marker, linestyle=style,
-                     label=f"rerank: {label}")
-    if all(metrics[str(d)].get("dense") is not None for d in depths):
-        axes[0].plot(x, series(lambda m: m["dense"]), marker="^", linestyle=":", label="dense only")
-    for v, (marker, style) in zip(VARIANT_COMPONENTS, (("o", "-"), ("D", "--"), ("v", "-.")), strict=True):
-        axes[1].plot(x, series(lambda m, v=v: m["fusion"][v]), marker=marker, linestyle=style,
-                     label=f"weighted: {v}{' (default)' if v == data.get('default_variant') else ''}")
-    for ax, sub in zip(axes, ("(a) reranking", "(b) weighted fusion"), strict=True):
-        ax.plot(x, bm25, marker="s", color="black", linewidth=2, label="BM25 (first stage)")
-        ax.set_xticks(x, [str(d) for d in depths])
+    profiles = [p for p in PROFILES if any(c.profile == p for c in cells)]
+    fig, axes = plt.subplots(1, len(profiles), figsize=(5.5 * len(profiles), 4), sharey=True, squeeze=False)
+    for ax, profile in zip(axes[0], profiles, strict=True):
+        mine = sorted((c for c in cells if c.profile == profile), key=lambda c: c.depth)
+        x = np.arange(len(mine))
+        for name in SINGLE:
+            if name == "bm25" or not all(name in c.single for c in mine):
+                continue
+            ax.plot(x, [c.single[name] for c in mine], marker="o", linestyle="--", label=f"{name} alone")
+        ax.plot(x, [c.bm25_ndcg for c in mine], marker="s", color="black", linewidth=2, label="BM25 (first stage)")
+        ax.plot(x, [c.cv_ndcg for c in mine], marker="D", color="tab:red", linewidth=2,
+                label="weighted fusion (cross-validated)")
+        for xi, c in zip(x, mine, strict=True):
+            if c.installed:
+                ax.annotate("installed", (xi, c.cv_ndcg), textcoords="offset points", xytext=(0, 6), fontsize=7,
+                            ha="center")
+        ax.set_xticks(x, [str(c.depth) for c in mine])
         ax.set_xlabel("candidate depth")
-        ax.set_title(sub)
+        ax.set_title(f"queries {'with' if profile == 'codes' else 'without'} codes ({mine[0].topics} dev topics)")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
-    axes[0].set_ylabel("dev NDCG")
-    n = data.get("dev", {}).get("topics")
-    fig.suptitle(title or f"dev NDCG vs candidate depth ({n} dev topics)")
+    axes[0][0].set_ylabel("dev nDCG (held-out folds for the fusion)")
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
+
+
+__all__ = ["Cell", "DevTopic", "FusionError", "FusionResult", "TopicFeatures", "choose", "collect", "decide",
+           "dev_topics", "fold_ids", "format_cells", "grid_measures", "learn_fusion", "parse_depths", "profiled",
+           "simplex_grid", "task_validity"]

@@ -17,7 +17,7 @@ from service.api.errors import install_error_handlers
 from service.api.metrics import Metrics
 from service.api.middleware import GuardMiddleware
 from service.api.routes import admin, documents, health, search
-from service.api.settings import Settings
+from service.settings import Settings
 
 log = logging.getLogger(__name__)
 STATIC_DIR = Path(__file__).parent / "static"

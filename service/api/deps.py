@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated
 from fastapi import Depends, HTTPException, Request
 
 from service.api.metrics import Metrics
-from service.api.settings import Settings
+from service.settings import Settings
 
 if TYPE_CHECKING:
     from service.engine import Engine

@@ -14,7 +14,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from service.api.errors import problem
 from service.api.metrics import Metrics
-from service.api.settings import Settings
+from service.settings import Settings
 
 OPEN_PATHS = ("/health", "/ready", "/metrics", "/docs", "/redoc", "/openapi.json", "/static", "/favicon", "/admin")
 

@@ -1,26 +1,29 @@
-"""The index folder: ``meta.json`` (format, settings, checksums), verifying loader, doc store."""
+"""The index folder (layout, ``meta.json``, verification: :mod:`service.index.folder`) and its doc store."""
 
-from service.index.store import (
-    CODE_LEVELS,
+from service.index.folder import (
     FIELDS,
     INDEX_FORMAT,
     INDEX_VERSION,
-    MISSING_DATE,
     SCORINGS,
-    DocStore,
-    DocStoreWriter,
+    IndexFolder,
     IndexFormatError,
     IndexMeta,
-    UnknownDocumentError,
-    id_shaped,
+    Layout,
     load_meta,
-    looks_like_pub_id,
-    normalise_pub_id,
-    normalise_query_code,
-    truncate_code,
+    sha256_file,
     update_meta,
     validate_settings,
     write_meta,
+)
+from service.index.store import (
+    CODE_LEVELS,
+    MISSING_DATE,
+    DocStore,
+    DocStoreWriter,
+    UnknownDocumentError,
+    id_shaped,
+    looks_like_pub_id,
+    normalise_pub_id,
 )
 
 __all__ = [
@@ -32,15 +35,16 @@ __all__ = [
     "SCORINGS",
     "DocStore",
     "DocStoreWriter",
+    "IndexFolder",
     "IndexFormatError",
     "IndexMeta",
+    "Layout",
     "UnknownDocumentError",
     "id_shaped",
     "load_meta",
     "looks_like_pub_id",
     "normalise_pub_id",
-    "normalise_query_code",
-    "truncate_code",
+    "sha256_file",
     "update_meta",
     "validate_settings",
     "write_meta",

@@ -34,7 +34,6 @@ says where searches run.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -43,11 +42,10 @@ from typing import Any
 
 import numpy as np
 
+from service.index.folder import IndexFolder, IndexFormatError, Layout
+
 log = logging.getLogger(__name__)
 
-DENSE_DIR = "dense"
-VECTORS_FILE = "dense/vectors.npy"
-FAISS_FILE = "dense/index.faiss"
 DENSE_FORMAT_VERSION = 1
 INDEX_KINDS = ("flat", "hnsw", "ivf")
 METRICS = ("inner_product", "cosine", "l2")
@@ -186,13 +184,13 @@ class DenseIndex:
         self.notes = list(notes or [])
         self._gpu_resources = gpu_resources  # keep alive as long as the GPU index
         if index is not None and int(index.ntotal) != len(vectors):
-            raise DenseIndexError(f"FAISS index holds {index.ntotal} vectors, {VECTORS_FILE} {len(vectors)}")
+            raise DenseIndexError(f"FAISS index holds {index.ntotal} vectors, {Layout.DENSE_VECTORS} {len(vectors)}")
 
     # ------------------------------------------------------------------ loading
     @classmethod
     def load(
         cls,
-        index_dir: str | Path,
+        folder: IndexFolder | str | Path,
         *,
         device: str = "auto",
         exact: bool = False,
@@ -200,24 +198,19 @@ class DenseIndex:
         ef_search: int | None = None,
         mmap: bool = True,
     ) -> DenseIndex:
-        """Load ``dense/`` of an index folder (checksums are the index loader's job: ``load_meta``).
+        """Load ``dense/`` of an opened index folder (a path is opened without re-hashing its files).
 
         ``exact=True`` ignores an approximate index and searches a flat one built from the vectors.
         ``nprobe`` (ivf) and ``ef_search`` (hnsw) override the build's search parameters.
         """
         faiss = _faiss()
-        root = Path(index_dir)
-        meta_path = root / "meta.json"
         try:
-            comp = json.loads(meta_path.read_text(encoding="utf-8"))["components"]["dense"]
-        except (OSError, KeyError, TypeError, json.JSONDecodeError) as exc:
-            raise DenseIndexError(f"{meta_path}: no readable 'dense' component ({exc}); build with --models") from exc
-        if comp.get("version") != DENSE_FORMAT_VERSION:
-            raise DenseIndexError(
-                f"{meta_path}: dense format version {comp.get('version')!r}, this priorart reads "
-                f"{DENSE_FORMAT_VERSION}; rebuild with `priorart build --models`"
-            )
-        vec_path = root / comp.get("vectors", VECTORS_FILE)
+            if not isinstance(folder, IndexFolder):
+                folder = IndexFolder.open(folder, verify=False)
+            comp = folder.component("dense", DENSE_FORMAT_VERSION, fix="rebuild with `priorart build --models`")
+        except IndexFormatError as exc:
+            raise DenseIndexError(str(exc)) from exc
+        vec_path = folder.path(comp.get("vectors", Layout.DENSE_VECTORS))
         try:
             vectors = np.load(vec_path, mmap_mode="r" if mmap else None)
         except (OSError, ValueError) as exc:
@@ -233,7 +226,7 @@ class DenseIndex:
             index, _ = build_faiss_index(np.asarray(vectors), "flat", info["metric"])
             info = {**info, "kind": "flat", "params": {}, "built_at_load": True}
         else:
-            faiss_path = root / comp.get("index", FAISS_FILE)
+            faiss_path = folder.path(comp.get("index", Layout.DENSE_FAISS))
             try:
                 index = faiss.read_index(str(faiss_path))
             except RuntimeError as exc:

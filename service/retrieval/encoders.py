@@ -56,8 +56,9 @@ import numpy as np
 
 from service.classification import normalise_code, syntactic_parent
 from service.corpus.record import PatentRecord
-from service.index.store import sha256_file
-from service.text.analysis import SUPPORTED_LANGS, detect_language, get_analyzer
+from service.index.folder import sha256_file
+from service.text.analysis import SUPPORTED_LANGS, get_analyzer
+from service.versioned import read_versioned
 
 log = logging.getLogger(__name__)
 
@@ -72,7 +73,7 @@ CODES_MAX = 32
 RANKER_KINDS = ("text", "meta", "joint", "stacked")
 
 
-class ModelsFolderError(RuntimeError):
+class ModelsFolderError(ValueError):
     """The models folder is missing, of another format, or a file does not match its checksum."""
 
 
@@ -216,229 +217,15 @@ def pad_batch(seqs: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     return ids, lengths
 
 
-# --------------------------------------------------------------------------------------------------
-# onnxruntime side
-# --------------------------------------------------------------------------------------------------
-
-
-def choose_providers(requested: Sequence[str] | None = None) -> list[str]:
-    """CUDA execution provider when onnxruntime has it (else CPU, with a logged warning)."""
-    import onnxruntime as ort
-
-    available = ort.get_available_providers()
-    if requested:
-        missing = [p for p in requested if p not in available]
-        if missing:
-            raise ValueError(f"onnxruntime providers {missing} not available; available: {available}")
-        return list(requested)
-    if "CUDAExecutionProvider" in available:
-        return ["CUDAExecutionProvider", "CPUExecutionProvider"]
-    log.warning("onnxruntime has no CUDA execution provider; running the neural models on CPU")
-    return ["CPUExecutionProvider"]
-
-
-class _Session:
-    """One ONNX graph with its input names checked."""
-
-    def __init__(self, path: Path, providers: Sequence[str], threads: int) -> None:
-        import onnxruntime as ort
-
-        opts = ort.SessionOptions()
-        if threads > 0:
-            opts.intra_op_num_threads = threads
-            opts.inter_op_num_threads = 1
-        opts.log_severity_level = 3
-        self.path = path
-        self.sess = ort.InferenceSession(str(path), sess_options=opts, providers=list(providers))
-        self.inputs = [i.name for i in self.sess.get_inputs()]
-
-    def __call__(self, **feeds: np.ndarray) -> np.ndarray:
-        if sorted(feeds) != sorted(self.inputs):
-            raise ValueError(f"{self.path.name}: expected inputs {self.inputs}, got {sorted(feeds)}")
-        return np.asarray(self.sess.run(None, feeds)[0])
-
-
-class ModelBundle:
-    """The models folder loaded for inference (onnxruntime only).
-
-    ``encode_query`` / ``encode_documents`` give dual-encoder vectors for the dense stage (inner product
-    = smooth cosine). ``rerank_scores`` gives the text, meta, joint and stacked ranker scores of
-    candidates. ``providers`` says which onnxruntime execution providers run the graphs.
-    """
-
-    def __init__(self, root: Path, meta: dict[str, Any], providers: Sequence[str], threads: int = 0) -> None:
-        self.root = root
-        self.meta = meta
-        comp = meta["components"]
-        self._providers = list(providers)
-
-        def sess(rel: str) -> _Session:
-            return _Session(root / rel, self._providers, threads)
-
-        self.vocabs = {lang: Vocabulary.load(root / rel) for lang, rel in comp["vocab"]["words"].items()}
-        self.codes = CodeVocabulary.load(root / comp["vocab"]["codes"])
-        limits = comp.get("limits", {})
-        self.query_max_terms = int(limits.get("query_max_terms", QUERY_MAX_TERMS))
-        self.doc_max_terms = int(limits.get("doc_max_terms", DOC_MAX_TERMS))
-        self.codes_max = int(limits.get("codes_max", CODES_MAX))
-        dual = comp["dual"]
-        self.dim = int(dual["dim"])
-        self.smooth_l = float(dual["smooth_l"])
-        self._dual_query = {lang: sess(rel) for lang, rel in dual["query"].items()}
-        self._dual_doc = sess(dual["doc"])
-        text, metac, joint = comp["rankers"]["text"], comp["rankers"]["meta"], comp["rankers"]["joint"]
-        self._text_query = {lang: sess(rel) for lang, rel in text["query"].items()}
-        self._text_doc, self._text_mlp = sess(text["doc"]), sess(text["mlp"])
-        self._meta_query, self._meta_doc, self._meta_mlp = sess(metac["query"]), sess(metac["doc"]), sess(metac["mlp"])
-        self._joint_qt = {lang: sess(rel) for lang, rel in joint["query_text"].items()}
-        self._joint_dt, self._joint_qm = sess(joint["doc_text"]), sess(joint["query_meta"])
-        self._joint_dm, self._joint_mlp = sess(joint["doc_meta"]), sess(joint["mlp"])
-        stacked = comp["rankers"]["stacked"]
-        self.stacked_weights = (float(stacked["w_text"]), float(stacked["w_meta"]))
-        self.providers = self._dual_doc.sess.get_providers()
-        log.info("models loaded from %s; onnxruntime providers: %s", root, self.providers)
-
-    # ---- loading --------------------------------------------------------------------------------
-
-    @classmethod
-    def load(
-        cls,
-        models_dir: str | Path,
-        *,
-        providers: Sequence[str] | None = None,
-        threads: int = 0,
-        verify: bool = True,
-    ) -> ModelBundle:
-        """Load a models folder, verifying its format and every file's sha256 (``verify=False`` skips hashing)."""
-        root = Path(models_dir)
-        meta = read_models_meta(root)
-        if verify:
-            verify_models_files(root, meta)
-        return cls(root, meta, choose_providers(providers), threads)
-
-    # ---- inputs ---------------------------------------------------------------------------------
-
-    @property
-    def languages(self) -> tuple[str, ...]:
-        """Query languages that every model can encode."""
-        langs = set(self._dual_query) & set(self._text_query) & set(self._joint_qt)
-        return tuple(lang for lang in SUPPORTED_LANGS if lang in langs)
-
-    def _lang(self, text: str, lang: str | None) -> str:
-        lang = lang or detect_language(text)
-        if lang not in self.languages:
-            raise UnsupportedLanguageError(
-                f"no query encoder for language {lang!r}; this models folder has {', '.join(self.languages)}"
-            )
-        return lang
-
-    def query_ids(self, text: str, lang: str) -> np.ndarray:
-        """Term ids of a query (the language's vocabulary, capped)."""
-        return query_ids(text, lang, self.vocabs[lang], self.query_max_terms)
-
-    def document_ids(self, record: PatentRecord) -> np.ndarray:
-        """Term ids of a record's document-side text (English vocabulary, capped)."""
-        return document_ids(record, self.vocabs["en"], self.doc_max_terms)
-
-    def code_ids(self, codes: Iterable[str]) -> np.ndarray:
-        return self.codes.code_ids(codes, self.codes_max)
-
-    # ---- dense stage ----------------------------------------------------------------------------
-
-    def encode_query(self, text: str, lang: str | None = None) -> np.ndarray:
-        """Dual-encoder vector of one query, float32 [dim] (inner product with document vectors = smooth cosine)."""
-        lang = self._lang(text, lang)
-        ids, lengths = pad_batch([self.query_ids(text, lang)])
-        return self._dual_query[lang](ids=ids, lengths=lengths)[0].astype(np.float32)
-
-    def encode_documents(self, records: Iterable[PatentRecord], batch_size: int = 256) -> np.ndarray:
-        """Dual-encoder vectors of documents, float32 [n, dim], in input order."""
-        return self._encode_docs((self.document_ids(r) for r in records), self._dual_doc, batch_size, self.dim)
-
-    @staticmethod
-    def _encode_docs(seqs: Iterable[np.ndarray], session: _Session, batch_size: int, dim: int | None) -> np.ndarray:
-        if batch_size < 1:
-            raise ValueError("batch_size must be >= 1")
-        out: list[np.ndarray] = []
-        batch: list[np.ndarray] = []
-        for seq in seqs:
-            batch.append(seq)
-            if len(batch) >= batch_size:
-                ids, lengths = pad_batch(batch)
-                out.append(session(ids=ids, lengths=lengths))
-                batch = []
-        if batch:
-            ids, lengths = pad_batch(batch)
-            out.append(session(ids=ids, lengths=lengths))
-        if not out:
-            return np.zeros((0, dim or 0), dtype=np.float32)
-        return np.concatenate(out).astype(np.float32)
-
-    # ---- rerank ---------------------------------------------------------------------------------
-
-    def rerank_scores(
-        self,
-        query: str,
-        lang: str | None,
-        query_codes: Sequence[str],
-        candidate_records: Sequence[PatentRecord],
-        batch_size: int = 256,
-    ) -> dict[str, np.ndarray]:
-        """Ranker scores of each candidate: ``{'text', 'meta', 'joint', 'stacked'}`` -> float32 [n].
-
-        ``query_codes`` are the query's IPC/CPC codes (may be empty: the meta encoders then see no
-        code and give a constant vector).
-        """
-        lang = self._lang(query, lang)
-        n = len(candidate_records)
-        if n == 0:
-            return {k: np.zeros(0, dtype=np.float32) for k in RANKER_KINDS}
-        q_ids, q_len = pad_batch([self.query_ids(query, lang)])
-        c_ids, c_len = pad_batch([self.code_ids(query_codes)])
-        doc_seqs = [self.document_ids(r) for r in candidate_records]
-        doc_codes = [self.code_ids(record_codes(r)) for r in candidate_records]
-
-        def rep(x: np.ndarray) -> np.ndarray:
-            return np.repeat(x, n, axis=0)
-
-        q_text = rep(self._text_query[lang](ids=q_ids, lengths=q_len))
-        d_text = self._encode_docs(doc_seqs, self._text_doc, batch_size, None)
-        text = self._text_mlp(query=q_text, doc=d_text)
-        q_meta = rep(self._meta_query(ids=c_ids, lengths=c_len))
-        d_meta = self._encode_docs(doc_codes, self._meta_doc, batch_size, None)
-        meta = self._meta_mlp(query=q_meta, doc=d_meta)
-        jq_text = rep(self._joint_qt[lang](ids=q_ids, lengths=q_len))
-        jd_text = self._encode_docs(doc_seqs, self._joint_dt, batch_size, None)
-        jq_meta = rep(self._joint_qm(ids=c_ids, lengths=c_len))
-        jd_meta = self._encode_docs(doc_codes, self._joint_dm, batch_size, None)
-        joint = self._joint_mlp(query_text=jq_text, doc_text=jd_text, query_meta=jq_meta, doc_meta=jd_meta)
-        w_text, w_meta = self.stacked_weights
-        return {
-            "text": text.astype(np.float32),
-            "meta": meta.astype(np.float32),
-            "joint": joint.astype(np.float32),
-            "stacked": (w_text * text + w_meta * meta).astype(np.float32),
-        }
-
-
 def read_models_meta(root: Path) -> dict[str, Any]:
     """``meta.json`` of a models folder, with its format and version checked."""
     path = root / "meta.json"
     if not path.is_file():
         raise ModelsFolderError(f"{path}: missing; {root} is not a models folder (run `priorart train` first)")
-    try:
-        meta = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise ModelsFolderError(f"{path}: not valid JSON ({exc})") from exc
-    if meta.get("format") != MODELS_FORMAT:
-        raise ModelsFolderError(f"{path}: format {meta.get('format')!r}, expected {MODELS_FORMAT!r}")
-    if meta.get("version") != MODELS_VERSION:
-        raise ModelsFolderError(
-            f"{path}: format version {meta.get('version')!r}, this code reads version {MODELS_VERSION}; retrain"
-        )
+    meta = read_versioned(path, MODELS_FORMAT, MODELS_VERSION, error=ModelsFolderError, fix="retrain")
     if "components" not in meta or "files" not in meta:
         raise ModelsFolderError(f"{path}: no 'components' or 'files' section")
-    return dict(meta)
+    return meta
 
 
 def verify_models_files(root: Path, meta: Mapping[str, Any]) -> None:

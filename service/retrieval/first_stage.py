@@ -46,36 +46,21 @@ from typing import Any
 
 import numpy as np
 
-from service.corpus.record import PatentRecord
-from service.index.store import (
-    CODE_LEVELS,
-    DocStore,
-    IndexFormatError,
-    IndexMeta,
-    UnknownDocumentError,
-    id_shaped,
-    load_meta,
-    looks_like_pub_id,
-)
+from service.index.folder import IndexFolder, IndexFormatError, IndexMeta, Layout
+from service.index.store import CODE_LEVELS, DocStore
+from service.query import Query, QueryError, resolve
 from service.retrieval.sparse import QueryUnit, SparseIndex, top_k
 from service.retrieval.translate import PivotTable, TranslationTable
-from service.text.analysis import SUPPORTED_LANGS, Analyzer, detect_language, get_analyzer
+from service.text.analysis import SUPPORTED_LANGS, Analyzer, get_analyzer
 from service.text.compounds import load_analyzers
 
 log = logging.getLogger(__name__)
 
 DEFAULT_MAX_QUERY_TERMS = 100
 PAPER_TERMS = {"abstract": 10, "claims": 100}
-QUERY_FORMS = ("text", "abstract", "claims")
-MAX_DEPTH = 1000
 COMBINES = ("weight", "reference", "max")
 PARTS_MAX_TERMS = 20
 PIVOT_LANG = "en"
-
-
-class QueryError(ValueError):
-    """A query the first stage cannot run (empty text, bad option); the message says what to change."""
-
 
 @dataclass(slots=True)
 class Hit:
@@ -251,25 +236,35 @@ class FirstStage:
         mmap: bool = True,
         max_query_terms: int = DEFAULT_MAX_QUERY_TERMS,
     ) -> FirstStage:
-        """Load (and with ``verify`` checksum) an index folder built by ``priorart build``."""
-        index_dir = Path(index_dir)
-        meta = load_meta(index_dir, verify=verify)
-        docs = DocStore.load(index_dir)
+        """Open (and with ``verify`` checksum) an index folder built by ``priorart build``."""
+        return cls.from_folder(IndexFolder.open(index_dir, verify=verify), mmap=mmap, max_query_terms=max_query_terms)
+
+    @classmethod
+    def from_folder(
+        cls,
+        folder: IndexFolder,
+        docs: DocStore | None = None,
+        *,
+        mmap: bool = True,
+        max_query_terms: int = DEFAULT_MAX_QUERY_TERMS,
+    ) -> FirstStage:
+        """The first stage of an opened index folder (``docs``: its doc store when already open)."""
+        docs = docs if docs is not None else DocStore.load(folder.root)
         indexes = {
-            lang: SparseIndex.load(index_dir / "bm25" / lang, mmap=mmap) for lang in meta.settings["index_langs"]
+            lang: SparseIndex.load(folder.path(Layout.bm25(lang)), mmap=mmap) for lang in folder.settings["index_langs"]
         }
         tables: dict[tuple[str, str], TranslationTable] = {}
-        for entry in meta.components.get("translation", []):
+        for entry in folder.components.get("translation", []):
             try:
-                table = TranslationTable.load(index_dir / entry["file"])
+                table = TranslationTable.load(folder.path(entry["file"]))
             except (KeyError, TypeError, ValueError) as exc:
-                raise IndexFormatError(f"{index_dir / 'meta.json'}: bad translation entry {entry!r}: {exc}") from exc
+                raise IndexFormatError(f"{folder.path(Layout.META)}: bad translation entry {entry!r}: {exc}") from exc
             tables[(table.src, table.tgt)] = table
         try:
-            analyzers = load_analyzers(index_dir, meta.settings.get("analysis"))
+            analyzers = load_analyzers(folder.root, folder.settings.get("analysis"))
         except ValueError as exc:
-            raise IndexFormatError(f"{index_dir / 'meta.json'}: settings.analysis: {exc}") from exc
-        return cls(meta, docs, indexes, tables, max_query_terms=max_query_terms, analyzers=analyzers)
+            raise IndexFormatError(f"{folder.path(Layout.META)}: settings.analysis: {exc}") from exc
+        return cls(folder.meta, docs, indexes, tables, max_query_terms=max_query_terms, analyzers=analyzers)
 
     def analyzer(self, lang: str) -> Analyzer:
         """The analyzer of ``lang`` this index was built with."""
@@ -358,27 +353,6 @@ class FirstStage:
             )
         return routes
 
-    def _number_query(self, query: str, lang: str | None, form: str) -> tuple[PatentRecord, int, str, str]:
-        try:
-            row = self.docs.row(query)
-        except UnknownDocumentError as exc:
-            raise UnknownDocumentError(f"{exc}; give another number or search with text") from exc
-        rec = self.docs.get_row(row)
-        have = rec.languages
-        if lang is not None and lang in have:
-            use = lang
-        elif rec.lang in have:
-            use = str(rec.lang)
-        elif have:
-            use = have[0]
-        else:
-            raise QueryError(f"publication {rec.id} has no title, abstract or claims to search with")
-        fields = {"text": ("title", "abstract", "claims"), "abstract": ("abstract",), "claims": ("claims",)}[form]
-        text = rec.text(use, fields)
-        if not text.strip():
-            raise QueryError(f"publication {rec.id} has no {'/'.join(fields)} text in {use}")
-        return rec, row, use, text
-
     # ------------------------------------------------------------------ search
 
     def search(
@@ -407,36 +381,25 @@ class FirstStage:
         0 = no reduction. ``codes`` keeps documents sharing a code at ``code_level``; ``before``
         keeps documents published strictly before that date.
         """
-        if not isinstance(query, str) or not query.strip():
-            raise QueryError("empty query: give text or a publication number")
-        n = depth if depth is not None else k
-        if k < 1 or n < 1 or n > MAX_DEPTH:
-            raise QueryError(f"k and depth must be in 1..{MAX_DEPTH} (k={k}, depth={depth})")
+        q = Query(text=query, lang=lang, codes=list(codes), code_level=code_level if codes or use_doc_codes else None,
+                  before=before, k=k, depth=depth if depth is not None else k, translate=translate,
+                  query_form=query_form, use_doc_codes=use_doc_codes, max_query_terms=max_query_terms)
         if code_level not in CODE_LEVELS:
             raise QueryError(f"unknown code level {code_level!r}; valid: {', '.join(CODE_LEVELS)}")
-        if lang is not None and lang not in SUPPORTED_LANGS:
-            raise QueryError(f"unsupported language {lang!r}; valid: {', '.join(SUPPORTED_LANGS)}")
-        if query_form not in QUERY_FORMS:
-            raise QueryError(f"unknown query form {query_form!r}; valid: {', '.join(QUERY_FORMS)}")
+        resolve(q, self.docs)
+        return self.run(q)
+
+    def run(self, query: Query) -> FirstStageResult:
+        """Search with a resolved query (:func:`service.query.resolve`): its top ``query.depth`` hits."""
+        r = query.r
+        n = query.depth
+        if query.k < 1 or n < 1:
+            raise QueryError(f"k and depth must be >= 1 (k={query.k}, depth={n})")
         notes: list[str] = []
-        codes = list(codes)
-        query_doc: str | None = None
-        exclude_row: int | None = None
-        text = query
-        lang_detected = False
-        # a publication number: any id of the doc store, or an unknown one of a known office (-> error)
-        if id_shaped(query) and (looks_like_pub_id(query) or self.docs.find(query) is not None):
-            rec, exclude_row, lang, text = self._number_query(query, lang, query_form)
-            query_doc = rec.id
-            if use_doc_codes:
-                codes += [c for c in (*rec.ipc, *rec.cpc) if c not in codes]
-        elif query_form != "text":
-            raise QueryError(f"query_form={query_form!r} needs a publication number as the query")
-        if lang is None:
-            lang = detect_language(text)
-            lang_detected = True
+        lang, text, translate = r.lang, r.text, query.translate
+        max_query_terms = query.max_query_terms
         if max_query_terms is None:
-            max_query_terms = PAPER_TERMS.get(query_form, self.max_query_terms)
+            max_query_terms = PAPER_TERMS.get(query.query_form, self.max_query_terms)
         if max_query_terms < 0:
             raise QueryError(f"max_query_terms must be >= 0, got {max_query_terms}")
 
@@ -453,27 +416,7 @@ class FirstStage:
             idf = {t: idx.unit_idf(m) for t, (m, _) in zip(counts, units, strict=True)}
             counts = reduce_terms(counts, idf, max_query_terms)
 
-        # filters
-        mask: np.ndarray | None = None
-        filters: dict[str, Any] = {}
-        if codes:
-            try:
-                mask = self.docs.code_mask(codes, code_level)
-                filters["codes"] = self.docs.query_codes(codes, code_level)
-            except ValueError as exc:
-                raise QueryError(str(exc)) from exc
-            filters["code_level"] = code_level
-        if before is not None:
-            dmask = self.docs.date_mask(before)
-            mask = dmask if mask is None else mask & dmask
-            filters["before"] = before.isoformat()
-        if exclude_row is not None:
-            if mask is None:
-                mask = np.ones(len(self.docs), dtype=bool)
-            mask[exclude_row] = False
-            filters["exclude"] = query_doc
-        if mask is not None:
-            filters["n_allowed"] = int(mask.sum())
+        mask, filters = r.mask, dict(r.filters)
 
         # score every route
         per_route: list[tuple[_Route, np.ndarray, np.ndarray, list[QueryUnit]]] = []
@@ -545,13 +488,13 @@ class FirstStage:
         used_tables = [r.table_name for r in routes if r.table_name]
         info = SearchInfo(
             lang=lang,
-            lang_detected=lang_detected,
+            lang_detected=r.lang_detected,
             translation=used_tables[0] if used_tables else None,
             routes=infos,
             query_terms=list(counts),
             n_terms_before_reduction=n_before,
             filters=filters,
-            query_doc=query_doc,
+            query_doc=r.query_doc,
             combine=combine,
             notes=notes,
         )

@@ -50,7 +50,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from service.index.store import SCORINGS, IndexFormatError
+from service.index.folder import SCORINGS, IndexFormatError
 
 SPARSE_FORMAT = "priorart-sparse"
 SPARSE_VERSION = 1

@@ -15,20 +15,7 @@ from pathlib import Path
 TABLE_FORMAT = "priorart-translation-table"
 TABLE_VERSION = 1
 
-# Index folder layout of the cross-lingual parts (one place for these names).
-TRANSLATION_DIR = "translation"  # <src>-<tgt>.json per direction, registered in meta.json components.translation
-ANALYSIS_DIR = "analysis"  # compounds-<lang>.json word lists, registered in meta.json settings.analysis
 TRANSLATION_LANGS = ("en", "de", "fr")
-
-
-def table_file(src: str, tgt: str) -> str:
-    """Path of the ``src``-``tgt`` table inside an index folder."""
-    return f"{TRANSLATION_DIR}/{src}-{tgt}.json"
-
-
-def compounds_file(lang: str) -> str:
-    """Path of the compound splitter's word list of ``lang`` inside an index folder."""
-    return f"{ANALYSIS_DIR}/compounds-{lang}.json"
 
 
 class TranslationTable:

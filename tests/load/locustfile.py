@@ -112,8 +112,8 @@ class Analyst(HttpUser):
         pub = self._query("pubno")
 
         def check(d: dict[str, Any]) -> str | None:
-            if d["query"].get("query_doc") != pub:
-                return f"{pub} not taken as a publication number: {d['query'].get('query_doc')}"
+            if d["query"].get("text_from") != pub:
+                return f"{pub} not taken as a publication number: {d['query'].get('text_from')}"
             if any(h["id"] == pub for h in d["results"]):
                 return f"{pub} found itself"
             return None

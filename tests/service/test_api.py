@@ -11,7 +11,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from service.api import create_app
-from service.api.settings import Settings
+from service.settings import Settings
 
 pytestmark = pytest.mark.realdata
 
@@ -26,7 +26,7 @@ def test_health_ready_and_openapi(client: TestClient) -> None:
     h = client.get("/health").json()
     assert h["status"] == "ok" and h["documents"] >= 479
     assert h["stages"][0] == "bm25" and h["stages"][-1] == "fusion"
-    assert h["index"]["format_version"] == 1
+    assert h["index"]["format_version"] == 2
     assert client.get("/ready").json() == {"ready": True}
     spec = client.get("/openapi.json").json()
     assert {"/search", "/passages", "/documents/{doc_id}", "/health", "/ready", "/metrics"} <= set(spec["paths"])
@@ -40,18 +40,18 @@ def test_search_english_finds_the_electrophotographic_grant(client: TestClient) 
     ids = [h["id"] for h in body["results"]]
     assert "EP0640886B1" in ids
     top = body["results"][0]
-    assert set(top["components"]) == {"bm25", "dense", "text", "meta", "wordpair", "domain", "fused"}
+    assert set(top["components"]) == {"bm25", "dense", "text", "meta", "joint", "wordpair", "domain", "fused"}
     assert top["components"]["bm25"] == pytest.approx(1.0)  # min-max over the candidates: the best is 1
     assert top["matched_terms"], "explain=true must list matched terms"
     assert body["stages"][0]["name"] == "bm25" and body["took_ms"] > 0
     assert any("BM25 only" in n for n in body["notices"])
     bad = client.post("/search", json={"query": "toner", "fusion": "linlearn"})
-    assert bad.status_code == 422 and "ltr models" in bad.json()["detail"]
+    assert bad.status_code == 422 and "train-ltr --install" in bad.json()["detail"]
 
 
 def test_search_by_publication_number_excludes_itself(client: TestClient) -> None:
     body = client.post("/search", json={"query": "EP0640886B1", "k": 10}).json()
-    assert body["query"]["query_doc"] == "EP0640886B1"
+    assert body["query"]["text_from"] == "EP0640886B1"
     assert "EP0640886B1" not in [h["id"] for h in body["results"]]
     assert body["results"], "a real document must find some neighbours"
 

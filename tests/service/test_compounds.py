@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from service.index.store import IndexFormatError, validate_settings
+from service.index.folder import IndexFormatError, validate_settings
 from service.retrieval.first_stage import _Route
 from service.retrieval.translate import TranslationTable
 from service.text.analysis import Analyzer, normalise, stopwords
@@ -125,7 +125,7 @@ def test_index_analysis_settings_are_checked(splitter: CompoundSplitter, tmp_pat
 
 
 def test_an_index_analysed_by_another_version_is_refused(tmp_path: Path) -> None:
-    from service.index.store import write_meta
+    from service.index.folder import write_meta
     from service.retrieval.first_stage import FirstStage
 
     (tmp_path / "docs.jsonl").write_text("")

@@ -11,17 +11,18 @@ import pytest
 
 faiss = pytest.importorskip("faiss")
 
+from service.index.folder import Layout, write_meta  # noqa: E402
 from service.retrieval import dense as dense_mod  # noqa: E402
 from service.retrieval.dense import (  # noqa: E402
     DENSE_FORMAT_VERSION,
-    FAISS_FILE,
-    VECTORS_FILE,
     DenseIndex,
     DenseIndexError,
     build_faiss_index,
     choose_faiss_device,
     prepare_vectors,
 )
+
+SETTINGS = {"fields": ["claims"], "index_langs": ["en"], "scoring": "bm25", "k1": 1.2, "b": 0.75, "epsilon": 0.25}
 
 
 def _vectors(n: int = 600, dim: int = 16, seed: int = 0) -> np.ndarray:
@@ -32,12 +33,13 @@ def _vectors(n: int = 600, dim: int = 16, seed: int = 0) -> np.ndarray:
 
 def _write(root: Path, vectors: np.ndarray, kind: str = "flat", metric: str = "inner_product") -> Path:
     (root / "dense").mkdir(parents=True, exist_ok=True)
-    np.save(root / VECTORS_FILE, vectors)
+    np.save(root / Layout.DENSE_VECTORS, vectors)
     index, info = build_faiss_index(prepare_vectors(vectors, metric), kind, metric)
-    faiss.write_index(index, str(root / FAISS_FILE))
-    comp = {"version": DENSE_FORMAT_VERSION, "vectors": VECTORS_FILE, "index": FAISS_FILE, "dim": vectors.shape[1],
+    faiss.write_index(index, str(root / Layout.DENSE_FAISS))
+    comp = {"version": DENSE_FORMAT_VERSION, "vectors": Layout.DENSE_VECTORS, "index": Layout.DENSE_FAISS,
+            "dim": vectors.shape[1],
             "kind": kind, "metric": metric, "params": info["params"]}
-    (root / "meta.json").write_text(json.dumps({"components": {"dense": comp}}))
+    write_meta(root, SETTINGS, {"dense": comp})
     return root
 
 
@@ -179,7 +181,10 @@ def test_cuda_without_gpu_falls_back_with_a_note(tmp_path: Path, monkeypatch: py
 
 
 def test_load_errors(tmp_path: Path) -> None:
-    with pytest.raises(DenseIndexError, match="no readable 'dense' component"):
+    with pytest.raises(DenseIndexError, match="meta.json is missing"):
+        DenseIndex.load(tmp_path)
+    write_meta(tmp_path, SETTINGS, {})
+    with pytest.raises(DenseIndexError, match="no 'dense' component"):
         DenseIndex.load(tmp_path)
     root = _write(tmp_path, _vectors())
     meta = json.loads((root / "meta.json").read_text())

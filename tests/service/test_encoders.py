@@ -1,4 +1,4 @@
-"""service.retrieval.encoders: shared input definitions and the onnxruntime ModelBundle.
+"""service.retrieval.encoders (shared input definitions) and service.retrieval.neural (onnxruntime Models).
 
 The bundle test trains a tiny models folder (synthetic corpus, small dimensions, 1-2 epochs) and checks
 that scores computed through onnxruntime equal the torch models' scores.
@@ -21,11 +21,11 @@ from service.retrieval.encoders import (
     PAD,
     UNK,
     CodeVocabulary,
-    ModelBundle,
     ModelsFolderError,
     UnsupportedLanguageError,
     Vocabulary,
     code_fallbacks,
+    document_ids,
     document_text,
     pad_batch,
     record_codes,
@@ -159,24 +159,25 @@ def test_models_folder_is_self_describing(trained: tuple[Any, list[PatentRecord]
     assert json.loads((out.out_dir / "dense/doc_ids.json").read_text()) == [r.id for r in records]
 
 
-def test_onnx_bundle_matches_torch(trained: tuple[Any, list[PatentRecord]]) -> None:
+def test_onnx_models_match_torch(trained: tuple[Any, list[PatentRecord]]) -> None:
     import torch
 
+    from service.retrieval.neural import Models
     from service.text.analysis import get_analyzer
 
     out, records = trained
-    bundle = ModelBundle.load(out.out_dir, threads=1)
+    bundle = Models(out.out_dir, threads=1, device="cpu", verify=True)
     assert "CPUExecutionProvider" in bundle.providers
     assert "en" in bundle.languages
 
     # dense stage: documents and queries
-    docs = bundle.encode_documents(records, batch_size=7)
+    docs = np.concatenate([bundle.encode_documents(records[i:i + 7])["dual"] for i in range(0, len(records), 7)])
     saved = np.load(out.out_dir / "dense/doc_vectors.npy")
     assert docs.shape == saved.shape == (len(records), bundle.dim)
     assert float(np.abs(docs - saved).max()) <= TOL
     dual = out.models["dual"].eval()
     query = records[0].title["en"] + " " + records[0].abstract.get("en", "")
-    q_ids = bundle.query_ids(query, "en")
+    q_ids = bundle.query_term_ids(query, "en")
     assert q_ids.tolist() == bundle.vocabs["en"].ids(get_analyzer("en")(query), 200).tolist()
     with torch.no_grad():
         ref_q = dual.scale(dual.encode_query("en", torch.from_numpy(q_ids)[None], torch.tensor([len(q_ids)])))
@@ -185,9 +186,9 @@ def test_onnx_bundle_matches_torch(trained: tuple[Any, list[PatentRecord]]) -> N
     # rerank: every ranker's score through onnxruntime == torch
     cands = records[:9]
     codes = record_codes(records[0])
-    got = bundle.rerank_scores(query, "en", codes, cands, batch_size=4)
+    got = bundle.rerank_records(query, "en", codes, cands, batch_size=4)
     qc = bundle.code_ids(codes)
-    d_terms = [bundle.document_ids(r) for r in cands]
+    d_terms = [document_ids(r, bundle.vocabs["en"], bundle.doc_max_terms) for r in cands]
     d_codes = [bundle.code_ids(record_codes(r)) for r in cands]
     ti, tl = pad_batch([q_ids] * len(cands))
     ci, cl = pad_batch([qc] * len(cands))
@@ -206,23 +207,28 @@ def test_onnx_bundle_matches_torch(trained: tuple[Any, list[PatentRecord]]) -> N
     for kind in ("text", "meta", "joint", "stacked"):
         assert got[kind].shape == (len(cands),)
         assert float(np.abs(got[kind] - ref[kind]).max()) <= TOL, kind
-    assert all(v.size == 0 for v in bundle.rerank_scores(query, "en", codes, []).values())
+    assert all(v.size == 0 for v in bundle.rerank_records(query, "en", codes, []).values())
+    query_side = Models(out.out_dir, sides=("query",), device="cpu")
+    with pytest.raises(ModelsFolderError, match="without the document side"):
+        query_side.encode_documents(cands)
 
 
-def test_bundle_errors(trained: tuple[Any, list[PatentRecord]], tmp_path: Path) -> None:
+def test_models_errors(trained: tuple[Any, list[PatentRecord]], tmp_path: Path) -> None:
+    from service.retrieval.neural import Models
+
     out, _ = trained
-    bundle = ModelBundle.load(out.out_dir, threads=1, verify=False)
-    with pytest.raises(UnsupportedLanguageError, match="no query encoder"):
+    bundle = Models(out.out_dir, threads=1, device="cpu")
+    with pytest.raises(UnsupportedLanguageError, match="no es query encoder"):
         bundle.encode_query("consulta", "es")
     copy = tmp_path / "models"
     shutil.copytree(out.out_dir, copy)
     with open(copy / "rankers/meta/mlp.onnx", "ab") as fh:
         fh.write(b"\0")
     with pytest.raises(ModelsFolderError, match=r"rankers/meta/mlp\.onnx"):
-        ModelBundle.load(copy)
+        Models(copy, verify=True)
     (copy / "meta.json").unlink()
     with pytest.raises(ModelsFolderError, match="meta.json: missing"):
-        ModelBundle.load(copy)
+        Models(copy)
     from training.models.train import train_models
 
     with pytest.raises(FileExistsError, match="not a models folder"):

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from service.corpus.record import Claim, PatentRecord
-from service.index.store import DocStoreWriter, UnknownDocumentError, write_meta
+from service.index.folder import write_meta
+from service.index.store import DocStoreWriter
 from service.retrieval.first_stage import FirstStage, QueryError, reduce_terms
 from service.retrieval.sparse import SparseIndexBuilder, monolingual_units
 from service.retrieval.translate import TranslationTable
@@ -188,7 +189,7 @@ def test_patent_number_query_uses_the_document_and_excludes_it(stage: FirstStage
     assert coded.info.filters["codes"] == ["H"] and {h.doc_id for h in coded.hits} == {"EP0000004A1"}
     de = stage.search("EP0000001B1", lang="de")
     assert de.info.lang == "de"
-    with pytest.raises(UnknownDocumentError, match="EP0999999B1"):
+    with pytest.raises(QueryError, match="EP0999999B1.*search with text"):
         stage.search("EP0999999B1")
     with pytest.raises(QueryError, match="publication number"):
         stage.search("copper", query_form="claims")
@@ -231,9 +232,8 @@ def test_bad_queries(stage: FirstStage) -> None:
     assert res.hits == [] and any("no index terms" in note for note in res.info.notes)
     with pytest.raises(QueryError, match="unsupported language"):
         stage.search("x", lang="it")
-    with pytest.raises(QueryError, match="1..1000"):
-        stage.search("copper", depth=5000)
-    with pytest.raises(QueryError, match="1..1000"):
+    assert len(stage.search("copper", depth=5000).hits) <= len(stage.docs)  # the depth limit is a setting's
+    with pytest.raises(QueryError, match=">= 1"):
         stage.search("copper", k=0)
 
 

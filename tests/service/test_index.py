@@ -10,17 +10,14 @@ import numpy as np
 import pytest
 
 from service.corpus.record import Claim, PatentRecord
+from service.index.folder import IndexFormatError, load_meta, update_meta, write_meta
 from service.index.store import (
     DocStore,
     DocStoreWriter,
-    IndexFormatError,
     UnknownDocumentError,
-    load_meta,
     looks_like_pub_id,
     normalise_pub_id,
     truncate_code,
-    update_meta,
-    write_meta,
 )
 
 SETTINGS = {
@@ -72,7 +69,7 @@ def test_meta_lists_every_file_with_checksum(tmp_path: Path) -> None:
     d = _folder(tmp_path)
     meta = load_meta(d)
     data = json.loads((d / "meta.json").read_text())
-    assert data["format"] == "priorart-index" and data["version"] == 1 and data["priorart_version"]
+    assert data["format"] == "priorart-index" and data["version"] == 2 and data["priorart_version"]
     assert set(meta.files) >= {
         "docs.jsonl",
         "docs.offsets.npy",
@@ -95,7 +92,8 @@ def test_load_refuses_missing_meta(tmp_path: Path) -> None:
         load_meta(tmp_path / "nowhere")
 
 
-@pytest.mark.parametrize(("key", "value", "message"), [("format", "other", "format"), ("version", 2, "version 2")])
+@pytest.mark.parametrize(("key", "value", "message"),
+                         [("format", "other", "format"), ("version", 1, "version 1.*rebuild")])
 def test_load_refuses_other_format_or_version(tmp_path: Path, key: str, value: object, message: str) -> None:
     d = _folder(tmp_path)
     data = json.loads((d / "meta.json").read_text())

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from rank_bm25 import BM25Okapi
 
-from service.index.store import IndexFormatError
+from service.index.folder import IndexFormatError
 from service.retrieval.sparse import SparseIndex, monolingual_units, top_k
 from service.retrieval.translate import TranslationTable
 from service.text.analysis import Analyzer

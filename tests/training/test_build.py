@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from service.corpus.jsonl import write_corpus
 from service.corpus.record import Claim, PatentRecord
-from service.index.store import IndexFormatError, load_meta
+from service.index.folder import IndexFormatError, load_meta
 from service.retrieval.first_stage import FirstStage
 from service.retrieval.translate import TranslationTable
 from service.text.analysis import get_analyzer
@@ -158,9 +158,9 @@ def test_cli_build_and_search(corpus: Path, tmp_path: Path) -> None:
     assert res.exit_code == 0, res.output
     assert "EP0000003B1" in res.output and "rank" in res.output
     res = runner.invoke(_app(), ["search", str(idx), "check valve pump", "--json", "--before", "2000-01-05"])
-    data = json.loads(res.output)
-    assert data["hits"][0]["doc_id"] == "EP0000003B1" and data["info"]["filters"]["before"] == "2000-01-05"
-    assert data["hits"][0]["title"]
+    data = json.loads(res.output)  # the body of POST /search
+    assert data["results"][0]["id"] == "EP0000003B1" and data["query"]["filters"]["before"] == "2000-01-05"
+    assert data["results"][0]["title"] and data["fusion"]["weights"] == {"bm25": 1.0}
     res = runner.invoke(_app(), ["search", str(idx), "EP0000009B1"])
     assert res.exit_code == 2 and "not in this index" in res.output
     res = runner.invoke(_app(), ["search", str(idx), "pump", "--codes", "F04B", "--code-level", "subclass"])

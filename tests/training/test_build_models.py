@@ -18,7 +18,8 @@ pytest.importorskip("gensim")
 
 from models_fixture import tiny_index, tiny_models  # noqa: E402
 
-from service.index.store import DocStore, load_meta  # noqa: E402
+from service.index.folder import load_meta  # noqa: E402
+from service.index.store import DocStore  # noqa: E402
 from service.retrieval.dense import DenseIndex  # noqa: E402
 from training.build import BuildError, add_models, build_index  # noqa: E402
 from training.commands import build as build_command  # noqa: E402
@@ -109,7 +110,7 @@ def test_cli_build_with_models(tmp_path: Path) -> None:
     res = runner.invoke(_cli(), ["build", str(corpus), "-o", str(tmp_path / "k"), "--models", str(models),
                                  "--device", "cpu"])
     assert res.exit_code == 0, res.output
-    assert "fusion: not learned (no dev task suits this index" in res.output
+    assert "fusion: BM25 only; no weights learned (no leak-free dev task suits this index" in res.output
 
 
 def test_evaluate_systems_through_the_pipeline(tmp_path: Path) -> None:
@@ -134,8 +135,7 @@ def test_evaluate_systems_through_the_pipeline(tmp_path: Path) -> None:
         obj = json.loads(res.stdout)
         assert obj["queries"] == len(qrels) and 0 <= obj["ndcg"] <= 1
         runs[system] = read_run(tmp_path / f"{system}.run")
-        if system != "bm25":
-            assert obj["system"].startswith(system) and obj["stage_ms_mean"]["bm25"] > 0
+        assert obj["system"].startswith(system) and obj["stage_ms_mean"]["bm25"] > 0
     assert "bm25 -> dense -> rerank -> fusion" in json.loads(res.stdout)["system"]  # the index's own pipeline
     for qid, bm25 in runs["bm25"].items():
         order = sorted(bm25, key=lambda d: -bm25[d])
@@ -145,4 +145,4 @@ def test_evaluate_systems_through_the_pipeline(tmp_path: Path) -> None:
         assert len(runs["dense"][qid]) <= 20
     res = CliRunner().invoke(app, ["evaluate", str(index), str(tmp_path / "t.jsonl"), str(tmp_path / "q.txt"),
                                    "--system", "semantic"])
-    assert res.exit_code == 2 and "unknown --system 'semantic'" in res.output
+    assert res.exit_code == 2 and "unknown system 'semantic'" in res.output

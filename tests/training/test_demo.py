@@ -20,7 +20,7 @@ def test_demo_builds_a_searchable_index_from_synthetic_data(tmp_path: Path) -> N
     assert pairs == {("de", "en"), ("fr", "en"), ("en", "de"), ("en", "fr")}  # de <-> fr: through English
     out = CliRunner().invoke(app, ["search", str(work / "index"), "XS00000007", "--k", "3", "--json"])
     assert out.exit_code == 0, out.output
-    assert len(json.loads(out.output)["hits"]) == 3
+    assert len(json.loads(out.output)["results"]) == 3
 
 
 def test_demo_index_answers_german_french_and_english_queries_across_languages(tmp_path: Path) -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sys
 import types
 from pathlib import Path
 from typing import Any
@@ -15,7 +14,7 @@ from typer.testing import CliRunner
 from service.evaluation.measures import MEASURE_NAMES, evaluate_run
 from service.evaluation.trec import Topic, read_run, write_qrels, write_run, write_topics
 from training.commands import evaluate as evaluate_command
-from training.commands.evaluate import format_table, search_topics
+from training.commands.evaluate import format_table
 
 JSON_KEYS = {
     "queries",
@@ -123,68 +122,55 @@ def test_evaluate_run_errors(tmp_path: Path, files: dict[str, Path], content: st
     assert "Traceback" not in res.output
 
 
-class _FakeStage:
-    """Scores documents by shared words with the query; records how it was called."""
+def test_evaluate_runs_the_index_pipeline(tmp_path: Path) -> None:
+    """No models: the pipeline is the first stage, so the run is the first stage's ranking, in order."""
+    from service.corpus.jsonl import write_corpus
+    from service.retrieval.first_stage import FirstStage
+    from training.build import build_index
+    from training.synth import generate
 
-    docs = {"d1": "pump valve fluid", "d2": "engine piston", "d3": "pump motor"}
-    calls: list[dict[str, Any]] = []
-    loaded_from: list[Path] = []
-
-    @classmethod
-    def load(cls, index_dir: Path) -> _FakeStage:
-        cls.loaded_from.append(Path(index_dir))
-        return cls()
-
-    def search(self, query: str, **kw: Any) -> Any:
-        type(self).calls.append({"query": query, **kw})
-        words = set(query.split())
-        hits = [
-            types.SimpleNamespace(doc_id=d, score=float(len(words & set(t.split()))))
-            for d, t in self.docs.items()
-            if words & set(t.split())
-        ]
-        hits.sort(key=lambda h: -h.score)
-        return types.SimpleNamespace(hits=hits[: kw["k"]])
-
-
-def test_evaluate_with_first_stage(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    fake = types.ModuleType("service.retrieval.first_stage")
-    fake.FirstStage = _FakeStage  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "service.retrieval.first_stage", fake)
-    _FakeStage.calls.clear()
-    topics = [
-        Topic(qid="a", text="pump valve", lang="en", ipc=["F04B1/00"]),
-        Topic(qid="b", text="piston", lang="de"),
-    ]
+    records = list(generate(80, seed=3))
+    write_corpus(records, tmp_path / "c.jsonl")
+    build_index(tmp_path / "c.jsonl", tmp_path / "index", index_langs="en", progress=False)
+    assert records[5].cpc
+    topics = [Topic(qid="a", text=records[5].title["en"], lang="en", cpc=records[5].cpc[:1]),
+              Topic(qid="b", text=records[9].abstract["en"], lang="en")]
     write_topics(topics, tmp_path / "topics.jsonl")
-    write_qrels({"a": {"d1": 1}, "b": {"d3": 1}}, tmp_path / "qrels.txt")
+    write_qrels({"a": {records[5].id: 1}, "b": {records[9].id: 1}}, tmp_path / "qrels.txt")
     run_path = tmp_path / "out" / "run.trec"
     args = ["evaluate", str(tmp_path / "index"), str(tmp_path / "topics.jsonl"), str(tmp_path / "qrels.txt")]
-    res = CliRunner().invoke(_cli(), [*args, "--json", "--run", str(run_path), "--k", "5", "--no-translate"])
+    res = CliRunner().invoke(_cli(), [*args, "--json", "--run", str(run_path), "--k", "5", "--no-progress"])
     assert res.exit_code == 0, res.output
     obj = json.loads(res.stdout)
-    assert set(obj) >= JSON_KEYS
-    # a: d1 (2 shared words) first -> RR 1; b: only d2 matches, d3 relevant not retrieved -> 0
-    assert obj["queries"] == 2 and obj["mrr"] == pytest.approx(0.5) and obj["translate"] is False
-    assert _FakeStage.loaded_from[-1] == tmp_path / "index"
-    assert [c["lang"] for c in _FakeStage.calls] == ["en", "de"]
-    assert all(c["k"] == 5 and c["translate"] is False and c["codes"] == () for c in _FakeStage.calls)
-    assert read_run(run_path) == {"a": {"d1": 2.0, "d3": 1.0}, "b": {"d2": 1.0}}
-
-    _FakeStage.calls.clear()
-    res = CliRunner().invoke(_cli(), [*args, "--filter-codes"])
+    assert set(obj) >= JSON_KEYS and obj["queries"] == 2 and obj["system"].startswith("fusion: bm25 -> fusion")
+    first = FirstStage.load(tmp_path / "index")
+    run = read_run(run_path)
+    for t in topics:
+        want = [h.doc_id for h in first.search(t.text, lang=t.lang, k=5).hits]
+        assert sorted(run[t.qid], key=lambda d: -run[t.qid][d]) == want
+    res = CliRunner().invoke(_cli(), [*args, "--json", "--filter-codes", "--system", "bm25"])
     assert res.exit_code == 0, res.output
-    assert _FakeStage.calls[0]["codes"] == ["F04B1/00"] and _FakeStage.calls[0]["translate"] is True
-    assert res.stdout.splitlines()[0].split() == ["measure", "run"]
+    filtered = [h.doc_id for h in first.search(topics[0].text, lang="en", k=1000, codes=topics[0].codes).hits]
+    assert json.loads(res.stdout)["queries"] == 2
+    assert 0 < len(filtered) < 80
+    res = CliRunner().invoke(_cli(), [*args, "--run", str(run_path), "--filter-codes", "--k", "1000"])
+    got = read_run(run_path)["a"]
+    assert sorted(got, key=lambda d: -got[d]) == filtered
+    res = CliRunner().invoke(_cli(), [*args, "--system", "semantic"])
+    assert res.exit_code == 2 and "unknown system 'semantic'" in res.output
 
 
-def test_search_topics_reports_topic_on_error() -> None:
+def test_run_topics_reports_the_topic_on_error() -> None:
+    from training.runs import run_topics
+
     class Failing:
-        def search(self, query: str, **kw: Any) -> Any:
+        docs = types.SimpleNamespace(ids=[])
+
+        def run(self, query: Any) -> Any:
             raise ValueError("empty query")
 
     with pytest.raises(ValueError, match="topic q7: empty query"):
-        search_topics(Failing(), [Topic(qid="q7", text="x")])
+        run_topics(Failing(), [Topic(qid="q7", text="x")])  # type: ignore[arg-type]
 
 
 @pytest.mark.realdata

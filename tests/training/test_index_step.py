@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from service.corpus.jsonl import write_corpus
 from service.corpus.record import Claim, PatentRecord
-from service.index.store import load_meta
+from service.index.folder import load_meta
 from service.retrieval.first_stage import FirstStage, attainable_score, reference_score
 from service.retrieval.translate import PivotTable, TranslationTable
 from service.text.analysis import Analyzer, get_analyzer

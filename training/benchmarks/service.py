@@ -55,9 +55,9 @@ def run_service_bench(index_dir: Path, *, queries: int = 200, depth: int = 1000,
     """Measure; returns a dict of figures (milliseconds)."""
     import httpx
 
-    from service.api.schemas import SearchRequest
-    from service.api.settings import Settings
     from service.engine import Engine
+    from service.schema import SearchRequest
+    from service.settings import Settings
 
     engine = Engine.load(index_dir, settings=Settings(index_dir=index_dir))
     texts = _queries(engine, queries, seed)
@@ -70,10 +70,10 @@ def run_service_bench(index_dir: Path, *, queries: int = 200, depth: int = 1000,
         started = time.perf_counter()
         res = engine.search(SearchRequest(query=t, k=k, depth=depth))
         e2e.append((time.perf_counter() - started) * 1000.0)
-        for st in res["stages"]:
-            stage_ms.setdefault(st["name"], []).append(st["ms"])
-            if st["name"] == "fusion":
-                cands.append(st["candidates"])
+        for st in res.stages:
+            stage_ms.setdefault(st.name, []).append(st.ms)
+            if st.name == "fusion":
+                cands.append(st.candidates)
     out: dict[str, Any] = {
         "index": str(index_dir),
         "documents": engine.num_docs,

@@ -57,8 +57,7 @@ def build_command(
     """Index a corpus: doc store, one sparse index per language, translation tables of every direction and
     compound splitting (cross-lingual search needs no other step), meta.json last."""
     from service.corpus.jsonl import CorpusFormatError
-    from service.index.store import IndexFormatError
-    from service.retrieval.model_stages import ModelStageError
+    from service.index.folder import IndexFormatError
     from training.build import BuildError, build_index
 
     try:
@@ -81,7 +80,7 @@ def build_command(
             fuse=fuse,
             fuse_task=fuse_task,
         )
-    except (BuildError, CorpusFormatError, IndexFormatError, ModelStageError) as exc:
+    except (BuildError, CorpusFormatError, IndexFormatError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from exc
     if as_json:
@@ -131,14 +130,15 @@ def _echo_translation(files: list[str], info: dict[str, Any]) -> None:
 
 def _echo_fusion(summary: dict[str, Any]) -> None:
     if "skipped" in summary:
-        typer.echo(f"  fusion: not learned ({summary['skipped']}); run `priorart fuse` with --task or dev topics")
+        typer.echo(f"  fusion: BM25 only; no weights learned ({summary['skipped']})")
         return
-    typer.echo(f"  fusion: {summary['dev_topics']} dev topics {summary['tasks']}, "
-               f"variant {summary['default_variant']}, {summary['seconds']:.1f} s")
-    for depth, d in summary["depths"].items():
-        w = ", ".join(f"{k} {v:.1f}" for k, v in d["weights"].items())
-        typer.echo(f"    depth {depth:>4}: dev NDCG fusion {d['fusion']:.4f} | BM25 {d['bm25']:.4f} | "
-                   f"rerank(joint) {d['rerank_joint']:.4f}   weights {w}")
+    typer.echo(f"  fusion: {summary['dev_topics']} dev topic profiles {summary['tasks']}, {summary['folds']}-fold "
+               f"cross-validation, {summary['seconds']:.1f} s (nDCG of each component alone; fused = held-out folds)")
+    for line in summary["table"].splitlines():
+        typer.echo(f"    {line}")
+    for profile, p in summary["profiles"].items():
+        state = "learned weights installed" if p["installed"] else "BM25 only"
+        typer.echo(f"    queries {'with' if profile == 'codes' else 'without'} codes: {state} ({p['reason']})")
 
 
 def fuse_command(
@@ -147,21 +147,18 @@ def fuse_command(
     task: str = typer.Option("auto", "--task", help="Dev topics: auto, xling or known-item (see training/fusion.py)."),
     topics: Path | None = typer.Option(None, "--topics", help="Dev topics (JSON lines) instead of a task."),
     qrels: Path | None = typer.Option(None, "--qrels", help="Qrels of --topics."),
-    variant: str | None = typer.Option(
-        None, "--variant", help="Variant the service runs: stacked, joint or text (default: best mean dev NDCG)."
-    ),
+    folds: int = typer.Option(5, "--folds", min=2, help="Cross-validation folds (by source publication)."),
     device: str = typer.Option("auto", "--device", help="auto, cpu or cuda."),
-    plot: bool = typer.Option(True, "--plot/--no-plot", help="Write models/fusion.png (dev NDCG vs depth)."),
+    plot: bool = typer.Option(True, "--plot/--no-plot", help="Write INDEX/fusion.png (dev nDCG vs depth)."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
     progress: bool | None = typer.Option(None, "--progress/--no-progress", help="Progress bars on stderr."),
 ) -> None:
-    """Learn fusion weights per candidate depth on the DEV split; writes INDEX/models/fusion.json (+ .png)."""
+    """Learn fusion weights on dev topics, leak-free and cross-validated; install them only where they beat BM25."""
     import sys
 
     from service.evaluation.trec import TrecFormatError, read_qrels, read_topics
-    from service.index.store import IndexFormatError
-    from service.retrieval.model_stages import ModelStageError
-    from training.fusion import FusionError, learn_fusion, parse_depths
+    from service.index.folder import IndexFormatError, Layout
+    from training.fusion import FusionError, format_cells, learn_fusion, parse_depths
 
     try:
         if (topics is None) != (qrels is None):
@@ -172,21 +169,20 @@ def fuse_command(
             tasks=task,
             topics=read_topics(topics) if topics else None,
             qrels=read_qrels(qrels) if qrels else None,
-            default_variant=variant,
+            folds=folds,
             device=device,
             progress=sys.stderr.isatty() if progress is None else progress,
             plot=plot,
         )
-    except (FusionError, IndexFormatError, ModelStageError, TrecFormatError, OSError) as exc:
+    except (FusionError, IndexFormatError, TrecFormatError, OSError, ValueError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from exc
-    summary = result.summary()
+    summary = {**result.summary(), "table": format_cells(result.cells)}
     if as_json:
-        typer.echo(json.dumps({**summary, "fusion_json": str(index_dir / "models" / "fusion.json"),
+        typer.echo(json.dumps({**summary, "fusion_json": str(index_dir / Layout.FUSION),
                                "plot": str(result.plot) if result.plot else None}, indent=1))
         return
-    typer.echo(f"fusion weights -> {index_dir / 'models' / 'fusion.json'}" + (f", plot {result.plot}" if result.plot
-                                                                               else ""))
+    typer.echo(f"fusion weights -> {index_dir / Layout.FUSION}" + (f", plot {result.plot}" if result.plot else ""))
     _echo_fusion(summary)
 
 

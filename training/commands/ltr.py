@@ -14,13 +14,11 @@ def train_ltr_command(
     corpus: Path = typer.Argument(..., help="Corpus JSONL (the one the index and the neural models were built from)."),
     models: Path = typer.Option(..., "--models", help="Models folder: its split.json is reused when present; "
                                 "the LTR models are written to MODELS_DIR/ltr/."),
-    index: Path = typer.Option(..., "--index", help="Index folder: dev candidate lists come from its first stage; "
+    index: Path = typer.Option(..., "--index", help="Index folder: dev candidate lists come from its pipeline; "
                                "the document-side stores are built for its rows."),
     install: bool = typer.Option(False, "--install", help="Also copy MODELS_DIR/ltr to INDEX_DIR/ltr and register "
                                  "it in the index's meta.json (the service loads it from there)."),
     depth: int = typer.Option(100, "--depth", min=1, max=1000, help="First-stage candidates per dev topic."),
-    dev_mode: str = typer.Option("auto", "--dev-mode", help="auto | mates | others: whether a dev topic's own "
-                                 "publication stays in its candidate list (see training/ltr/train.py)."),
     query_meta: str = typer.Option("codes", "--query-meta", help="Query metadata the domain model is trained "
                                    "with, comma-separated among codes, applicants, inventors, citations, date, "
                                    "own_id ('' for text only). Beyond codes these identify the query's own "
@@ -34,7 +32,7 @@ def train_ltr_command(
 ) -> None:
     """Train the word-pair and domain models and the Borda / LinLearn weights into MODELS_DIR/ltr/."""
     from service.corpus.jsonl import CorpusFormatError
-    from service.index.store import IndexFormatError
+    from service.index.folder import IndexFormatError
     from training.ltr.data import LtrConfig
     from training.ltr.train import TrainLtrConfig, train_ltr
     from training.ltr.wordpair import WordPairConfig
@@ -44,16 +42,16 @@ def train_ltr_command(
         meta_fields = tuple(x.strip() for x in query_meta.split(",") if x.strip())
         cfg = TrainLtrConfig(ltr=LtrConfig(seed=seed, query_meta=meta_fields),
                              wordpair=WordPairConfig(l1_grid=grid, epochs=epochs, seed=seed),
-                             depth=depth, dev_mode=dev_mode, neural=neural)
+                             depth=depth, neural=neural)
         result = train_ltr(corpus, models, index, cfg, install=install)
     except (ValueError, FileNotFoundError, CorpusFormatError, IndexFormatError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from exc
     meta = result.meta
     comb = meta["dev"]["combination"]
-    summary = {"ltr_dir": str(result.out_dir), "systems": meta["systems"], "timings_s": meta["timings_s"],
+    summary = {"ltr_dir": str(result.out_dir), "timings_s": meta["timings_s"],
                "dev": {"wordpair_ndcg": meta["dev"]["wordpair"]["ndcg"], "domain_ndcg": meta["dev"]["domain"]["ndcg"],
-                       **comb}, "notes": result.notes}
+                       "combination": comb}, "notes": result.notes}
     if as_json:
         typer.echo(json.dumps(summary, indent=1))
         return
@@ -61,12 +59,13 @@ def train_ltr_command(
                + (f" and installed in {index / 'ltr'}" if install else ""))
     typer.echo(f"  word-pair: l1 {meta['dev']['wordpair']['l1']:g}, {meta['dev']['wordpair']['nnz']} non-zero weights, "
                f"dev NDCG {meta['dev']['wordpair']['ndcg']:.4f}; domain dev NDCG {meta['dev']['domain']['ndcg']:.4f}")
-    typer.echo(f"  dev lists: {comb['topics']} topics {comb['modes']}; MAP single: "
-               + ", ".join(f"{k} {v:.4f}" for k, v in comb["map_single"].items()))
-    typer.echo(f"  Borda default {comb['borda_default_pair']} kappa "
-               f"{comb['borda_pairs'][comb['borda_default_pair']]['kappa']:.2f} (dev MAP "
-               f"{comb['borda_pairs'][comb['borda_default_pair']]['dev_map']:.4f}); LinLearn dev MAP "
-               f"{comb['linlearn_map']:.4f}")
+    if comb:
+        typer.echo(f"  dev lists: {comb['topics']} topic profiles {comb['tasks']}; MAP single: "
+                   + ", ".join(f"{k} {v:.4f}" for k, v in comb["map_single"].items()))
+        for method in ("borda", "linlearn"):
+            c = comb[method]
+            typer.echo(f"  {method}: {'installable' if c['installable'] else 'not installable'} ({c['reason']}); "
+                       + ", ".join(f"{k} {v:.2f}" for k, v in c["weights"].items()))
     for note in result.notes:
         typer.echo(f"  note: {note}")
 

@@ -1,4 +1,4 @@
-"""``priorart search INDEX_DIR QUERY``: the sparse first stage from the command line."""
+"""``priorart search INDEX_DIR QUERY``: the service's search (the same engine and pipeline) from the command line."""
 
 from __future__ import annotations
 
@@ -21,12 +21,14 @@ def _parse_date(value: str | None) -> date | None:
 def search_command(
     index_dir: Path = typer.Argument(..., help="Index folder built by `priorart build`."),
     query: str = typer.Argument(..., help="Query text (claims, title, abstract) or a publication number."),
-    lang: str | None = typer.Option(None, "--lang", help="Query language en/de/fr (default: detected)."),
-    k: int = typer.Option(10, "--k", help="Number of results."),
-    as_json: bool = typer.Option(False, "--json", help="Print one JSON object (hits + info)."),
-    codes: str = typer.Option("", "--codes", help="Comma-separated IPC/CPC codes: keep documents sharing one."),
+    lang: str = typer.Option("auto", "--lang", help="Query language en/de/fr, or auto (detected)."),
+    k: int = typer.Option(10, "--k", min=1, help="Number of results."),
+    depth: int | None = typer.Option(None, "--depth", min=1, help="Candidate depth (default: the settings')."),
+    as_json: bool = typer.Option(False, "--json", help="Print the response as JSON (the body of POST /search)."),
+    codes: str = typer.Option("", "--codes", help="Comma-separated IPC/CPC codes of the query."),
     code_level: str = typer.Option(
-        "subclass", "--code-level", help="section, class, subclass, main_group or subgroup."
+        "none", "--code-level", help="Keep only documents sharing a code at this level: section, class, subclass, "
+        "main_group, subgroup (none: codes describe the query only)."
     ),
     before: str | None = typer.Option(None, "--before", help="Keep documents published before YYYY-MM-DD."),
     no_translate: bool = typer.Option(False, "--no-translate", help="Search untranslated terms (baseline)."),
@@ -37,53 +39,55 @@ def search_command(
     query_doc_codes: bool = typer.Option(
         False, "--query-doc-codes", help="For a publication-number query, filter by its codes."
     ),
+    weights: str | None = typer.Option(None, "--weights", help='Fusion weights as JSON, e.g. \'{"bm25": 1}\'.'),
     verify: bool = typer.Option(True, "--verify/--no-verify", help="Checksum the index files on load."),
+    device: str = typer.Option("auto", "--device", help="auto, cpu or cuda (neural stages)."),
 ) -> None:
-    """Search an index and print rank, id, score, title (or JSON)."""
-    from service.index.store import IndexFormatError, UnknownDocumentError
-    from service.retrieval.first_stage import FirstStage, QueryError
+    """Search an index and print rank, id, score, title and the components that shaped the ranking (or JSON)."""
+    from pydantic import ValidationError
 
-    translate: bool | str = False if no_translate else (table or True)
+    from service.engine import Engine
+    from service.index.folder import IndexFormatError
+    from service.query import QueryError
+    from service.schema import SearchRequest
+    from service.settings import Settings
+
     code_list = [c for c in (x.strip() for x in codes.split(",")) if c]
     try:
-        stage = FirstStage.load(index_dir, verify=verify)
-        result = stage.search(
-            query,
-            lang=lang,
-            k=k,
-            codes=code_list,
-            code_level=code_level,
-            before=_parse_date(before),
-            translate=translate,
-            max_query_terms=max_query_terms,
-            use_doc_codes=query_doc_codes,
-        )
-    except (IndexFormatError, QueryError, UnknownDocumentError) as exc:
+        req = SearchRequest.model_validate({
+            "query": query, "lang": lang, "k": k, "depth": depth, "codes": code_list, "code_filter": code_level,
+            "before": _parse_date(before), "translate": not no_translate, "explain": True,
+            "weights": json.loads(weights) if weights else None})
+        engine = Engine.load(index_dir, settings=Settings(index_dir=index_dir, device=device, passage_warmup_docs=0),
+                             verify=verify)
+        q = engine.query(req)
+        if table:
+            q.translate = table
+        q.max_query_terms = max_query_terms
+        q.use_doc_codes = query_doc_codes
+        resp = engine.run(q, explain=True)
+    except (IndexFormatError, QueryError, ValidationError, json.JSONDecodeError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from exc
     if as_json:
-        out = result.to_dict()
-        for hit in out["hits"]:
-            rec = stage.docs.get_row(hit["row"])
-            hit["title"] = rec.title.get(result.info.lang) or next(iter(rec.title.values()), "")
-        typer.echo(json.dumps(out, ensure_ascii=False))
+        typer.echo(resp.model_dump_json())
         return
-    info = result.info
-    routes = ", ".join(f"{r.name}({r.n_matched})" for r in info.routes)
-    typer.echo(
-        f"lang {info.lang}{' (detected)' if info.lang_detected else ''}; routes {routes}; "
-        f"{len(info.query_terms)} query terms; filters {info.filters or 'none'}"
-    )
-    for note in info.notes:
+    qi, f = resp.query, resp.fusion
+    typer.echo(f"lang {qi.lang}{' (detected)' if qi.lang_detected else ''}; routes {', '.join(qi.routes) or 'none'}; "
+               f"{len(qi.terms)} query terms; codes {', '.join(qi.codes) or 'none'}; filters {qi.filters or 'none'}")
+    typer.echo(f"ranking: {f.method} over {', '.join(f'{c} {w:.2f}' for c, w in f.weights.items())} "
+               f"({f.profile}; {f.source})")
+    for c, fate in f.components.items():
+        if fate != "applied":
+            typer.echo(f"  {c}: {fate}")
+    for note in resp.notices:
         typer.echo(f"note: {note}")
-    if not result.hits:
+    if not resp.results:
         typer.echo("no results")
         return
-    typer.echo(f"{'rank':>4}  {'id':<16} {'score':>9}  title")
-    for hit in result.hits:
-        rec = stage.docs.get_row(hit.row)
-        title = rec.title.get(info.lang) or next(iter(rec.title.values()), "")
-        typer.echo(f"{hit.rank:>4}  {hit.doc_id:<16} {hit.score:>9.4f}  {title[:80]}")
+    typer.echo(f"{'rank':>4}  {'id':<16} {'score':>7}  title")
+    for i, hit in enumerate(resp.results, 1):
+        typer.echo(f"{i:>4}  {hit.id:<16} {hit.score:>7.4f}  {(hit.title or '')[:80]}")
 
 
 def register(app: typer.Typer) -> None:

@@ -24,7 +24,7 @@ def serve_command(
     import uvicorn
 
     from service.api import create_app
-    from service.api.settings import Settings
+    from service.settings import Settings
 
     if not (index_dir / "meta.json").exists():
         typer.echo(f"error: {index_dir} is not an index folder (no meta.json); build one with `priorart build`",

@@ -63,10 +63,10 @@ from service.corpus.record import PatentRecord
 from service.evaluation.measures import evaluate_run
 from service.evaluation.significance import randomisation_test
 from service.evaluation.trec import Qrels, Run, Topic, write_qrels, write_run
-from service.retrieval.combine import borda, linlearn
+from service.fusion import fuse
 from service.retrieval.domain import FEATURES as FEATURES_ALL
 from service.retrieval.domain import DomainModel, DomainStore
-from service.retrieval.first_stage import MAX_DEPTH, FirstStage
+from service.retrieval.first_stage import FirstStage
 from service.retrieval.translate import TranslationTable
 from service.retrieval.wordpair import DocTermStore, WordPairModel
 from service.text.analysis import get_analyzer
@@ -307,11 +307,11 @@ def run_ltr_experiment(
     bundle = None
     fixed: Split | None = None
     if s.models_dir is not None:
-        from service.retrieval.encoders import ModelBundle
+        from service.retrieval.neural import Models
 
         models = Path(s.models_dir)
         fixed = Split.load(models / "split.json")
-        bundle = ModelBundle.load(models)
+        bundle = Models(models, device="auto", verify=True)
         notes.append(f"neural systems from {models}: evaluated on the topics of its split's test part only, "
                      "combination weights fitted on its dev part, word-pair/domain trained on its train part")
     elif s.protocol == "fixed":
@@ -342,7 +342,7 @@ def run_ltr_experiment(
         terms = DocTermStore.from_records(index_records, s.ltr.doc_max_terms)
         domain_store = DomainStore.from_records(index_records, terms)
         all_rows = np.arange(n)
-        doc_vectors = bundle.encode_documents(index_records) if bundle is not None else None
+        doc_vectors = _dual_vectors(bundle, index_records) if bundle is not None else None
         seconds["index"] = time.perf_counter() - t
         lexicons: dict[str, Any] = {}
         if "psq" in systems:
@@ -357,7 +357,7 @@ def run_ltr_experiment(
             if any(v is None for v in lexicons.values()):
                 notes.append("a FreeDict lexicon is not installed: psq uses the aligned-claims model alone")
         en_vocab = set(fs.indexes["en"].vocab)
-        depth = min(n, MAX_DEPTH)
+        depth = min(n, 1000)  # every document of the corpus, at most 1000 candidates
 
         for rnd in rounds:
             tf = time.perf_counter()
@@ -397,7 +397,7 @@ def run_ltr_experiment(
                     row["dense"] = (doc_vectors @ bundle.encode_query(tp.text, lang)).astype(np.float64)
                     timing["dense"].append(time.perf_counter() - ts)
                     ts = time.perf_counter()
-                    rr = bundle.rerank_scores(tp.text, lang, codes, index_records)
+                    rr = bundle.rerank_records(tp.text, lang, codes, index_records)
                     row["text"], row["meta"] = rr["text"].astype(np.float64), rr["meta"].astype(np.float64)
                     timing["text"].append(time.perf_counter() - ts)  # text + meta rankers together
                 ts = time.perf_counter()
@@ -436,13 +436,13 @@ def run_ltr_experiment(
                 info["borda"][f"{a}+{b}"] = {"kappa": kappa, "dev": val}
                 weights = borda_weights(kappa, a, b)
                 for c in test_lists:
-                    fused.setdefault(f"borda({a}+{b})", {})[c.qid] = borda(c.scores, weights)
+                    fused.setdefault(f"borda({a}+{b})", {})[c.qid] = fuse("borda", c.scores, weights)
             for name, feats in (("all", systems), ("wordpair+domain", ["wordpair", "domain"])):
                 ll = train_linlearn(dev_lists, feats, s.linlearn)
                 info["linlearn"][name] = ll.weights
                 info["linlearn"][f"{name}_dev"] = ll.dev
                 for c in test_lists:
-                    fused.setdefault(f"linlearn({name})", {})[c.qid] = linlearn(c.scores, ll.weights)
+                    fused.setdefault(f"linlearn({name})", {})[c.qid] = fuse("linlearn", c.scores, ll.weights)
             info["seconds"] = time.perf_counter() - tf
             round_info.append(info)
             log.info("%s done in %.1f s", rnd.name, info["seconds"])
@@ -565,3 +565,9 @@ def bench_scoring(n_docs: int = 5000, candidates: int = 1000, repeats: int = 20,
             "nnz": nnz, "store_build_s": build_s,
             "doc_terms_per_candidate": float(np.mean(entries)) / k,
             **{f"{name}_ms_median": 1000.0 * float(np.median(v)) for name, v in out.items()}}
+
+
+def _dual_vectors(models: Any, records: Sequence[PatentRecord], batch: int = 256) -> np.ndarray:
+    """Dual-encoder vectors of every record (float32 [n, dim])."""
+    parts = [models.encode_documents(records[i:i + batch])["dual"] for i in range(0, len(records), batch)]
+    return np.concatenate(parts) if parts else np.zeros((0, models.dim), dtype=np.float32)

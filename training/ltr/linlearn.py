@@ -5,7 +5,7 @@
 step (truncated gradient, Langford et al. 2009), the dense twin of the word-pair learner.
 
 LinLearn (Schamoni et al. 2014): every system's score is one feature, min-max normalised over each
-query's candidate list (what :func:`service.retrieval.combine.linlearn` applies at query time); pairs are
+query's candidate list (what :func:`service.fusion.fuse` applies at query time); pairs are
 (relevant, non-relevant) candidates of the same dev query. Borda: ``kappa`` of a pair of systems by grid
 search of a dev measure (MAP, or MRR).
 """
@@ -19,8 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from service.pipeline import minmax
-from service.retrieval.combine import borda, linlearn
+from service.fusion import fuse, minmax
 
 log = logging.getLogger(__name__)
 
@@ -203,7 +202,7 @@ def train_linlearn(lists: Sequence[CandidateList], features: Sequence[str],
     w, history = fit_pairwise_linear(diffs, len(feats), epochs=cfg.epochs, lr=cfg.lr, l1=cfg.l1, margin=cfg.margin,
                                      batch=cfg.batch, seed=cfg.seed)
     weights = {f: float(v) for f, v in zip(feats, w, strict=True)}
-    dev = mean_measure(lists, lambda c: linlearn(c.scores, weights), cfg.measure)
+    dev = mean_measure(lists, lambda c: fuse("linlearn", c.scores, weights), cfg.measure)
     return LinLearnResult(weights, dev, history, len(diffs))
 
 
@@ -219,7 +218,7 @@ def tune_borda(
     grid = np.round(np.linspace(0.0, 1.0, int(round(1 / step)) + 1), 6)
     def at(kappa: float) -> float:
         weights = {a: kappa, b: 1.0 - kappa}
-        return mean_measure(lists, lambda c: borda(c.scores, weights), measure)
+        return mean_measure(lists, lambda c: fuse("borda", c.scores, weights), measure)
 
     curve = [(float(k), at(float(k))) for k in grid]
     best = max(v for _, v in curve)
@@ -233,5 +232,6 @@ def borda_weights(kappa: float, a: str, b: str) -> dict[str, float]:
 
 def fuse_lists(lists: Sequence[CandidateList], method: str, weights: Mapping[str, float]) -> dict[str, np.ndarray]:
     """Fused scores per query id with ``borda`` or ``linlearn``."""
-    fn = {"borda": borda, "linlearn": linlearn}[method]
-    return {c.qid: fn(c.scores, weights) for c in lists}
+    if method not in ("borda", "linlearn"):
+        raise ValueError(f"unknown method {method!r}; valid: borda, linlearn")
+    return {c.qid: fuse(method, c.scores, weights) for c in lists}

@@ -16,7 +16,7 @@ For every pair of systems, given as TREC runs over the same topics and one qrels
   qualifies and the rows are pooled). Both variants are always computed and written to the CSV.
 - **Jaccard** overlap of the relevant documents each system retrieves in its top ``k`` (100): per query
   ``|A & B| / |A | B|`` over the queries where the union is not empty, averaged.
-- **Borda**: the two runs combined by Borda points (:func:`service.retrieval.combine.borda`, weight
+- **Borda**: the two runs combined by Borda points (:func:`service.fusion.fuse` with ``borda``, weight
   ``kappa`` = 0.5 unless given), evaluated by MRR and MAP, next to each system's own.
 
 Outputs (:func:`write_report`): ``orthogonality.md`` (table), ``orthogonality.csv`` (every figure),
@@ -40,7 +40,7 @@ import numpy as np
 
 from service.evaluation.measures import evaluate_run
 from service.evaluation.trec import Qrels, Run, ranked
-from service.retrieval.combine import borda
+from service.fusion import fuse
 
 MODES = ("auto", "per-query", "pooled")
 
@@ -162,7 +162,7 @@ def borda_runs(runs: Mapping[str, Run], weights: Mapping[str, float]) -> Run:
             continue
         scores = {name: np.asarray([r.get(qid, {}).get(d, np.nan) for d in docs], dtype=np.float64)
                   for name, r in runs.items()}
-        fused = borda(scores, weights)
+        fused = fuse("borda", scores, weights)
         out[qid] = dict(zip(docs, fused.tolist(), strict=True))
     return out
 

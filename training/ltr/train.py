@@ -1,34 +1,33 @@
 """``priorart train-ltr``: word-pair and domain models, Borda and LinLearn weights -> ``MODELS_DIR/ltr/``.
 
 1. Split: ``MODELS_DIR/split.json`` (written by ``priorart train``) when present, else the same
-   deterministic :func:`training.models.pairs.make_split` over the corpus; topics, judged documents,
-   sampled pairs and dev topics are the neural rankers' (:mod:`training.ltr.data`).
+   deterministic :func:`training.models.pairs.make_split` over the corpus; training topics, judged
+   documents and sampled pairs are the neural rankers' (:mod:`training.ltr.data`).
 2. The word-pair model (:mod:`training.ltr.wordpair`) and the domain model (:mod:`training.ltr.domain`)
-   are trained on the train topics, early-stopped on the dev topics.
-3. Dev candidate lists from the real systems over ``INDEX_DIR``: the first stage's top ``depth`` for each
-   dev topic (with PSQ translation when the index has tables), scored by ``bm25`` (first stage), ``wordpair``,
-   ``domain`` and, when ``MODELS_DIR`` holds the neural models, ``dense`` (dual-encoder inner product),
-   ``text`` and ``meta`` (ONNX rankers, :class:`service.retrieval.encoders.ModelBundle`). A dev topic's own
-   publication is trivially found when the index holds the topic's text in its language (a title + abstract
-   topic in an index of titles in that language, a German claims topic in an index of German claims): then its
-   publication group is removed from the list and the relevant documents are its relevance-1 documents
-   (same main group) (``dev_mode="auto"``; ``"mates"`` / ``"others"`` force one way).
-4. Borda ``kappa`` for every pair of systems (dev MAP, grid 0.05); the service's Borda default is the best
-   pair with ``bm25``. LinLearn weights over every system (:mod:`training.ltr.linlearn`).
-5. ``MODELS_DIR/ltr/``: ``wordpair/``, ``domain.json``, ``combine.json``, ``docside/`` (document-side
-   stores aligned with the index rows), ``meta.json`` (format, settings, split used, index identity,
-   dev figures, timings, sha256 + size of every file). ``install=True`` also copies the folder to
-   ``INDEX_DIR/ltr`` and registers it in the index's ``meta.json`` (checksummed).
+   are trained on the train topics, early-stopped on their dev topics.
+3. Document-side stores aligned with the index rows, and the two stages built over them in memory.
+4. Dev candidate lists from the index's own pipeline (:func:`service.pipeline.compose` with the new
+   stages) in feature mode, over the same leak-free dev topics fusion learning uses
+   (:func:`training.fusion.dev_topics`: no codes copied from the relevant document). An index that suits
+   no leak-free dev task gets no Borda/LinLearn weights (a note says so).
+5. Borda ``kappa`` of the best pair with ``bm25`` (dev MAP, grid 0.05) and LinLearn weights over every
+   component (:mod:`training.ltr.linlearn`), each cross-validated against BM25 (held-out folds by source
+   publication).
+6. ``MODELS_DIR/ltr/``: ``wordpair/``, ``domain.json``, ``docside/`` and ``meta.json`` (format
+   ``priorart-ltr`` version 2: settings, split, index identity, dev figures, timings, sha256 + size of
+   every file). ``install=True`` copies the folder to ``INDEX_DIR/ltr``, registers it in the index's
+   ``meta.json`` and writes the Borda/LinLearn weights into ``INDEX/fusion.json``, each only when it beat
+   BM25 on the held-out folds.
 """
 
 from __future__ import annotations
 
 import hashlib
-import itertools
 import json
 import logging
 import shutil
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -38,23 +37,27 @@ import numpy as np
 
 from service.corpus.jsonl import read_corpus
 from service.corpus.record import PatentRecord
-from service.index.store import IDS_FILE, IndexFormatError, load_meta, write_meta
-from service.pipeline import minmax
-from service.retrieval.combine import CombineConfig
+from service.evaluation.significance import randomisation_test
+from service.fusion import FUSION_VERSION, FusionModel, fuse, minmax
+from service.index.folder import IndexFolder, Layout
+from service.index.store import DocStore
+from service.pipeline import Pipeline, Stage, compose
 from service.retrieval.domain import DomainStore
 from service.retrieval.encoders import sha256_file
-from service.retrieval.first_stage import FirstStage
-from service.retrieval.ltr_stages import LTR_FORMAT, LTR_VERSION
 from service.retrieval.wordpair import DocTermStore
-from training.ltr.data import LtrConfig, LtrData, prepare_ltr_data
+from service.settings import Settings
+from service.stages.ltr import LTR_FORMAT, LTR_VERSION, DomainStep, WordPairStep
+from service.versioned import write_versioned
+from training.fusion import MIN_TOPICS, DevTopic, FusionError, collect, dev_topics
+from training.ltr.data import LtrConfig, prepare_ltr_data
 from training.ltr.domain import DomainConfig, train_domain
-from training.ltr.linlearn import CandidateList, LinLearnConfig, mean_measure, train_linlearn, tune_borda
+from training.ltr.linlearn import CandidateList, LinLearnConfig, list_measure, mean_measure, train_linlearn, tune_borda
 from training.ltr.wordpair import WordPairConfig, train_wordpair
-from training.models.pairs import Split, doc_info, group_key, make_split
+from training.models.pairs import Split, doc_info, make_split
 
 log = logging.getLogger(__name__)
 
-DEV_MODES = ("auto", "mates", "others")
+SYSTEMS = ("bm25", "dense", "text", "meta", "joint", "wordpair", "domain")
 
 
 @dataclass
@@ -64,13 +67,10 @@ class TrainLtrConfig:
     domain: DomainConfig = field(default_factory=DomainConfig)
     linlearn: LinLearnConfig = field(default_factory=LinLearnConfig)
     depth: int = 100  # dev candidate list length (first stage)
-    dev_mode: str = "auto"
     borda_step: float = 0.05
     neural: bool = True  # use the neural models of MODELS_DIR when present
 
     def __post_init__(self) -> None:
-        if self.dev_mode not in DEV_MODES:
-            raise ValueError(f"unknown dev mode {self.dev_mode!r}; valid: {', '.join(DEV_MODES)}")
         if not 1 <= self.depth <= 1000:
             raise ValueError(f"depth must be in 1..1000, got {self.depth}")
 
@@ -99,100 +99,36 @@ def load_split(models_dir: Path, records: list[PatentRecord], notes: list[str]) 
     return split, {"source": "make_split", "sha256": _sha256_bytes(json.dumps(split.to_json()).encode())}
 
 
-def _neural(models_dir: Path, notes: list[str]) -> Any:
-    """The ModelBundle of MODELS_DIR, or None (with a note) when it has no usable neural models."""
-    if not (models_dir / "meta.json").is_file():
-        notes.append(f"no neural models in {models_dir}: LinLearn combines bm25, wordpair and domain")
-        return None
-    from service.retrieval.encoders import ModelBundle, ModelsFolderError
-
-    try:
-        return ModelBundle.load(models_dir)
-    except (ModelsFolderError, KeyError, OSError, ValueError) as exc:
-        notes.append(f"neural models in {models_dir} not usable ({exc}); LinLearn without dense/text/meta")
-        return None
-
-
 def topic_fields(qid: str) -> set[str]:
     """Record fields a training topic's text comes from (``<id>:ta.<lang>``: title + abstract, else claims)."""
     kind = qid.rsplit(":", 1)[-1].split(".", 1)[0]
     return {"title", "abstract", "description"} if kind == "ta" else {"claims"}
 
 
-def dev_lists(
-    data: LtrData, fs: FirstStage, terms: DocTermStore, domain_store: DomainStore, wp: Any, dom: Any,
-    bundle: Any, cfg: TrainLtrConfig, records_by_id: dict[str, PatentRecord],
-) -> tuple[list[CandidateList], dict[str, int]]:
-    """Candidate lists of the dev topics from the real systems over the index (module docstring, step 3)."""
-    from service.retrieval.encoders import UnsupportedLanguageError
-
-    index_langs = set(fs.meta.settings["index_langs"])
-    index_fields = set(fs.meta.settings["fields"])
-    groups: dict[str, list[int]] = {}
-    for row, pid in enumerate(fs.docs.ids):
-        rec_group = records_by_id.get(pid)
-        if rec_group is not None:
-            groups.setdefault(group_key(rec_group), []).append(row)
-    out: list[CandidateList] = []
-    modes = {"mates": 0, "others": 0, "skipped": 0}
-    for q, topic in zip(data.dev_q, data.ranking.dev, strict=True):
-        src = records_by_id[q.source]
-        mode = cfg.dev_mode
-        if mode == "auto":
-            mode = "others" if (q.lang in index_langs and topic_fields(q.qid) & index_fields) else "mates"
-        res = fs.search(q.text, lang=q.lang, k=cfg.depth, translate=True)
-        rows = np.asarray([h.row for h in res.hits], dtype=np.int64)
-        bm25 = np.asarray([h.score for h in res.hits], dtype=np.float64)
-        judged = {data.ranking.pool.ids[i]: r for i, r in topic.judged.items()}
-        if mode == "others":
-            own = set(groups.get(group_key(src), []))
-            keep = np.asarray([r not in own for r in rows.tolist()], dtype=bool)
-            rows, bm25 = rows[keep], bm25[keep]
-            own_ids = {fs.docs.ids[r] for r in own}
-            judged = {d: r for d, r in judged.items() if d not in own_ids}
-        ids = [fs.docs.ids[r] for r in rows.tolist()]
-        rels = np.asarray([judged.get(d, 0) for d in ids], dtype=np.int64)
-        n_rel = sum(1 for r in judged.values() if r > 0)
-        if not len(rows) or n_rel == 0:
-            modes["skipped"] += 1
-            continue
-        modes[mode] += 1
-        scores = {"bm25": bm25, "wordpair": wp.score_rows(q.text, q.lang, terms, rows),
-                  "domain": dom.score(domain_store.features(q.meta, rows))}
-        if bundle is not None:
-            recs = [fs.docs.get_row(int(r)) for r in rows]
-            try:
-                qv = bundle.encode_query(q.text, q.lang)
-                scores["dense"] = bundle.encode_documents(recs) @ qv
-                rr = bundle.rerank_scores(q.text, q.lang, q.meta.codes, recs)
-                scores["text"], scores["meta"] = rr["text"].astype(np.float64), rr["meta"].astype(np.float64)
-            except UnsupportedLanguageError:
-                pass  # a language without neural encoders: those systems did not score (NaN)
-            for name in ("dense", "text", "meta"):
-                scores.setdefault(name, np.full(len(rows), np.nan))
-        out.append(CandidateList(q.qid, ids, scores, rels, n_rel))
-    return out, modes
+def dev_lists(pipeline: Pipeline, dev: Sequence[DevTopic], depth: int) -> list[CandidateList]:
+    """Candidate lists of the dev topics from the pipeline's feature mode (every component the index has, the
+    new word-pair and domain stages included); a component that does not apply to a topic is NaN."""
+    lists: list[CandidateList] = []
+    ids = pipeline.docs.ids
+    for tf in collect(pipeline, dev, depth):
+        names = [c for c in SYSTEMS if c in tf.scores or c in {"wordpair", "domain"}]
+        scores = {c: tf.scores.get(c, np.full(len(tf), np.nan)) for c in names}
+        lists.append(CandidateList(f"{tf.dev.topic.qid}:{tf.dev.profile}", [ids[int(r)] for r in tf.rows], scores,
+                                   tf.grades.astype(np.int64), len(tf.ideal)))
+    return lists
 
 
-def install_ltr(ltr_dir: Path, index_dir: Path, info: dict[str, Any]) -> None:
+def install_ltr(ltr_dir: Path, folder: IndexFolder, info: dict[str, Any]) -> None:
     """Copy an ltr folder to ``INDEX_DIR/ltr`` and register it (component ``ltr``) in the index's meta.json.
 
-    Every other file of the index is verified first (a broken index is never re-blessed); an ltr folder
-    installed before is replaced.
+    The index is verified first (a broken index is never re-blessed); an ltr folder installed before is replaced.
     """
-    old = load_meta(index_dir, verify=False)
-    for rel, entry in old.files.items():
-        if rel.startswith("ltr/"):
-            continue
-        path = index_dir / rel
-        if not path.is_file() or sha256_file(path) != entry["sha256"]:
-            raise IndexFormatError(f"{path}: missing or changed since the index was built; rebuild the index")
-    dest = index_dir / "ltr"
+    IndexFolder.open(folder.root, verify=True)
+    dest = folder.path(Layout.LTR)
     if dest.exists():
         shutil.rmtree(dest)
     shutil.copytree(ltr_dir, dest)
-    components = {**old.components, "ltr": info}
-    write_meta(index_dir, old.settings, components, created=old.created)
+    folder.register({"ltr": info}, changed=[Layout.LTR])
 
 
 def _single_map(lists: list[CandidateList], name: str) -> float:
@@ -202,6 +138,53 @@ def _single_map(lists: list[CandidateList], name: str) -> float:
 def _files(root: Path) -> dict[str, dict[str, Any]]:
     return {p.relative_to(root).as_posix(): {"sha256": sha256_file(p), "size": p.stat().st_size}
             for p in sorted(root.rglob("*")) if p.is_file() and p.name != "meta.json"}
+
+
+def learn_combination(lists: list[CandidateList], cfg: TrainLtrConfig, folds: int = 5) -> dict[str, Any]:
+    """Borda (best pair with BM25) and LinLearn weights, each cross-validated against BM25 (MAP of held-out folds,
+    folds by source publication); a method is installable only when it beats BM25 there."""
+    from training.fusion import fold_ids, group_of
+
+    systems = [s for s in SYSTEMS if any(not np.isnan(c.scores[s]).all() for c in lists if s in c.scores)]
+    singles = {name: _single_map(lists, name) for name in systems}
+    groups = [group_of(c.qid.rsplit(":", 1)[0]) for c in lists]
+    fold = fold_ids(groups, ["dev"] * len(groups), folds)
+
+    def fit(train: list[CandidateList]) -> tuple[dict[str, float], dict[str, float], dict[str, Any]]:
+        pairs: dict[str, dict[str, float]] = {}
+        for other in systems:
+            if other != "bm25":
+                kappa, val, _ = tune_borda(train, "bm25", other, step=cfg.borda_step, measure="map")
+                pairs[f"bm25+{other}"] = {"kappa": kappa, "dev_map": val}
+        best = max(pairs, key=lambda k: pairs[k]["dev_map"])
+        kappa = pairs[best]["kappa"]
+        borda = {"bm25": kappa, best.split("+")[1]: 1.0 - kappa}
+        ll = train_linlearn(train, systems, cfg.linlearn)
+        return borda, ll.weights, {"borda_pairs": pairs, "borda_pair": best, "linlearn_map": ll.dev,
+                                   "linlearn_pairs": ll.pairs}
+
+    held: dict[str, list[float]] = {"bm25": [], "borda": [], "linlearn": []}
+    for f in np.unique(fold):
+        train = [c for c, k in zip(lists, fold, strict=True) if k != f]
+        test = [c for c, k in zip(lists, fold, strict=True) if k == f]
+        if not train or not test:
+            continue
+        borda, linw, _ = fit(train)
+        for c in test:
+            held["bm25"].append(list_measure(minmax(c.scores["bm25"]), c.rels, c.n_relevant))
+            held["borda"].append(list_measure(fuse("borda", c.scores, borda), c.rels, c.n_relevant))
+            held["linlearn"].append(list_measure(fuse("linlearn", c.scores, linw), c.rels, c.n_relevant))
+    borda, linw, info = fit(lists)
+    out: dict[str, Any] = {"systems": systems, "map_single": singles, "topics": len(lists), **info,
+                           "cv_map": {k: float(np.mean(v)) if v else None for k, v in held.items()}, "folds": folds}
+    for method, w in (("borda", borda), ("linlearn", linw)):
+        gain = float(np.mean(held[method]) - np.mean(held["bm25"])) if held[method] else 0.0
+        p = randomisation_test(held[method], held["bm25"], permutations=2000) if len(held[method]) > 1 else 1.0
+        ok = gain > 1e-9 and len(lists) >= MIN_TOPICS
+        out[method] = {"weights": w, "installable": ok, "p": p,
+                       "reason": (f"{folds}-fold CV MAP {np.mean(held[method]):.3f} vs BM25 {np.mean(held['bm25']):.3f}"
+                                  f" on {len(lists)} dev topics (p = {p:.3g})") if held[method] else "no held-out fold"}
+    return out
 
 
 def train_ltr(
@@ -225,7 +208,8 @@ def train_ltr(
         raise ValueError(f"{corpus}: no records")
     models_dir.mkdir(parents=True, exist_ok=True)
     split, split_info = load_split(models_dir, records, notes)
-    fs = FirstStage.load(index_dir)
+    folder = IndexFolder.open(index_dir, verify=False)
+    docs = DocStore.load(folder.root)
     timings["read"] = time.perf_counter() - t0
 
     t = time.perf_counter()
@@ -239,29 +223,26 @@ def train_ltr(
     timings["domain"] = time.perf_counter() - t
 
     t = time.perf_counter()
-    index_records = [fs.docs.get_row(i) for i in range(len(fs.docs))]
+    index_records = [docs.get_row(i) for i in range(len(docs))]
     terms = DocTermStore.from_records(index_records, cfg.ltr.doc_max_terms)
     domain_store = DomainStore.from_records(index_records, terms)
     timings["docside"] = time.perf_counter() - t
 
     t = time.perf_counter()
-    bundle = _neural(models_dir, notes) if cfg.neural else None
-    wp_model = wp.model({"settings": cfg.wordpair.to_json()})
-    by_id = {r.id: r for r in records}
-    lists, modes = dev_lists(data, fs, terms, domain_store, wp_model, dom.model, bundle, cfg, by_id)
-    if not lists:
-        raise ValueError("no dev topic has a relevant document among its first-stage candidates: cannot fit the "
-                         "combination weights (a larger corpus or another --dev-mode may help)")
-    systems = [s for s in ("bm25", "dense", "text", "meta", "wordpair", "domain") if s in lists[0].scores]
-    singles = {name: _single_map(lists, name) for name in systems}
-    borda_pairs: dict[str, dict[str, float]] = {}
-    for a, b in itertools.combinations(systems, 2):
-        kappa, val, _ = tune_borda(lists, a, b, step=cfg.borda_step, measure="map")
-        borda_pairs[f"{a}+{b}"] = {"kappa": kappa, "dev_map": val}
-    with_bm25 = {k: v for k, v in borda_pairs.items() if k.startswith("bm25+")}
-    best_pair = max(with_bm25, key=lambda k: with_bm25[k]["dev_map"])
-    first, second = best_pair.split("+")
-    ll = train_linlearn(lists, systems, cfg.linlearn)
+    wp_model = wp.model({"settings": {**cfg.wordpair.to_json(), "langs": sorted({q.lang for q in data.train_q})}})
+    ltr_stages: list[Stage] = [WordPairStep(wp_model, terms), DomainStep(dom.model, domain_store,
+                                                            {pid: i for i, pid in enumerate(docs.ids)})]
+    combination: dict[str, Any] | None = None
+    try:
+        pipeline = compose(folder, Settings(index_dir=folder.root, device="cpu" if not cfg.neural else "auto"),
+                           docs, ltr=ltr_stages, neural=cfg.neural)
+        dev, counts = dev_topics(folder, docs, "auto", split=split)
+        lists = [c for c in dev_lists(pipeline, dev, cfg.depth) if c.n_relevant > 0]
+        if not lists:
+            raise FusionError("no dev topic has a relevant document among its candidates")
+        combination = {**learn_combination(lists, cfg), "tasks": counts}
+    except FusionError as exc:
+        notes.append(f"Borda and LinLearn weights not learned: {exc}")
     timings["combination"] = time.perf_counter() - t
 
     out = models_dir / "ltr"
@@ -272,44 +253,51 @@ def train_ltr(
     dom.model.save(out / "domain.json")
     terms.save(out / "docside")
     domain_store.save(out / "docside")
-    kappa = borda_pairs[best_pair]["kappa"]
-    combine = CombineConfig(
-        methods={"borda": {first: kappa, second: 1.0 - kappa}, "linlearn": ll.weights},
-        default="linlearn",
-        info={"dev": {"map_single": singles, "borda_pairs": borda_pairs, "borda_default_pair": best_pair,
-                      "linlearn_map": ll.dev, "linlearn_pairs": ll.pairs, "topics": len(lists), "modes": modes},
-              "normalisation": "min-max per candidate list (linlearn); Borda points (borda)"},
-    )
-    combine.save(out / "combine.json")
     timings["total"] = time.perf_counter() - t0
-    doc_ids_path = index_dir / IDS_FILE
     meta: dict[str, Any] = {
-        "format": LTR_FORMAT,
-        "version": LTR_VERSION,
         "created": datetime.now(UTC).isoformat(timespec="seconds"),
         "corpus": {"path": str(corpus.resolve()), "records": len(records), "sha256": sha256_file(corpus)},
-        "index": {"path": str(index_dir.resolve()), "documents": len(fs.docs), "doc_ids_sha256":
-                  sha256_file(doc_ids_path), "settings": fs.meta.settings},
+        "index": {"path": str(index_dir.resolve()), "documents": len(docs), "doc_ids_sha256": folder.ids_sha256(),
+                  "settings": folder.settings},
         "split": {**split_info, **split.summary()},
         "settings": {"ltr": cfg.ltr.to_json(), "wordpair": cfg.wordpair.to_json(), "domain": cfg.domain.to_json(),
-                     "linlearn": cfg.linlearn.to_json(), "depth": cfg.depth, "dev_mode": cfg.dev_mode,
-                     "borda_step": cfg.borda_step},
+                     "linlearn": cfg.linlearn.to_json(), "depth": cfg.depth, "borda_step": cfg.borda_step},
         "data": data.summary(),
-        "systems": systems,
         "dev": {
             "wordpair": {"ndcg": wp.dev_ndcg, "l1": wp.l1, "best_epoch": wp.best_epoch, "nnz": wp.nnz,
                          "grid": wp.grid, "history": wp.history},
             "domain": {"ndcg": dom.dev_ndcg, "best_epoch": dom.best_epoch, "history": dom.history},
-            "combination": combine.info["dev"],
+            "combination": combination,
         },
-        "components": {"wordpair": "wordpair/", "domain": "domain.json", "combine": "combine.json",
-                       "docside": "docside/"},
+        "components": {"wordpair": "wordpair/", "domain": "domain.json", "docside": "docside/"},
         "timings_s": {k: round(v, 2) for k, v in timings.items()},
         "notes": notes,
+        "files": _files(out),
     }
-    meta["files"] = _files(out)
-    (out / "meta.json").write_text(json.dumps(meta, indent=1, default=str), encoding="utf-8")
+    write_versioned(out / "meta.json", LTR_FORMAT, LTR_VERSION, meta)
     if install:
-        install_ltr(out, index_dir, {"folder": "ltr", "systems": systems, "created": meta["created"]})
+        install_ltr(out, folder, {"folder": Layout.LTR, "created": meta["created"], "version": LTR_VERSION})
+        _install_weights(folder, combination, notes)
+    docs.close()
     log.info("ltr models written to %s in %.1f s", out, timings["total"])
     return TrainLtrOutput(out, meta, notes)
+
+
+def _install_weights(folder: IndexFolder, combination: dict[str, Any] | None, notes: list[str]) -> None:
+    """Borda and LinLearn weights into the index's fusion.json, each only when it beat BM25 held out."""
+    model = FusionModel.of_folder(folder)
+    for method in ("borda", "linlearn"):
+        c = (combination or {}).get(method)
+        if c and c["installable"]:
+            setattr(model, method, c["weights"])
+            model.sources[method] = f"priorart train-ltr: {c['reason']}"
+        else:
+            setattr(model, method, None)
+            why = c["reason"] if c else "not learned"
+            model.sources[method] = f"not installed: {why}"
+            notes.append(f"{method} not installed: {why if c else 'no leak-free dev topics'}"
+                         + (" (did not beat BM25 held out)" if c else ""))
+    model.learning["ltr"] = combination
+    model.save(folder.path(Layout.FUSION))
+    folder.register({"fusion": {**folder.components.get("fusion", {}), "version": FUSION_VERSION,
+                                "file": Layout.FUSION}}, changed=[Layout.FUSION])

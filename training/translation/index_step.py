@@ -32,7 +32,8 @@ from pathlib import Path
 from typing import Any
 
 from service.corpus.record import LANGS, PatentRecord
-from service.retrieval.translate import TRANSLATION_LANGS, TranslationTable, compounds_file, table_file
+from service.index.folder import Layout
+from service.retrieval.translate import TRANSLATION_LANGS, TranslationTable
 from service.text.analysis import tokenize
 from service.text.compounds import ANALYSIS_VERSION, CompoundSplitter
 from training.translation.compounds import COMPOUND_LANGS, MIN_PART, splitter_from_counts
@@ -163,7 +164,7 @@ def write_analysis(index_dir: Path, splitters: Mapping[str, CompoundSplitter]) -
         return None
     compounds = {}
     for lang, splitter in sorted(splitters.items()):
-        rel = compounds_file(lang)
+        rel = Layout.compounds(lang)
         splitter.save(index_dir / rel)
         compounds[lang] = {"file": rel, **splitter.settings(), "sources": splitter.sources}
     return {"version": ANALYSIS_VERSION, "compounds": compounds}
@@ -215,7 +216,7 @@ def _entry(table: TranslationTable) -> dict[str, Any]:
     return {
         "src": table.src,
         "tgt": table.tgt,
-        "file": table_file(table.src, table.tgt),
+        "file": Layout.table(table.src, table.tgt),
         "entries": len(table),
         "sources": table.sources,
     }
@@ -282,7 +283,7 @@ def build_index_tables(
             report["warnings"].append(f"no {src}-{tgt} translation: no {src}-{PIVOT} or {PIVOT}-{tgt} table")
     entries = []
     for (_src, _tgt), table in sorted(built.items()):  # pivot legs too, into a language not indexed
-        table.save(index_dir / table_file(table.src, table.tgt))
+        table.save(index_dir / Layout.table(table.src, table.tgt))
         entries.append(_entry(table))
     for w in report["warnings"]:
         log.warning(w)
@@ -314,7 +315,7 @@ def copy_tables(
         if table.tgt not in index_langs:
             skipped.append(path.name)
             continue
-        dest = index_dir / table_file(table.src, table.tgt)
+        dest = index_dir / Layout.table(table.src, table.tgt)
         dest.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(path, dest)
         out.append(_entry(table))

@@ -2,7 +2,7 @@
 "use strict";
 
 const $ = (sel) => document.querySelector(sel);
-const COMPONENTS = ["bm25", "dense", "text", "meta", "wordpair", "domain", "fused"];
+const COMPONENTS = ["bm25", "dense", "text", "meta", "joint", "wordpair", "domain", "fused"];
 const state = { codes: [], last: null, lastKind: null, suggestTimer: null };
 
 function esc(s) {
@@ -88,8 +88,18 @@ function highlight(text, spans) {
   return html + esc(text.slice(pos));
 }
 
+function rankingLine(f) {
+  if (!f) return "";
+  const used = Object.entries(f.weights).map(([c, w]) => `${c} ${w.toFixed(2)}`).join(", ");
+  const off = Object.entries(f.components).filter(([, v]) => v.startsWith("not applied"))
+    .map(([c, v]) => `${c}: ${v.replace("not applied: ", "")}`);
+  return `<div class="ranking" id="ranking">Ranked by ${esc(used)} (${esc(f.source)})` +
+    (off.length ? `<br><small>not used: ${esc(off.join("; "))}</small>` : "") + "</div>";
+}
+
 function renderNotices(data) {
-  $("#notices").innerHTML = (data.notices || []).map((n) => `<div class="notice">${esc(n)}</div>`).join("");
+  $("#notices").innerHTML = rankingLine(data.fusion) +
+    (data.notices || []).map((n) => `<div class="notice">${esc(n)}</div>`).join("");
 }
 
 async function run(kind) {

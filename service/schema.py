@@ -1,4 +1,8 @@
-"""Request and response bodies of the REST API (separate from the internal pipeline types)."""
+"""Request and response bodies of priorart: what the engine takes and returns, and the REST API serves.
+
+They live outside the API layer so that :class:`service.engine.Engine` takes typed requests and
+returns typed responses without importing FastAPI; the routes in service/api/ use the same classes.
+"""
 
 from __future__ import annotations
 
@@ -11,7 +15,7 @@ from service.corpus.record import normalise_class_code
 
 Lang = Literal["auto", "en", "de", "fr"]
 Variant = Literal["qsf_v", "qsf_v_title", "qsf_section", "qsf_section_propagate", "qsf_passage_propagate"]
-ScoreName = Literal["bm25", "dense", "text", "meta", "wordpair", "domain", "fused"]
+COMPONENT_NAMES = ("bm25", "dense", "text", "meta", "joint", "wordpair", "domain")  # service.fusion.COMPONENTS
 
 
 class SearchRequest(BaseModel):
@@ -26,7 +30,9 @@ class SearchRequest(BaseModel):
     before: date | None = Field(None, description="keep only documents published before this date")
     k: int = Field(10, ge=1, description="results to return")
     depth: int | None = Field(None, ge=1, description="first-stage candidates (default from settings)")
-    weights: dict[str, float] | None = Field(None, description="fusion weight override, e.g. {'bm25': 1}")
+    weights: dict[str, float] | None = Field(
+        None, description="fusion weight override, e.g. {'bm25': 1}; components that do not apply to the query "
+        "are left out and the rest renormalised")
     fusion: Literal["linear", "borda", "linlearn"] | None = Field(
         None, description="score combination: linear (learned weights), borda, linlearn; default: the index's"
     )
@@ -56,7 +62,7 @@ class SearchRequest(BaseModel):
     def _weights(cls, w: dict[str, float] | None) -> dict[str, float] | None:
         if w is None:
             return None
-        allowed = {"bm25", "dense", "text", "meta", "wordpair", "domain"}
+        allowed = set(COMPONENT_NAMES)
         bad = sorted(set(w) - allowed)
         if bad:
             raise ValueError(f"unknown score names {bad}; valid: {sorted(allowed)}")
@@ -78,7 +84,8 @@ class SearchHit(BaseModel):
     id: str
     title: str | None
     score: float
-    components: dict[str, float | None]
+    components: dict[str, float | None] = Field(
+        description="min-max normalised score of each component over the candidates (null: not computed), and 'fused'")
     matched_terms: list[str] = Field(default_factory=list)
     route: str | None = Field(
         None,
@@ -96,11 +103,43 @@ class StageInfo(BaseModel):
     detail: dict[str, Any] = Field(default_factory=dict)
 
 
+class QueryInfo(BaseModel):
+    """How the query was understood."""
+
+    lang: str
+    lang_detected: bool = False
+    text_from: str | None = Field(None, description="publication id whose text was searched (number queries)")
+    codes: list[str] = Field(default_factory=list, description="the query's classification codes")
+    codes_from: str | None = Field(None, description="'request' or 'query document'")
+    translated: bool = False
+    translation: str | None = None
+    routes: list[str] = Field(default_factory=list, description="first-stage routes, e.g. 'en:psq'")
+    route_tables: dict[str, str] = Field(
+        default_factory=dict, description="table of each translated route, e.g. {'fr:psq': 'de-fr via en'}"
+    )
+    terms: list[str] = Field(default_factory=list)
+    terms_before_reduction: int = 0
+    filters: dict[str, Any] = Field(default_factory=dict)
+
+
+class FusionInfo(BaseModel):
+    """How the scores were combined, and which components counted (and why the others did not)."""
+
+    method: str
+    profile: str = Field(description="'codes' when the query has classification codes, else 'nocodes'")
+    depth: int | None = Field(None, description="candidate depth the weights were learned for")
+    weights: dict[str, float] = Field(description="weights used, renormalised over the components that applied")
+    source: str
+    components: dict[str, str] = Field(description="component -> 'applied' or why it did not count")
+    fallback: str | None = None
+
+
 class SearchResponse(BaseModel):
     results: list[SearchHit]
     stages: list[StageInfo]
     took_ms: float
-    query: dict[str, Any] = Field(default_factory=dict, description="how the query was understood")
+    query: QueryInfo
+    fusion: FusionInfo
     notices: list[str] = Field(default_factory=list, description="degradations, e.g. 'no models: BM25 only'")
 
 
@@ -120,5 +159,6 @@ class PassageResponse(BaseModel):
     results: list[PassageHit]
     stages: list[StageInfo]
     took_ms: float
-    query: dict[str, Any] = Field(default_factory=dict)
+    query: QueryInfo
+    fusion: FusionInfo
     notices: list[str] = Field(default_factory=list)

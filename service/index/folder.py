@@ -1,0 +1,381 @@
+"""The index folder: the one place that knows its layout, its format tags and ``meta.json``.
+
+Layout (every path below is relative to the folder; :class:`Layout` names each one)::
+
+    meta.json              format + version, the build settings, every file with sha256 and size,
+                           and one entry per component under ``components`` (each with its version)
+    docs.jsonl             the records (doc store)      docs.offsets.npy  byte offset of each record, N+1
+    doc_ids.json           row -> publication id        docs.dates.npy    publication day per row
+    codes/<level>.*        IPC/CPC codes per level (filters)
+    bm25/<lang>/           sparse index per indexed language (service/retrieval/sparse.py)
+    translation/<s>-<t>.json  PSQ translation tables (service/retrieval/translate.py): de-en, fr-en, en-de, en-fr
+    analysis/compounds-<lang>.json  compound splitter word list (service/text/compounds.py; settings.analysis)
+    models/                the ONNX models and vocabularies (service/retrieval/neural.py)
+    dense/vectors.npy, dense/index.faiss     dual-encoder vectors + FAISS (service/retrieval/dense.py)
+    rerank/<encoding>.npy  the rankers' document encodings (service/stages/rerank.py)
+    ltr/                   word-pair and domain stores and models (service/stages/ltr.py)
+    fusion.json, fusion.png  the fusion weights of every method, the cross-validation report (service/fusion.py)
+
+:meth:`IndexFolder.open` reads ``meta.json`` once and checks the format, the version, the settings
+and every file (size always, sha256 with ``verify=True``); every loader of the service then receives
+the opened folder and reads its own component from it, so a folder is verified once per load.
+Writers register what they add with :meth:`IndexFolder.register`, which checksums only the files
+named as new or changed (a build adds parts one after another without re-hashing the folder each
+time) and writes ``meta.json`` atomically, last.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from service import __version__
+from service.corpus.record import LANGS
+from service.versioned import read_versioned, write_versioned
+
+log = logging.getLogger(__name__)
+
+INDEX_FORMAT = "priorart-index"
+INDEX_VERSION = 2
+"""Version 2: fusion weights of every method in one ``fusion.json`` at the top of the folder (version 1
+kept them in ``models/fusion.json`` and ``ltr/combine.json``)."""
+
+FIELDS = ("title", "abstract", "claims", "description")
+SCORINGS = ("bm25", "tfidf")
+_CHUNK = 1 << 20
+
+
+class IndexFormatError(ValueError):
+    """An index folder that cannot be used: missing/changed files, other format, bad settings."""
+
+
+class Layout:
+    """Relative paths of everything an index folder may hold."""
+
+    META = "meta.json"
+    DOCS = "docs.jsonl"
+    OFFSETS = "docs.offsets.npy"
+    IDS = "doc_ids.json"
+    DATES = "docs.dates.npy"
+    CODES = "codes"
+    BM25 = "bm25"
+    TRANSLATION = "translation"
+    ANALYSIS = "analysis"
+    MODELS = "models"
+    DENSE = "dense"
+    DENSE_VECTORS = "dense/vectors.npy"
+    DENSE_FAISS = "dense/index.faiss"
+    RERANK = "rerank"
+    LTR = "ltr"
+    FUSION = "fusion.json"
+    FUSION_PLOT = "fusion.png"
+
+    @staticmethod
+    def bm25(lang: str) -> str:
+        return f"bm25/{lang}"
+
+    @staticmethod
+    def codes(level: str, part: str) -> str:
+        """``part``: ``json`` (the code list), ``indptr.npy`` or ``rows.npy``."""
+        return f"codes/{level}.{part}"
+
+    @staticmethod
+    def table(src: str, tgt: str) -> str:
+        return f"translation/{src}-{tgt}.json"
+
+    @staticmethod
+    def compounds(lang: str) -> str:
+        return f"analysis/compounds-{lang}.json"
+
+    @staticmethod
+    def rerank(encoding: str) -> str:
+        return f"rerank/{encoding}.npy"
+
+
+# ------------------------------------------------------------------------------------------ settings
+
+
+def _is_number(x: object) -> bool:
+    return isinstance(x, int | float) and not isinstance(x, bool)
+
+
+def _check_list(name: str, value: object, allowed: Sequence[str]) -> None:
+    if not isinstance(value, list) or not value or not all(isinstance(v, str) for v in value):
+        raise ValueError(f"setting {name!r} must be a non-empty list of strings, got {value!r}")
+    bad = [v for v in value if v not in allowed]
+    if bad:
+        raise ValueError(f"setting {name!r} has unknown value(s) {bad}; valid: {', '.join(allowed)}")
+    if len(set(value)) != len(value):
+        raise ValueError(f"setting {name!r} lists a value twice: {value!r}")
+
+
+def validate_settings(settings: Mapping[str, Any]) -> dict[str, Any]:
+    """Check the build settings (required keys, valid values, no unknown key); returns a plain dict.
+
+    Raises ``ValueError`` naming the offending setting.
+    """
+    required = ("fields", "index_langs", "scoring", "k1", "b", "epsilon")
+    optional = ("analysis",)  # text analysis beyond the default analyzers (compound splitting)
+    missing = [k for k in required if k not in settings]
+    if missing:
+        raise ValueError(f"missing setting(s): {', '.join(missing)}")
+    unknown = sorted(set(settings) - set(required) - set(optional))
+    if unknown:
+        raise ValueError(f"unexpected setting(s): {', '.join(unknown)} (known: {', '.join(required + optional)})")
+    _check_list("fields", settings["fields"], FIELDS)
+    _check_list("index_langs", settings["index_langs"], LANGS)
+    if settings["scoring"] not in SCORINGS:
+        raise ValueError(f"setting 'scoring' is {settings['scoring']!r}; valid: {', '.join(SCORINGS)}")
+    k1, b, eps = settings["k1"], settings["b"], settings["epsilon"]
+    if not _is_number(k1) or not 0 <= k1 <= 100:
+        raise ValueError(f"setting 'k1' must be a number in [0, 100], got {k1!r}")
+    if not _is_number(b) or not 0 <= b <= 1:
+        raise ValueError(f"setting 'b' must be a number in [0, 1], got {b!r}")
+    if not _is_number(eps) or not 0 <= eps <= 1:
+        raise ValueError(f"setting 'epsilon' must be a number in [0, 1], got {eps!r}")
+    out = {k: (list(settings[k]) if isinstance(settings[k], list) else settings[k]) for k in required}
+    if "analysis" in settings:
+        from service.text.compounds import check_analysis
+
+        out["analysis"] = check_analysis(settings["analysis"])
+    return out
+
+
+# ------------------------------------------------------------------------------------------ meta.json
+
+
+def sha256_file(path: str | Path) -> str:
+    """Hex sha256 of a file, read in chunks (index and models folders both checksum with it)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while chunk := fh.read(_CHUNK):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+@dataclass(frozen=True)
+class IndexMeta:
+    """The parsed ``meta.json`` of an index folder."""
+
+    path: Path
+    version: int
+    created: str
+    priorart_version: str
+    settings: dict[str, Any]
+    files: dict[str, dict[str, Any]]
+    components: dict[str, Any] = field(default_factory=dict)
+    updated: str | None = None
+
+    def body(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"created": self.created, "priorart_version": self.priorart_version,
+                               "settings": self.settings, "files": self.files, "components": self.components}
+        if self.updated:
+            out["updated"] = self.updated
+        return out
+
+
+def _list_files(index_dir: Path) -> list[str]:
+    out = []
+    for p in sorted(index_dir.rglob("*")):
+        if not p.is_file():
+            continue
+        rel = p.relative_to(index_dir).as_posix()
+        if rel == Layout.META or rel.endswith(".tmp"):
+            continue
+        out.append(rel)
+    return out
+
+
+def _file_entry(path: Path) -> dict[str, Any]:
+    return {"sha256": sha256_file(path), "bytes": path.stat().st_size}
+
+
+def write_meta(
+    index_dir: str | Path,
+    settings: Mapping[str, Any],
+    components: Mapping[str, Any],
+    *,
+    created: str | None = None,
+    known: Mapping[str, Mapping[str, Any]] | None = None,
+) -> IndexMeta:
+    """Write ``meta.json``: validated settings, sha256 + size of every file present, the components.
+
+    ``known``: file entries already checksummed (by :meth:`IndexFolder.register`); reused for files
+    whose size is unchanged, hashed afresh otherwise.
+    """
+    index_dir = Path(index_dir)
+    if not index_dir.is_dir():
+        raise IndexFormatError(f"index folder {index_dir} does not exist")
+    try:
+        clean = validate_settings(settings)
+    except ValueError as exc:
+        raise IndexFormatError(f"{index_dir / Layout.META}: {exc}") from exc
+    known = known or {}
+    files: dict[str, dict[str, Any]] = {}
+    for rel in _list_files(index_dir):
+        path = index_dir / rel
+        entry = known.get(rel)
+        files[rel] = dict(entry) if entry and entry.get("bytes") == path.stat().st_size else _file_entry(path)
+    meta = IndexMeta(path=index_dir, version=INDEX_VERSION, created=created or _now(), priorart_version=__version__,
+                     settings=clean, files=files, components=json.loads(json.dumps(dict(components))),
+                     updated=None if created is None else _now())
+    write_versioned(index_dir / Layout.META, INDEX_FORMAT, INDEX_VERSION, meta.body())
+    return meta
+
+
+def load_meta(
+    index_dir: str | Path,
+    verify: bool = True,
+    *,
+    expected_settings: Mapping[str, Any] | None = None,
+) -> IndexMeta:
+    """Read and check ``meta.json``; raise :class:`IndexFormatError` naming the file and the problem.
+
+    Checks format and version, the settings (and that they equal ``expected_settings`` where given),
+    that every listed file exists with its size, and with ``verify=True`` its sha256 (reads every
+    byte; ``verify=False`` checks presence and size only).
+    """
+    index_dir = Path(index_dir)
+    meta_path = index_dir / Layout.META
+    if not index_dir.is_dir():
+        raise IndexFormatError(f"index folder {index_dir} does not exist")
+    if not meta_path.is_file():
+        raise IndexFormatError(
+            f"{meta_path} is missing: not an index folder, or its build did not finish (rebuild with `priorart build`)"
+        )
+    data = read_versioned(meta_path, INDEX_FORMAT, INDEX_VERSION, error=IndexFormatError,
+                          fix="rebuild the index with `priorart build`")
+    for key in ("settings", "files", "components"):
+        if not isinstance(data.get(key), dict):
+            raise IndexFormatError(f"{meta_path}: {key!r} is missing or not an object")
+    try:
+        settings = validate_settings(data["settings"])
+    except ValueError as exc:
+        raise IndexFormatError(f"{meta_path}: {exc}") from exc
+    if expected_settings is not None:
+        for key, want in expected_settings.items():
+            if settings.get(key) != want:
+                raise IndexFormatError(f"{meta_path}: setting {key!r} is {settings.get(key)!r}, expected {want!r}")
+    files: dict[str, dict[str, Any]] = data["files"]
+    for rel, info in files.items():
+        path = index_dir / rel
+        if not isinstance(info, dict) or "sha256" not in info or "bytes" not in info:
+            raise IndexFormatError(f"{meta_path}: entry for {rel!r} lacks sha256/bytes")
+        if not path.is_file():
+            raise IndexFormatError(f"{path} is listed in {Layout.META} but missing")
+        size = path.stat().st_size
+        if size != info["bytes"]:
+            raise IndexFormatError(f"{path} has {size} bytes, {Layout.META} says {info['bytes']} (file changed)")
+        if verify and sha256_file(path) != info["sha256"]:
+            raise IndexFormatError(f"{path}: sha256 checksum does not match {Layout.META} (file changed or corrupt)")
+    return IndexMeta(path=index_dir, version=data["version"], created=str(data.get("created", "")),
+                     priorart_version=str(data.get("priorart_version", "")), settings=settings, files=files,
+                     components=data["components"], updated=data.get("updated"))
+
+
+def update_meta(index_dir: str | Path, components: Mapping[str, Any], *, remove: Sequence[str] = ()) -> IndexMeta:
+    """Add or replace components after writing new files into an existing index folder.
+
+    The files already listed are verified first (so a broken folder is never re-blessed), then every
+    file present is checksummed again. Inside a build, :meth:`IndexFolder.register` does the same with
+    one hash per new file.
+    """
+    old = load_meta(index_dir, verify=True)
+    merged = {k: v for k, v in old.components.items() if k not in remove}
+    merged.update(components)
+    return write_meta(index_dir, old.settings, merged, created=old.created)
+
+
+# ------------------------------------------------------------------------------------------ the folder
+
+
+class IndexFolder:
+    """An opened index folder: its ``meta.json`` (checked once) and the paths of its parts.
+
+    ``IndexFolder.open(path)`` verifies (sha256 of every file unless ``verify=False``); loaders take
+    the folder object and call :meth:`path` / :meth:`component`, never ``meta.json`` themselves.
+    """
+
+    layout = Layout
+
+    def __init__(self, root: str | Path, meta: IndexMeta) -> None:
+        self.root = Path(root)
+        self.meta = meta
+
+    @classmethod
+    def open(cls, root: str | Path, *, verify: bool = True) -> IndexFolder:
+        return cls(root, load_meta(root, verify=verify))
+
+    def __repr__(self) -> str:
+        return f"IndexFolder({str(self.root)!r}, components={sorted(self.meta.components)})"
+
+    # ---- reading ---------------------------------------------------------------------------------
+    def path(self, rel: str) -> Path:
+        return self.root / rel
+
+    @property
+    def settings(self) -> dict[str, Any]:
+        return self.meta.settings
+
+    @property
+    def components(self) -> dict[str, Any]:
+        return self.meta.components
+
+    def has(self, name: str) -> bool:
+        return name in self.meta.components
+
+    def component(self, name: str, version: int | None = None, *, fix: str = "rebuild the index") -> dict[str, Any]:
+        """The ``components`` entry ``name`` (its ``version`` checked when given)."""
+        comp = self.meta.components.get(name)
+        where = self.root / Layout.META
+        if not isinstance(comp, dict):
+            raise IndexFormatError(f"{where}: no {name!r} component; {fix}")
+        if version is not None and comp.get("version") != version:
+            raise IndexFormatError(f"{where}: {name} format version {comp.get('version')!r}, this priorart reads "
+                                   f"{version}; {fix}")
+        return comp
+
+    def read_json(self, rel: str) -> Any:
+        path = self.root / rel
+        try:
+            return json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise IndexFormatError(f"{path}: unreadable ({exc})") from exc
+
+    def ids_sha256(self) -> str:
+        """Checksum of ``doc_ids.json`` (stores built for this index record it, to refuse another index)."""
+        return str(self.meta.files[Layout.IDS]["sha256"])
+
+    # ---- writing ---------------------------------------------------------------------------------
+    def register(self, components: Mapping[str, Any], *, changed: Iterable[str] = (),
+                 remove: Sequence[str] = ()) -> IndexFolder:
+        """Add or replace components and write ``meta.json``.
+
+        Files already listed keep their checksums unless named in ``changed`` (relative paths or
+        folders), whose files are hashed afresh; files not yet listed are hashed. Returns the folder
+        with the new meta.
+        """
+        prefixes = [c.rstrip("/") for c in changed]
+
+        def stale(rel: str) -> bool:
+            return any(rel == p or rel.startswith(p + "/") for p in prefixes)
+
+        known = {rel: e for rel, e in self.meta.files.items() if not stale(rel)}
+        merged = {k: v for k, v in self.meta.components.items() if k not in remove}
+        merged.update(components)
+        self.meta = write_meta(self.root, self.meta.settings, merged, created=self.meta.created, known=known)
+        return self
+
+
+__all__ = ["FIELDS", "INDEX_FORMAT", "INDEX_VERSION", "SCORINGS", "IndexFolder", "IndexFormatError", "IndexMeta",
+           "Layout", "load_meta", "sha256_file", "update_meta", "validate_settings", "write_meta"]

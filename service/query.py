@@ -1,0 +1,177 @@
+"""A query as every stage sees it, and its resolution, done once per request.
+
+:class:`Query` is what the request asked for. :func:`resolve` turns it into a :class:`Resolved` query
+before any stage runs:
+
+- a publication number of the index (``EP0640886B1``, ``ep 0640886 b1``, ``US 7,861,316``) becomes
+  that document's text (title + abstract + claims in the asked language when it has them, else its
+  own language) and, when the request gave no codes, the document's codes; the document itself is
+  excluded from the results. A number of a known office that is not in the index is an error;
+- the language is the one given, else detected from the text;
+- the filter mask: documents sharing a code with the query's codes at ``code_level`` (when asked),
+  published before ``before`` (when given), never the query document.
+
+Stages read the resolved fields (``query.resolved.text``, ``.lang``, ``.codes``, ``.mask``) and
+write what they noticed into ``query.notes``; nothing else travels between stages.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import date
+from typing import Any, Literal
+
+import numpy as np
+
+from service.corpus.record import PatentRecord
+from service.index.store import CODE_LEVELS, DocStore, UnknownDocumentError, id_shaped, looks_like_pub_id
+from service.text.analysis import SUPPORTED_LANGS, detect_language
+
+QUERY_FORMS = ("text", "abstract", "claims")
+FORM_FIELDS = {"text": ("title", "abstract", "claims"), "abstract": ("abstract",), "claims": ("claims",)}
+
+
+class QueryError(ValueError):
+    """A query that cannot run as asked (empty text, unknown number, bad option); the message says what to change."""
+
+
+@dataclass
+class Query:
+    """A search request as the pipeline sees it."""
+
+    text: str
+    lang: str | None = None
+    codes: list[str] = field(default_factory=list)
+    code_level: str | None = None  # None: codes describe the query but do not filter
+    before: date | None = None
+    k: int = 10
+    depth: int = 1000
+    translate: bool | str = True
+    weights: dict[str, float] | None = None  # a request's own fusion weights (else the index's)
+    fusion: str | None = None  # linear | borda | linlearn (None: the index's default)
+    query_form: str = "text"  # for a publication number: text (title+abstract+claims), abstract or claims
+    use_doc_codes: bool = False  # a publication-number query filters by its document's codes too
+    max_query_terms: int | None = None  # first-stage query reduction (None: the default)
+    resolved: Resolved | None = None
+    notes: list[str] = field(default_factory=list)
+
+    def note(self, message: str) -> None:
+        if message not in self.notes:
+            self.notes.append(message)
+
+    @property
+    def r(self) -> Resolved:
+        """The resolved query (raises when :func:`resolve` has not run)."""
+        if self.resolved is None:
+            raise RuntimeError("query not resolved: call service.query.resolve first")
+        return self.resolved
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """What the query is, decided once: language, text, query document, codes and the filter mask."""
+
+    lang: str
+    lang_detected: bool
+    text: str
+    query_doc: str | None = None  # publication id when the query was a publication number
+    query_row: int | None = None
+    codes: tuple[str, ...] = ()
+    codes_from: Literal["request", "query document"] | None = None
+    mask: np.ndarray | None = None  # rows allowed by the filters (None: every row)
+    filters: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def has_codes(self) -> bool:
+        return bool(self.codes)
+
+    def allowed(self, n_rows: int) -> np.ndarray:
+        """The mask, or all rows allowed."""
+        return self.mask if self.mask is not None else np.ones(n_rows, dtype=bool)
+
+
+def _number_query(docs: DocStore, text: str, lang: str | None, form: str) -> tuple[PatentRecord, int, str, str]:
+    try:
+        row = docs.row(text)
+    except UnknownDocumentError as exc:
+        raise QueryError(f"{exc}; give another number or search with text") from exc
+    rec = docs.get_row(row)
+    have = rec.languages
+    if lang is not None and lang in have:
+        use = lang
+    elif rec.lang in have:
+        use = str(rec.lang)
+    elif have:
+        use = have[0]
+    else:
+        raise QueryError(f"publication {rec.id} has no title, abstract or claims to search with")
+    fields = FORM_FIELDS[form]
+    body = rec.text(use, fields)
+    if not body.strip():
+        raise QueryError(f"publication {rec.id} has no {'/'.join(fields)} text in {use}")
+    return rec, row, use, body
+
+
+def is_number_query(docs: DocStore, text: str) -> bool:
+    """Text shaped like a publication number: any id of the doc store, or a number of a known office."""
+    return id_shaped(text) and (looks_like_pub_id(text) or docs.find(text) is not None)
+
+
+def resolve(query: Query, docs: DocStore) -> Resolved:
+    """Resolve ``query`` against the doc store (see the module doc); sets and returns ``query.resolved``."""
+    text = query.text
+    if not isinstance(text, str) or not text.strip():
+        raise QueryError("empty query: give text or a publication number")
+    if query.lang is not None and query.lang not in SUPPORTED_LANGS:
+        raise QueryError(f"unsupported language {query.lang!r}; valid: {', '.join(SUPPORTED_LANGS)}")
+    if query.query_form not in QUERY_FORMS:
+        raise QueryError(f"unknown query form {query.query_form!r}; valid: {', '.join(QUERY_FORMS)}")
+    level = query.code_level
+    if level is not None and level not in CODE_LEVELS:
+        raise QueryError(f"unknown code level {level!r}; valid: {', '.join(CODE_LEVELS)}")
+    codes = list(dict.fromkeys(query.codes))
+    codes_from: Literal["request", "query document"] | None = "request" if codes else None
+    lang = query.lang
+    query_doc: str | None = None
+    query_row: int | None = None
+    filter_codes = list(codes) if level else []
+    if is_number_query(docs, text):
+        rec, query_row, lang, text = _number_query(docs, text, lang, query.query_form)
+        query_doc = rec.id
+        doc_codes = [*rec.ipc, *rec.cpc]
+        if not codes and doc_codes:
+            codes, codes_from = list(dict.fromkeys(doc_codes)), "query document"
+        if query.use_doc_codes:
+            filter_codes += [c for c in doc_codes if c not in filter_codes]
+            level = level or "subclass"
+    elif query.query_form != "text":
+        raise QueryError(f"query_form={query.query_form!r} needs a publication number as the query")
+    detected = lang is None
+    if lang is None:
+        lang = detect_language(text)
+    mask: np.ndarray | None = None
+    filters: dict[str, Any] = {}
+    if filter_codes and level:
+        try:
+            mask = docs.code_mask(filter_codes, level)
+            filters["codes"] = docs.query_codes(filter_codes, level)
+        except ValueError as exc:
+            raise QueryError(str(exc)) from exc
+        filters["code_level"] = level
+    if query.before is not None:
+        dmask = docs.date_mask(query.before)
+        mask = dmask if mask is None else mask & dmask
+        filters["before"] = query.before.isoformat()
+    if query_row is not None:
+        if mask is None:
+            mask = np.ones(len(docs), dtype=bool)
+        mask[query_row] = False
+        filters["exclude"] = query_doc
+    if mask is not None:
+        filters["n_allowed"] = int(mask.sum())
+    query.resolved = Resolved(lang=lang, lang_detected=detected, text=text, query_doc=query_doc, query_row=query_row,
+                              codes=tuple(codes), codes_from=codes_from, mask=mask, filters=filters)
+    return query.resolved
+
+
+__all__ = ["FORM_FIELDS", "QUERY_FORMS", "Query", "QueryError", "Resolved", "is_number_query", "resolve"]

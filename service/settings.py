@@ -1,0 +1,67 @@
+"""Settings of priorart: one object, read from the environment (prefix ``PRIORART_``) by pydantic-settings.
+
+Every part of the project reads its knobs from :class:`Settings`: the API (limits, keys, CORS), the
+engine and the pipeline composition (device, depth, ONNX threads), and the offline commands that load
+an index the way the service does (``priorart evaluate``, ``priorart fuse``, the benchmarks). Limits
+that other code checks are derived here (:attr:`Settings.limits`), so a setting cannot be capped
+silently by a constant somewhere else.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+DEVICES = ("auto", "cpu", "cuda")
+HARD_MAX_DEPTH = 10_000
+"""Largest candidate depth any setting may allow (the dense and rerank stages score every candidate)."""
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Request limits derived from the settings (the API checks them; the engine clamps to them)."""
+
+    max_query_chars: int
+    max_k: int
+    max_depth: int
+    default_depth: int
+    max_body_bytes: int
+    timeout_s: float
+
+
+class Settings(BaseSettings):
+    """Every knob of priorart. ``PRIORART_INDEX_DIR=/data/index priorart serve`` etc."""
+
+    model_config = SettingsConfigDict(env_prefix="PRIORART_", env_file=None, extra="ignore")
+
+    index_dir: Path = Field(Path("index"), description="index folder built by `priorart build`")
+    cpc_titles: Path | None = Field(None, description="CPC title list (tsv.gz) for code autocomplete/titles")
+    device: Literal["auto", "cpu", "cuda"] = Field("auto", description="where ONNX models and FAISS run")
+    onnx_threads: int = Field(0, ge=0, description="onnxruntime intra-op threads per graph (0 = its default)")
+    max_query_chars: int = Field(20_000, ge=1, description="longest accepted query text")
+    max_k: int = Field(1000, ge=1, description="largest k a client may ask for")
+    max_depth: int = Field(1000, ge=1, le=HARD_MAX_DEPTH, description="largest candidate depth")
+    default_depth: int = Field(1000, ge=1, description="candidate depth when the request gives none")
+    max_body_bytes: int = Field(256_000, ge=1024, description="largest accepted request body")
+    request_timeout_s: float = Field(30.0, gt=0, description="per-request time limit")
+    api_key: str | None = Field(None, description="when set, requests must carry it in X-API-Key")
+    admin_key: str | None = Field(None, description="key for /admin/* (defaults to api_key)")
+    cors_origins: list[str] = Field(default_factory=list, description="allowed CORS origins")
+    passage_warmup_docs: int = Field(2000, ge=0, description="documents parsed into the passage cache at start "
+                                     "(in the background; 0 = none)")
+    log_level: str = "INFO"
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Settings:
+        if self.default_depth > self.max_depth:
+            raise ValueError(f"default_depth ({self.default_depth}) is over max_depth ({self.max_depth})")
+        return self
+
+    @property
+    def limits(self) -> Limits:
+        return Limits(self.max_query_chars, self.max_k, self.max_depth, self.default_depth, self.max_body_bytes,
+                      self.request_timeout_s)

@@ -1,0 +1,57 @@
+"""``dense``: FAISS nearest documents of the query's dual-encoder vector, unioned with the candidates.
+
+Encodes the resolved query text with the dual encoder of its language, takes the FAISS top
+``query.depth`` rows under the resolved filter mask, adds them to the candidates and sets the ``dense``
+score of *every* candidate to its exact similarity from the stored vectors (first-stage candidates
+included). Candidates only the dense stage found get BM25 score ``0``: they were not in BM25's top
+``depth``, and 0 is a lower bound of any BM25 score (a document without a query term scores exactly
+0), so with the BM25 weight alone they rank below every BM25 candidate: "BM25 alone" is a point of the
+fusion grid that reproduces the first stage's ranking. With the request weights ``{"dense": 1}`` the
+top of the union is the dense search's top (exact for a flat index): the dense-only system.
+
+The component applies only when the models have a dual encoder for the query language.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from service.index.store import DocStore
+from service.pipeline import Candidates
+from service.query import Query
+from service.retrieval.dense import DenseIndex
+from service.retrieval.neural import Models
+
+
+class DenseStep:
+    name = "dense"
+
+    def __init__(self, models: Models, dense: DenseIndex, docs: DocStore) -> None:
+        if len(dense) != len(docs):
+            raise ValueError(f"dense index has {len(dense)} vectors, the doc store {len(docs)} rows")
+        self.models = models
+        self.dense = dense
+        self.docs = docs
+
+    def run(self, query: Query, cands: Candidates) -> Candidates:
+        r = query.r
+        if r.lang not in self.models.languages_of("dual"):
+            cands.skip("dense", f"no dual encoder for {r.lang} queries in the models")
+            return cands
+        qv = self.models.encode_query(r.text, r.lang)
+        hits = self.dense.search(qv, query.depth, r.mask)
+        before = len(cands)
+        overlap = int(np.isin(hits.rows, cands.rows).sum())
+        cands.add_rows(hits.rows.astype(np.int64))
+        if "bm25" in cands.scores:
+            cands.scores["bm25"][before:] = 0.0  # not in BM25's top depth: 0 is a lower bound of its BM25 score
+        cands.in_dense = np.isin(cands.rows, hits.rows)
+        cands.scores["dense"] = self.dense.scores(qv, cands.rows)
+        cands.details[self.name] = {"hits": len(hits), "new": len(cands) - before, "overlap": overlap}
+        return cands
+
+    def describe(self) -> dict[str, Any]:
+        return {**self.dense.describe(), "languages": list(self.models.languages_of("dual")),
+                "onnx_providers": self.models.providers}

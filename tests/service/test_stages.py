@@ -1,0 +1,161 @@
+"""The pipeline stages over an index with models (tiny trained models): composition, union, applicability,
+precomputed encodings against the oracle, filters, feature mode, fusion weights per profile and depth, devices.
+
+The reference oracle is :meth:`service.retrieval.neural.Models.rerank_records` (the same ONNX graphs encoding
+the documents at query time): the precomputed document encodings must give the same scores.
+"""
+
+from __future__ import annotations
+
+import shutil
+from datetime import date
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("onnxruntime")
+pytest.importorskip("faiss")
+pytest.importorskip("torch")
+pytest.importorskip("gensim")
+
+from models_fixture import tiny_index  # noqa: E402
+
+from service.fusion import FusionModel, ProfileWeights  # noqa: E402
+from service.index.folder import IndexFolder, Layout  # noqa: E402
+from service.pipeline import Pipeline, compose  # noqa: E402
+from service.query import Query  # noqa: E402
+from service.retrieval import neural  # noqa: E402
+from service.retrieval.encoders import record_codes  # noqa: E402
+from service.settings import Settings  # noqa: E402
+
+TOL = 1e-5
+
+
+@pytest.fixture(scope="module")
+def index() -> Path:
+    return tiny_index()
+
+
+@pytest.fixture(scope="module")
+def pipeline(index: Path) -> Pipeline:
+    return compose(IndexFolder.open(index), Settings(index_dir=index, device="cpu"))
+
+
+def _query_of(p: Pipeline, row: int) -> tuple[str, list[str]]:
+    rec = p.docs.get_row(row)
+    return f"{rec.title['en']}\n{rec.abstract.get('en', '')}", record_codes(rec)
+
+
+def test_select_providers() -> None:
+    both = ["CUDAExecutionProvider", "CPUExecutionProvider"]
+    assert neural.select_providers("cpu", both) == (["CPUExecutionProvider"], None)
+    assert neural.select_providers("auto", both) == (both, None)
+    assert neural.select_providers("cuda", both)[0][0] == "CUDAExecutionProvider"
+    providers, warning = neural.select_providers("auto", ["CPUExecutionProvider"])
+    assert providers == ["CPUExecutionProvider"] and warning is not None and "CPU" in warning
+    with pytest.raises(ValueError, match="unknown device"):
+        neural.select_providers("gpu", [])
+
+
+def test_cuda_asked_for_without_cuda_is_said(index: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import onnxruntime as ort
+
+    monkeypatch.setattr(ort, "get_available_providers", lambda: ["CPUExecutionProvider"])
+    p = compose(IndexFolder.open(index), Settings(index_dir=index, device="cuda"))
+    assert p.device == "cpu" and any("cuda asked for" in n for n in p.notices)
+
+
+def test_composition_without_fusion_weights(pipeline: Pipeline) -> None:
+    import json
+
+    assert pipeline.names == ["bm25", "dense", "rerank", "fusion"] and pipeline.device == "cpu"
+    assert not pipeline.fusion.model.linear["nocodes"].installed
+    assert any("ranked by BM25 alone" in n for n in pipeline.notices)
+    json.dumps(pipeline.describe())  # /health must serialise it
+
+
+def test_precomputed_encodings_match_the_oracle(index: Path, pipeline: Pipeline) -> None:
+    oracle = neural.Models(index / Layout.MODELS, device="cpu")
+    records = [pipeline.docs.get_row(r) for r in range(len(pipeline.docs))]
+    vectors = np.load(index / Layout.DENSE_VECTORS)
+    np.testing.assert_allclose(vectors, oracle.encode_documents(records)["dual"], atol=TOL)
+    text, codes = _query_of(pipeline, 3)
+    rows = np.array([9, 0, 4, 17, 33, 12, 5])
+    rerank = pipeline.stage("rerank")
+    got = rerank.scores(text, "en", codes, rows)  # type: ignore[union-attr]
+    want = oracle.rerank_records(text, "en", codes, [records[int(r)] for r in rows])
+    for kind in ("text", "meta", "joint"):
+        np.testing.assert_allclose(got[kind], want[kind], atol=TOL, err_msg=kind)
+
+
+def test_union_and_applicability(pipeline: Pipeline) -> None:
+    text, codes = _query_of(pipeline, 7)
+    q = Query(text=text, lang="en", k=10, depth=8)  # no codes: meta and joint do not apply
+    cands = pipeline.features(q)
+    n_first = int(cands.in_first.sum())
+    assert cands.in_first[:n_first].all() and not cands.in_first[n_first:].any()
+    assert np.all(cands.scores["bm25"][n_first:] == 0.0)  # dense-only rows: BM25 lower bound 0
+    dense = pipeline.stage("dense")
+    qv = dense.models.encode_query(text, "en")  # type: ignore[union-attr]
+    np.testing.assert_allclose(cands.scores["dense"], dense.dense.scores(qv, cands.rows), atol=1e-9)  # type: ignore
+    assert set(dense.dense.search(qv, 8).rows.tolist()) == set(cands.rows[cands.in_dense].tolist())  # type: ignore
+    assert set(cands.scores) == {"bm25", "dense", "text"}
+    assert cands.skipped == {"meta": "the query has no classification codes",
+                             "joint": "the query has no classification codes"}
+    with_codes = pipeline.features(Query(text=text, lang="en", codes=codes, k=10, depth=8))
+    assert set(with_codes.scores) == {"bm25", "dense", "text", "meta", "joint"} and not with_codes.skipped
+    np.testing.assert_array_equal(with_codes.rows, cands.rows)
+
+
+def test_language_without_encoders_is_left_out(pipeline: Pipeline, monkeypatch: pytest.MonkeyPatch) -> None:
+    models = pipeline.stage("dense").models  # type: ignore[union-attr]
+    monkeypatch.setattr(models, "languages_of", lambda kind: ("en",))  # as if no German encoders
+    cands = pipeline.features(Query(text="eine Pumpe mit einem Ventil", lang="de", k=5, depth=5))
+    assert "dense" not in cands.scores and "text" not in cands.scores
+    assert cands.skipped["dense"] == "no dual encoder for de queries in the models"
+    assert cands.skipped["text"] == "no text ranker for de queries in the models"
+
+
+def test_filters_and_number_queries_reach_every_stage(pipeline: Pipeline) -> None:
+    docs = pipeline.docs
+    text, _ = _query_of(pipeline, 11)
+    dated = docs.dates[docs.dates > np.iinfo(np.int32).min]
+    cut = date.fromordinal(date(1970, 1, 1).toordinal() + int(np.median(dated)))
+    cands = pipeline.features(Query(text=text, lang="en", k=50, depth=50, before=cut))
+    assert len(cands) > 0 and docs.date_mask(cut)[cands.rows].all()
+    q = Query(text=docs.ids[11], k=5, depth=5)  # a publication number: its text, its codes, never itself
+    cands = pipeline.features(q)
+    assert q.r.query_doc == docs.ids[11] and q.r.codes_from == "query document" and q.r.codes
+    assert 11 not in cands.rows.tolist() and "meta" in cands.scores
+
+
+def test_fusion_weights_per_profile_and_depth(index: Path, tmp_path: Path) -> None:
+    from service.engine import Engine
+    from service.schema import SearchRequest
+
+    root = tmp_path / "index"
+    shutil.copytree(index, root)
+    folder = IndexFolder.open(root)
+    FusionModel({"nocodes": ProfileWeights(True, "learned", {40: {"bm25": 0.5, "dense": 0.2, "text": 0.3},
+                                                             200: {"bm25": 0.9, "text": 0.1}}),
+                 "codes": ProfileWeights(False, "did not beat BM25")}).save(root / Layout.FUSION)
+    folder.register({"fusion": {"version": 2, "file": Layout.FUSION}}, changed=[Layout.FUSION])
+    engine = Engine.load(root, settings=Settings(index_dir=root, device="cpu", default_depth=40,
+                                                 passage_warmup_docs=0))
+    assert engine.pipeline.names == ["bm25", "dense", "rerank", "fusion"]
+    assert engine.health()["stage_details"]["fusion"]["linear"]["nocodes"]["installed"]
+    text, codes = _query_of(engine.pipeline, 5)
+    r = engine.search(SearchRequest(query=text, lang="en", k=5, depth=150))
+    assert r.fusion.profile == "nocodes" and r.fusion.depth == 200
+    assert r.fusion.weights == pytest.approx({"bm25": 0.9, "text": 0.1})
+    r = engine.search(SearchRequest(query=text, lang="en", codes=codes, k=5, depth=150))
+    assert r.fusion.profile == "codes" and r.fusion.weights == {"bm25": 1.0}
+    assert r.fusion.source.startswith("BM25 only: did not beat BM25")
+    assert r.results[0].components["meta"] is not None  # computed and shown, not fused
+    # the dense system over the union is the dense search's own top (flat index)
+    r = engine.search(SearchRequest(query=text, lang="en", k=5, depth=150, weights={"dense": 1.0}))
+    dense = engine.pipeline.stage("dense")
+    qv = dense.models.encode_query(text, "en")  # type: ignore[union-attr]
+    top = dense.dense.search(qv, 5).rows  # type: ignore[union-attr]
+    assert [h.id for h in r.results] == [engine.docs.ids[int(i)] for i in top]
