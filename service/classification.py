@@ -5,10 +5,10 @@ level<TAB>title``; the dot level is empty for sections, classes and subclasses, 
 and ``1``-``12`` for subgroups, whose parent is the nearest earlier entry one dot level up), or from
 bare codes (``ClassificationScheme.from_codes``: a purely syntactic tree without titles).
 
-Symbols are normalised like :func:`service.corpus.record.normalise_class_code` (``H01F 27/14`` ->
-``H01F27/14``), extended to bare sections (``H``) and classes (``H01``). Codes that are not in the
-scheme (IPC codes of the corpus, older CPC versions) still get a level, a syntactic parent chain and a
-truncation, so callers never need to special-case them.
+Symbols are normalised by :func:`service.codes.parse_code` (``H01F 27/14`` -> ``H01F27/14``, bare
+sections ``H`` and classes ``H01`` too). Codes that are not in the scheme (IPC codes of the corpus,
+older CPC versions) still get a level, a syntactic parent chain and a truncation
+(:mod:`service.codes`), so callers never need to special-case them.
 """
 
 from __future__ import annotations
@@ -21,20 +21,22 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import IO, NamedTuple
 
-from service.corpus.record import normalise_class_code
+from service.codes import (
+    ClassificationError,
+    check_level,
+    level_rank,
+    looks_like_code_prefix,
+    normalise_code,
+    parse_code,
+    syntactic_level,
+    syntactic_parent,
+    truncate_code,
+)
 
-LEVELS = ("section", "class", "subclass", "main_group", "subgroup")
-_LEVEL_RANK = {name: i for i, name in enumerate(LEVELS)}
+__all__ = ["ClassificationError", "ClassificationScheme", "SchemeMatch"]
 
-_SECTION_RE = re.compile(r"^\s*([A-HY])\s*$")
-_CLASS_RE = re.compile(r"^\s*([A-HY])\s*(\d{2})\s*$")
 _WORD_RE = re.compile(r"[^\W_]+")
 _PAREN_RE = re.compile(r"\([^()]*\)")
-_CODE_PREFIX_RE = re.compile(r"[A-HY](\d{1,2}([A-Z](\d{1,4}(/\d{0,6})?)?)?)?")
-
-
-class ClassificationError(ValueError):
-    """Text that is not a classification code, or a scheme file that cannot be parsed."""
 
 
 class SchemeMatch(NamedTuple):
@@ -43,54 +45,6 @@ class SchemeMatch(NamedTuple):
     code: str
     title: str | None
     level: str
-
-
-def normalise_code(raw: str) -> str | None:
-    """Normalise any level of code: ``'h'`` -> ``'H'``, ``'H 01'`` -> ``'H01'``, ``'H01F 27/14'`` -> ``'H01F27/14'``.
-
-    Returns ``None`` for text that is no code.
-    """
-    norm = normalise_class_code(raw)
-    if norm is not None:
-        return norm
-    text = raw.upper()
-    m = _CLASS_RE.match(text)
-    if m:
-        return m.group(1) + m.group(2)
-    m = _SECTION_RE.match(text)
-    if m:
-        return m.group(1)
-    return None
-
-
-def _require(raw: str) -> str:
-    code = normalise_code(raw)
-    if code is None:
-        raise ClassificationError(
-            f"not a classification code: {raw!r} (expected e.g. 'H', 'H01', 'H01F', 'H01F27/00' or 'H01F27/14')"
-        )
-    return code
-
-
-def syntactic_level(code: str) -> str:
-    """Level of a *normalised* code judged by its shape alone."""
-    if "/" in code:
-        return "main_group" if code.rsplit("/", 1)[1] == "00" else "subgroup"
-    return ("section", "", "class", "subclass")[len(code) - 1] if len(code) in (1, 3, 4) else ""
-
-
-def syntactic_parent(code: str) -> str | None:
-    """Parent of a *normalised* code by shape: subgroup -> main group -> subclass -> class -> section -> None."""
-    level = syntactic_level(code)
-    if level == "subgroup":
-        return code.rsplit("/", 1)[0] + "/00"
-    if level == "main_group":
-        return code[:4]
-    if level == "subclass":
-        return code[:3]
-    if level == "class":
-        return code[:1]
-    return None
 
 
 def _open_text(path: Path) -> IO[str]:
@@ -165,8 +119,9 @@ class ClassificationScheme:
                 raise ClassificationError(f"{source}:{lineno}: dot level {dot_text!r} is not a number") from None
             if dots < 0 or (dots == 0) != (level == "main_group"):
                 raise ClassificationError(f"{source}:{lineno}: dot level {dots} does not fit {level} {code}")
+            parent: str | None
             if dots == 0:
-                parent = code[:4]
+                parent = syntactic_parent(code)  # a main group hangs under its subclass
             elif dots <= len(by_dots):
                 parent = by_dots[dots - 1]
             else:
@@ -188,7 +143,7 @@ class ClassificationScheme:
         """
         scheme = cls()
         for raw in codes:
-            code = _require(raw)
+            code = parse_code(raw)
             chain: list[str] = []
             node: str | None = code
             while node is not None and node not in scheme._index:
@@ -218,15 +173,15 @@ class ClassificationScheme:
 
     def level_of(self, code: str) -> str:
         """``'section'``, ``'class'``, ``'subclass'``, ``'main_group'`` or ``'subgroup'`` (by shape)."""
-        return syntactic_level(_require(code))
+        return syntactic_level(parse_code(code))
 
     def dot_level(self, code: str) -> int | None:
         """Dot level in the scheme (0 for main groups, 1-12 for subgroups); ``None`` above or when unknown."""
-        return self._dots.get(_require(code))
+        return self._dots.get(parse_code(code))
 
     def parent(self, code: str) -> str | None:
         """The parent code (``None`` for a section). Codes not in the scheme get their syntactic parent."""
-        norm = _require(code)
+        norm = parse_code(code)
         if norm in self._index:
             return self._parent.get(norm)
         return syntactic_parent(norm)
@@ -246,15 +201,15 @@ class ClassificationScheme:
 
     def children(self, code: str) -> list[str]:
         """Direct children in scheme order (empty for leaves and unknown codes)."""
-        return list(self._children.get(_require(code), ()))
+        return list(self._children.get(parse_code(code), ()))
 
     def title(self, code: str) -> str | None:
         """The scheme title, or ``None`` when the code is unknown or the scheme has no titles."""
-        return self._title.get(_require(code))
+        return self._title.get(parse_code(code))
 
     def titles_path(self, code: str) -> list[str]:
         """Titles from the section down to the code (subgroup titles are often fragments that need them)."""
-        norm = _require(code)
+        norm = parse_code(code)
         chain = [norm, *self.ancestors(norm)]
         return [self._title[c] for c in reversed(chain) if c in self._title]
 
@@ -265,25 +220,19 @@ class ClassificationScheme:
         ``H05H2007/127`` sit under ``H05H7/00``) and the shape otherwise (``'G06F17/30'`` -> ``'G06F17/00'``).
         Asking for a level below the code's own raises :class:`ClassificationError`.
         """
-        if level not in _LEVEL_RANK:
-            raise ClassificationError(f"unknown level {level!r}; choose one of {', '.join(LEVELS)}")
-        norm = _require(code)
+        check_level(level)
+        norm = parse_code(code)
         own = syntactic_level(norm)
-        if _LEVEL_RANK[level] > _LEVEL_RANK[own]:
+        if level_rank(level) > level_rank(own):
             raise ClassificationError(f"cannot truncate {own} {norm} to the finer level {level!r}")
-        if level == "section":
-            return norm[:1]
-        if level == "class":
-            return norm[:3]
-        if level == "subclass":
-            return norm[:4]
-        if level == "subgroup" or own == "main_group":
-            return norm
-        # subgroup -> main group
-        for anc in self.ancestors(norm):
-            if syntactic_level(anc) == "main_group":
-                return anc
-        return norm.rsplit("/", 1)[0] + "/00"  # pragma: no cover - ancestors always hold one
+        if level == "main_group" and own == "subgroup":
+            for anc in self.ancestors(norm):  # the scheme's main group, else the one by shape
+                if syntactic_level(anc) == "main_group":
+                    return anc
+        cut = truncate_code(norm, level)
+        if cut is None:  # pragma: no cover - the level is not finer than the code's own
+            raise ClassificationError(f"cannot truncate {own} {norm} to {level!r}")
+        return cut
 
     def edges(self) -> Iterator[tuple[str, str]]:
         """Every ``(parent, child)`` pair, in scheme order of the child."""
@@ -295,7 +244,7 @@ class ClassificationScheme:
 
     # ----------------------------------------------------------------- autocomplete
     def _depth(self, code: str) -> int:
-        rank = _LEVEL_RANK[syntactic_level(code)]
+        rank = level_rank(syntactic_level(code))
         return rank + self._dots.get(code, 0) if rank >= 3 else rank
 
     def search(self, query: str, limit: int = 20) -> list[SchemeMatch]:
@@ -312,7 +261,7 @@ class ClassificationScheme:
         if not compact:
             return []
         index = self._index
-        if _CODE_PREFIX_RE.fullmatch(compact):
+        if looks_like_code_prefix(compact):
             hits = self._prefix_hits(compact)
             if hits:
                 hits.sort(key=lambda c: (self._depth(c), index[c]))

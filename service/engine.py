@@ -16,12 +16,14 @@ from pathlib import Path
 from typing import Any
 
 from service import __version__
+from service.candidates import Candidates, StageTrace
 from service.classification import ClassificationScheme
+from service.codes import record_codes
 from service.corpus.record import PatentRecord
 from service.fusion import COMPONENTS
 from service.index.folder import IndexFolder
 from service.index.store import DocStore, UnknownDocumentError
-from service.pipeline import Candidates, Pipeline, StageTrace, compose
+from service.pipeline import Pipeline, compose
 from service.query import Query, QueryError
 from service.schema import (
     FusionInfo,
@@ -141,7 +143,7 @@ class Engine:
             results.append(SearchHit(
                 id=rec.id, title=title_of(rec, lang), score=float(cands.fused[i]), components=comps,
                 matched_terms=cands.matched_terms.get(row, []) if explain else [], route=cands.routes.get(row),
-                codes=[*rec.ipc, *rec.cpc][:12], publication_date=rec.publication_date))
+                codes=record_codes(rec)[:12], publication_date=rec.publication_date))
         return SearchResponse(results=results, stages=self._stages(trace, explain),
                               took_ms=(time.perf_counter() - started) * 1000.0, query=self._query_info(query, cands),
                               fusion=_fusion_info(cands), notices=self.notices + query.notes)

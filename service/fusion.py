@@ -45,12 +45,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from service.candidates import Candidates, FusionExplanation
 from service.index.folder import IndexFolder, IndexFormatError, Layout
 from service.query import QueryError
 from service.versioned import read_versioned, write_versioned
 
 if TYPE_CHECKING:
-    from service.pipeline import Candidates
     from service.query import Query
 
 log = logging.getLogger(__name__)
@@ -305,28 +305,6 @@ class FusionModel:
 # --------------------------------------------------------------------------------------------------
 
 
-@dataclass
-class FusionExplanation:
-    """How a ranking was made: method, query profile, depth, weights used, and each component's fate."""
-
-    method: str
-    profile: str
-    depth: int | None
-    weights: dict[str, float]  # renormalised over the components that applied (linear: sum 1)
-    source: str
-    components: dict[str, str]  # component -> "applied" or why it did not count
-    fallback: str | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        return {"method": self.method, "profile": self.profile, "depth": self.depth, "weights": self.weights,
-                "source": self.source, "components": self.components, "fallback": self.fallback}
-
-    @property
-    def shaped_by(self) -> list[str]:
-        """Components with a non-zero weight in this ranking."""
-        return [c for c, w in self.weights.items() if w]
-
-
 class FusionStep:
     """Final stage: fuse the component scores with the request's method and the index's (or its own) weights."""
 
@@ -387,5 +365,5 @@ class FusionStep:
 
 
 __all__ = ["BM25_ONLY", "COMPONENTS", "FUSION_FORMAT", "FUSION_VERSION", "METHODS", "PROFILES", "REQUIRES",
-           "FusionError", "FusionExplanation", "FusionModel", "FusionStep", "ProfileWeights", "fuse", "linear_grid",
+           "FusionError", "FusionModel", "FusionStep", "ProfileWeights", "fuse", "linear_grid",
            "minmax", "sum_normalise"]

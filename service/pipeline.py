@@ -25,18 +25,19 @@ import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from service.fusion import FusionExplanation, FusionModel, FusionStep
+from service.candidates import Candidates, Stage, StageTrace
+from service.fusion import FusionModel, FusionStep
 from service.index.folder import IndexFolder, IndexFormatError, Layout
 from service.index.store import DocStore, UnknownDocumentError
 from service.query import Query, QueryError, resolve
 from service.settings import Settings
 
 if TYPE_CHECKING:
-    from service.retrieval.first_stage import FirstStage, SearchInfo
+    from service.retrieval.first_stage import FirstStage
 
 log = logging.getLogger(__name__)
 
@@ -49,73 +50,6 @@ SYSTEMS: dict[str, dict[str, float] | None] = {
     "rerank-meta": {"meta": 1.0},
 }
 """Evaluation systems as request weights over the one pipeline (``rerank``: plain reranking by the joint ranker)."""
-
-
-@dataclass
-class Candidates:
-    """Candidate rows with per-component raw scores (NaN where a component did not score a row)."""
-
-    rows: np.ndarray
-    scores: dict[str, np.ndarray] = field(default_factory=dict)
-    matched_terms: dict[int, list[str]] = field(default_factory=dict)
-    routes: dict[int, str] = field(default_factory=dict)  # first-stage route that gave a row its bm25 score
-    in_first: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))  # returned by the first stage
-    in_dense: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))  # returned by the dense search
-    skipped: dict[str, str] = field(default_factory=dict)  # component -> why it did not apply to this query
-    details: dict[str, Any] = field(default_factory=dict)  # stage name -> what it did (for explanations)
-    first_info: SearchInfo | None = None
-    fused: np.ndarray | None = None
-    normalised: dict[str, np.ndarray] = field(default_factory=dict)  # min-max over the candidate set
-    fusion: FusionExplanation | None = None
-
-    def __len__(self) -> int:
-        return len(self.rows)
-
-    @classmethod
-    def empty(cls) -> Candidates:
-        return cls(rows=np.zeros(0, dtype=np.int64))
-
-    def add_rows(self, new_rows: np.ndarray) -> int:
-        """Union with rows from another stage; existing components get NaN for the new rows. Returns how many."""
-        fresh = np.setdiff1d(new_rows, self.rows, assume_unique=False)
-        if len(fresh) == 0:
-            return 0
-        self.rows = np.concatenate([self.rows, fresh])
-        for name, arr in self.scores.items():
-            self.scores[name] = np.concatenate([arr, np.full(len(fresh), np.nan)])
-        self.in_first = np.concatenate([self.in_first, np.zeros(len(fresh), dtype=bool)])
-        self.in_dense = np.concatenate([self.in_dense, np.zeros(len(fresh), dtype=bool)])
-        return len(fresh)
-
-    def skip(self, component: str, reason: str) -> None:
-        """Record that ``component`` does not apply to this query (its scores are left out)."""
-        self.skipped[component] = reason
-        self.scores.pop(component, None)
-
-    def take(self, order: np.ndarray) -> None:
-        """Keep the candidates at ``order`` (indices), in that order."""
-        self.rows = self.rows[order]
-        self.scores = {n: a[order] for n, a in self.scores.items()}
-        self.normalised = {n: a[order] for n, a in self.normalised.items()}
-        self.in_first, self.in_dense = self.in_first[order], self.in_dense[order]
-        if self.fused is not None:
-            self.fused = self.fused[order]
-
-
-class Stage(Protocol):
-    name: str
-
-    def run(self, query: Query, cands: Candidates) -> Candidates: ...
-
-    def describe(self) -> dict[str, Any]: ...
-
-
-@dataclass
-class StageTrace:
-    name: str
-    ms: float
-    candidates: int
-    detail: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass

@@ -23,6 +23,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from service.codes import record_codes
 from service.corpus.record import PatentRecord
 from service.index.store import CODE_LEVELS, DocStore, UnknownDocumentError, id_shaped, looks_like_pub_id
 from service.text.analysis import SUPPORTED_LANGS, detect_language
@@ -138,7 +139,7 @@ def resolve(query: Query, docs: DocStore) -> Resolved:
     if is_number_query(docs, text):
         rec, query_row, lang, text = _number_query(docs, text, lang, query.query_form)
         query_doc = rec.id
-        doc_codes = [*rec.ipc, *rec.cpc]
+        doc_codes = record_codes(rec)
         if not codes and doc_codes:
             codes, codes_from = list(dict.fromkeys(doc_codes)), "query document"
         if query.use_doc_codes:

@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from service.corpus.record import normalise_class_code
+from service.codes import normalise_codes
 
 Lang = Literal["auto", "en", "de", "fr"]
 Variant = Literal["qsf_v", "qsf_v_title", "qsf_section", "qsf_section_propagate", "qsf_passage_propagate"]
@@ -49,13 +49,7 @@ class SearchRequest(BaseModel):
     @field_validator("codes")
     @classmethod
     def _codes(cls, codes: list[str]) -> list[str]:
-        out = []
-        for c in codes:
-            norm = normalise_class_code(c)
-            if norm is None:
-                raise ValueError(f"not an IPC/CPC code: {c!r} (expected e.g. H01F27/14 or H01F)")
-            out.append(norm)
-        return out
+        return normalise_codes(codes)  # subclass or finer, duplicates removed (service.codes)
 
     @field_validator("weights")
     @classmethod

@@ -6,13 +6,13 @@ import logging
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from pathlib import Path
 
 from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.staticfiles import StaticFiles
 
 from service import __version__
+from service.api.assets import STATIC_DIR
 from service.api.errors import install_error_handlers
 from service.api.metrics import Metrics
 from service.api.middleware import GuardMiddleware
@@ -20,7 +20,6 @@ from service.api.routes import admin, documents, health, search
 from service.settings import Settings
 
 log = logging.getLogger(__name__)
-STATIC_DIR = Path(__file__).parent / "static"
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:

@@ -5,33 +5,14 @@ The schema is the contract between ingestion, synthetic data, training and the s
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 from datetime import date
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from service.codes import normalise_codes
+
 LANGS = ("en", "de", "fr")
-
-_CODE_RE = re.compile(r"^([A-HY])\s*(\d{2})\s*([A-Z])\s*(\d{1,4})\s*/\s*(\d{1,6})")
-_SUBCLASS_RE = re.compile(r"^([A-HY])\s*(\d{2})\s*([A-Z])\s*$")
-
-
-def normalise_class_code(raw: str) -> str | None:
-    """Normalise an IPC/CPC symbol: ``'B05B 7/ 00'`` -> ``'B05B7/00'``, ``'G03G  15/08 2006..'`` -> ``'G03G15/08'``.
-
-    Leading zeros of the main group are dropped (``H01F 027/14`` -> ``H01F27/14``); the subgroup keeps
-    its digits. A bare subclass (``H01F``) is kept as is. Returns ``None`` for text that is no code.
-    """
-    text = raw.strip().upper()
-    m = _CODE_RE.match(text)
-    if m:
-        section, cls, sub, group, subgroup = m.groups()
-        return f"{section}{cls}{sub}{int(group)}/{subgroup}"
-    m = _SUBCLASS_RE.match(text)
-    if m:
-        return "".join(m.groups())
-    return None
 
 
 class Claim(BaseModel):
@@ -102,14 +83,7 @@ class PatentRecord(BaseModel):
     @field_validator("ipc", "cpc")
     @classmethod
     def _codes_normalised(cls, codes: list[str]) -> list[str]:
-        out: list[str] = []
-        for code in codes:
-            norm = normalise_class_code(code)
-            if norm is None:
-                raise ValueError(f"not an IPC/CPC code: {code!r}")
-            if norm not in out:
-                out.append(norm)
-        return out
+        return normalise_codes(codes)  # subclass or finer, duplicates removed (service.codes)
 
     @property
     def languages(self) -> list[str]:

@@ -14,7 +14,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from service.corpus.record import LANGS, normalise_class_code
+from service.codes import normalise_codes, record_codes
+from service.corpus.record import LANGS
 
 Run = dict[str, dict[str, float]]
 """A run: query id -> document id -> score (higher is better)."""
@@ -72,21 +73,15 @@ class Topic(BaseModel):
             value = [value]
         if not isinstance(value, list):
             return value
-        out: list[str] = []
         for code in value:
             if not isinstance(code, str):
                 raise ValueError(f"classification codes must be strings, got {code!r}")
-            norm = normalise_class_code(code)
-            if norm is None:
-                raise ValueError(f"not an IPC/CPC code: {code!r}")
-            if norm not in out:
-                out.append(norm)
-        return out
+        return normalise_codes(value)
 
     @property
     def codes(self) -> list[str]:
-        """IPC and CPC codes together, without duplicates."""
-        return list(dict.fromkeys([*self.ipc, *self.cpc]))
+        """CPC and IPC codes together, without duplicates (:func:`service.codes.record_codes`)."""
+        return record_codes(self)
 
 
 def _lines(path: Path) -> Iterable[tuple[int, str]]:

@@ -16,7 +16,6 @@ from service.index.folder import (
     write_meta,
 )
 from service.index.store import (
-    CODE_LEVELS,
     MISSING_DATE,
     DocStore,
     DocStoreWriter,
@@ -27,7 +26,6 @@ from service.index.store import (
 )
 
 __all__ = [
-    "CODE_LEVELS",
     "FIELDS",
     "INDEX_FORMAT",
     "INDEX_VERSION",

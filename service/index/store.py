@@ -9,8 +9,8 @@ by every stage):
 - ``docs.dates.npy``: int32 publication date as days since 1970-01-01 (``MISSING_DATE`` if unknown).
 - ``codes/<level>.json`` + ``codes/<level>.indptr.npy`` + ``codes/<level>.rows.npy``: per
   classification level an inverted list code -> sorted rows, built from the union of the IPC and CPC
-  codes truncated by syntax (``H01F27/14`` -> ``H01F27/00`` at main group, ``H01F`` at subclass), so
-  a filter costs one lookup per query code.
+  codes truncated by syntax (``H01F27/14`` -> ``H01F27/00`` at main group, ``H01F`` at subclass;
+  :mod:`service.codes`), so a filter costs one lookup per query code.
 """
 
 from __future__ import annotations
@@ -28,12 +28,11 @@ from typing import Any
 
 import numpy as np
 
-from service.corpus.record import PatentRecord, normalise_class_code
+from service.codes import CODE_LEVELS, check_level, codes_at, parse_code, record_codes, truncate_code
+from service.corpus.record import PatentRecord
 from service.index.folder import IndexFormatError, Layout
 
 log = logging.getLogger(__name__)
-
-CODE_LEVELS = ("section", "class", "subclass", "main_group", "subgroup")
 
 EPOCH = date(1970, 1, 1)
 MISSING_DATE = int(np.iinfo(np.int32).min)
@@ -86,49 +85,6 @@ def looks_like_pub_id(text: str) -> bool:
     return id_shaped(text) and normalise_pub_id(text)[:2] in OFFICES
 
 
-def truncate_code(code: str, level: str) -> str | None:
-    """Truncate a normalised code by syntax; ``None`` when the code is coarser than ``level``.
-
-    ``H01F27/14``: section ``H``, class ``H01``, subclass ``H01F``, main_group ``H01F27/00``,
-    subgroup ``H01F27/14``.
-    """
-    if level not in CODE_LEVELS:
-        raise ValueError(f"unknown classification level {level!r}; valid: {', '.join(CODE_LEVELS)}")
-    if level == "section":
-        return code[:1] if code else None
-    if level == "class":
-        return code[:3] if len(code) >= 3 else None
-    if level == "subclass":
-        return code[:4] if len(code) >= 4 else None
-    if "/" not in code:
-        return None
-    if level == "main_group":
-        return code.split("/", 1)[0] + "/00"
-    return code
-
-
-_SECTION_RE = re.compile(r"^[A-HY]$")
-_CLASS_RE = re.compile(r"^[A-HY]\d{2}$")
-
-
-def normalise_query_code(raw: str) -> str:
-    """Normalise a code given by a user (section ``H`` .. subgroup ``H01F 27/14``); ``ValueError`` if invalid."""
-    text = raw.strip().upper().replace(" ", "")
-    if _SECTION_RE.match(text) or _CLASS_RE.match(text):
-        return text
-    norm = normalise_class_code(raw)
-    if norm is None:
-        raise ValueError(f"not a classification code: {raw!r} (expected e.g. H, H01, H01F, H01F27/14)")
-    return norm
-
-
-def _record_codes(rec: PatentRecord) -> list[str]:
-    seen: dict[str, None] = {}
-    for c in (*rec.ipc, *rec.cpc):
-        seen.setdefault(c, None)
-    return list(seen)
-
-
 # ---------------------------------------------------------------------------------- doc store
 
 
@@ -163,15 +119,10 @@ class DocStoreWriter:
         self._seen.add(record.id)
         d = record.publication_date
         self._dates.append((d - EPOCH).days if d else MISSING_DATE)
-        codes = _record_codes(record)
+        codes = record_codes(record)
         for lvl in CODE_LEVELS:
             vocab = self._code_vocab[lvl]
-            done: set[str] = set()
-            for c in codes:
-                t = truncate_code(c, lvl)
-                if t is None or t in done:
-                    continue
-                done.add(t)
+            for t in codes_at(codes, lvl):
                 self._code_rows[lvl].append(row)
                 self._code_ids[lvl].append(vocab.setdefault(t, len(vocab)))
         return row
@@ -342,13 +293,10 @@ class DocStore:
 
         Raises ``ValueError`` for an invalid code or one coarser than ``level``.
         """
-        if level not in CODE_LEVELS:
-            raise ValueError(f"unknown classification level {level!r}; valid: {', '.join(CODE_LEVELS)}")
-        vocab, indptr, rows = self._codes[level]
+        vocab, indptr, rows = self._codes[check_level(level)]
         mask = np.zeros(len(self.ids), dtype=bool)
         for raw in codes:
-            code = normalise_query_code(raw)
-            t = truncate_code(code, level)
+            t = truncate_code(parse_code(raw), level)
             if t is None:
                 raise ValueError(
                     f"code {raw!r} is coarser than the filter level {level!r}; give a longer code or a coarser level"
@@ -360,16 +308,9 @@ class DocStore:
 
     def code_vocabulary(self, level: str) -> list[str]:
         """All codes present in the index at ``level`` (sorted)."""
-        if level not in CODE_LEVELS:
-            raise ValueError(f"unknown classification level {level!r}; valid: {', '.join(CODE_LEVELS)}")
-        vocab = self._codes[level][0]
+        vocab = self._codes[check_level(level)][0]
         return sorted(vocab, key=vocab.__getitem__)
 
     def query_codes(self, codes: Iterable[str], level: str) -> list[str]:
         """The given codes normalised and truncated to ``level`` (for reporting), duplicates removed."""
-        out: list[str] = []
-        for raw in codes:
-            t = truncate_code(normalise_query_code(raw), level)
-            if t is not None and t not in out:
-                out.append(t)
-        return out
+        return codes_at([parse_code(raw) for raw in codes], level)

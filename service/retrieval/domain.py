@@ -6,7 +6,7 @@ document share an aspect. Features (:data:`FEATURES`, in this order):
 ==============================  ================================================================
 ``codes_<level>_shared``        number of distinct IPC/CPC codes shared after truncating both sides
                                 to ``level`` (section, class, subclass, main_group, subgroup;
-                                :func:`service.index.store.truncate_code`)
+                                :func:`service.codes.codes_at`)
 ``codes_<level>_any``           1 when that number is > 0
 ``doc_no_codes``                1 when the document has no code (a design patent): no match is no
                                 evidence there
@@ -55,9 +55,11 @@ from typing import Any
 
 import numpy as np
 
+from service.codes import CODE_LEVELS, codes_at, record_codes
 from service.corpus.record import PatentRecord
-from service.index.store import CODE_LEVELS, EPOCH, MISSING_DATE, normalise_pub_id, normalise_query_code, truncate_code
+from service.index.store import EPOCH, MISSING_DATE, normalise_pub_id
 from service.retrieval.wordpair import DocTermStore, _bisect, gather_csr
+from service.versioned import read_versioned
 
 DOMAIN_FORMAT = "priorart-domain-model"
 DOMAIN_VERSION = 1
@@ -125,20 +127,6 @@ def _days(d: date | None) -> int:
     return (d - EPOCH).days if d is not None else MISSING_DATE
 
 
-def record_codes_at(codes: Iterable[str], level: str) -> list[str]:
-    """Distinct codes truncated to ``level`` (codes coarser than the level dropped; invalid ones too)."""
-    out: dict[str, None] = {}
-    for raw in codes:
-        try:
-            code = normalise_query_code(raw)
-        except ValueError:
-            continue
-        t = truncate_code(code, level)
-        if t is not None:
-            out.setdefault(t, None)
-    return list(out)
-
-
 @dataclass
 class QueryMeta:
     """What a query knows besides its text (see the module docstring)."""
@@ -188,7 +176,7 @@ def query_meta(
     meta = QueryMeta(terms=list(dict.fromkeys(all_terms[:cap])), n_terms=len(all_terms), codes=list(codes), date=date_)
     if record is not None:
         if not meta.codes:
-            meta.codes = [*record.ipc, *record.cpc]
+            meta.codes = record_codes(record)
         meta.applicants = list(record.applicants)
         meta.inventors = list(record.inventors)
         meta.citations = [c.id for c in record.citations if c.id]
@@ -253,9 +241,9 @@ class DomainStore:
         lists: dict[str, list[list[str]]] = {f: [] for f in FIELDS}
         own: list[str | None] = []
         for rec in records:
-            codes = [*rec.ipc, *rec.cpc]
+            codes = record_codes(rec)
             for lvl in CODE_LEVELS:
-                lists[f"codes.{lvl}"].append(record_codes_at(codes, lvl))
+                lists[f"codes.{lvl}"].append(codes_at(codes, lvl))
             lists["applicants"].append(_names(rec.applicants))
             lists["inventors"].append(_names(rec.inventors))
             lists["refs"].append(_refs(c.id for c in rec.citations if c.id))
@@ -297,13 +285,9 @@ class DomainStore:
     @classmethod
     def load(cls, folder: str | Path, terms: DocTermStore) -> DomainStore:
         d = Path(folder)
+        read_versioned(d / "domain.json", DOMSTORE_FORMAT, DOMSTORE_VERSION, error=DomainFormatError,
+                       fix="rerun `priorart train-ltr`")
         try:
-            info = json.loads((d / "domain.json").read_text(encoding="utf-8"))
-            if info.get("format") != DOMSTORE_FORMAT or info.get("version") != DOMSTORE_VERSION:
-                raise DomainFormatError(
-                    f"{d / 'domain.json'}: format {info.get('format')!r} v{info.get('version')!r}, expected "
-                    f"{DOMSTORE_FORMAT!r} v{DOMSTORE_VERSION}; rerun `priorart train-ltr`"
-                )
             fields = {
                 name: _Field(
                     json.loads((d / f"domain.{name}.vocab.json").read_text(encoding="utf-8")),
@@ -359,7 +343,7 @@ class DomainStore:
         any_codes = np.zeros(n, dtype=bool)
         for lvl in CODE_LEVELS:
             name = f"codes.{lvl}"
-            qids = self.fields[name].lookup(record_codes_at(query.codes, lvl))
+            qids = self.fields[name].lookup(codes_at(query.codes, lvl))
             cnt, has = self._shared(name, rows, qids)
             any_codes |= has
             cols[f"codes_{lvl}_shared"] = cnt
@@ -455,12 +439,7 @@ class DomainModel:
     @classmethod
     def load(cls, path: str | Path) -> DomainModel:
         p = Path(path)
-        try:
-            data = json.loads(p.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            raise DomainFormatError(f"{p}: unreadable domain model ({exc})") from exc
-        if data.get("format") != DOMAIN_FORMAT or data.get("version") != DOMAIN_VERSION:
-            raise DomainFormatError(f"{p}: format {data.get('format')!r} v{data.get('version')!r}, expected "
-                                    f"{DOMAIN_FORMAT!r} v{DOMAIN_VERSION}")
+        data = read_versioned(p, DOMAIN_FORMAT, DOMAIN_VERSION, error=DomainFormatError,
+                              fix="rerun `priorart train-ltr`")
         info = {k: v for k, v in data.items() if k not in ("format", "version", "features", "mean", "std", "weights")}
         return cls(list(data["features"]), data["mean"], data["std"], data["weights"], info)

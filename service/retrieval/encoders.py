@@ -13,9 +13,10 @@ imports it, so the two sides cannot drift):
   title + abstract), analysed in that language but looked up in the English vocabulary (mostly OOV).
   Titles are *not* added to the claims: training pairs a patent's title + abstract (the query) with its
   own claims (the document), which would be trivial if the title were on both sides.
-- Codes (:func:`record_codes`): CPC then IPC codes of a record, de-duplicated. A code missing from the
-  code vocabulary falls back to its nearest syntactic ancestor that is present
-  (``H01F27/14`` -> ``H01F27/00`` -> ``H01F`` -> ``H01`` -> ``H``), see :func:`code_fallbacks`.
+- Codes (:func:`service.codes.record_codes`): CPC then IPC codes of a record, de-duplicated. A code
+  missing from the code vocabulary falls back to its nearest syntactic ancestor that is present
+  (``H01F27/14`` -> ``H01F27/00`` -> ``H01F`` -> ``H01`` -> ``H``), see
+  :func:`service.codes.code_fallbacks`.
 
 Models folder (``MODELS_DIR``, written by ``training.models.train``)::
 
@@ -54,7 +55,7 @@ from typing import Any, Self
 
 import numpy as np
 
-from service.classification import normalise_code, syntactic_parent
+from service.codes import code_fallbacks
 from service.corpus.record import PatentRecord
 from service.index.folder import sha256_file
 from service.text.analysis import SUPPORTED_LANGS, get_analyzer
@@ -139,17 +140,7 @@ class Vocabulary:
 
     @classmethod
     def load(cls, path: str | Path) -> Self:
-        return cls.from_json(json.loads(Path(path).read_text(encoding="utf-8")))
-
-
-def code_fallbacks(code: str) -> list[str]:
-    """The code followed by its syntactic ancestors: ``H01F27/14`` -> ``[H01F27/14, H01F27/00, H01F, H01, H]``."""
-    node: str | None = normalise_code(code) or code.strip().upper()
-    out: list[str] = []
-    while node:
-        out.append(node)
-        node = syntactic_parent(node)
-    return out
+        return cls.from_json(read_versioned(path, VOCAB_FORMAT, 1, error=ModelsFolderError, fix="retrain"))
 
 
 class CodeVocabulary(Vocabulary):
@@ -185,15 +176,6 @@ def document_text(record: PatentRecord) -> tuple[str, str]:
         if text:
             return text, lang
     return "", "en"
-
-
-def record_codes(record: PatentRecord) -> list[str]:
-    """CPC then IPC codes of a record, de-duplicated, in order."""
-    out: list[str] = []
-    for c in [*record.cpc, *record.ipc]:
-        if c not in out:
-            out.append(c)
-    return out
 
 
 def document_ids(record: PatentRecord, vocab: Vocabulary, max_len: int = DOC_MAX_TERMS) -> np.ndarray:

@@ -46,8 +46,9 @@ from typing import Any
 
 import numpy as np
 
+from service.codes import CODE_LEVELS
 from service.index.folder import IndexFolder, IndexFormatError, IndexMeta, Layout
-from service.index.store import CODE_LEVELS, DocStore
+from service.index.store import DocStore
 from service.query import Query, QueryError, resolve
 from service.retrieval.sparse import QueryUnit, SparseIndex, top_k
 from service.retrieval.translate import PivotTable, TranslationTable

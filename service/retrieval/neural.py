@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from service.codes import record_codes
 from service.corpus.record import PatentRecord
 from service.retrieval.encoders import (
     CodeVocabulary,
@@ -31,7 +32,6 @@ from service.retrieval.encoders import (
     pad_batch,
     query_ids,
     read_models_meta,
-    record_codes,
     verify_models_files,
 )
 from service.settings import DEVICES

@@ -51,6 +51,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from service.index.folder import SCORINGS, IndexFormatError
+from service.versioned import read_versioned
 
 SPARSE_FORMAT = "priorart-sparse"
 SPARSE_VERSION = 1
@@ -273,15 +274,8 @@ class SparseIndex:
     def load(cls, directory: str | Path, *, mmap: bool = True) -> SparseIndex:
         """Load a saved index (posting arrays memory-mapped unless ``mmap=False``)."""
         d = Path(directory)
-        try:
-            params = json.loads((d / "params.json").read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError) as exc:
-            raise IndexFormatError(f"{d / 'params.json'}: cannot read sparse index parameters: {exc}") from exc
-        if params.get("format") != SPARSE_FORMAT or params.get("version") != SPARSE_VERSION:
-            raise IndexFormatError(
-                f"{d / 'params.json'}: not a {SPARSE_FORMAT} v{SPARSE_VERSION} index "
-                f"(format={params.get('format')!r}, version={params.get('version')!r})"
-            )
+        params = read_versioned(d / "params.json", SPARSE_FORMAT, SPARSE_VERSION, error=IndexFormatError,
+                                fix="rebuild the index with `priorart build`")
         try:
             vocab = json.loads((d / "vocab.json").read_text(encoding="utf-8"))
             arrays = {n: np.load(d / f"{n}.npy", mmap_mode="r" if mmap else None) for n in _ARRAYS}

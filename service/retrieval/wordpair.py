@@ -49,6 +49,7 @@ import numpy as np
 from service.corpus.record import PatentRecord
 from service.retrieval.encoders import DOC_MAX_TERMS, QUERY_MAX_TERMS, document_text
 from service.text.analysis import get_analyzer
+from service.versioned import read_versioned
 
 WORDPAIR_FORMAT = "priorart-wordpair"
 WORDPAIR_VERSION = 1
@@ -190,13 +191,9 @@ class DocTermStore:
     @classmethod
     def load(cls, folder: str | Path, *, mmap: bool = True) -> DocTermStore:
         d = Path(folder)
+        info = read_versioned(d / "terms.json", TERMSTORE_FORMAT, TERMSTORE_VERSION, error=WordPairFormatError,
+                              fix="rerun `priorart train-ltr`")
         try:
-            info = json.loads((d / "terms.json").read_text(encoding="utf-8"))
-            if info.get("format") != TERMSTORE_FORMAT or info.get("version") != TERMSTORE_VERSION:
-                raise WordPairFormatError(
-                    f"{d / 'terms.json'}: format {info.get('format')!r} v{info.get('version')!r}, expected "
-                    f"{TERMSTORE_FORMAT!r} v{TERMSTORE_VERSION}; rerun `priorart train-ltr`"
-                )
             mode: Literal["r"] | None = "r" if mmap else None
             store = cls(
                 vocab=json.loads((d / "terms.vocab.json").read_text(encoding="utf-8")),
@@ -295,18 +292,12 @@ class WordPairModel:
     def load(cls, folder: str | Path) -> WordPairModel:
         d = Path(folder)
         path = d / "wordpair.json"
+        settings = read_versioned(path, WORDPAIR_FORMAT, WORDPAIR_VERSION, error=WordPairFormatError,
+                                  fix="rerun `priorart train-ltr`")
         try:
-            settings = json.loads(path.read_text(encoding="utf-8"))
-            if settings.get("format") != WORDPAIR_FORMAT or settings.get("version") != WORDPAIR_VERSION:
-                raise WordPairFormatError(
-                    f"{path}: format {settings.get('format')!r} v{settings.get('version')!r}, expected "
-                    f"{WORDPAIR_FORMAT!r} v{WORDPAIR_VERSION}"
-                )
             indices = np.load(d / "wordpair.indices.npy")
             values = np.load(d / "wordpair.values.npy")
         except (OSError, ValueError) as exc:
-            if isinstance(exc, WordPairFormatError):
-                raise
             raise WordPairFormatError(f"word-pair model in {d} is unreadable: {exc}") from exc
         return cls(indices, values, settings)
 

@@ -18,8 +18,8 @@ from typing import Any
 
 import numpy as np
 
+from service.candidates import Candidates
 from service.index.store import DocStore
-from service.pipeline import Candidates
 from service.query import Query
 from service.retrieval.dense import DenseIndex
 from service.retrieval.neural import Models

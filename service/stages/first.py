@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from service.pipeline import Candidates
+from service.candidates import Candidates
 from service.query import Query
 from service.retrieval.first_stage import FirstStage
 

@@ -21,9 +21,9 @@ from typing import Any
 
 import numpy as np
 
+from service.candidates import Candidates
 from service.index.folder import IndexFolder, IndexFormatError, Layout, sha256_file
 from service.index.store import DocStore
-from service.pipeline import Candidates
 from service.query import Query
 from service.retrieval.domain import DomainModel, DomainStore, QueryMeta, query_meta
 from service.retrieval.wordpair import DocTermStore, WordPairModel

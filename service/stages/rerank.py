@@ -26,8 +26,8 @@ from typing import Any
 
 import numpy as np
 
+from service.candidates import Candidates
 from service.index.folder import IndexFolder, IndexFormatError
-from service.pipeline import Candidates
 from service.query import Query
 from service.retrieval.neural import ENCODINGS, RANKERS, Models
 

@@ -2,12 +2,8 @@ from pathlib import Path
 
 import pytest
 
-from service.classification import (
-    ClassificationError,
-    ClassificationScheme,
-    normalise_code,
-    syntactic_level,
-)
+from service.classification import ClassificationError, ClassificationScheme
+from service.codes import normalise_code, syntactic_level
 
 TINY = """\
 H\t\tELECTRICITY

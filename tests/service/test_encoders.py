@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from service.codes import code_fallbacks, record_codes
 from service.corpus.record import Claim, PatentRecord
 from service.retrieval.encoders import (
     PAD,
@@ -24,11 +25,9 @@ from service.retrieval.encoders import (
     ModelsFolderError,
     UnsupportedLanguageError,
     Vocabulary,
-    code_fallbacks,
     document_ids,
     document_text,
     pad_batch,
-    record_codes,
 )
 
 REPO = Path(__file__).resolve().parents[2]

@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from service.candidates import Candidates
 from service.fusion import (
     BM25_ONLY,
     FusionError,
@@ -20,7 +21,6 @@ from service.fusion import (
     minmax,
     sum_normalise,
 )
-from service.pipeline import Candidates
 from service.query import Query, QueryError, Resolved
 
 NAN = np.nan

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from service.codes import truncate_code
 from service.corpus.record import Claim, PatentRecord
 from service.index.folder import IndexFormatError, load_meta, update_meta, write_meta
 from service.index.store import (
@@ -17,7 +18,6 @@ from service.index.store import (
     UnknownDocumentError,
     looks_like_pub_id,
     normalise_pub_id,
-    truncate_code,
 )
 
 SETTINGS = {

@@ -4,24 +4,7 @@ import pytest
 from pydantic import ValidationError
 
 from service.corpus.jsonl import CorpusFormatError, read_corpus, write_corpus
-from service.corpus.record import Claim, PatentRecord, Section, normalise_class_code
-
-
-@pytest.mark.parametrize(
-    ("raw", "expected"),
-    [
-        ("B05B 7/ 00", "B05B7/00"),
-        ("G03G  15/08        20060101AFI19941209BHEP", "G03G15/08"),
-        ("H01F27/14", "H01F27/14"),
-        ("h01f 027/14", "H01F27/14"),
-        ("A61K 31/4709", "A61K31/4709"),
-        ("H01F", "H01F"),
-        ("not a code", None),
-        ("", None),
-    ],
-)
-def test_normalise_class_code(raw: str, expected: str | None) -> None:
-    assert normalise_class_code(raw) == expected
+from service.corpus.record import Claim, PatentRecord, Section
 
 
 def _record() -> PatentRecord:

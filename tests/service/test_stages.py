@@ -21,12 +21,12 @@ pytest.importorskip("gensim")
 
 from models_fixture import tiny_index  # noqa: E402
 
+from service.codes import record_codes  # noqa: E402
 from service.fusion import FusionModel, ProfileWeights  # noqa: E402
 from service.index.folder import IndexFolder, Layout  # noqa: E402
 from service.pipeline import Pipeline, compose  # noqa: E402
 from service.query import Query  # noqa: E402
 from service.retrieval import neural  # noqa: E402
-from service.retrieval.encoders import record_codes  # noqa: E402
 from service.settings import Settings  # noqa: E402
 
 TOL = 1e-5

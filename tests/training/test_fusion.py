@@ -82,7 +82,8 @@ def test_install_only_what_beats_bm25_held_out() -> None:
     assert cell.single["text"] > cell.single["bm25"] == pytest.approx(cell.bm25_ndcg)
     noise = [_features(rng, 60, signal=0.0) for _ in range(20)]
     cell = fu.decide("nocodes", 40, noise, ["bm25", "text"], folds=5)
-    assert not cell.installed and ("did not beat BM25" in cell.reason or "BM25 alone" in cell.reason)
+    assert not cell.installed
+    assert any(w in cell.reason for w in ("did not beat BM25", "BM25 alone", "not significantly"))
     few = fu.decide("codes", 40, helpful[:3], ["bm25", "text"], folds=2)
     assert not few.installed and "too few dev topics" in few.reason
 
@@ -134,7 +135,7 @@ def test_fuse_command_with_given_topics(tmp_path: Path) -> None:
     for c in summary["cells"]:
         assert set(c["single"]) <= {"bm25", "dense", "text", "meta", "joint"}
         assert c["installed"] == (c["cv_ndcg"] > c["bm25_ndcg"] + 1e-9 and c["topics"] >= fu.MIN_TOPICS
-                                  and c["weights"]["bm25"] < 1.0 and all(
+                                  and c["weights"]["bm25"] < 1.0 and c["p"] < fu.ALPHA and all(
                                       t["cv"] >= t["bm25"] or t["p"] >= 0.05 for t in c["by_task"].values()))
         if c["profile"] == "nocodes":
             assert "meta" not in c["weights"] and "joint" not in c["weights"]
@@ -178,4 +179,4 @@ def test_real_dev_topics_are_leak_free_and_fusion_never_hurts(real_corpus: Path,
     for t in dev:  # no topic carries more than subclass codes of the document it looks for
         assert all(len(c) == 4 for c in t.topic.codes) and (t.profile == "codes") == bool(t.topic.codes)
     for c in report.fusion["cells"]:  # whatever was installed beat BM25 on the held-out folds
-        assert not c["installed"] or c["cv_ndcg"] > c["bm25_ndcg"]
+        assert not c["installed"] or (c["cv_ndcg"] > c["bm25_ndcg"] and c["p"] < fu.ALPHA)

@@ -26,7 +26,11 @@ from training.ingest import (
     parse_ep,
     parse_us,
 )
-from training.ingest.common import citation_id, description_tree, parse_xml, split_documents, split_ipc_list, text_of
+from training.ingest.biblio import citation_id
+from training.ingest.codes import split_ipc_list
+from training.ingest.description import description_tree
+from training.ingest.files import split_documents
+from training.ingest.xmltext import parse_xml, text_of
 
 
 def us_doc(number: str = "07000001", kind: str = "B2", *, body: str = "", claims: str | None = None) -> str:

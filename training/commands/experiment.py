@@ -135,6 +135,36 @@ def models_command(
         typer.echo(f"runs, qrels, models.json and dev plots written to {out}")
 
 
+@experiment_app.command("synthetic")
+def synthetic_command(
+    n: int = typer.Option(20_000, "-n", "--n", min=500, help="Synthetic documents."),
+    work: Path | None = typer.Option(None, "--work", help="Keep corpus, models and index here (reused when present)."),
+    out: Path | None = typer.Option(None, "--out", help="Folder for synthetic.json, test topics/qrels, the dev plot."),
+    max_train_topics: int = typer.Option(1_500, "--max-train-topics", help="Cap on training topics."),
+    epochs: int = typer.Option(4, "--epochs", min=1, help="Ranker / dual-encoder epochs."),
+    topics: int = typer.Option(3_000, "--topics", min=10, help="Synthetic topics drawn (then split dev/test)."),
+    depth: int = typer.Option(1000, "--depth", help="Candidate depth of the test rows."),
+    folds: int = typer.Option(5, "--folds", min=2, help="Cross-validation folds of the fusion learning."),
+    device: str = typer.Option("auto", "--device", help="auto, cpu or cuda."),
+    seed: int = typer.Option(0, "--seed"),
+    permutations: int = typer.Option(10_000, "--permutations", help="Randomisation test permutations."),
+    as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
+    progress: bool | None = typer.Option(None, "--progress/--no-progress", help="Progress bars on stderr."),
+) -> None:
+    """Learned fusion where there is data to learn from: synthetic corpus, dev-split topics, test-split rows."""
+    from training.experiments.synthetic import SyntheticSettings, format_synthetic, run_synthetic_experiment
+
+    try:
+        result = run_synthetic_experiment(
+            SyntheticSettings(n=n, seed=seed, max_train_topics=max_train_topics, epochs=epochs, topics=topics,
+                              depth=depth, folds=folds, device=device, permutations=permutations),
+            work_dir=work, out_dir=out, progress=progress)
+    except (ValueError, FileNotFoundError) as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from exc
+    typer.echo(json.dumps(result.to_dict(), indent=1, default=str) if as_json else format_synthetic(result))
+
+
 def register(app: typer.Typer) -> None:
     """Add the ``experiment`` command group to the CLI."""
     app.add_typer(experiment_app, name="experiment")

@@ -253,12 +253,12 @@ def run_models_experiment(
     return result
 
 
-def format_table(result: ModelsResult) -> str:
+def format_blocks(blocks: Sequence[Block], depth: int) -> list[str]:
     """One block per task and profile: a line per row with MRR, nDCG, S@1, S@10 and p-values against BM25."""
     lines: list[str] = []
-    for b in result.blocks:
-        lines.append(f"{b.task}, {'with subclass codes' if b.profile == 'codes' else 'no codes'} "
-                     f"({b.topics} test topics, depth {result.settings['depth']})")
+    for b in blocks:
+        lines.append(f"{b.task}, {'with codes' if b.profile == 'codes' else 'no codes'} "
+                     f"({b.topics} test topics, depth {depth})")
         lines.append(f"{'row':<13}" + "".join(f"{m:>11} {'p':>6}" for m in MEASURES))
         for row, vals in b.rows.items():
             cells = ""
@@ -268,6 +268,12 @@ def format_table(result: ModelsResult) -> str:
             lines.append(f"{row:<13}{cells}")
         lines.append("fusion: " + "; ".join(f"{n} topics {how}" for how, n in b.fused_as.items()))
         lines.append("")
+    return lines
+
+
+def format_table(result: ModelsResult) -> str:
+    """The blocks, then how fusion was learned for each task's index."""
+    lines = format_blocks(result.blocks, result.settings["depth"])
     for task, f in result.fusion.items():
         if f and "table" in f:
             lines.append(f"{task}: fusion learned on dev (cross-validated):")
@@ -279,5 +285,5 @@ def format_table(result: ModelsResult) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["Block", "ExperimentError", "ModelsResult", "ModelsSettings", "format_table", "profile_topics",
-           "run_models_experiment"]
+__all__ = ["Block", "ExperimentError", "ModelsResult", "ModelsSettings", "format_blocks", "format_table",
+           "profile_topics", "run_models_experiment"]

@@ -10,8 +10,10 @@ Public API::
 
 from __future__ import annotations
 
-from training.ingest.common import DocumentError, IngestStats, Skip, normalise_ipc, parse_claim_refs
+from training.ingest.claims import parse_claim_refs
+from training.ingest.codes import normalise_ipc
 from training.ingest.ep import parse_ep
+from training.ingest.errors import DocumentError, IngestStats, Skip
 from training.ingest.pipeline import IngestInputError, collect_files, ingest, iter_records, parse_document
 from training.ingest.us import NotAPatent, parse_us
 

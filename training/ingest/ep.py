@@ -6,22 +6,12 @@ import re
 from typing import Any
 
 from service.corpus.record import Citation, Claim, PatentRecord
-from training.ingest.common import (
-    DocumentError,
-    add_codes,
-    add_names,
-    citation_id,
-    claims_from_elements,
-    clean,
-    description_tree,
-    document_id,
-    local,
-    normalise_ipc,
-    parse_date,
-    parse_xml,
-    split_ipc_list,
-    text_of,
-)
+from training.ingest.biblio import add_names, citation_id, document_id, parse_date
+from training.ingest.claims import claims_from_elements
+from training.ingest.codes import add_codes, normalise_ipc, split_ipc_list
+from training.ingest.description import description_tree
+from training.ingest.errors import DocumentError
+from training.ingest.xmltext import clean, local, parse_xml, text_of
 
 ROOT = "ep-patent-document"
 _CO_RE = re.compile(r",?\s*\bc/o\b.*$", re.I | re.S)

@@ -9,7 +9,8 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from service.corpus.record import PatentRecord
-from training.ingest.common import DocumentError, open_binary
+from training.ingest.errors import DocumentError
+from training.ingest.files import open_binary
 
 
 def iter_jsonl(path: Path) -> Iterator[tuple[int, PatentRecord | DocumentError]]:

@@ -14,21 +14,13 @@ from tqdm import tqdm
 
 from service.corpus.jsonl import write_corpus
 from service.corpus.record import PatentRecord
-from training.ingest.common import (
-    DocumentError,
-    IngestStats,
-    RawDocument,
-    Skip,
-    local,
-    open_binary,
-    parse_xml,
-    sniff_file,
-    split_documents,
-)
 from training.ingest.ep import ROOT as EP_ROOT
 from training.ingest.ep import ep_record
+from training.ingest.errors import DocumentError, IngestStats, Skip
+from training.ingest.files import RawDocument, open_binary, sniff_file, split_documents
 from training.ingest.jsonl import iter_jsonl
 from training.ingest.us import NON_PATENT_ROOTS, V4_ROOTS, NotAPatent, us_record
+from training.ingest.xmltext import local, parse_xml
 
 log = logging.getLogger(__name__)
 

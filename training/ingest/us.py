@@ -16,21 +16,12 @@ from __future__ import annotations
 from typing import Any
 
 from service.corpus.record import Citation, PatentRecord
-from training.ingest.common import (
-    DocumentError,
-    add_codes,
-    add_names,
-    claims_from_elements,
-    clean,
-    description_tree,
-    document_id,
-    local,
-    normalise_ipc,
-    parse_date,
-    parse_xml,
-    person_name,
-    text_of,
-)
+from training.ingest.biblio import add_names, document_id, parse_date, person_name
+from training.ingest.claims import claims_from_elements
+from training.ingest.codes import add_codes, normalise_ipc
+from training.ingest.description import description_tree
+from training.ingest.errors import DocumentError
+from training.ingest.xmltext import clean, local, parse_xml, text_of
 
 V4_ROOTS = ("us-patent-grant", "us-patent-application")
 NON_PATENT_ROOTS = ("sequence-cwu",)

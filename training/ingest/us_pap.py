@@ -5,20 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 from service.corpus.record import PatentRecord
-from training.ingest.common import (
-    DROP_TAGS,
-    DocumentError,
-    add_codes,
-    add_names,
-    claims_from_elements,
-    clean,
-    description_tree,
-    local,
-    normalise_ipc,
-    parse_date,
-    text_of,
-)
+from training.ingest.biblio import add_names, parse_date
+from training.ingest.claims import claims_from_elements
+from training.ingest.codes import add_codes, normalise_ipc
+from training.ingest.description import description_tree
+from training.ingest.errors import DocumentError
 from training.ingest.us_sgml import us_doc_type
+from training.ingest.xmltext import DROP_TAGS, clean, local, text_of
 
 # paragraph numbers (<number>12.</number>) are layout, not text
 _DROP = DROP_TAGS | {"number"}

@@ -5,17 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 from service.corpus.record import Citation, PatentRecord
-from training.ingest.common import (
-    DocumentError,
-    add_codes,
-    add_names,
-    claims_from_elements,
-    description_tree,
-    local,
-    normalise_ipc,
-    parse_date,
-    text_of,
-)
+from training.ingest.biblio import add_names, parse_date
+from training.ingest.claims import claims_from_elements
+from training.ingest.codes import add_codes, normalise_ipc
+from training.ingest.description import description_tree
+from training.ingest.errors import DocumentError
+from training.ingest.xmltext import local, text_of
 
 # children of <PATDOC> this reader turns into fields (anything else is reported in ``warnings``)
 _HANDLED = {"SDOBI", "SDOAB", "SDODE", "SDOCL", "SDODR", "SDOCR"}

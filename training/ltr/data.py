@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from service.codes import record_codes
 from service.corpus.record import PatentRecord
 from service.retrieval.domain import QUERY_META, DomainStore, QueryMeta, query_meta
 from service.retrieval.encoders import (
@@ -31,7 +32,6 @@ from service.retrieval.encoders import (
     CodeVocabulary,
     Vocabulary,
     document_text,
-    record_codes,
 )
 from service.retrieval.wordpair import DocTermStore, query_term_hashes, query_terms
 from service.text.analysis import SUPPORTED_LANGS, get_analyzer

@@ -59,6 +59,7 @@ from typing import Any
 
 import numpy as np
 
+from service.codes import record_codes
 from service.corpus.record import PatentRecord
 from service.evaluation.measures import evaluate_run
 from service.evaluation.significance import randomisation_test
@@ -380,7 +381,7 @@ def run_ltr_experiment(
                 if source[tp.qid] not in held:
                     continue
                 lang = tp.lang or "en"
-                codes = [*tp.ipc, *tp.cpc] if s.topic_codes else []
+                codes = tp.codes if s.topic_codes else []
                 row: dict[str, np.ndarray] = {}
                 ts = time.perf_counter()
                 row["bm25"] = _scores_array(fs.search(tp.text, lang=lang, k=depth, translate=False).hits, n)
@@ -555,7 +556,7 @@ def bench_scoring(n_docs: int = 5000, candidates: int = 1000, repeats: int = 20,
         out["wordpair_rows"].append(time.perf_counter() - t)
         entries.append(int(terms.indptr[rows + 1].sum() - terms.indptr[rows].sum()))
         t = time.perf_counter()
-        dom.score(store.features(query_meta(text, lang, codes=[*rec.ipc, *rec.cpc]), rows))
+        dom.score(store.features(query_meta(text, lang, codes=record_codes(rec)), rows))
         out["domain_rows"].append(time.perf_counter() - t)
         if i < 3:  # the slow path, a few times
             t = time.perf_counter()

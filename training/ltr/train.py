@@ -35,13 +35,14 @@ from typing import Any
 
 import numpy as np
 
+from service.candidates import Stage
 from service.corpus.jsonl import read_corpus
 from service.corpus.record import PatentRecord
 from service.evaluation.significance import randomisation_test
 from service.fusion import FUSION_VERSION, FusionModel, fuse, minmax
 from service.index.folder import IndexFolder, Layout
 from service.index.store import DocStore
-from service.pipeline import Pipeline, Stage, compose
+from service.pipeline import Pipeline, compose
 from service.retrieval.domain import DomainStore
 from service.retrieval.encoders import sha256_file
 from service.retrieval.wordpair import DocTermStore

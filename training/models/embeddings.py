@@ -33,7 +33,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from service.classification import ClassificationScheme, normalise_code
+from service.classification import ClassificationScheme
+from service.codes import normalise_code
 from service.retrieval.encoders import PAD, UNK, Vocabulary
 
 if TYPE_CHECKING:
@@ -254,7 +255,7 @@ def build_code_graph(
     mg_counts: Counter[str] = Counter()
     for code, n in counts.items():
         if "/" in code:
-            mg = scheme.truncate(code, "main_group") if code in scheme else code.split("/")[0] + "/00"
+            mg = scheme.truncate(code, "main_group")  # the scheme's main group, by shape for unknown codes
             if mg in scheme:
                 mg_counts[mg] += n
     for mg, _ in sorted(mg_counts.items(), key=lambda kv: (-kv[1], kv[0])):

@@ -46,6 +46,7 @@ from typing import Any
 
 import numpy as np
 
+from service.codes import record_codes, truncate_code
 from service.corpus.record import PatentRecord
 from service.retrieval.encoders import (
     CODES_MAX,
@@ -56,9 +57,9 @@ from service.retrieval.encoders import (
     document_ids,
     document_text,
     query_ids,
-    record_codes,
 )
 from service.text.analysis import SUPPORTED_LANGS
+from service.versioned import read_versioned
 
 SPLIT_FORMAT = "priorart-split"
 SPLIT_VERSION = 1
@@ -81,11 +82,6 @@ def group_key(record: PatentRecord) -> str:
 def is_trilingual(record: PatentRecord) -> bool:
     """Claims in English, German and French (the EP grants with aligned claims)."""
     return all(record.claims.get(lang) for lang in ("en", "de", "fr"))
-
-
-def main_group(code: str) -> str | None:
-    """``H01F27/14`` -> ``H01F27/00`` (by shape); ``None`` for codes above main-group level."""
-    return code.split("/", 1)[0] + "/00" if "/" in code else None
 
 
 # --------------------------------------------------------------------------------------------------
@@ -163,7 +159,7 @@ class DocInfo:
 
 def doc_info(record: PatentRecord) -> DocInfo:
     codes = record_codes(record)
-    mgs = tuple(sorted({m for c in codes if (m := main_group(c))}))
+    mgs = tuple(sorted({m for c in codes if (m := truncate_code(c, "main_group"))}))
     text, _ = document_text(record)
     return DocInfo(
         id=record.id,
@@ -226,9 +222,7 @@ class Split:
 
     @classmethod
     def load(cls, path: str | Path) -> Split:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-        if data.get("format") != SPLIT_FORMAT:
-            raise ValueError(f"{path}: not a split file (format {data.get('format')!r})")
+        data = read_versioned(path, SPLIT_FORMAT, SPLIT_VERSION, fix="retrain the models (`priorart train`)")
         part = {i: p for p in PARTS for i in data[p]}
         return cls(part, set(data.get("trilingual", [])), tuple(data["ratios"]), tuple(data["trilingual_ratios"]))
 

@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from service.codes import record_codes
 from service.corpus.jsonl import read_corpus
 from service.retrieval.encoders import (
     CODES_MAX,
@@ -41,7 +42,6 @@ from service.retrieval.encoders import (
     QUERY_MAX_TERMS,
     CodeVocabulary,
     document_ids,
-    record_codes,
     sha256_file,
 )
 from service.text.analysis import SUPPORTED_LANGS, get_analyzer

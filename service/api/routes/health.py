@@ -7,6 +7,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import FileResponse, JSONResponse, Response
 
+from service.api.assets import STATIC_DIR
 from service.api.deps import MetricsDep
 
 router = APIRouter(tags=["operations"])
@@ -14,8 +15,6 @@ router = APIRouter(tags=["operations"])
 
 @router.get("/", include_in_schema=False)
 def ui(request: Request) -> FileResponse:
-    from service.api.app import STATIC_DIR
-
     return FileResponse(STATIC_DIR / "index.html")
 
 
