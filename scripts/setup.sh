@@ -7,7 +7,7 @@ PY=${PYTHON:-python3.11}
 command -v "$PY" >/dev/null || PY=python3
 
 # System packages: FreeDict lexicons (query translation) and Chromium (browser tests).
-APT_PKGS="dict-freedict-deu-eng dict-freedict-fra-eng chromium"
+APT_PKGS="dict-freedict-deu-eng dict-freedict-fra-eng dict-freedict-eng-deu dict-freedict-eng-fra chromium"
 missing=""
 for p in $APT_PKGS; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
 if [ -n "$missing" ]; then

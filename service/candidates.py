@@ -43,6 +43,7 @@ class Candidates:
     rows: np.ndarray
     scores: dict[str, np.ndarray] = field(default_factory=dict)
     matched_terms: dict[int, list[str]] = field(default_factory=dict)
+    routes: dict[int, str] = field(default_factory=dict)  # first-stage route that gave a row its bm25 score
     in_first: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))  # returned by the first stage
     in_dense: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))  # returned by the dense search
     skipped: dict[str, str] = field(default_factory=dict)  # component -> why it did not apply to this query

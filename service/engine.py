@@ -115,7 +115,7 @@ class Engine:
             comps["fused"] = float(cands.fused[i])
             results.append(SearchHit(
                 id=rec.id, title=title_of(rec, lang), score=float(cands.fused[i]), components=comps,
-                matched_terms=cands.matched_terms.get(row, []) if explain else [],
+                matched_terms=cands.matched_terms.get(row, []) if explain else [], route=cands.routes.get(row),
                 codes=record_codes(rec)[:12], publication_date=rec.publication_date))
         return SearchResponse(results=results, stages=self._stages(trace, explain),
                               took_ms=(time.perf_counter() - started) * 1000.0, query=self._query_info(query, cands),
@@ -163,6 +163,7 @@ class Engine:
             lang=r.lang, lang_detected=r.lang_detected, text_from=r.query_doc, codes=list(r.codes),
             codes_from=r.codes_from, translated=bool(info and info.translation), translation=info.translation if info
             else None, routes=[x.name for x in info.routes] if info else [],
+            route_tables={x.name: x.table for x in info.routes if x.table} if info else {},
             terms=list(info.query_terms) if info else [], terms_before_reduction=info.n_terms_before_reduction
             if info else 0, filters=dict(r.filters))
 

@@ -37,7 +37,7 @@ class SearchRequest(BaseModel):
         None, description="score combination: linear (learned weights), borda, linlearn; default: the index's"
     )
     explain: bool = Field(False, description="include matched terms and stage details")
-    translate: bool = Field(True, description="translate de/fr queries into English (PSQ)")
+    translate: bool = Field(True, description="translate the query into the other indexed languages (PSQ)")
 
     @field_validator("query")
     @classmethod
@@ -81,6 +81,11 @@ class SearchHit(BaseModel):
     components: dict[str, float | None] = Field(
         description="min-max normalised score of each component over the candidates (null: not computed), and 'fused'")
     matched_terms: list[str] = Field(default_factory=list)
+    route: str | None = Field(
+        None,
+        description="first-stage route that reached the document: its own language ('en'), or translated by PSQ "
+        "into the document's language ('de:psq'; the tables are in query.route_tables)",
+    )
     codes: list[str] = Field(default_factory=list)
     publication_date: date | None = None
 
@@ -103,6 +108,9 @@ class QueryInfo(BaseModel):
     translated: bool = False
     translation: str | None = None
     routes: list[str] = Field(default_factory=list, description="first-stage routes, e.g. 'en:psq'")
+    route_tables: dict[str, str] = Field(
+        default_factory=dict, description="table of each translated route, e.g. {'fr:psq': 'de-fr via en'}"
+    )
     terms: list[str] = Field(default_factory=list)
     terms_before_reduction: int = 0
     filters: dict[str, Any] = Field(default_factory=dict)

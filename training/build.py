@@ -23,7 +23,7 @@ import resource
 import shutil
 import sys
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,8 +36,19 @@ from service.index.folder import FIELDS, SCORINGS, IndexFolder, Layout, validate
 from service.index.store import DocStore, DocStoreWriter
 from service.passages.builder import build_passage_index
 from service.retrieval.sparse import SparseIndexBuilder
-from service.retrieval.translate import TranslationTable
-from service.text.analysis import TOKEN_RE, Analyzer, get_analyzer, normalise
+from service.text.analysis import TOKEN_RE, Analyzer, get_analyzer, normalise, tokenize
+from service.text.compounds import CompoundSplitter
+from training.translation.compounds import COMPOUND_LANGS
+from training.translation.index_step import (
+    DEFAULT_COMPOUND_LANGS,
+    AlignedCollector,
+    TranslationBuildError,
+    TranslationOptions,
+    build_index_tables,
+    copy_tables,
+    prepare_analysis,
+    write_analysis,
+)
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +72,8 @@ class BuildReport:
     index_bytes: int
     langs: dict[str, dict[str, Any]] = field(default_factory=dict)
     translation: list[str] = field(default_factory=list)
+    # how the index was made cross-lingual: mode built|reused|off, directions, warnings, compound splitting
+    translation_report: dict[str, Any] = field(default_factory=dict)
     models: dict[str, Any] | None = None  # add_models report (times, device, dense index), when built with models
     fusion: dict[str, Any] | None = None  # learned weights summary, or {"skipped": reason}
     passages: dict[str, Any] | None = None  # passage index: counts, bytes (per document), seconds
@@ -80,43 +93,15 @@ def peak_rss_mb() -> float:
     return rss / (1024 * 1024) if sys.platform == "darwin" else rss / 1024
 
 
-def _parse_list(value: str | Sequence[str], allowed: Sequence[str], what: str) -> list[str]:
+def _parse_list(
+    value: str | Sequence[str], allowed: Sequence[str], what: str, *, allow_empty: bool = False
+) -> list[str]:
     items = [v.strip() for v in value.split(",")] if isinstance(value, str) else [v.strip() for v in value]
     items = [v for v in items if v]
     bad = [v for v in items if v not in allowed]
-    if bad or not items:
+    if bad or (not items and not allow_empty):
         raise BuildError(f"invalid {what} {bad or value!r}; choose from {', '.join(allowed)}")
     return list(dict.fromkeys(items))
-
-
-def _copy_tables(translation_dir: Path, dest: Path) -> list[dict[str, Any]]:
-    if not translation_dir.is_dir():
-        raise BuildError(f"translation folder {translation_dir} does not exist")
-    found = sorted(translation_dir.glob("*-en.json"))
-    if not found:
-        raise BuildError(f"no <src>-en.json translation tables in {translation_dir}")
-    dest.mkdir(parents=True, exist_ok=True)
-    out = []
-    for path in found:
-        try:
-            table = TranslationTable.load(path)
-        except ValueError as exc:
-            raise BuildError(str(exc)) from exc
-        if table.src not in LANGS or table.src == "en" or table.tgt != "en" or path.name != f"{table.src}-en.json":
-            raise BuildError(
-                f"{path}: table translates {table.src}->{table.tgt}; expected <de|fr>-en named <src>-en.json"
-            )
-        shutil.copyfile(path, dest / path.name)
-        out.append(
-            {
-                "src": table.src,
-                "tgt": table.tgt,
-                "file": f"translation/{path.name}",
-                "entries": len(table),
-                "sources": table.sources,
-            }
-        )
-    return out
 
 
 class CachedAnalyzer:
@@ -131,8 +116,11 @@ class CachedAnalyzer:
         self.analyzer = analyzer
         self.max_memo = max_memo
         self._memo: dict[str, str] = {}  # token -> term, "" when the analyzer drops the token
+        self._multi: dict[str, tuple[str, ...]] = {}  # the same with a compound splitter: token -> terms
 
     def __call__(self, text: str) -> list[str]:
+        if self.analyzer.splitter is not None:
+            return self._call_multi(text)
         memo = self._memo
         tokens = TOKEN_RE.findall(normalise(text))
         try:
@@ -153,6 +141,41 @@ class CachedAnalyzer:
                 terms = [memo[t] for t in tokens]
         return [t for t in terms if t]
 
+    def _call_multi(self, text: str) -> list[str]:
+        """With a compound splitter a token may give several terms (the word and its parts)."""
+        memo = self._multi
+        tokens = TOKEN_RE.findall(normalise(text))
+        out: list[str] = []
+        for t in tokens:
+            terms = memo.get(t)
+            if terms is None:
+                if len(tokenize(t)) != 1:  # never seen; keep exactness by analysing the whole text
+                    return self.analyzer(text)
+                terms = tuple(self.analyzer(t))
+                if len(memo) < self.max_memo:
+                    memo[t] = terms
+            out.extend(terms)
+        return out
+
+
+def _translation_tables(
+    tmp: Path,
+    xopts: TranslationOptions,
+    langs: Sequence[str],
+    collector: AlignedCollector | None,
+    vocabs: dict[str, set[str]],
+    show: bool,
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Reuse (``--translation DIR``), build (default) or skip (``--no-translation``) the tables."""
+    try:
+        if xopts.reuse_dir is not None:
+            return copy_tables(xopts.reuse_dir, tmp, langs)
+        if collector is None:
+            return [], {"mode": "off", "warnings": []}
+        return build_index_tables(tmp, collector.records, langs, vocabs, xopts, progress=show)
+    except TranslationBuildError as exc:
+        raise BuildError(str(exc)) from exc
+
 
 def _dir_bytes(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
@@ -169,6 +192,9 @@ def build_index(
     b: float = 0.75,
     epsilon: float = 0.25,
     translation_dir: str | Path | None = None,
+    translation: bool = True,
+    compounds: str | Sequence[str] = DEFAULT_COMPOUND_LANGS,
+    splitters: Mapping[str, CompoundSplitter] | None = None,
     overwrite: bool = False,
     progress: bool | None = None,
     models_dir: str | Path | None = None,
@@ -179,6 +205,11 @@ def build_index(
 ) -> BuildReport:
     """Build an index folder from a corpus JSONL path (or an iterable of records).
 
+    Cross-lingual part (:mod:`training.translation.index_step`): ``translation`` trains translation tables
+    of every direction into an indexed language from the corpus' aligned claims and the FreeDict lexicons;
+    ``translation_dir`` reuses tables instead; ``compounds`` lists the languages whose compounds are split
+    (for indexing, queries and translation; ``""`` for none); ``splitters`` gives them ready-made instead
+    (experiments: splitters that never saw the topics' claims).
     ``overwrite`` replaces an existing index folder (only one with a ``meta.json`` or an empty one).
     ``progress``: tqdm bar on stderr (default: when stderr is a terminal).
     ``models_dir``: add dense + rerank parts from a models folder (:func:`add_models`; ``dense_index``
@@ -215,13 +246,20 @@ def build_index(
             if not (out / Layout.META).is_file():
                 raise BuildError(
                     f"{out} is not empty and holds no {Layout.META}: refusing to replace a non-index folder")
+    compound_langs = [c for c in _parse_list(compounds, COMPOUND_LANGS, "compound language(s)", allow_empty=True)
+                      if c in langs or translation or translation_dir is not None]
+    try:
+        xopts = TranslationOptions(build=translation, reuse_dir=Path(translation_dir) if translation_dir else None,
+                                   compounds=tuple(compound_langs))
+    except TranslationBuildError as exc:
+        raise BuildError(str(exc)) from exc
     records: Iterable[PatentRecord]
     if isinstance(corpus, str | Path):
         if not Path(corpus).is_file():
             raise BuildError(f"corpus file {corpus} does not exist")
         records = read_corpus(corpus)
     else:
-        records = corpus
+        records = corpus if isinstance(corpus, list | tuple) else list(corpus)  # read twice with compounds
 
     tmp = out.parent / f".{out.name}.building-{os.getpid()}"
     if tmp.exists():
@@ -229,13 +267,26 @@ def build_index(
     tmp.mkdir(parents=True)
     t0, c0 = time.perf_counter(), _cpu_s()
     try:
-        analyzers = {lang: CachedAnalyzer(get_analyzer(lang)) for lang in langs}
+        # cross-lingual part, step 1: compound splitters (they change how German text is analysed)
+        if splitters is None:
+            splitters = prepare_analysis(corpus if isinstance(corpus, str | Path) else records, xopts)
+        splitters = dict(splitters)
+        analysis = write_analysis(tmp, splitters)
+        if analysis is not None:
+            settings["analysis"] = analysis
+        collector = AlignedCollector(xopts.max_aligned_docs) if translation and translation_dir is None else None
+        analyzers = {
+            lang: CachedAnalyzer(Analyzer(lang, splitter=splitters[lang]) if lang in splitters else get_analyzer(lang))
+            for lang in langs
+        }
         builders = {lang: SparseIndexBuilder(scoring=scoring, k1=k1, b=b, epsilon=epsilon) for lang in langs}
         fields_t = tuple(field_list)
         show = sys.stderr.isatty() if progress is None else progress
         with DocStoreWriter(tmp) as store:
             for rec in tqdm(records, desc="indexing", unit="doc", disable=not show, file=sys.stderr, mininterval=1):
                 store.add(rec)
+                if collector is not None:
+                    collector.add(rec)
                 have = rec.languages
                 for lang in langs:
                     builders[lang].add(analyzers[lang](rec.text(lang, fields_t)) if lang in have else [])
@@ -244,6 +295,7 @@ def build_index(
         if n_docs == 0:
             raise BuildError("the corpus holds no records")
         bm25: dict[str, Any] = {}
+        vocabs: dict[str, set[str]] = {}
         for lang in langs:
             index = builders.pop(lang).finish()
             index.save(tmp / "bm25" / lang)
@@ -261,11 +313,13 @@ def build_index(
                 len(index.vocab),
                 index.params["nnz"],
             )
+            if collector is not None:
+                vocabs[lang] = set(index.vocab)
             del index
         components: dict[str, Any] = {"docstore": docstore, "bm25": bm25}
-        tables: list[dict[str, Any]] = []
-        if translation_dir is not None:
-            tables = _copy_tables(Path(translation_dir), tmp / "translation")
+        # cross-lingual part, step 2: translation tables of every direction into an indexed language
+        tables, xreport = _translation_tables(tmp, xopts, langs, collector, vocabs, show)
+        xreport["compounds"] = {lang: sp.settings() for lang, sp in splitters.items()}
         components["translation"] = tables
         components["passages"] = build_passage_index(tmp, analyzers=analyzers, progress=show)
         components["build"] = {"n_docs": n_docs, "corpus": str(corpus) if isinstance(corpus, str | Path) else None}
@@ -293,6 +347,7 @@ def build_index(
         index_bytes=_dir_bytes(out),
         langs=bm25,
         translation=[t["file"] for t in tables],
+        translation_report=xreport,
         models=models_report,
         fusion=fusion_report,
         passages=components["passages"],

@@ -8,7 +8,8 @@ Layout (every path below is relative to the folder; :class:`Layout` names each o
     doc_ids.json           row -> publication id        docs.dates.npy    publication day per row
     codes/<level>.*        IPC/CPC codes per level (filters)
     bm25/<lang>/           sparse index per indexed language (service/retrieval/sparse.py)
-    translation/<s>-<t>.json  PSQ translation tables (service/retrieval/translate.py)
+    translation/<s>-<t>.json  PSQ translation tables (service/retrieval/translate.py): de-en, fr-en, en-de, en-fr
+    analysis/compounds-<lang>.json  compound splitter word list (service/text/compounds.py; settings.analysis)
     models/                the ONNX models and vocabularies (service/retrieval/neural.py)
     dense/vectors.npy, dense/index.faiss     dual-encoder vectors + FAISS (service/retrieval/dense.py)
     rerank/<encoding>.npy  the rankers' document encodings (service/stages/rerank.py)
@@ -66,6 +67,7 @@ class Layout:
     CODES = "codes"
     BM25 = "bm25"
     TRANSLATION = "translation"
+    ANALYSIS = "analysis"
     MODELS = "models"
     DENSE = "dense"
     DENSE_VECTORS = "dense/vectors.npy"
@@ -88,6 +90,10 @@ class Layout:
     @staticmethod
     def table(src: str, tgt: str) -> str:
         return f"translation/{src}-{tgt}.json"
+
+    @staticmethod
+    def compounds(lang: str) -> str:
+        return f"analysis/compounds-{lang}.json"
 
     @staticmethod
     def rerank(encoding: str) -> str:
@@ -117,12 +123,13 @@ def validate_settings(settings: Mapping[str, Any]) -> dict[str, Any]:
     Raises ``ValueError`` naming the offending setting.
     """
     required = ("fields", "index_langs", "scoring", "k1", "b", "epsilon")
+    optional = ("analysis",)  # text analysis beyond the default analyzers (compound splitting)
     missing = [k for k in required if k not in settings]
     if missing:
         raise ValueError(f"missing setting(s): {', '.join(missing)}")
-    unknown = sorted(set(settings) - set(required))
+    unknown = sorted(set(settings) - set(required) - set(optional))
     if unknown:
-        raise ValueError(f"unexpected setting(s): {', '.join(unknown)} (known: {', '.join(required)})")
+        raise ValueError(f"unexpected setting(s): {', '.join(unknown)} (known: {', '.join(required + optional)})")
     _check_list("fields", settings["fields"], FIELDS)
     _check_list("index_langs", settings["index_langs"], LANGS)
     if settings["scoring"] not in SCORINGS:
@@ -134,7 +141,12 @@ def validate_settings(settings: Mapping[str, Any]) -> dict[str, Any]:
         raise ValueError(f"setting 'b' must be a number in [0, 1], got {b!r}")
     if not _is_number(eps) or not 0 <= eps <= 1:
         raise ValueError(f"setting 'epsilon' must be a number in [0, 1], got {eps!r}")
-    return {k: (list(settings[k]) if isinstance(settings[k], list) else settings[k]) for k in required}
+    out = {k: (list(settings[k]) if isinstance(settings[k], list) else settings[k]) for k in required}
+    if "analysis" in settings:
+        from service.text.compounds import check_analysis
+
+        out["analysis"] = check_analysis(settings["analysis"])
+    return out
 
 
 # ------------------------------------------------------------------------------------------ meta.json

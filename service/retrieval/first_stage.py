@@ -3,16 +3,29 @@
 Routes. An index holds one sparse index per indexed language, rows aligned on the doc store. A query
 in language ``L`` is searched:
 
-- in the ``L`` index when there is one (``mono``);
-- when ``L != en`` and there is an English index: with ``translate=True`` by PSQ through
-  ``translation/L-en.json`` (``psq``); with ``translate=False`` as the raw analysed ``L`` terms
-  (``raw``, the "no translation" baseline); with ``translate="<name or path>"`` by PSQ through that
-  table. With ``translate=True`` and no table for ``L``, the raw route is used only when ``L`` has
-  no index of its own (a note says so).
+- in the ``L`` index when there is one (``mono``, route name ``L``);
+- with ``translate=True``, in every other indexed language ``X`` for which the index has a table
+  ``translation/L-X.json`` (``psq``, route name ``X:psq``): ``de``/``fr`` -> ``en``, ``en`` -> ``de``/``fr``
+  (so an English query reaches German- and French-only documents), ``de`` <-> ``fr`` (a direct table, or,
+  when there is none, ``L-en`` and ``en-X`` composed at query time: the route's ``table`` then says
+  ``via en``);
+- with ``translate=False`` and ``L != en``: the raw analysed ``L`` terms in the English index (``raw``,
+  the "no translation" baseline); with ``translate="<name or path>"``: by PSQ through that one table
+  (offline experiments). With ``translate=True`` and no table into English, the raw route is used only
+  when ``L`` has no index of its own (a note says so).
 
-Combination. One route: its raw scores. Several: each route's scores are divided by that route's
-best score among the allowed documents (a route whose best score is not positive contributes 0), and a
-document gets the maximum over routes.
+Query analysis uses the analyzers the index was built with (``meta.json`` ``settings.analysis``: German
+compounds split into their parts, see ``service.text.compounds``).
+
+Combination. One route: its raw scores. Several routes score the same document in different languages,
+so their raw BM25 scores are not comparable (other collection statistics, another number of query
+units). Each route's score is divided by the best score any document could reach for that query in
+that route: ``sum_u w_u * idf_u * (k1 + 1)`` for BM25 (``sum_u w_u * idf_u`` for tf-idf), where a unit
+that matches nothing in the route's index counts with the idf of a term seen once -- so a route that
+cannot express part of the query is not rewarded for it. The result is the fraction of the query's
+attainable weight a document matches, in [0, 1) whatever the route; a document gets its maximum over
+routes, and the hit says which route gave it (``Hit.route``). ``combine="max"`` keeps the older
+per-route normalisation by the best score found (each route's best hit gets 1; for comparison).
 
 Query reduction. Long queries keep their ``max_query_terms`` terms of highest tf-idf (query tf times
 idf in the first route's index; default 100, the passage paper's claims setting; 0 = keep all).
@@ -23,6 +36,7 @@ paper's two query forms (Mahdabi et al. 2011), ``"text"`` uses title, abstract a
 from __future__ import annotations
 
 import logging
+import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -37,17 +51,22 @@ from service.index.folder import IndexFolder, IndexFormatError, IndexMeta, Layou
 from service.index.store import DocStore
 from service.query import Query, QueryError, resolve
 from service.retrieval.sparse import QueryUnit, SparseIndex, top_k
-from service.retrieval.translate import TranslationTable
-from service.text.analysis import get_analyzer
+from service.retrieval.translate import PivotTable, TranslationTable
+from service.text.analysis import SUPPORTED_LANGS, Analyzer, get_analyzer
+from service.text.compounds import load_analyzers
 
 log = logging.getLogger(__name__)
 
 DEFAULT_MAX_QUERY_TERMS = 100
 PAPER_TERMS = {"abstract": 10, "claims": 100}
+COMBINES = ("weight", "reference", "max")
+PARTS_MAX_TERMS = 20
+PIVOT_LANG = "en"
 
 @dataclass(slots=True)
 class Hit:
-    """One retrieved document. ``route_scores``: raw score per route that matched it."""
+    """One retrieved document. ``route_scores``: raw score per route that matched it; ``route``: the route
+    whose (normalised) score is the hit's score."""
 
     doc_id: str
     row: int
@@ -55,6 +74,7 @@ class Hit:
     rank: int
     matched_terms: list[str]
     route_scores: dict[str, float]
+    route: str | None = None
 
 
 @dataclass(frozen=True)
@@ -62,9 +82,10 @@ class RouteInfo:
     name: str  # e.g. "de", "en:psq", "en:raw"
     index_lang: str
     kind: str  # mono | psq | raw
-    table: str | None
+    table: str | None  # e.g. "de-en", "de-fr via en"
     n_matched: int
     max_score: float
+    norm: float = 0.0  # the score a document would need to reach 1 after normalisation (0: raw scores)
 
 
 @dataclass(frozen=True)
@@ -98,10 +119,63 @@ class _Route:
     table: TranslationTable | None = None
     table_name: str | None = None
 
-    def units(self, counts: Mapping[str, int]) -> list[QueryUnit]:
+    def units(
+        self, counts: Mapping[str, int], groups: Sequence[tuple[str, tuple[str, ...]]] = (), *, parts: bool = True
+    ) -> list[QueryUnit]:
+        """Query units of this route. With compound ``groups`` (word term, its parts' terms) a PSQ route
+        translates a compound the table knows as a whole and drops its parts; one the table does not know is
+        translated through its parts, which share the word's weight (the untranslatable whole is dropped).
+        ``parts=False`` never translates parts (compounds split on the index side only)."""
         if self.table is None:
             return [({t: 1.0}, float(c)) for t, c in counts.items()]
-        return [(self.table.translate_term(t), float(c)) for t, c in counts.items()]
+        weight: dict[str, float] = {t: float(c) for t, c in counts.items()}
+        for whole, pieces in groups:
+            if not pieces:
+                continue
+            if whole in self.table or not parts:
+                for p in pieces:  # a known compound translates as a whole
+                    if p in weight:
+                        weight[p] -= 1.0
+            else:  # an unknown one through its parts, which share the word's weight
+                if whole in weight:
+                    weight[whole] -= 1.0
+                for p in pieces:
+                    if p in weight:
+                        weight[p] -= 1.0 - 1.0 / len(pieces)
+        return [(self.table.translate_term(t), w) for t, w in weight.items() if w > 1e-9]
+
+
+def reference_score(index: SparseIndex, units: Sequence[QueryUnit]) -> float:
+    """The score of the query's own best translation as a document of average length in ``index``.
+
+    Each unit counts as if a document held its most probable target term once (expected tf = that
+    probability), so a route whose translations spread their probability is measured against what a
+    perfect match *in that route* scores, not against an untranslated query's. Units that match nothing
+    in the index count with the idf of a term seen once (a miss)."""
+    rare = index.idf_of(1.0)
+    total = 0.0
+    for mapping, weight in units:
+        if not mapping:
+            continue
+        idf = index.unit_idf(mapping) if any(t in index.term_id for t in mapping) else rare
+        tf = max(mapping.values())
+        if index.scoring == "bm25":
+            part = tf * (index.k1 + 1) / (tf + index.k1)
+        else:
+            part = math.log1p(tf) / math.log(2.0)
+        total += weight * idf * part
+    return total
+
+
+def attainable_score(index: SparseIndex, units: Sequence[QueryUnit]) -> float:
+    """The best score a document could reach for ``units`` in ``index`` (see the module docstring)."""
+    rare = index.idf_of(1.0)
+    bound = index.k1 + 1 if index.scoring == "bm25" else 1.0
+    total = 0.0
+    for mapping, weight in units:
+        if mapping:
+            total += weight * (index.unit_idf(mapping) if any(t in index.term_id for t in mapping) else rare)
+    return total * bound
 
 
 def reduce_terms(counts: Mapping[str, int], idf: Mapping[str, float], max_terms: int) -> dict[str, int]:
@@ -121,14 +195,33 @@ class FirstStage:
         meta: IndexMeta,
         docs: DocStore,
         indexes: Mapping[str, SparseIndex],
-        tables: Mapping[str, TranslationTable],
+        tables: Mapping[str, TranslationTable] | Mapping[tuple[str, str], TranslationTable],
         *,
         max_query_terms: int = DEFAULT_MAX_QUERY_TERMS,
+        analyzers: Mapping[str, Analyzer] | None = None,
+        combine: str = "reference",
+        compound_parts: int = PARTS_MAX_TERMS,
     ) -> None:
+        if combine not in COMBINES:
+            raise ValueError(f"unknown route combination {combine!r}; valid: {', '.join(COMBINES)}")
         self.meta = meta
         self.docs = docs
         self.indexes = dict(indexes)
-        self.tables = dict(tables)  # by source language
+        # tables by (source, target); a mapping by source language alone means tables into English
+        self.pair_tables: dict[tuple[str, str], TranslationTable] = {
+            (key if isinstance(key, tuple) else (key, "en")): t for key, t in tables.items()
+        }
+        # de <-> fr (any pair without its own table) through English, composed at query time
+        for src in SUPPORTED_LANGS:
+            for tgt in self.indexes:
+                legs = self.pair_tables.get((src, PIVOT_LANG)), self.pair_tables.get((PIVOT_LANG, tgt))
+                if src != tgt and (src, tgt) not in self.pair_tables and legs[0] is not None and legs[1] is not None:
+                    self.pair_tables[(src, tgt)] = PivotTable(legs[0], legs[1])
+        self.tables = {src: t for (src, tgt), t in self.pair_tables.items() if tgt == "en"}  # into English, by source
+        self.analyzers = dict(analyzers or {})  # the index's analyzers (compound splitting); others: default
+        self.combine = combine
+        # translate the parts of compounds a table does not know in queries of at most this many terms
+        self.compound_parts = compound_parts
         self._file_tables: dict[str, TranslationTable] = {}  # tables given as a file path at query time
         self.max_query_terms = max_query_terms
         for lang, idx in self.indexes.items():
@@ -161,31 +254,39 @@ class FirstStage:
         indexes = {
             lang: SparseIndex.load(folder.path(Layout.bm25(lang)), mmap=mmap) for lang in folder.settings["index_langs"]
         }
-        tables: dict[str, TranslationTable] = {}
+        tables: dict[tuple[str, str], TranslationTable] = {}
         for entry in folder.components.get("translation", []):
             try:
                 table = TranslationTable.load(folder.path(entry["file"]))
             except (KeyError, TypeError, ValueError) as exc:
                 raise IndexFormatError(f"{folder.path(Layout.META)}: bad translation entry {entry!r}: {exc}") from exc
-            tables[table.src] = table
-        return cls(folder.meta, docs, indexes, tables, max_query_terms=max_query_terms)
+            tables[(table.src, table.tgt)] = table
+        try:
+            analyzers = load_analyzers(folder.root, folder.settings.get("analysis"))
+        except ValueError as exc:
+            raise IndexFormatError(f"{folder.path(Layout.META)}: settings.analysis: {exc}") from exc
+        return cls(folder.meta, docs, indexes, tables, max_query_terms=max_query_terms, analyzers=analyzers)
+
+    def analyzer(self, lang: str) -> Analyzer:
+        """The analyzer of ``lang`` this index was built with."""
+        return self.analyzers.get(lang) or get_analyzer(lang)
 
     # ------------------------------------------------------------------ helpers
 
-    def _table(self, translate: bool | str, lang: str) -> tuple[TranslationTable | None, str | None]:
-        if translate is False or lang == "en":
-            return None, None
-        if translate is True:
-            table = self.tables.get(lang)
-            return table, (f"{lang}-en" if table else None)
-        name = str(translate)
-        if name.removesuffix(".json") in {f"{src}-en" for src in self.tables}:
-            src = name.removesuffix(".json").split("-")[0]
-            table = self.tables[src]
+    @staticmethod
+    def _table_label(table: TranslationTable) -> str:
+        via = next((x.split(":", 1)[1] for x in table.sources if x.startswith("pivot:")), None)
+        return f"{table.src}-{table.tgt}" + (f" via {via}" if via else "")
+
+    def _named_table(self, name: str, lang: str) -> TranslationTable:
+        """A table given by name (``"de-en"``) or as a JSON file path (offline experiments)."""
+        key = tuple(name.removesuffix(".json").split("-", 1))
+        if len(key) == 2 and key in self.pair_tables:
+            table = self.pair_tables[key]
         else:
             path = Path(name)
             if not path.is_file():
-                known = ", ".join(f"{s}-en" for s in self.tables) or "none"
+                known = ", ".join(f"{s}-{t}" for s, t in self.pair_tables) or "none"
                 raise QueryError(f"translation table {name!r} is neither a table of this index ({known}) nor a file")
             cached = self._file_tables.get(name)
             if cached is None:
@@ -197,18 +298,42 @@ class FirstStage:
                     self._file_tables.pop(next(iter(self._file_tables)))
                 self._file_tables[name] = cached
             table = cached
-        if table.src != lang or table.tgt != "en":
-            raise QueryError(f"translation table {name!r} translates {table.src}->{table.tgt}, the query is {lang}")
-        return table, name
+        if table.src != lang or table.tgt not in self.indexes or table.tgt == lang:
+            raise QueryError(
+                f"translation table {name!r} translates {table.src}->{table.tgt}; the query is {lang} and the "
+                f"index holds {', '.join(self.indexes)}"
+            )
+        return table
+
+    def _table(self, translate: bool | str, lang: str, tgt: str = "en") -> tuple[TranslationTable | None, str | None]:
+        if translate is False or lang == tgt:
+            return None, None
+        if translate is True:
+            table = self.pair_tables.get((lang, tgt))
+            return table, (self._table_label(table) if table else None)
+        table = self._named_table(str(translate), lang)
+        return (table, str(translate)) if table.tgt == tgt else (None, None)
 
     def _routes(self, lang: str, translate: bool | str, notes: list[str]) -> list[_Route]:
         routes: list[_Route] = []
         if lang in self.indexes:
             routes.append(_Route(lang, lang, "mono"))
-        if lang != "en" and "en" in self.indexes:
-            table, name = self._table(translate, lang)
-            if table is not None:
-                routes.append(_Route("en:psq", "en", "psq", table, name))
+        if isinstance(translate, str):
+            table = self._named_table(translate, lang)
+            routes.append(_Route(f"{table.tgt}:psq", table.tgt, "psq", table, translate))
+            return routes
+        for tgt in self.indexes:
+            if tgt == lang:
+                continue
+            found, name = self._table(translate, lang, tgt)
+            if found is not None:
+                routes.append(_Route(f"{tgt}:psq", tgt, "psq", found, name))
+            elif tgt != "en":
+                if translate is not False:
+                    notes.append(
+                        f"no {lang}-{tgt} translation table in this index: documents with {tgt} text only were not "
+                        "reached (rebuild with `priorart build`, which builds the tables)"
+                    )
             elif translate is False or not routes:
                 if translate is not False:
                     notes.append(
@@ -219,7 +344,8 @@ class FirstStage:
             else:
                 notes.append(
                     f"no {lang}-en translation table in this index: English documents were not searched "
-                    "(build with --translation, or pass translate=False for untranslated terms)"
+                    "(rebuild with `priorart build`, which builds the tables, or pass translate=False for "
+                    "untranslated terms)"
                 )
         if not routes:
             raise QueryError(
@@ -279,7 +405,9 @@ class FirstStage:
             raise QueryError(f"max_query_terms must be >= 0, got {max_query_terms}")
 
         routes = self._routes(lang, translate, notes)
-        terms = get_analyzer(lang)(text)
+        analyzer = self.analyzer(lang)
+        groups = analyzer.groups(text) if analyzer.splitter is not None else []
+        terms = [t for whole, parts in groups for t in (whole, *parts)] if groups else analyzer(text)
         counts: dict[str, int] = dict(Counter(terms))
         n_before = len(counts)
         if max_query_terms and len(counts) > max_query_terms:
@@ -295,7 +423,7 @@ class FirstStage:
         per_route: list[tuple[_Route, np.ndarray, np.ndarray, list[QueryUnit]]] = []
         infos: list[RouteInfo] = []
         for route in routes:
-            units = route.units(counts)
+            units = route.units(counts, groups, parts=len(counts) <= self.compound_parts)
             scores = self.indexes[route.index_lang].score(units)
             # candidates: rows with a non-zero score (rows without any query term score exactly 0; so does
             # the rare row whose only terms have idf 0)
@@ -303,20 +431,35 @@ class FirstStage:
             allowed = matched if mask is None else matched & mask
             best = float(np.max(scores, where=allowed, initial=-np.inf)) if allowed.any() else 0.0
             per_route.append((route, scores, allowed, units))
+            norm = 0.0
+            if len(routes) > 1:
+                if self.combine == "weight":
+                    norm = attainable_score(self.indexes[route.index_lang], units)
+                elif self.combine == "reference":
+                    norm = reference_score(self.indexes[route.index_lang], units)
+                else:
+                    norm = best
             infos.append(
-                RouteInfo(route.name, route.index_lang, route.kind, route.table_name, int(allowed.sum()), best)
+                RouteInfo(route.name, route.index_lang, route.kind, route.table_name, int(allowed.sum()), best, norm)
             )
+        winner: np.ndarray | None = None
         if len(per_route) == 1:
             final, allowed_any = per_route[0][1], per_route[0][2]
             combine = "raw"
         else:
             final = np.zeros(len(self.docs))
+            winner = np.full(len(self.docs), -1, dtype=np.int16)
             allowed_any = np.zeros(len(self.docs), dtype=bool)
-            for (_, scores, allowed, _), rinfo in zip(per_route, infos, strict=True):
-                norm = np.where(allowed, scores / rinfo.max_score if rinfo.max_score > 0 else 0.0, 0.0)
-                np.maximum(final, norm, out=final)
-                allowed_any |= allowed
-            combine = "max-normalised"
+            for i, ((_, scores, allowed, _), rinfo) in enumerate(zip(per_route, infos, strict=True)):
+                if rinfo.norm <= 0 or not allowed.any():
+                    continue
+                rows_r = np.flatnonzero(allowed)
+                normed = scores[rows_r] / rinfo.norm
+                better = normed > final[rows_r]
+                final[rows_r[better]] = normed[better]
+                winner[rows_r[better]] = i
+                allowed_any[rows_r] = True
+            combine = {"weight": "query-weight", "reference": "reference", "max": "max-normalised"}[self.combine]
         rows = top_k(final, n, allowed_any) if allowed_any.any() else np.zeros(0, dtype=np.int64)
 
         # explanations (plain Python lists: per-element numpy scalar access is slow at depth 1000)
@@ -335,8 +478,10 @@ class FirstStage:
                     if t not in mine:
                         mine.append(t)
         ids = self.docs.ids
+        names = [r.name for r in routes]
+        won = winner[rows].tolist() if winner is not None else [0] * len(row_list)
         hits = [
-            Hit(ids[r], r, score, i + 1, matched_terms[i], route_scores[i])
+            Hit(ids[r], r, score, i + 1, matched_terms[i], route_scores[i], names[won[i]] if won[i] >= 0 else None)
             for i, (r, score) in enumerate(zip(row_list, final[rows].tolist(), strict=True))
         ]
         if not counts:

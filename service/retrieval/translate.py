@@ -15,6 +15,8 @@ from pathlib import Path
 TABLE_FORMAT = "priorart-translation-table"
 TABLE_VERSION = 1
 
+TRANSLATION_LANGS = ("en", "de", "fr")
+
 
 class TranslationTable:
     """p(target term | source term) for one language pair, pruned for query time."""
@@ -130,3 +132,49 @@ def table_path(path: str | Path, src: str, tgt: str = "en") -> Path:
         f"no {src}-{tgt} translation table at {path} (looked for {path}/translation/{name} and {path}/{name}); "
         "build one with `priorart translate-train`"
     )
+
+
+class PivotTable(TranslationTable):
+    """``src`` -> ``tgt`` through a pivot language, composed at query time from two tables (``de-en`` and
+    ``en-fr`` give ``de-fr``): p(t|s) = sum_e p(e|s) p(t|e) over the query-time-pruned alternatives of
+    both legs, then pruned the same way. Nothing is stored; a term the first table does not know passes
+    through both legs unchanged (numbers, codes, cognates)."""
+
+    def __init__(self, first: TranslationTable, second: TranslationTable) -> None:
+        if first.tgt != second.src or first.src == second.tgt:
+            raise ValueError(f"cannot compose {first.src}-{first.tgt} with {second.src}-{second.tgt}")
+        super().__init__(
+            {},
+            src=first.src,
+            tgt=second.tgt,
+            sources=[f"pivot:{first.tgt}"],
+            max_alternatives=first.max_alternatives,
+            cumulative=first.cumulative,
+            min_prob=first.min_prob,
+        )
+        self.first, self.second, self.pivot = first, second, first.tgt
+        self._memo: dict[str, dict[str, float]] = {}
+
+    def __len__(self) -> int:
+        return len(self.first)
+
+    def __contains__(self, term: object) -> bool:
+        return term in self.first
+
+    def lookup(self, term: str) -> list[tuple[str, float]]:
+        mixed: dict[str, float] = {}
+        for e, p in self.first.translate_term(term).items():
+            for t, q in self.second.translate_term(e).items():
+                mixed[t] = mixed.get(t, 0.0) + p * q
+        return sorted(mixed.items(), key=lambda kv: (-kv[1], kv[0]))
+
+    def translate_term(self, term: str) -> dict[str, float]:
+        cached = self._memo.get(term)
+        if cached is None:
+            cached = super().translate_term(term)
+            if len(self._memo) < 100_000:
+                self._memo[term] = cached
+        return cached
+
+    def to_json(self) -> dict[str, object]:
+        raise TypeError("a pivot table is composed at query time and not saved; save its two legs")

@@ -28,6 +28,7 @@ class FirstStageStep:
             rows=rows,
             scores={"bm25": np.array([h.score for h in res.hits], dtype=np.float64)},
             matched_terms={h.row: h.matched_terms for h in res.hits},
+            routes={h.row: h.route for h in res.hits if h.route},
             in_first=np.ones(len(rows), dtype=bool),
             in_dense=np.zeros(len(rows), dtype=bool),
             first_info=res.info,

@@ -13,8 +13,12 @@ import re
 import unicodedata
 from functools import lru_cache
 from importlib import resources
+from typing import TYPE_CHECKING
 
 import Stemmer  # PyStemmer
+
+if TYPE_CHECKING:
+    from service.text.compounds import CompoundSplitter
 
 SUPPORTED_LANGS = ("en", "de", "fr")
 _STEMMER_NAMES = {"en": "english", "de": "german", "fr": "french"}
@@ -70,17 +74,34 @@ def _is_special(tok: str) -> bool:
 
 
 class Analyzer:
-    """Turns text of one language into index terms. Instances are cheap to share (stateless)."""
+    """Turns text of one language into index terms. Instances are cheap to share (stateless).
 
-    def __init__(self, lang: str, *, stem: bool = True, remove_stopwords: bool = True) -> None:
+    With a ``splitter`` (:class:`service.text.compounds.CompoundSplitter`) a word that splits into
+    known parts gives its own term followed by the terms of its parts (``ausdehnungsgefäß`` ->
+    ``ausdehnungsgefass ausdehn gefass``).
+    """
+
+    def __init__(
+        self,
+        lang: str,
+        *,
+        stem: bool = True,
+        remove_stopwords: bool = True,
+        splitter: CompoundSplitter | None = None,
+    ) -> None:
         if lang not in SUPPORTED_LANGS:
             raise ValueError(f"unsupported language {lang!r}; choose one of {', '.join(SUPPORTED_LANGS)}")
+        if splitter is not None and splitter.lang != lang:
+            raise ValueError(f"a {splitter.lang} compound splitter cannot analyse {lang} text")
         self.lang = lang
         self.stem = stem
         self.remove_stopwords = remove_stopwords
+        self.splitter = splitter
         self._stemmer = Stemmer.Stemmer(_STEMMER_NAMES[lang])
         self._stop = stopwords(lang) if remove_stopwords else frozenset()
+        self._part_stop = stopwords(lang)
         self._cache: dict[str, str] = {}
+        self._split_cache: dict[str, tuple[str, ...]] = {}
 
     def term(self, token: str) -> str:
         """Map one normalised token to its index term (stem + accent folding)."""
@@ -95,12 +116,43 @@ class Analyzer:
             self._cache[token] = term
         return term
 
+    def terms(self, token: str) -> tuple[str, ...]:
+        """All index terms of one normalised token: its term, then (with a splitter) its parts' terms."""
+        cached = self._split_cache.get(token)
+        if cached is not None:
+            return cached
+        whole = self.term(token)
+        parts: tuple[str, ...] = ()
+        if self.splitter is not None and not _is_special(token):
+            parts = tuple(self.term(p) for p in self.splitter.split(token) if p not in self._part_stop)
+        out = (whole, *parts)
+        if len(self._split_cache) < 500_000:
+            self._split_cache[token] = out
+        return out
+
     def __call__(self, text: str) -> list[str]:
         stop = self._stop
-        return [self.term(t) for t in tokenize(text) if t not in stop and (len(t) > 1 or t.isdigit())]
+        if self.splitter is None:
+            return [self.term(t) for t in tokenize(text) if t not in stop and (len(t) > 1 or t.isdigit())]
+        out: list[str] = []
+        for t in tokenize(text):
+            if t not in stop and (len(t) > 1 or t.isdigit()):
+                out.extend(self.terms(t))
+        return out
+
+    def groups(self, text: str) -> list[tuple[str, tuple[str, ...]]]:
+        """``(term, its parts' terms)`` per kept token (parts empty unless a splitter split the word)."""
+        stop = self._stop
+        out = []
+        for t in tokenize(text):
+            if t not in stop and (len(t) > 1 or t.isdigit()):
+                whole, *parts = self.terms(t)
+                out.append((whole, tuple(parts)))
+        return out
 
     def __repr__(self) -> str:
-        return f"Analyzer(lang={self.lang!r}, stem={self.stem}, remove_stopwords={self.remove_stopwords})"
+        extra = f", splitter={len(self.splitter)} words" if self.splitter is not None else ""
+        return f"Analyzer(lang={self.lang!r}, stem={self.stem}, remove_stopwords={self.remove_stopwords}{extra})"
 
 
 @lru_cache(maxsize=8)

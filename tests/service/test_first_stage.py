@@ -141,7 +141,11 @@ def test_german_query_reaches_english_only_documents_by_psq(stage: FirstStage) -
     res = stage.search("Rückschlagventil Flüssigkeit Kolben", lang="de", k=5)
     assert res.hits[0].doc_id == "US05000003A"
     assert [r.name for r in res.info.routes] == ["de", "en:psq"] and res.info.translation == "de-en"
-    assert res.info.combine == "max-normalised" and res.hits[0].score == pytest.approx(1.0)
+    # several routes: each score is divided by the route's reference score (the query's best translation)
+    psq = res.info.routes[1]
+    assert res.info.combine == "reference" and res.hits[0].route == "en:psq"
+    assert res.hits[0].score == pytest.approx(res.hits[0].route_scores["en:psq"] / psq.norm)
+    assert res.hits[0].score > 0
     assert {"check", "valv", "liquid", "piston"} >= set(res.hits[0].matched_terms) >= {"piston"}
     # no translation: the raw German terms find nothing in English text
     base = stage.search("Rückschlagventil Flüssigkeit Kolben", lang="de", k=5, translate=False)
@@ -225,7 +229,7 @@ def test_bad_queries(stage: FirstStage) -> None:
     with pytest.raises(QueryError, match="empty"):
         stage.search("   ")
     res = stage.search("the and of", lang="en")
-    assert res.hits == [] and "no index terms" in res.info.notes[0]
+    assert res.hits == [] and any("no index terms" in note for note in res.info.notes)
     with pytest.raises(QueryError, match="unsupported language"):
         stage.search("x", lang="it")
     assert len(stage.search("copper", depth=5000).hits) <= len(stage.docs)  # the depth limit is a setting's

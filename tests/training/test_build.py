@@ -66,9 +66,14 @@ def test_build_writes_the_documented_layout(corpus: Path, tmp_path: Path) -> Non
         "bm25/en/params.json",
         "bm25/de/weights.npy",
         "codes/subclass.json",
+        "analysis/compounds-de.json",
+        "translation/de-en.json",
+        "translation/en-de.json",
+        "translation/fr-en.json",
     ):
         assert (d / rel).is_file(), rel
     meta = load_meta(d)
+    analysis = meta.settings.pop("analysis")
     assert meta.settings == {
         "fields": ["title", "claims"],
         "index_langs": ["en", "de"],
@@ -77,10 +82,16 @@ def test_build_writes_the_documented_layout(corpus: Path, tmp_path: Path) -> Non
         "b": 0.5,
         "epsilon": 0.25,
     }
+    assert analysis["compounds"]["de"]["file"] == "analysis/compounds-de.json"
+    # tables of every direction into an indexed language; fr -> de through English (fr-en + en-de, at query time)
+    pairs = {(t["src"], t["tgt"]) for t in meta.components["translation"]}
+    assert pairs == {("de", "en"), ("fr", "en"), ("en", "de")} and report.translation_report["mode"] == "built"
+    assert report.translation_report["directions"]["fr-de"]["sources"] == ["pivot:en"]
     assert meta.components["bm25"]["de"]["n_docs"] == 2 and meta.components["docstore"]["n_docs"] == 4
     assert report.n_docs == 4 and report.docs_per_s > 0 and report.peak_rss_mb > 0
     assert not list(tmp_path.glob(".idx.building-*"))
     stage = FirstStage.load(d)
+    assert stage.pair_tables[("fr", "de")].sources == ["pivot:en"]
     assert stage.indexes["en"].scoring == "tfidf"
     assert stage.search("copper winding", lang="en").hits[0].doc_id == "EP0000001B1"
 
@@ -126,7 +137,7 @@ def test_build_copies_translation_tables(corpus: Path, tmp_path: Path) -> None:
     assert meta.components["translation"][0]["file"] == "translation/de-en.json"
     res = FirstStage.load(tmp_path / "idx").search("Ventil", lang="de")
     assert res.info.translation == "de-en" and res.hits[0].doc_id == "EP0000003B1"
-    with pytest.raises(BuildError, match="no <src>-en.json"):
+    with pytest.raises(BuildError, match="no <src>-<tgt>.json"):
         build_index(corpus, tmp_path / "idx2", translation_dir=tmp_path)
 
 

@@ -24,7 +24,15 @@ def build_command(
     k1: float = typer.Option(1.2, "--k1", help="BM25 term-frequency saturation."),
     b: float = typer.Option(0.75, "--b", help="BM25 length normalisation (0..1)."),
     translation: Path | None = typer.Option(
-        None, "--translation", help="Folder with <src>-en.json translation tables (PSQ) to include."
+        None, "--translation", help="Reuse the <src>-<tgt>.json translation tables (PSQ) of this folder instead of "
+        "building them (e.g. `priorart translate-train` output or another index's translation/)."
+    ),
+    build_translation: bool = typer.Option(
+        True, "--build-translation/--no-translation", help="Build translation tables of every direction into an "
+        "indexed language from the corpus' aligned claims and the FreeDict lexicons (default), or none."
+    ),
+    compounds: str = typer.Option(
+        "de", "--compounds", help="Languages whose compounds are split into known parts (de, fr; '' for none)."
     ),
     force: bool = typer.Option(False, "--force", help="Replace an existing index folder."),
     as_json: bool = typer.Option(False, "--json", help="Print the build report as one JSON object."),
@@ -46,7 +54,8 @@ def build_command(
         "auto", "--fuse-task", help="Dev topics for fusion: auto (the tasks this index suits), xling or known-item."
     ),
 ) -> None:
-    """Index a corpus: doc store, one sparse index per language, translation tables, meta.json last."""
+    """Index a corpus: doc store, one sparse index per language, translation tables of every direction and
+    compound splitting (cross-lingual search needs no other step), meta.json last."""
     from service.corpus.jsonl import CorpusFormatError
     from service.index.folder import IndexFormatError
     from training.build import BuildError, build_index
@@ -61,6 +70,8 @@ def build_command(
             k1=k1,
             b=b,
             translation_dir=translation,
+            translation=build_translation,
+            compounds=compounds,
             overwrite=force,
             progress=progress,
             models_dir=models,
@@ -82,8 +93,7 @@ def build_command(
     )
     for lang, info in report.langs.items():
         typer.echo(f"  bm25/{lang}: {info['n_docs']} documents, {info['n_terms']} terms, {info['nnz']} postings")
-    for t in report.translation:
-        typer.echo(f"  {t}")
+    _echo_translation(report.translation, report.translation_report)
     if report.passages:
         p = report.passages
         typer.echo(f"  passages: {p['n_passages']} passages of {p['n_docs']} documents in {p['seconds']:.1f} s "
@@ -100,6 +110,28 @@ def build_command(
         )
     if report.fusion:
         _echo_fusion(report.fusion)
+
+
+def _echo_translation(files: list[str], info: dict[str, Any]) -> None:
+    mode = info.get("mode", "off")
+    if mode == "off":
+        typer.echo("  translation: none (--no-translation): queries reach documents in their own language only")
+    elif mode == "reused":
+        typer.echo(f"  translation: reused from {info.get('from')}: {', '.join(files) or 'no table'}")
+    else:
+        typer.echo(f"  translation: built from {info.get('aligned_documents', 0)} multilingual records' aligned "
+                   "claims + FreeDict")
+        for name, d in info.get("directions", {}).items():
+            if "composed" in d:
+                typer.echo(f"    {name}: through English ({name[:2]}-en + en-{name[3:]}, composed at query time)")
+            else:
+                sources = " + ".join(d.get("sources", []))
+                typer.echo(f"    {name}: {d.get('source_terms', 0)} source terms from {sources}")
+    for lang, c in info.get("compounds", {}).items():
+        typer.echo(f"  compounds ({lang}): split into parts known from {c['corpus_words']} corpus words and "
+                   f"{c['dictionary_words']} dictionary words")
+    for w in info.get("warnings", []):
+        typer.echo(f"  warning: {w}")
 
 
 def _echo_fusion(summary: dict[str, Any]) -> None:

@@ -1,4 +1,4 @@
-"""``priorart demo``: data -> translation tables -> (models) -> index -> serve, in one command.
+"""``priorart demo``: data -> (models) -> index (with its translation tables) -> serve, in one command.
 
 Each step runs the same CLI verb a user would run (as a subprocess, so its own progress and summary
 show), in a work folder that is reused: a step whose output already exists is skipped unless
@@ -64,7 +64,6 @@ def demo_command(
         shutil.rmtree(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
     corpus = workdir / "corpus.jsonl"
-    translation = workdir / "translation"
     models = workdir / "models"
     index = workdir / "index"
     cpc: Path | None = None
@@ -80,9 +79,8 @@ def demo_command(
         cpc = workdir / "scheme.tsv.gz"  # the synthetic corpus' own classification (for DeepWalk)
         if not corpus.exists() or not cpc.exists():
             _run("synth", ["synth", "-n", str(n), "-o", str(corpus), "--seed", str(seed), "--scheme", str(cpc)])
-    if not (translation / "translation-meta.json").exists():
-        _run("translation tables", ["translate-train", str(corpus), "-o", str(translation)])
-    build_args = ["build", str(corpus), "-o", str(index), "--translation", str(translation), "--force"]
+    # `priorart build` trains the translation tables (every direction) and the compound splitter itself
+    build_args = ["build", str(corpus), "-o", str(index), "--force"]
     if train:
         if not (models / "meta.json").exists():
             train_args = ["train", str(corpus), "-o", str(models), "--seed", str(seed),

@@ -203,3 +203,44 @@ def passages_command(
 def register(app: typer.Typer) -> None:
     """Add the ``experiment`` command group to the CLI."""
     app.add_typer(experiment_app, name="experiment")
+
+
+@experiment_app.command("xling-tasks")
+def xling_tasks_command(
+    data: Path = typer.Option(..., "--data", help="The shared data folder (with patents/ep and patents/us)."),
+    tasks: str = typer.Option("descriptions,reverse,mate", "--tasks", help="descriptions, reverse and/or mate."),
+    folds: int = typer.Option(5, "--folds", help="Cross-fitting folds (aligned models and splitter per fold)."),
+    depth: int = typer.Option(100, "--depth", help="Documents retrieved per topic."),
+    words_only: bool = typer.Option(
+        False, "--words-only", help="Drop numbers, reference signs and codes from the topics (strings that match "
+        "without translation)."
+    ),
+    compounds: str = typer.Option("de", "--compounds", help="Languages whose compounds the +compounds row splits."),
+    out: Path | None = typer.Option(None, "--out", help="Folder for runs/, <task>-qrels.txt and <task>.json."),
+    as_json: bool = typer.Option(False, "--json", help="Print the results as JSON."),
+    progress: bool | None = typer.Option(None, "--progress/--no-progress", help="Progress bars on stderr."),
+) -> None:
+    """Cross-lingual tasks in every direction: claims -> descriptions, English claim -> German/French-only
+    grants, and the mate task; rows per table direction, with and without compound splitting."""
+    from training.experiments.xling import ExperimentError
+    from training.experiments.xling_tasks import XlingTaskSettings, format_task_table, run_xling_task
+    from training.ingest import iter_records
+
+    try:
+        settings = XlingTaskSettings(folds=folds, depth=depth, words_only=words_only,
+                                     compounds=tuple(c.strip() for c in compounds.split(",") if c.strip()))
+        roots = [data / "patents" / "ep", data / "patents" / "us"]
+        missing = [str(p) for p in roots if not p.is_dir()]
+        if missing:
+            raise ExperimentError(f"patent folders not found: {', '.join(missing)} (pass --data: the shared data)")
+        records = list(iter_records(roots, progress=progress))
+        results = [run_xling_task(data, t.strip(), settings, out_dir=out, records=records, progress=progress)
+                   for t in tasks.split(",") if t.strip()]
+    except (ExperimentError, ValueError) as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from exc
+    if as_json:
+        typer.echo(json.dumps([{k: v for k, v in r.to_dict().items() if k != "per_query"} for r in results], indent=1))
+        return
+    for r in results:
+        typer.echo(format_task_table(r) + "\n")

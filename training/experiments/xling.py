@@ -189,7 +189,8 @@ def run_xling(
     with tempfile.TemporaryDirectory(prefix="xling-index-") as tmp:
         t = time.perf_counter()
         index_dir = Path(tmp) / "index"
-        build_index(records, index_dir, index_langs="en", progress=progress)
+        # the experiment brings its own cross-fitted tables: no tables, no compound splitting from the build
+        build_index(records, index_dir, index_langs="en", translation=False, compounds="", progress=progress)
         base = FirstStage.load(index_dir)
         seconds["index"] = time.perf_counter() - t
         en_vocab = set(base.indexes["en"].vocab)

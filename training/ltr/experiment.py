@@ -333,7 +333,9 @@ def run_ltr_experiment(
         t = time.perf_counter()
         index_dir = Path(tmp) / "index"
         fields = ("title", "abstract", "claims", "description") if s.task == "xling" else ("claims", "description")
-        build_index(records, index_dir, index_langs="en", fields=fields, progress=progress)
+        # cross-fitted translation comes from the experiment itself: the build makes none (and splits nothing)
+        build_index(records, index_dir, index_langs="en", fields=fields, translation=False, compounds="",
+                    progress=progress)
         fs = FirstStage.load(index_dir)
         n = len(fs.docs)
         ids = fs.docs.ids

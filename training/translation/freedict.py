@@ -1,4 +1,5 @@
-"""FreeDict German/French -> English lexicons (Debian ``dict-freedict-deu-eng``, ``dict-freedict-fra-eng``).
+"""FreeDict lexicons between English, German and French (Debian ``dict-freedict-deu-eng``, ``-fra-eng``,
+``-eng-deu``, ``-eng-fra``): German/French -> English, and English -> German/French.
 
 The files are in dictd format: ``NAME.index`` holds one line per headword (``headword TAB
 base64-offset TAB base64-length``) pointing into ``NAME.dict.dz``, a gzip-readable text file of
@@ -16,15 +17,17 @@ example, note, synonym or cross-reference line, are the translations: comma-sepa
 German lexicon has one entry per sense (the same headword repeats); the French one numbers its
 senses (``1. abasement``, ``2. decrease, lowering``) inside one entry.
 
-Turning entries into ``p(English term | source term)`` over *index terms*:
+Turning entries into ``p(target term | source term)`` over *index terms* (the English -> German/French
+lexicons have the same format and are read the same way, with the languages swapped):
 
 * the headword is analysed with ``get_analyzer(src)``; headwords that are phrases (more than one
   content term after stop words: ``sich drehen`` counts as ``dreh``) or affixes (``…fach``,
   ``Fach…``) are skipped: a table maps single terms;
-* every translation is analysed with ``get_analyzer('en')``; a single-content-word translation gives
+* every translation is analysed with ``get_analyzer(tgt)``; a single-content-word translation gives
   its term; within a sense, multi-word translations (``turning moment``) are used only when the sense
   has no single-word one, and then only through their head, the last content word (English noun
-  compounds are head-final: ``rack bay`` -> ``bay``, ``water wave`` -> ``wave``);
+  compounds are head-final: ``rack bay`` -> ``bay``, ``water wave`` -> ``wave``; so are German
+  adjective + noun phrases, ``elektrische Spannung`` -> ``spannung``);
 * each sense carries the same mass, shared uniformly by its distinct terms; the masses of all senses
   of all entries of a source term are summed and normalised. A term that translates many senses
   (``Schicht``: layer in three of them) therefore outranks a one-off sense (``shift``). Dictionary
@@ -34,7 +37,10 @@ Turning entries into ``p(English term | source term)`` over *index terms*:
 from __future__ import annotations
 
 import gzip
+import hashlib
+import json
 import logging
+import os
 import re
 from collections import defaultdict
 from collections.abc import Collection, Iterator
@@ -48,8 +54,15 @@ from service.text.analysis import get_analyzer, stopwords, tokenize
 log = logging.getLogger(__name__)
 
 DICTD_DIR = Path("/usr/share/dictd")
-LEXICON_NAMES = {"de": "freedict-deu-eng", "fr": "freedict-fra-eng"}
-DEBIAN_PACKAGES = {"de": "dict-freedict-deu-eng", "fr": "dict-freedict-fra-eng"}
+# (source, target) -> dictd name; the Debian package is "dict-" + name
+LEXICONS = {
+    ("de", "en"): "freedict-deu-eng",
+    ("fr", "en"): "freedict-fra-eng",
+    ("en", "de"): "freedict-eng-deu",
+    ("en", "fr"): "freedict-eng-fra",
+}
+LEXICON_NAMES = {src: name for (src, tgt), name in LEXICONS.items() if tgt == "en"}  # src -> English ones
+DEBIAN_PACKAGES = {pair: f"dict-{name}" for pair, name in LEXICONS.items()}
 
 _B64 = {c: i for i, c in enumerate("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/")}
 _NOT_TRANSLATION_RE = re.compile(r'^\s*(?:"|Note:|Synonyms?:|see:|Antonyms?:|Example|Usage:)')
@@ -75,11 +88,18 @@ def decode_b64_number(text: str) -> int:
     return n
 
 
-def lexicon_paths(src: str, dictd_dir: str | Path = DICTD_DIR) -> tuple[Path, Path]:
-    """``(index, dict)`` paths of the FreeDict ``src``-English lexicon (the dict may be ``.dict`` or ``.dict.dz``)."""
-    if src not in LEXICON_NAMES:
-        raise ValueError(f"no FreeDict lexicon configured for {src!r}; choose one of {', '.join(LEXICON_NAMES)}")
-    base = Path(dictd_dir) / LEXICON_NAMES[src]
+def _check_pair(src: str, tgt: str) -> str:
+    if (src, tgt) not in LEXICONS:
+        if tgt == "en":
+            raise ValueError(f"no FreeDict lexicon configured for {src!r}; choose one of {', '.join(LEXICON_NAMES)}")
+        valid = ", ".join(f"{s}-{t}" for s, t in LEXICONS)
+        raise ValueError(f"no FreeDict lexicon configured for {src}-{tgt}; choose one of {valid}")
+    return LEXICONS[(src, tgt)]
+
+
+def lexicon_paths(src: str, dictd_dir: str | Path = DICTD_DIR, *, tgt: str = "en") -> tuple[Path, Path]:
+    """``(index, dict)`` paths of the FreeDict ``src``-``tgt`` lexicon (the dict may be ``.dict`` or ``.dict.dz``)."""
+    base = Path(dictd_dir) / _check_pair(src, tgt)
     index = base.with_name(base.name + ".index")
     data = base.with_name(base.name + ".dict.dz")
     if not data.exists() and base.with_name(base.name + ".dict").exists():
@@ -146,13 +166,13 @@ def parse_entry(text: str) -> DictEntry | None:
     return DictEntry(headword=headword, senses=tuple(senses))
 
 
-def _english_terms(sense: tuple[str, ...]) -> list[str]:
+def _target_terms(sense: tuple[str, ...], tgt: str = "en") -> list[str]:
     """Index terms a sense translates to (single-word translations, else heads of multi-word ones)."""
-    en = get_analyzer("en")
+    analyzer = get_analyzer(tgt)
     single: list[str] = []
     heads: list[str] = []
     for alt in sense:
-        terms = [t for t in en(alt) if t not in _PLACEHOLDERS]
+        terms = [t for t in analyzer(alt) if t not in _PLACEHOLDERS]
         if len(terms) == 1:
             single.append(terms[0])
         elif terms:
@@ -164,19 +184,21 @@ def _english_terms(sense: tuple[str, ...]) -> list[str]:
 def lexicon_table(
     src: str,
     *,
+    tgt: str = "en",
     dictd_dir: str | Path = DICTD_DIR,
     only: Collection[str] | None = None,
     progress: bool | None = None,
 ) -> dict[str, dict[str, float]]:
-    """``{source index term: {English index term: p}}`` from the installed FreeDict lexicon.
+    """``{source index term: {target index term: p}}`` from the installed FreeDict lexicon.
 
     ``only``: build just the rows of these source terms (the same rows, less work; e.g. the terms of a
     topic set). Raises ``LexiconNotFoundError`` when the lexicon is not installed (see ``load_lexicon``).
     """
-    index, data = lexicon_paths(src, dictd_dir)
+    index, data = lexicon_paths(src, dictd_dir, tgt=tgt)
     if not index.exists() or not data.exists():
         raise LexiconNotFoundError(
-            f"FreeDict lexicon {index.with_suffix('')} not found; install {DEBIAN_PACKAGES[src]} (scripts/setup.sh)"
+            f"FreeDict lexicon {index.with_suffix('')} not found; install {DEBIAN_PACKAGES[(src, tgt)]} "
+            "(scripts/setup.sh)"
         )
     analyzer = get_analyzer(src)
     stop = stopwords(src)
@@ -184,7 +206,7 @@ def lexicon_table(
     n_entries = 0
     for _head, text in tqdm(
         read_dictd(index, data),
-        desc=f"FreeDict {src}-en",
+        desc=f"FreeDict {src}-{tgt}",
         unit=" entries",
         disable=None if progress is None else not progress,
     ):
@@ -202,32 +224,73 @@ def lexicon_table(
         s = src_terms[0]
         n_entries += 1
         for sense in entry.senses:
-            terms = _english_terms(sense)
+            terms = _target_terms(sense, tgt)
             for t in terms:
                 mass[s][t] += 1.0 / len(terms)
     table = {}
     for s, row in mass.items():
         total = sum(row.values())
         table[s] = {t: v / total for t, v in row.items()}
-    log.info("FreeDict %s-en: %d entries -> %d source terms", src, n_entries, len(table))
+    log.info("FreeDict %s-%s: %d entries -> %d source terms", src, tgt, n_entries, len(table))
     return table
 
 
 def load_lexicon(
     src: str,
     *,
+    tgt: str = "en",
     dictd_dir: str | Path = DICTD_DIR,
     only: Collection[str] | None = None,
     progress: bool | None = None,
 ) -> dict[str, dict[str, float]] | None:
     """Like ``lexicon_table`` but logs a warning and returns ``None`` when the lexicon is not installed."""
     try:
-        return lexicon_table(src, dictd_dir=dictd_dir, only=only, progress=progress)
+        return lexicon_table(src, tgt=tgt, dictd_dir=dictd_dir, only=only, progress=progress)
     except LexiconNotFoundError:
-        index, _ = lexicon_paths(src, dictd_dir)
+        index, _ = lexicon_paths(src, dictd_dir, tgt=tgt)
         log.warning(
             "FreeDict lexicon %s not found; install %s (scripts/setup.sh) — using aligned-claims-only translation",
             index,
-            DEBIAN_PACKAGES[src],
+            DEBIAN_PACKAGES[(src, tgt)],
         )
         return None
+
+
+LEXICON_CACHE_VERSION = 1  # bump when the parsing or the analysers change what a lexicon table holds
+
+
+def cache_dir() -> Path:
+    """Where parsed lexicons are cached: ``$PRIORART_CACHE_DIR`` or ``~/.cache/priorart``."""
+    return Path(os.environ.get("PRIORART_CACHE_DIR") or Path.home() / ".cache" / "priorart")
+
+
+def cached_lexicon(
+    src: str,
+    *,
+    tgt: str = "en",
+    dictd_dir: str | Path = DICTD_DIR,
+    progress: bool | None = None,
+) -> dict[str, dict[str, float]] | None:
+    """``load_lexicon`` for the whole lexicon, cached on disk (parsing the German one takes ~25 s, reading the
+    cache ~1 s). The cache key is the dictd files' size and mtime and ``LEXICON_CACHE_VERSION``; an
+    unwritable cache folder only costs the parse."""
+    index, data = lexicon_paths(src, dictd_dir, tgt=tgt)
+    if not index.exists() or not data.exists():
+        return load_lexicon(src, tgt=tgt, dictd_dir=dictd_dir, progress=progress)  # warns, returns None
+    stamp = "|".join(f"{p.resolve()}:{p.stat().st_size}:{p.stat().st_mtime_ns}" for p in (index, data))
+    key = hashlib.sha256(f"{LEXICON_CACHE_VERSION}|{stamp}".encode()).hexdigest()[:16]
+    path = cache_dir() / "lexicons" / f"{LEXICONS[(src, tgt)]}-{key}.json"
+    try:
+        cached: dict[str, dict[str, float]] = json.loads(path.read_text(encoding="utf-8"))
+        return cached
+    except (OSError, ValueError):
+        pass
+    table = lexicon_table(src, tgt=tgt, dictd_dir=dictd_dir, progress=progress)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(table, ensure_ascii=False, separators=(",", ":")), encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError as exc:
+        log.warning("cannot cache the parsed lexicon in %s: %s", path.parent, exc)
+    return table

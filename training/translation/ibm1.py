@@ -16,15 +16,18 @@ from __future__ import annotations
 import logging
 import math
 from collections import Counter
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from tqdm import tqdm
 
 from service.corpus.record import PatentRecord
 from service.text.analysis import Analyzer, get_analyzer, stopwords
+
+if TYPE_CHECKING:
+    from service.text.compounds import CompoundSplitter
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +44,7 @@ def aligned_pairs(
     exclude_ids: Collection[str] = (),
     titles: bool = True,
     function_words: bool = False,
+    splitters: Mapping[str, CompoundSplitter] | None = None,
 ) -> tuple[list[SentencePair], list[str]]:
     """Analysed (source, target) term lists of the claims (and titles) a record has in both languages.
 
@@ -50,12 +54,16 @@ def aligned_pairs(
     alignments of the words around them. Records whose id is in ``exclude_ids`` are skipped (their
     text must not be seen when they are evaluation topics). ``function_words`` keeps stop words on
     both sides (stemmed like every term), so that words whose translation is a stop word ("worin" ->
-    "wherein") can align to it instead of to content words. Returns the pairs and the ids used.
+    "wherein") can align to it instead of to content words. ``splitters``: compound splitters per
+    language (the index's analysis: compounds give their term and their parts' terms). Returns the pairs
+    and the ids used.
     """
     if src == tgt:
         raise ValueError(f"source and target language are both {src!r}")
-    if function_words:
-        a_src, a_tgt = Analyzer(src, remove_stopwords=False), Analyzer(tgt, remove_stopwords=False)
+    sp = splitters or {}
+    if function_words or sp:
+        a_src = Analyzer(src, remove_stopwords=not function_words, splitter=sp.get(src))
+        a_tgt = Analyzer(tgt, remove_stopwords=not function_words, splitter=sp.get(tgt))
     else:
         a_src, a_tgt = get_analyzer(src), get_analyzer(tgt)
     excluded = set(exclude_ids)
@@ -71,12 +79,23 @@ def aligned_pairs(
             texts.append((rec.title[src], rec.title[tgt]))
         n_before = len(pairs)
         for s_text, t_text in texts:
-            s, t = _content(a_src(s_text)), _content(a_tgt(t_text))
+            s, t = _content(_split_terms(a_src, s_text)), _content(_split_terms(a_tgt, t_text))
             if s and t:
                 pairs.append((s, t))
         if len(pairs) > n_before:
             used.append(rec.id)
     return pairs, used
+
+
+def _split_terms(analyzer: Analyzer, text: str) -> list[str]:
+    """Index terms, a split compound replaced by its parts (as in compound splitting for SMT: the model then
+    learns the parts' translations instead of spreading each English word over the word and its parts)."""
+    if analyzer.splitter is None:
+        return analyzer(text)
+    out: list[str] = []
+    for whole, parts in analyzer.groups(text):
+        out.extend(parts or (whole,))
+    return out
 
 
 def _content(terms: list[str]) -> list[str]:
@@ -255,6 +274,7 @@ def train_aligned_table(
     function_words: bool = True,
     min_content: float = 0.5,
     progress: bool | None = None,
+    splitters: Mapping[str, CompoundSplitter] | None = None,
 ) -> tuple[dict[str, dict[str, float]], dict[str, Any]]:
     """p(tgt term | src term) from the aligned claims of ``records``; returns the table and a summary.
 
@@ -265,7 +285,7 @@ def train_aligned_table(
     says that word mostly translates to a function word, so it is better left untranslated.
     """
     pairs, used = aligned_pairs(
-        records, src, tgt, exclude_ids=exclude_ids, titles=titles, function_words=function_words
+        records, src, tgt, exclude_ids=exclude_ids, titles=titles, function_words=function_words, splitters=splitters
     )
     if not pairs:
         raise ValueError(

@@ -12,15 +12,19 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from service.corpus.record import PatentRecord
 from service.retrieval.translate import TranslationTable
 from service.text.analysis import get_analyzer
 from training.translation.freedict import DICTD_DIR, LEXICON_NAMES, lexicon_paths, load_lexicon
 from training.translation.ibm1 import train_aligned_table
+
+if TYPE_CHECKING:
+    from service.text.compounds import CompoundSplitter
 
 log = logging.getLogger(__name__)
 
@@ -238,3 +242,76 @@ def write_tables(out_dir: str | Path, tables: Mapping[str, TranslationTable], me
     meta_path.write_text(json.dumps(dict(meta), ensure_ascii=False, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     written.append(meta_path)
     return written
+
+
+# ----------------------------------------------------------------------------------- every direction
+
+DIRECT_PAIRS = (("de", "en"), ("fr", "en"), ("en", "de"), ("en", "fr"))
+"""Directions with their own resources: FreeDict lexicons and aligned claims (read in either direction)."""
+PIVOT = "en"
+
+
+def build_direction(
+    records: Sequence[PatentRecord],
+    src: str,
+    tgt: str,
+    settings: TableSettings,
+    *,
+    exclude_ids: Collection[str] = (),
+    lexicon: Mapping[str, Mapping[str, float]] | None = None,
+    target_vocab: Collection[str] = (),
+    splitters: Mapping[str, CompoundSplitter] | None = None,
+    progress: bool | None = None,
+) -> tuple[TranslationTable, dict[str, Any]]:
+    """One direct table ``src``-``tgt``: IBM-1 on the aligned claims of ``records`` (read in that direction)
+    merged with the dictionary ``lexicon`` (``None``: not available), pruned, cognates self-translated.
+
+    Raises ``ValueError`` when neither resource gives anything.
+    """
+    info: dict[str, Any] = {}
+    sources: list[str] = []
+    aligned: Entries | None = None
+    if settings.use_aligned:
+        try:
+            aligned, summary = train_aligned_table(
+                records,
+                src,
+                tgt,
+                exclude_ids=exclude_ids,
+                iterations=settings.iterations,
+                symmetric=settings.symmetric,
+                titles=settings.titles,
+                function_words=settings.function_words,
+                min_content=settings.min_content,
+                progress=progress,
+                splitters=splitters,
+            )
+        except ValueError as exc:
+            log.warning("%s-%s aligned-claims model not trained: %s", src, tgt, exc)
+            info["aligned_skipped"] = str(exc)
+        else:
+            sources.append(SOURCE_ALIGNED)
+            leaked = set(exclude_ids) & set(summary["document_ids"])
+            if leaked:  # a guard on the honesty of cross-fitted numbers, not an input check
+                raise RuntimeError(f"the {src}-{tgt} aligned model saw excluded records {sorted(leaked)[:5]}")
+            info["aligned"] = {k: v for k, v in summary.items() if k not in ("log_likelihood", "document_ids")}
+    dictionary = lexicon if settings.use_dict else None
+    if dictionary is not None:
+        if settings.target_filter and target_vocab:
+            dictionary = restrict_targets(dictionary, target_vocab)
+        sources.append(SOURCE_DICT)
+        info["dictionary"] = {"source_terms": len(dictionary)}
+    if not sources:
+        raise ValueError(
+            f"no translation resource for {src}-{tgt}: no aligned {src}/{tgt} claims to train on and the "
+            f"dictionary is {'off' if not settings.use_dict else 'not installed'}"
+        )
+    entries = prune(
+        merge(aligned, dictionary, lam=settings.lam), min_prob=settings.min_prob, max_per_term=settings.max_per_term
+    )
+    if settings.self_weight > 0 and target_vocab:
+        entries = add_self_translation(entries, target_vocab, settings.self_weight)
+        sources.append("self")
+    table = TranslationTable(entries, src=src, tgt=tgt, sources=sources)
+    info.update(sources=sources, source_terms=len(table), pairs=sum(len(r) for r in entries.values()))
+    return table, info

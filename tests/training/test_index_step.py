@@ -1,0 +1,202 @@
+"""The cross-lingual part of ``priorart build``: directions, pivot composition, build options and report,
+routes of every direction, the route merge, compound analysis in the build."""
+
+from __future__ import annotations
+
+import json
+import logging
+from datetime import date
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from service.corpus.jsonl import write_corpus
+from service.corpus.record import Claim, PatentRecord
+from service.index.folder import load_meta
+from service.retrieval.first_stage import FirstStage, attainable_score, reference_score
+from service.retrieval.translate import PivotTable, TranslationTable
+from service.text.analysis import Analyzer, get_analyzer
+from training.build import BuildError, CachedAnalyzer, build_index
+from training.translation.compounds import build_splitter
+from training.translation.index_step import AlignedCollector, count_words, needed_directions
+
+
+def _rec(i: int, claims: dict[str, str], lang: str = "en") -> PatentRecord:
+    return PatentRecord(
+        id=f"EP{i:07d}B1", country="EP", number=f"{i:07d}", kind="B1", source="synth", lang=lang,
+        publication_date=date(2000, 1, i), title={k: v.split(",")[0] for k, v in claims.items()},
+        claims={k: [Claim(num=1, text=v)] for k, v in claims.items()}, ipc=["H01F27/14"],
+    )
+
+
+TRI = {
+    "en": "A transformer with a core, a winding and an expansion vessel for the oil",
+    "de": "Transformator mit einem Kern, einer Wicklung und einem Ausdehnungsgefäß für das Öl",
+    "fr": "Transformateur avec un noyau, un enroulement et un vase d'expansion pour l'huile",
+}
+RECORDS = [
+    _rec(1, TRI),
+    _rec(2, {"en": "A pump with a check valve and a piston for a liquid",
+             "de": "Pumpe mit einem Rückschlagventil und einem Kolben für eine Flüssigkeit",
+             "fr": "Pompe avec un clapet anti-retour et un piston pour un liquide"}),
+    _rec(3, {"de": "Kühlmittelbehälter mit einem Deckel und einem Ventil"}, lang="de"),  # German only
+    _rec(4, {"fr": "Transformateur sec avec un noyau et un enroulement en cuivre"}, lang="fr"),  # French only
+    _rec(5, {"en": "A spray nozzle with a swirl chamber"}),
+]
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("xl") / "corpus.jsonl"
+    write_corpus(RECORDS, path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def index(corpus: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("xl-index") / "idx"
+    build_index(corpus, out, progress=False)
+    return out
+
+
+def test_directions_into_every_indexed_language() -> None:
+    direct, pivots = needed_directions(["en", "de", "fr"])
+    assert set(direct) == {("de", "en"), ("fr", "en"), ("en", "de"), ("en", "fr")}
+    assert set(pivots) == {("de", "fr"), ("fr", "de")}
+    direct, pivots = needed_directions(["fr"])  # de -> fr needs de -> en as a pivot leg
+    assert set(direct) == {("en", "fr"), ("de", "en")} and pivots == [("de", "fr")]
+    assert needed_directions(["en"]) == ([("de", "en"), ("fr", "en")], [])
+
+
+def test_pivot_table_composes_two_tables_at_query_time() -> None:
+    de_en = TranslationTable({"kolben": {"piston": 0.75, "flask": 0.25}, "zahl": {"seven": 1.0}}, src="de")
+    en_fr = TranslationTable({"piston": {"piston": 1.0}, "flask": {"flacon": 0.6, "ballon": 0.4}}, src="en", tgt="fr")
+    de_fr = PivotTable(de_en, en_fr)
+    assert (de_fr.src, de_fr.tgt, de_fr.sources) == ("de", "fr", ["pivot:en"])
+    assert dict(de_fr.lookup("kolben")) == pytest.approx({"piston": 0.75, "flacon": 0.15, "ballon": 0.1})
+    assert de_fr.translate_term("zahl") == {"seven": 1.0}  # a pivot term without a row passes through
+    assert de_fr.translate_term("(12)") == {"(12)": 1.0} and "kolben" in de_fr and "zahl" in de_fr
+    with pytest.raises(ValueError, match="cannot compose"):
+        PivotTable(en_fr, de_en)
+
+
+def test_default_build_makes_every_direction_and_reports_it(index: Path) -> None:
+    meta = load_meta(index)
+    pairs = {(t["src"], t["tgt"]): t for t in meta.components["translation"]}
+    assert set(pairs) == {("de", "en"), ("fr", "en"), ("en", "de"), ("en", "fr")}  # stored: the direct ones
+    assert "aligned-claims" in pairs[("en", "de")]["sources"] and "freedict" in pairs[("de", "en")]["sources"]
+    stage = FirstStage.load(index)  # de <-> fr composed through English when loaded
+    assert isinstance(stage.pair_tables[("de", "fr")], PivotTable) and set(stage.pair_tables) == set(pairs) | {
+        ("de", "fr"), ("fr", "de")}
+    assert meta.settings["analysis"]["compounds"]["de"]["file"] == "analysis/compounds-de.json"
+
+
+def test_english_query_reaches_german_and_french_only_documents(index: Path) -> None:
+    stage = FirstStage.load(index)
+    res = stage.search("coolant tank with a lid and a valve", lang="en", k=5)
+    assert [r.name for r in res.info.routes] == ["en", "de:psq", "fr:psq"]
+    assert {r.table for r in res.info.routes if r.table} == {"en-de", "en-fr"}
+    assert res.hits[0].doc_id == "EP0000003B1" and res.hits[0].route == "de:psq"
+    res = stage.search("transformer with a core and a winding", lang="en", k=5)
+    by_id = {h.doc_id: h for h in res.hits}
+    assert by_id["EP0000001B1"].route in ("en", "de:psq", "fr:psq") and by_id["EP0000004B1"].route == "fr:psq"
+    for h in res.hits:  # one scale: the fraction of the query's reference score in the winning route
+        assert h.score > 0 and h.route in h.route_scores
+
+
+def test_german_query_reaches_french_only_documents_through_english(index: Path) -> None:
+    stage = FirstStage.load(index)
+    res = stage.search("Transformator mit Kern und Wicklung", lang="de", k=5)
+    assert {r.name: r.table for r in res.info.routes} == {"de": None, "en:psq": "de-en", "fr:psq": "de-fr via en"}
+    assert res.hits[0].doc_id == "EP0000001B1"
+    fr_hit = next(h for h in res.hits if h.doc_id == "EP0000004B1")
+    assert fr_hit.route == "fr:psq"
+
+
+def test_route_merge_scales() -> None:
+    from service.retrieval.sparse import SparseIndex
+
+    idx = SparseIndex.build([["valv", "pump"], ["valv"], ["nozzl"], ["pump", "pump"], ["seal"], ["ring"], ["cap"]])
+    mono = [({"valv": 1.0}, 1.0), ({"pump": 1.0}, 1.0)]
+    spread = [({"valv": 0.5, "nozzl": 0.5}, 1.0), ({"pump": 1.0}, 1.0)]
+    idf_valv, idf_pump = idx.unit_idf({"valv": 1.0}), idx.unit_idf({"pump": 1.0})
+    assert attainable_score(idx, mono) == pytest.approx((idx.k1 + 1) * (idf_valv + idf_pump))
+    # the reference is a document holding each unit's best translation once: spread translations lower it
+    assert reference_score(idx, spread) < reference_score(idx, mono)
+    missing = [({"zzz": 1.0}, 1.0)]  # a unit that matches nothing counts as a miss with a rare term's idf
+    assert reference_score(idx, missing) == pytest.approx(idx.idf_of(1.0))
+
+
+def test_no_translation_and_reused_tables(corpus: Path, tmp_path: Path) -> None:
+    report = build_index(corpus, tmp_path / "plain", translation=False, compounds="", progress=False)
+    assert report.translation == [] and report.translation_report["mode"] == "off"
+    meta = load_meta(tmp_path / "plain")
+    assert "analysis" not in meta.settings and meta.components["translation"] == []
+    res = FirstStage.load(tmp_path / "plain").search("coolant tank", lang="en")
+    assert [r.name for r in res.info.routes] == ["en"] and any("en-de" in n for n in res.info.notes)
+    tables = tmp_path / "tables"
+    de, en = get_analyzer("de"), get_analyzer("en")
+    TranslationTable({en("lid")[0]: {de("Deckel")[0]: 1.0}}, src="en", tgt="de").save(tables / "en-de.json")
+    TranslationTable({en("lid")[0]: {"x": 1.0}}, src="en", tgt="it").save(tables / "en-it.json")
+    with pytest.raises(BuildError, match="expected two different languages"):
+        build_index(corpus, tmp_path / "bad", translation_dir=tables, progress=False)
+    (tables / "en-it.json").unlink()
+    report = build_index(corpus, tmp_path / "reused", index_langs="en,de", translation_dir=tables, progress=False)
+    assert report.translation == ["translation/en-de.json"] and report.translation_report["mode"] == "reused"
+    hit = FirstStage.load(tmp_path / "reused").search("lid", lang="en").hits[0]
+    assert hit.doc_id == "EP0000003B1" and hit.route == "de:psq"
+    with pytest.raises(BuildError, match="compound language"):
+        build_index(corpus, tmp_path / "x", compounds="it", progress=False)
+
+
+def test_missing_lexicons_fall_back_to_aligned_claims_with_a_warning(
+    corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    import training.translation.index_step as step
+
+    monkeypatch.setattr(step, "cached_lexicon", lambda *a, **k: None)
+    monkeypatch.setenv("PRIORART_CACHE_DIR", str(tmp_path / "cache"))
+    with caplog.at_level(logging.WARNING):
+        report = build_index(corpus, tmp_path / "idx", compounds="", progress=False)
+    warnings = report.translation_report["warnings"]
+    assert any("FreeDict de-en lexicon not installed" in w and "aligned claims only" in w for w in warnings)
+    assert report.translation_report["directions"]["en-de"]["sources"][0] == "aligned-claims"
+    assert "freedict" not in report.translation_report["directions"]["en-de"]["sources"]
+
+
+def test_cli_build_prints_what_was_used(corpus: Path, tmp_path: Path) -> None:
+    from training.cli import app
+
+    res = CliRunner().invoke(app, ["build", str(corpus), "-o", str(tmp_path / "i"), "--no-progress"])
+    assert res.exit_code == 0, res.output
+    assert "translation: built from" in res.output and "en-de:" in res.output and "de-fr: " in res.output
+    assert "compounds (de)" in res.output
+    res = CliRunner().invoke(app, ["build", str(corpus), "-o", str(tmp_path / "j"), "--no-translation",
+                                   "--compounds", "", "--json"])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.output)["translation_report"]["mode"] == "off"
+
+
+def test_word_counts_from_json_lines_equal_those_from_records(corpus: Path) -> None:
+    from_file = count_words(corpus, ["de", "fr"])
+    from_records = count_words(RECORDS, ["de", "fr"])
+    assert from_file == from_records and from_file["de"]["kolben"] == 2  # title and claim
+    held = count_words(corpus, ["de"], exclude_ids={"EP0000002B1"})
+    assert held["de"]["kolben"] == 1 and held["de"]["transformator"] == 2  # its title still counts, not its claim
+
+
+def test_aligned_collector_keeps_multilingual_records_up_to_its_cap() -> None:
+    col = AlignedCollector(cap=1, seed=0)
+    for rec in RECORDS:
+        col.add(rec)
+    assert col.seen == 2 and len(col.records) == 1 and col.records[0].description == []
+
+
+def test_cached_analyzer_with_a_splitter_equals_the_analyzer() -> None:
+    analyzer = Analyzer("de", splitter=build_splitter(RECORDS, "de", use_dict=False))
+    cached = CachedAnalyzer(analyzer)
+    for rec in RECORDS:
+        text = rec.text("de")
+        assert cached(text) == analyzer(text)
+        assert cached(text) == analyzer(text)  # second time from the memo
