@@ -27,7 +27,6 @@ from service.pipeline import Pipeline, compose
 from service.query import Query, QueryError
 from service.schema import (
     FusionInfo,
-    PassageHit,
     PassageRequest,
     PassageResponse,
     QueryInfo,
@@ -146,7 +145,7 @@ class Engine:
                        "their passages are not ranked")
         trace.append(StageTrace("passages", (time.perf_counter() - t0) * 1000.0, len(ranking.hits),
                                 {"variant": req.variant, **params, "documents": ranking.documents}))
-        results = [PassageHit.model_validate(h.to_dict()) for h in ranking.hits]
+        results = list(ranking.hits)
         return PassageResponse(results=results, stages=self._stages(trace, req.explain),
                                took_ms=(time.perf_counter() - started) * 1000.0, query=self._query_info(query, cands),
                                fusion=_fusion_info(cands), notices=self.notices + query.notes)

@@ -89,6 +89,7 @@ from service.passages.tree import (
     SECTION_LABELS,
     pick_lang,
 )
+from service.schema import PassageHit
 from service.text.analysis import SUPPORTED_LANGS, get_analyzer
 
 if TYPE_CHECKING:
@@ -147,30 +148,6 @@ def _query_index(term_ids: npt.NDArray[Any], qj: IntArray, vocab_size: int) -> n
         return qmap[term_ids].astype(np.int64)
     finally:
         qmap[qj] = -1
-
-
-@dataclass(frozen=True)
-class PassageHit:
-    """A ranked passage with the parts of its score and the character spans of its query-term matches."""
-
-    doc_id: str
-    passage_id: str
-    section_path: list[str]
-    text: str
-    score: float
-    components: dict[str, float]
-    highlights: list[tuple[int, int]]
-    title: str | None = None
-    lang: str | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON object of ``POST /passages`` results."""
-        return {
-            "doc_id": self.doc_id, "passage_id": self.passage_id, "section_path": list(self.section_path),
-            "text": self.text, "score": float(self.score),
-            "components": {k: float(v) for k, v in self.components.items()},
-            "highlights": [tuple(s) for s in self.highlights], "title": self.title, "lang": self.lang,
-        }
 
 
 @dataclass(frozen=True)

@@ -13,12 +13,20 @@ import re
 import unicodedata
 from functools import lru_cache
 from importlib import resources
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import Stemmer  # PyStemmer
 
-if TYPE_CHECKING:
-    from service.text.compounds import CompoundSplitter
+
+class Splitter(Protocol):
+    """What the analyser needs of a compound splitter (:class:`service.text.compounds.CompoundSplitter`)."""
+
+    lang: str
+
+    def split(self, word: str) -> tuple[str, ...]: ...
+
+    def __len__(self) -> int: ...
+
 
 SUPPORTED_LANGS = ("en", "de", "fr")
 _STEMMER_NAMES = {"en": "english", "de": "german", "fr": "french"}
@@ -87,7 +95,7 @@ class Analyzer:
         *,
         stem: bool = True,
         remove_stopwords: bool = True,
-        splitter: CompoundSplitter | None = None,
+        splitter: Splitter | None = None,
     ) -> None:
         if lang not in SUPPORTED_LANGS:
             raise ValueError(f"unsupported language {lang!r}; choose one of {', '.join(SUPPORTED_LANGS)}")

@@ -103,7 +103,7 @@ def test_engine_hits_equal_todays_implementation_on_real_data(stage: FirstStage,
                               langs=readable)
         got = index.rank(text, lang, rows, scores, translations=stage.tables, k=50, langs=readable)
         assert got.skipped == len(records) - sum(1 for r, _ in records if readable & set(r.languages))
-        assert same_hits([h.to_dict() for h in got.hits], want)
+        assert same_hits([h.model_dump() for h in got.hits], want)
         by_id = {h.passage_id: h for h in want}
         for h in got.hits:
             if h.passage_id in by_id:
