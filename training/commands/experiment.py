@@ -150,6 +150,8 @@ def synthetic_command(
     device: str = typer.Option("auto", "--device", help="auto, cpu or cuda."),
     seed: int = typer.Option(0, "--seed"),
     permutations: int = typer.Option(10_000, "--permutations", help="Randomisation test permutations."),
+    translation: bool = typer.Option(True, "--translation/--no-translation",
+                                     help="Index with the PSQ tables of every direction (the default build)."),
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
     progress: bool | None = typer.Option(None, "--progress/--no-progress", help="Progress bars on stderr."),
 ) -> None:
@@ -159,7 +161,8 @@ def synthetic_command(
     try:
         result = run_synthetic_experiment(
             SyntheticSettings(n=n, seed=seed, max_train_topics=max_train_topics, epochs=epochs, topics=topics,
-                              depth=depth, folds=folds, device=device, permutations=permutations),
+                              depth=depth, folds=folds, device=device, permutations=permutations,
+                              translation=translation),
             work_dir=work, out_dir=out, progress=progress)
     except (ValueError, FileNotFoundError) as exc:
         typer.echo(f"error: {exc}", err=True)

@@ -45,6 +45,7 @@ class SyntheticSettings:
     folds: int = 5
     device: str = "auto"
     permutations: int = 10_000
+    translation: bool = True  # False: the index of the earlier measurement (no PSQ tables; topics are multilingual)
 
 
 @dataclass
@@ -101,8 +102,9 @@ def run_synthetic_experiment(s: SyntheticSettings, *, work_dir: str | Path | Non
             notes.append(f"models reused from {models}")
         seconds["train"] = time.perf_counter() - t
         t = time.perf_counter()
-        index = work / "index"
-        build_index(corpus, index, models_dir=models, device=s.device, fuse=False, overwrite=True, progress=show)
+        index = work / ("index" if s.translation else "index-no-translation")
+        build_index(corpus, index, models_dir=models, device=s.device, fuse=False, overwrite=True, progress=show,
+                    translation=s.translation)
         seconds["build"] = time.perf_counter() - t
         split = Split.load(models / "split.json")
         topics, qrels = synth_topics(read_corpus(corpus), s.topics, seed=s.seed)
@@ -144,7 +146,9 @@ def run_synthetic_experiment(s: SyntheticSettings, *, work_dir: str | Path | Non
 
 
 def format_synthetic(result: SyntheticResult) -> str:
-    lines = format_blocks(result.blocks, result.settings["depth"])
+    tables = "PSQ tables of every direction" if result.settings.get("translation", True) else "no translation tables"
+    lines = [f"synthetic corpus of {result.settings['n']} documents, index with {tables}"]
+    lines += format_blocks(result.blocks, result.settings["depth"])
     lines.append(f"fusion learned on {result.dev_topics} dev topics (cross-validated):")
     lines.extend(f"  {line}" for line in result.fusion["table"].splitlines())
     lines.append("seconds: " + ", ".join(f"{k} {v:.1f}" for k, v in result.seconds.items()))
