@@ -13,7 +13,7 @@ least half of them, else ``A`` (the analyst decides; the report takes the analys
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Literal
+from typing import Any, Literal, Protocol
 
 import numpy as np
 
@@ -31,8 +31,20 @@ from service.schema import (
 from service.text.analysis import detect_language
 from service.workflow.claims import split_claims
 
-if TYPE_CHECKING:
-    from service.engine import Engine
+
+class Engine(Protocol):
+    """What the workflow reads of :class:`service.engine.Engine` (a protocol: no import cycle)."""
+
+    first_stage: Any
+    docs: Any
+
+    def _row(self, doc_id: str) -> int | None: ...
+
+    def query(self, req: Any, depth: int | None = None, *, text: str | None = None) -> Any: ...
+
+    def run(self, query: Any, *, explain: bool = False, collapse: bool = False, k: int | None = None) -> Any: ...
+
+    def passages_of(self, text: str, lang: str, rows: list[int], k: int) -> list[Any]: ...
 
 DISCLOSED = 0.6
 PARTLY = 0.3

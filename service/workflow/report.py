@@ -13,13 +13,10 @@ import csv
 import html
 import io
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
 
 from service.query import QueryError, resolve
 from service.schema import CATEGORIES, ClaimChartResponse, PassageHit, ReportEntry, ReportRequest, ReportResponse
-
-if TYPE_CHECKING:
-    from service.engine import Engine
+from service.workflow.chart import Engine
 
 PRINT_CSS = """body{font:11pt/1.4 system-ui,sans-serif;margin:1.5cm;color:#111}h1{font-size:16pt}h2{font-size:13pt;
 margin-top:1.2em}table{border-collapse:collapse;width:100%;font-size:9.5pt}th,td{border:1px solid #999;padding:4px;
