@@ -27,6 +27,7 @@ from service.codes import record_codes
 from service.corpus.record import PatentRecord
 from service.index.store import CODE_LEVELS, DocStore, UnknownDocumentError, id_shaped, looks_like_pub_id
 from service.text.analysis import SUPPORTED_LANGS, detect_language
+from service.workflow.feedback import Feedback
 
 QUERY_FORMS = ("text", "abstract", "claims")
 FORM_FIELDS = {"text": ("title", "abstract", "claims"), "abstract": ("abstract",), "claims": ("claims",)}
@@ -53,6 +54,7 @@ class Query:
     query_form: str = "text"  # for a publication number: text (title+abstract+claims), abstract or claims
     use_doc_codes: bool = False  # a publication-number query filters by its document's codes too
     max_query_terms: int | None = None  # first-stage query reduction (None: the default)
+    feedback: Feedback | None = None  # marked rows: Rocchio expansion (service/workflow/feedback.py)
     resolved: Resolved | None = None
     notes: list[str] = field(default_factory=list)
 

@@ -16,7 +16,7 @@ from service.api.assets import STATIC_DIR
 from service.api.errors import install_error_handlers
 from service.api.metrics import Metrics
 from service.api.middleware import GuardMiddleware
-from service.api.routes import admin, documents, health, search
+from service.api.routes import admin, documents, health, search, workflow
 from service.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -61,5 +61,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(documents.router)
     app.include_router(health.router)
     app.include_router(admin.router)
+    app.include_router(workflow.router)
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
     return app
