@@ -43,7 +43,7 @@ log = logging.getLogger(__name__)
 DEFAULT_PASSAGE_PARAMS = dict(DEFAULT_PARAMS)
 PASSAGE_DOCS = 1000
 
-__all__ = ["Engine", "QueryError"]
+__all__ = ["Engine", "EngineHolder", "QueryError"]
 
 
 class Engine:
@@ -59,6 +59,7 @@ class Engine:
         self.first_stage = pipeline.first_stage
         self.notices = list(pipeline.notices)
         self.scheme = scheme
+        self.generation = folder.generation
         self.device = pipeline.device
         self.loaded_at = time.time()
         self._passages: PassageIndex | None = None
@@ -70,7 +71,8 @@ class Engine:
             self.notices.append(str(exc))
 
     def close(self) -> None:
-        """Nothing to stop: the engine holds memory maps and one descriptor, released with the object."""
+        """Release the doc store's descriptors (memory maps go with the object); only once no request uses it."""
+        self.docs.close()
 
     # ------------------------------------------------------------------ loading
     @classmethod
@@ -83,7 +85,8 @@ class Engine:
 
     @property
     def num_docs(self) -> int:
-        return len(self.docs)
+        """Documents searchable (a live index's deleted rows left out)."""
+        return self.docs.n_live
 
     def describe(self) -> str:
         return f"{self.num_docs} documents, stages {' -> '.join(self.pipeline.names)}, device {self.device}"
@@ -119,7 +122,8 @@ class Engine:
                 codes=record_codes(rec)[:12], publication_date=rec.publication_date))
         return SearchResponse(results=results, stages=self._stages(trace, explain),
                               took_ms=(time.perf_counter() - started) * 1000.0, query=self._query_info(query, cands),
-                              fusion=_fusion_info(cands), notices=self.notices + query.notes)
+                              fusion=_fusion_info(cands), notices=self.notices + query.notes,
+                              generation=self.generation)
 
     def passages(self, req: PassageRequest) -> PassageResponse:
         """Rank passages of the top documents in context (QSF variants) from the build-time passage index."""
@@ -149,7 +153,8 @@ class Engine:
         results = [PassageHit.model_validate(h.to_dict()) for h in ranking.hits]
         return PassageResponse(results=results, stages=self._stages(trace, req.explain),
                                took_ms=(time.perf_counter() - started) * 1000.0, query=self._query_info(query, cands),
-                               fusion=_fusion_info(cands), notices=self.notices + query.notes)
+                               fusion=_fusion_info(cands), notices=self.notices + query.notes,
+                               generation=self.generation)
 
     @staticmethod
     def _stages(trace: list[StageTrace], explain: bool) -> list[StageInfo]:
@@ -188,6 +193,9 @@ class Engine:
                 "created": meta.created,
                 "settings": meta.settings,
                 "components": sorted(meta.components),
+                "generation": self.generation,
+                "segments": [{"dir": s.dir, "documents": s.n_rows, "deleted": len(s.deleted)}
+                             for s in self.folder.segments],
             },
             "documents": self.num_docs,
             "stages": self.pipeline.names,
@@ -226,3 +234,59 @@ def _load_scheme(settings: Settings, docs: DocStore) -> ClassificationScheme:
     for lvl in ("subgroup", "main_group"):
         codes.update(docs.code_vocabulary(lvl))
     return ClassificationScheme.from_codes(sorted(codes))
+
+
+class EngineHolder:
+    """The engine a server answers with, swapped whole when a new generation is loaded.
+
+    A request takes the current engine with :meth:`acquire` and keeps it to the end (one generation per
+    request); :meth:`swap` installs a new one, and the engine it replaces is closed once the last request
+    that holds it has finished.
+    """
+
+    def __init__(self, engine: Engine | None = None) -> None:
+        import threading
+
+        self._lock = threading.Lock()
+        self._engine = engine
+        self._users: dict[int, int] = {}
+        self._retired: dict[int, Engine] = {}
+
+    @property
+    def engine(self) -> Engine | None:
+        return self._engine
+
+    def acquire(self) -> Engine | None:
+        with self._lock:
+            engine = self._engine
+            if engine is not None:
+                self._users[id(engine)] = self._users.get(id(engine), 0) + 1
+            return engine
+
+    def release(self, engine: Engine) -> None:
+        with self._lock:
+            left = self._users.get(id(engine), 0) - 1
+            if left > 0:
+                self._users[id(engine)] = left
+                return
+            self._users.pop(id(engine), None)
+            retired = self._retired.pop(id(engine), None)
+        if retired is not None:
+            retired.close()
+
+    def swap(self, new: Engine | None) -> Engine | None:
+        """Install ``new``; the old engine is closed now if idle, else by the release of its last request."""
+        with self._lock:
+            old, self._engine = self._engine, new
+            if old is None or old is new:
+                return old
+            busy = self._users.get(id(old), 0) > 0
+            if busy:
+                self._retired[id(old)] = old
+        if not busy:
+            old.close()
+        return old
+
+    def in_flight(self) -> int:
+        with self._lock:
+            return sum(self._users.values())

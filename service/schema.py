@@ -134,6 +134,7 @@ class SearchResponse(BaseModel):
     took_ms: float
     query: QueryInfo
     fusion: FusionInfo
+    generation: int = Field(0, description="generation of the index that answered (0: as built)")
     notices: list[str] = Field(default_factory=list, description="degradations, e.g. 'no models: BM25 only'")
 
 
@@ -155,4 +156,5 @@ class PassageResponse(BaseModel):
     took_ms: float
     query: QueryInfo
     fusion: FusionInfo
+    generation: int = Field(0, description="generation of the index that answered (0: as built)")
     notices: list[str] = Field(default_factory=list)
