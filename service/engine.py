@@ -43,7 +43,7 @@ log = logging.getLogger(__name__)
 DEFAULT_PASSAGE_PARAMS = dict(DEFAULT_PARAMS)
 PASSAGE_DOCS = 1000
 
-__all__ = ["Engine", "EngineHolder", "QueryError"]
+__all__ = ["Engine", "QueryError"]
 
 
 class Engine:
@@ -235,58 +235,3 @@ def _load_scheme(settings: Settings, docs: DocStore) -> ClassificationScheme:
         codes.update(docs.code_vocabulary(lvl))
     return ClassificationScheme.from_codes(sorted(codes))
 
-
-class EngineHolder:
-    """The engine a server answers with, swapped whole when a new generation is loaded.
-
-    A request takes the current engine with :meth:`acquire` and keeps it to the end (one generation per
-    request); :meth:`swap` installs a new one, and the engine it replaces is closed once the last request
-    that holds it has finished.
-    """
-
-    def __init__(self, engine: Engine | None = None) -> None:
-        import threading
-
-        self._lock = threading.Lock()
-        self._engine = engine
-        self._users: dict[int, int] = {}
-        self._retired: dict[int, Engine] = {}
-
-    @property
-    def engine(self) -> Engine | None:
-        return self._engine
-
-    def acquire(self) -> Engine | None:
-        with self._lock:
-            engine = self._engine
-            if engine is not None:
-                self._users[id(engine)] = self._users.get(id(engine), 0) + 1
-            return engine
-
-    def release(self, engine: Engine) -> None:
-        with self._lock:
-            left = self._users.get(id(engine), 0) - 1
-            if left > 0:
-                self._users[id(engine)] = left
-                return
-            self._users.pop(id(engine), None)
-            retired = self._retired.pop(id(engine), None)
-        if retired is not None:
-            retired.close()
-
-    def swap(self, new: Engine | None) -> Engine | None:
-        """Install ``new``; the old engine is closed now if idle, else by the release of its last request."""
-        with self._lock:
-            old, self._engine = self._engine, new
-            if old is None or old is new:
-                return old
-            busy = self._users.get(id(old), 0) > 0
-            if busy:
-                self._retired[id(old)] = old
-        if not busy:
-            old.close()
-        return old
-
-    def in_flight(self) -> int:
-        with self._lock:
-            return sum(self._users.values())
