@@ -473,6 +473,8 @@ class IndexFolder:
     @property
     def is_live(self) -> bool:
         """True when the loaders must join segments: anything but the build's own documents, all live."""
+        if not self.segments:  # a folder written without a docstore component (tests, tools)
+            return False
         only_root = len(self.segments) == 1 and self.segments[0].dir == Layout.ROOT_SEGMENT
         return not only_root or any(len(s.deleted) for s in self.segments)
 
