@@ -26,11 +26,11 @@ from service.settings import Settings
 def _latency(index: Path, queries: list[tuple[str, str]]) -> dict[str, float]:
     engine = Engine.load(index, settings=Settings(index_dir=index), verify=False)
     for text, lang in queries[:5]:  # warm-up
-        engine.search(SearchRequest(query=text, lang=lang, k=10))  # type: ignore[arg-type]
+        engine.search(SearchRequest(query=text, lang=lang, k=10))
     times = []
     for text, lang in queries:
         t = time.perf_counter()
-        engine.search(SearchRequest(query=text, lang=lang, k=10))  # type: ignore[arg-type]
+        engine.search(SearchRequest(query=text, lang=lang, k=10))
         times.append((time.perf_counter() - t) * 1000)
     times.sort()
     return {"p50_ms": statistics.median(times), "p99_ms": times[min(len(times) - 1, int(0.99 * len(times)))],
