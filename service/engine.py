@@ -74,6 +74,7 @@ class Engine:
         self.first_stage = pipeline.first_stage
         self.notices = list(pipeline.notices)
         self.scheme = scheme
+        self.generation = folder.generation
         self.device = pipeline.device
         self.loaded_at = time.time()
         self._passages: PassageIndex | None = None
@@ -85,7 +86,8 @@ class Engine:
             self.notices.append(str(exc))
 
     def close(self) -> None:
-        """Nothing to stop: the engine holds memory maps and one descriptor, released with the object."""
+        """Release the doc store's descriptors (memory maps go with the object); only once no request uses it."""
+        self.docs.close()
 
     # ------------------------------------------------------------------ loading
     @classmethod
@@ -98,7 +100,8 @@ class Engine:
 
     @property
     def num_docs(self) -> int:
-        return len(self.docs)
+        """Documents searchable (a live index's deleted rows left out)."""
+        return self.docs.n_live
 
     def describe(self) -> str:
         return f"{self.num_docs} documents, stages {' -> '.join(self.pipeline.names)}, device {self.device}"
@@ -176,7 +179,8 @@ class Engine:
         notices = self.notices + query.notes
         return SearchResponse(results=results, stages=self._stages(trace, explain),
                               took_ms=(time.perf_counter() - started) * 1000.0, query=self._query_info(query, cands),
-                              fusion=fusion, notices=notices, explained=_explained(notices, fusion), families=families)
+                              fusion=fusion, notices=notices, explained=_explained(notices, fusion), families=families,
+                              generation=self.generation)
 
     def passages(self, req: PassageRequest) -> PassageResponse:
         """Rank passages of the top documents in context (QSF variants) from the build-time passage index."""
@@ -208,7 +212,8 @@ class Engine:
         notices = self.notices + query.notes
         return PassageResponse(results=results, stages=self._stages(trace, req.explain),
                                took_ms=(time.perf_counter() - started) * 1000.0, query=self._query_info(query, cands),
-                               fusion=fusion, notices=notices, explained=_explained(notices, fusion))
+                               fusion=fusion, notices=notices, explained=_explained(notices, fusion),
+                               generation=self.generation)
 
     # ------------------------------------------------------------------ the analyst's workflow
     def claim_chart(self, req: ClaimChartRequest) -> ClaimChartResponse:
@@ -272,6 +277,9 @@ class Engine:
                 "created": meta.created,
                 "settings": meta.settings,
                 "components": sorted(meta.components),
+                "generation": self.generation,
+                "segments": [{"dir": s.dir, "documents": s.n_rows, "deleted": len(s.deleted)}
+                             for s in self.folder.segments],
             },
             "documents": self.num_docs,
             "stages": self.pipeline.names,
@@ -343,3 +351,4 @@ def _load_scheme(settings: Settings, docs: DocStore) -> ClassificationScheme:
     for lvl in ("subgroup", "main_group"):
         codes.update(docs.code_vocabulary(lvl))
     return ClassificationScheme.from_codes(sorted(codes))
+

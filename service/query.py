@@ -170,7 +170,11 @@ def resolve(query: Query, docs: DocStore) -> Resolved:
             mask = np.ones(len(docs), dtype=bool)
         mask[query_row] = False
         filters["exclude"] = query_doc
-    if mask is not None:
+    filtered = mask is not None
+    live = getattr(docs, "live", None)
+    if live is not None:  # a live index with deleted rows: they are never candidates
+        mask = live.copy() if mask is None else mask & live
+    if filtered and mask is not None:
         filters["n_allowed"] = int(mask.sum())
     query.resolved = Resolved(lang=lang, lang_detected=detected, text=text, query_doc=query_doc, query_row=query_row,
                               codes=tuple(codes), codes_from=codes_from, mask=mask, filters=filters)

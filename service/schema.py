@@ -185,6 +185,7 @@ class SearchResponse(BaseModel):
     took_ms: float
     query: QueryInfo
     fusion: FusionInfo
+    generation: int = Field(0, description="generation of the index that answered (0: as built)")
     notices: list[str] = Field(default_factory=list, description="degradations, e.g. 'no models: BM25 only'")
     explained: list[Notice] = Field(default_factory=list, description="the notices in an analyst's words")
     families: FamiliesInfo | None = None
@@ -208,6 +209,7 @@ class PassageResponse(BaseModel):
     took_ms: float
     query: QueryInfo
     fusion: FusionInfo
+    generation: int = Field(0, description="generation of the index that answered (0: as built)")
     notices: list[str] = Field(default_factory=list)
     explained: list[Notice] = Field(default_factory=list)
 

@@ -251,10 +251,8 @@ class FirstStage:
         max_query_terms: int = DEFAULT_MAX_QUERY_TERMS,
     ) -> FirstStage:
         """The first stage of an opened index folder (``docs``: its doc store when already open)."""
-        docs = docs if docs is not None else DocStore.load(folder.root)
-        indexes = {
-            lang: SparseIndex.load(folder.path(Layout.bm25(lang)), mmap=mmap) for lang in folder.settings["index_langs"]
-        }
+        docs = docs if docs is not None else DocStore.of_folder(folder)
+        indexes = {lang: _sparse_of(folder, lang, mmap) for lang in folder.settings["index_langs"]}
         tables: dict[tuple[str, str], TranslationTable] = {}
         for entry in folder.components.get("translation", []):
             try:
@@ -527,3 +525,11 @@ class FirstStage:
             notes=notes,
         )
         return FirstStageResult(hits, info)
+
+
+def _sparse_of(folder: IndexFolder, lang: str, mmap: bool) -> SparseIndex:
+    """The sparse index of ``lang`` at the folder's generation (segments joined with the live statistics)."""
+    if not folder.is_live:
+        return SparseIndex.load(folder.path(Layout.bm25(lang)), mmap=mmap)
+    parts = [SparseIndex.load(s.folder.path(Layout.bm25(lang)), mmap=mmap) for s in folder.segments]
+    return SparseIndex.join(parts, [s.deleted for s in folder.segments])
