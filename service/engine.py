@@ -14,6 +14,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from service import __version__
 from service.candidates import Candidates, StageTrace
 from service.classification import ClassificationScheme
@@ -26,16 +28,30 @@ from service.passages import DEFAULT_PARAMS, PassageIndex, PassageIndexMissingEr
 from service.pipeline import Pipeline, compose
 from service.query import Query, QueryError
 from service.schema import (
+    ClaimChartRequest,
+    ClaimChartResponse,
+    FamiliesInfo,
+    FamilyMember,
+    FeedbackInfo,
+    FeedbackRequest,
     FusionInfo,
+    Notice,
+    PassageHit,
     PassageRequest,
     PassageResponse,
     QueryInfo,
+    ReportRequest,
+    ReportResponse,
     SearchHit,
     SearchRequest,
     SearchResponse,
     StageInfo,
 )
 from service.settings import Settings
+from service.workflow.families import KEYS as FAMILY_KEYS
+from service.workflow.families import group as family_groups
+from service.workflow.feedback import Feedback
+from service.workflow.notices import explain as explain_notices
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +74,7 @@ class Engine:
         self.first_stage = pipeline.first_stage
         self.notices = list(pipeline.notices)
         self.scheme = scheme
+        self.generation = folder.generation
         self.device = pipeline.device
         self.loaded_at = time.time()
         self._passages: PassageIndex | None = None
@@ -69,7 +86,8 @@ class Engine:
             self.notices.append(str(exc))
 
     def close(self) -> None:
-        """Nothing to stop: the engine holds memory maps and one descriptor, released with the object."""
+        """Release the doc store's descriptors (memory maps go with the object); only once no request uses it."""
+        self.docs.close()
 
     # ------------------------------------------------------------------ loading
     @classmethod
@@ -82,32 +100,68 @@ class Engine:
 
     @property
     def num_docs(self) -> int:
-        return len(self.docs)
+        """Documents searchable (a live index's deleted rows left out)."""
+        return self.docs.n_live
 
     def describe(self) -> str:
         return f"{self.num_docs} documents, stages {' -> '.join(self.pipeline.names)}, device {self.device}"
 
     # ------------------------------------------------------------------ queries
-    def query(self, req: SearchRequest, depth: int | None = None) -> Query:
+    def query(self, req: SearchRequest | ClaimChartRequest, depth: int | None = None, *,
+              text: str | None = None) -> Query:
         """The pipeline query of a request (depth: the request's, else the settings' default; clamped)."""
-        want = depth if depth is not None else (req.depth or self.settings.default_depth)
+        search = req if isinstance(req, SearchRequest) else None
+        want = depth if depth is not None else ((search.depth if search else None) or self.settings.default_depth)
         depth = min(want, self.settings.max_depth)
-        return Query(text=req.query.strip(), lang=None if req.lang == "auto" else req.lang, codes=list(req.codes),
+        if text is None:
+            text = search.query if search is not None else getattr(req, "claim_text", "")
+        return Query(text=text.strip(),
+                     lang=None if req.lang == "auto" else req.lang, codes=list(req.codes),
                      code_level=None if req.code_filter == "none" else req.code_filter, before=req.before, k=req.k,
-                     depth=max(depth, req.k), translate=req.translate, weights=req.weights, fusion=req.fusion)
+                     depth=max(depth, req.k), translate=search.translate if search else True,
+                     weights=search.weights if search else None, fusion=search.fusion if search else None,
+                     feedback=self._feedback(req.feedback))
+
+    def _feedback(self, fb: FeedbackRequest | None) -> Feedback | None:
+        if fb is None or not (fb.relevant or fb.nonrelevant):
+            return None
+        rows: dict[str, list[int]] = {"relevant": [], "nonrelevant": []}
+        for name in rows:
+            for doc_id in getattr(fb, name):
+                row = self._row(doc_id)
+                if row is None:
+                    raise QueryError(f"feedback: no document {doc_id!r} in this index")
+                if row not in rows[name]:
+                    rows[name].append(row)
+        both = set(rows["relevant"]) & set(rows["nonrelevant"])
+        if both:
+            raise QueryError(f"feedback: {self.docs.ids[min(both)]} is marked both relevant and not relevant")
+        return Feedback(relevant=rows["relevant"], nonrelevant=rows["nonrelevant"], terms=fb.terms)
+
+    def _row(self, doc_id: str) -> int | None:
+        try:
+            return self.docs.find(doc_id.replace(" ", "").upper())
+        except UnknownDocumentError:
+            return None
 
     def search(self, req: SearchRequest) -> SearchResponse:
         """Run the pipeline; the result is the body of ``POST /search``."""
-        return self.run(self.query(req), explain=req.explain)
+        query = self.query(req)
+        if req.collapse_families:  # room for the members that collapse, so that k results remain
+            query.k = min(query.depth, req.k * FAMILY_ROOM)
+        return self.run(query, explain=req.explain, collapse=req.collapse_families, k=req.k)
 
-    def run(self, query: Query, *, explain: bool = False) -> SearchResponse:
+    def run(self, query: Query, *, explain: bool = False, collapse: bool = False,
+            k: int | None = None) -> SearchResponse:
         """Run a pipeline query (:meth:`query` of a request, possibly with first-stage options set)."""
         started = time.perf_counter()
         cands, trace = self.pipeline.run(query)
         lang = query.r.lang
         results = []
+        records = []
         for i, row in enumerate(cands.rows.tolist()):
             rec = self.docs.get_row(row)
+            records.append(rec)
             comps: dict[str, float | None] = {
                 name: float(cands.normalised[name][i]) if name in cands.normalised else None for name in COMPONENTS}
             assert cands.fused is not None
@@ -116,9 +170,17 @@ class Engine:
                 id=rec.id, title=title_of(rec, lang), score=float(cands.fused[i]), components=comps,
                 matched_terms=cands.matched_terms.get(row, []) if explain else [], route=cands.routes.get(row),
                 codes=record_codes(rec)[:12], publication_date=rec.publication_date))
+        families = None
+        if collapse:
+            results, families = _collapse(results, records)
+        if k is not None:
+            results = results[:k]
+        fusion = _fusion_info(cands)
+        notices = self.notices + query.notes
         return SearchResponse(results=results, stages=self._stages(trace, explain),
                               took_ms=(time.perf_counter() - started) * 1000.0, query=self._query_info(query, cands),
-                              fusion=_fusion_info(cands), notices=self.notices + query.notes)
+                              fusion=fusion, notices=notices, explained=_explained(notices, fusion), families=families,
+                              generation=self.generation)
 
     def passages(self, req: PassageRequest) -> PassageResponse:
         """Rank passages of the top documents in context (QSF variants) from the build-time passage index."""
@@ -146,17 +208,45 @@ class Engine:
         trace.append(StageTrace("passages", (time.perf_counter() - t0) * 1000.0, len(ranking.hits),
                                 {"variant": req.variant, **params, "documents": ranking.documents}))
         results = list(ranking.hits)
+        fusion = _fusion_info(cands)
+        notices = self.notices + query.notes
         return PassageResponse(results=results, stages=self._stages(trace, req.explain),
                                took_ms=(time.perf_counter() - started) * 1000.0, query=self._query_info(query, cands),
-                               fusion=_fusion_info(cands), notices=self.notices + query.notes)
+                               fusion=fusion, notices=notices, explained=_explained(notices, fusion),
+                               generation=self.generation)
+
+    # ------------------------------------------------------------------ the analyst's workflow
+    def claim_chart(self, req: ClaimChartRequest) -> ClaimChartResponse:
+        """Each element of the claim x each document: its best passage in context (service/workflow/chart.py)."""
+        if self._passages is None:
+            raise QueryError(self._passages_missing or "this index has no passage index")
+        from service.workflow.chart import claim_chart
+
+        return claim_chart(self, self._passages, req)
+
+    def passages_of(self, text: str, lang: str, rows: list[int], k: int) -> list[PassageHit]:
+        """The ``k`` best passages of the documents ``rows`` for ``text`` (ranked among those documents only)."""
+        if self._passages is None:
+            raise QueryError(self._passages_missing or "this index has no passage index")
+        if not rows or k < 1:
+            return []
+        readable = {lang} | ({"en"} if lang in self.first_stage.tables else set())
+        ranking = self._passages.rank(text, lang, np.asarray(rows, dtype=np.int64), None,
+                                      translations=self.first_stage.tables, k=k, langs=readable)
+        return list(ranking.hits)
+
+    def report(self, req: ReportRequest) -> ReportResponse:
+        """A search report of the session (service/workflow/report.py renders it as CSV and HTML)."""
+        from service.workflow.report import build_report
+
+        return build_report(self, req)
 
     @staticmethod
     def _stages(trace: list[StageTrace], explain: bool) -> list[StageInfo]:
         return [StageInfo(name=t.name, ms=t.ms, candidates=t.candidates, detail=t.detail if explain else {})
                 for t in trace]
 
-    @staticmethod
-    def _query_info(query: Query, cands: Candidates) -> QueryInfo:
+    def _query_info(self, query: Query, cands: Candidates) -> QueryInfo:
         r, info = query.r, cands.first_info
         return QueryInfo(
             lang=r.lang, lang_detected=r.lang_detected, text_from=r.query_doc, codes=list(r.codes),
@@ -164,7 +254,7 @@ class Engine:
             else None, routes=[x.name for x in info.routes] if info else [],
             route_tables={x.name: x.table for x in info.routes if x.table} if info else {},
             terms=list(info.query_terms) if info else [], terms_before_reduction=info.n_terms_before_reduction
-            if info else 0, filters=dict(r.filters))
+            if info else 0, filters=dict(r.filters), feedback=_feedback_info(query, self.docs.ids))
 
     # ------------------------------------------------------------------ lookups
     def document(self, doc_id: str) -> PatentRecord | None:
@@ -187,6 +277,9 @@ class Engine:
                 "created": meta.created,
                 "settings": meta.settings,
                 "components": sorted(meta.components),
+                "generation": self.generation,
+                "segments": [{"dir": s.dir, "documents": s.n_rows, "deleted": len(s.deleted)}
+                             for s in self.folder.segments],
             },
             "documents": self.num_docs,
             "stages": self.pipeline.names,
@@ -196,6 +289,39 @@ class Engine:
             "passages": self._passages.describe() if self._passages is not None else None,
             "loaded_at": self.loaded_at,
         }
+
+
+FAMILY_ROOM = 3
+
+
+def _collapse(hits: list[SearchHit], records: list[PatentRecord]) -> tuple[list[SearchHit], FamiliesInfo]:
+    """Members of one family / application / priority listed under their best-ranked result."""
+    groups = family_groups(records)
+    out: list[SearchHit] = []
+    for g in groups:
+        head = hits[g.head]
+        if g.members:
+            head = head.model_copy(update={"family": [
+                FamilyMember(id=hits[m].id, title=hits[m].title, publication_date=hits[m].publication_date,
+                             score=hits[m].score, grouped_by=g.reasons[m]) for m in g.members]})
+        out.append(head)
+    hidden = sum(len(g.members) for g in groups)
+    return out, FamiliesInfo(collapsed=True, grouped_by=list(FAMILY_KEYS), groups=sum(1 for g in groups if g.members),
+                             hidden=hidden)
+
+
+def _explained(notices: list[str], fusion: FusionInfo) -> list[Notice]:
+    return [Notice(text=e.text, detail=e.detail, kind=e.kind) for e in explain_notices(notices, fusion.weights)]
+
+
+def _feedback_info(query: Query, ids: Any) -> FeedbackInfo | None:
+    fb = query.feedback
+    if fb is None:
+        return None
+    return FeedbackInfo(relevant=[ids[r] for r in fb.relevant], nonrelevant=[ids[r] for r in fb.nonrelevant],
+                        added_terms={lang: list(terms) for lang, terms in fb.added.items()},
+                        weights={lang: {t: round(w, 4) for t, w in terms.items()} for lang, terms in fb.added.items()},
+                        dense=fb.dense, notes=list(fb.notes))
 
 
 def _fusion_info(cands: Candidates) -> FusionInfo:
@@ -225,3 +351,4 @@ def _load_scheme(settings: Settings, docs: DocStore) -> ClassificationScheme:
     for lvl in ("subgroup", "main_group"):
         codes.update(docs.code_vocabulary(lvl))
     return ClassificationScheme.from_codes(sorted(codes))
+

@@ -131,7 +131,7 @@ def compose(folder: IndexFolder, settings: Settings, docs: DocStore | None = Non
     from service.retrieval.first_stage import FirstStage
     from service.stages.first import FirstStageStep
 
-    docs = docs if docs is not None else DocStore.load(folder.root)
+    docs = docs if docs is not None else DocStore.of_folder(folder)
     notices: list[str] = []
     stages: list[Stage] = [FirstStageStep(FirstStage.from_folder(folder, docs))]
     device = "cpu"

@@ -27,6 +27,7 @@ from service.codes import record_codes
 from service.corpus.record import PatentRecord
 from service.index.store import CODE_LEVELS, DocStore, UnknownDocumentError, id_shaped, looks_like_pub_id
 from service.text.analysis import SUPPORTED_LANGS, detect_language
+from service.workflow.feedback import Feedback
 
 QUERY_FORMS = ("text", "abstract", "claims")
 FORM_FIELDS = {"text": ("title", "abstract", "claims"), "abstract": ("abstract",), "claims": ("claims",)}
@@ -53,6 +54,7 @@ class Query:
     query_form: str = "text"  # for a publication number: text (title+abstract+claims), abstract or claims
     use_doc_codes: bool = False  # a publication-number query filters by its document's codes too
     max_query_terms: int | None = None  # first-stage query reduction (None: the default)
+    feedback: Feedback | None = None  # marked rows: Rocchio expansion (service/workflow/feedback.py)
     resolved: Resolved | None = None
     notes: list[str] = field(default_factory=list)
 
@@ -168,7 +170,11 @@ def resolve(query: Query, docs: DocStore) -> Resolved:
             mask = np.ones(len(docs), dtype=bool)
         mask[query_row] = False
         filters["exclude"] = query_doc
-    if mask is not None:
+    filtered = mask is not None
+    live = getattr(docs, "live", None)
+    if live is not None:  # a live index with deleted rows: they are never candidates
+        mask = live.copy() if mask is None else mask & live
+    if filtered and mask is not None:
         filters["n_allowed"] = int(mask.sum())
     query.resolved = Resolved(lang=lang, lang_detected=detected, text=text, query_doc=query_doc, query_row=query_row,
                               codes=tuple(codes), codes_from=codes_from, mask=mask, filters=filters)

@@ -18,6 +18,16 @@ Variant = Literal["qsf_v", "qsf_v_title", "qsf_section", "qsf_section_propagate"
 COMPONENT_NAMES = ("bm25", "dense", "text", "meta", "joint", "wordpair", "domain")  # service.fusion.COMPONENTS
 
 
+class FeedbackRequest(BaseModel):
+    """Relevance feedback: publication ids the analyst marked; the search is expanded from them (Rocchio)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    relevant: list[str] = Field(default_factory=list, max_length=50, description="ids marked relevant")
+    nonrelevant: list[str] = Field(default_factory=list, max_length=50, description="ids marked not relevant")
+    terms: int = Field(10, ge=1, le=50, description="expansion terms added per language")
+
+
 class SearchRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -38,6 +48,11 @@ class SearchRequest(BaseModel):
     )
     explain: bool = Field(False, description="include matched terms and stage details")
     translate: bool = Field(True, description="translate the query into the other indexed languages (PSQ)")
+    feedback: FeedbackRequest | None = Field(
+        None, description="relevance feedback: marked ids; the query is expanded (Rocchio over BM25 terms, and "
+        "over dense vectors when the index has models); query.feedback says what was added")
+    collapse_families: bool = Field(
+        True, description="collapse publications of one family / application / priority into one result")
 
     @field_validator("query")
     @classmethod
@@ -88,6 +103,41 @@ class SearchHit(BaseModel):
     )
     codes: list[str] = Field(default_factory=list)
     publication_date: date | None = None
+    family: list[FamilyMember] = Field(
+        default_factory=list, description="other publications of its family collapsed into this result")
+
+
+class FamilyMember(BaseModel):
+    id: str
+    title: str | None = None
+    publication_date: date | None = None
+    score: float
+    grouped_by: list[str] = Field(description="what it shares with the result: family, publication number, priority")
+
+
+class FamiliesInfo(BaseModel):
+    collapsed: bool
+    grouped_by: list[str] = Field(description="the keys publications were grouped on")
+    groups: int = Field(0, description="results that have other members collapsed into them")
+    hidden: int = Field(0, description="publications listed under another result instead of on their own")
+
+
+class FeedbackInfo(BaseModel):
+    method: str = "rocchio"
+    relevant: list[str]
+    nonrelevant: list[str]
+    added_terms: dict[str, list[str]] = Field(description="language -> analysed terms added to the query")
+    weights: dict[str, dict[str, float]] = Field(default_factory=dict, description="their query weights")
+    dense: str | None = Field(None, description="what happened to the dense query vector")
+    notes: list[str] = Field(default_factory=list)
+
+
+class Notice(BaseModel):
+    """A notice in an analyst's words (``text``), with the operator's message and command (``detail``)."""
+
+    text: str
+    detail: str = ""
+    kind: str = "other"
 
 
 class StageInfo(BaseModel):
@@ -114,6 +164,7 @@ class QueryInfo(BaseModel):
     terms: list[str] = Field(default_factory=list)
     terms_before_reduction: int = 0
     filters: dict[str, Any] = Field(default_factory=dict)
+    feedback: FeedbackInfo | None = None
 
 
 class FusionInfo(BaseModel):
@@ -134,7 +185,10 @@ class SearchResponse(BaseModel):
     took_ms: float
     query: QueryInfo
     fusion: FusionInfo
+    generation: int = Field(0, description="generation of the index that answered (0: as built)")
     notices: list[str] = Field(default_factory=list, description="degradations, e.g. 'no models: BM25 only'")
+    explained: list[Notice] = Field(default_factory=list, description="the notices in an analyst's words")
+    families: FamiliesInfo | None = None
 
 
 class PassageHit(BaseModel):
@@ -155,4 +209,129 @@ class PassageResponse(BaseModel):
     took_ms: float
     query: QueryInfo
     fusion: FusionInfo
+    generation: int = Field(0, description="generation of the index that answered (0: as built)")
     notices: list[str] = Field(default_factory=list)
+    explained: list[Notice] = Field(default_factory=list)
+
+
+# ------------------------------------------------------------------------------------ claim charts, reports
+
+CATEGORIES = {
+    "X": "particularly relevant if taken alone",
+    "Y": "particularly relevant if combined with another document of the same category",
+    "A": "technological background",
+}
+
+
+class ClaimChartRequest(BaseModel):
+    """A claim (en/de/fr; several numbered claims may be pasted, ``claim`` picks one) and the documents to chart."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    claim_text: str = Field(..., min_length=1, description="claim text; '1. ... 2. The device of claim 1, ...'")
+    claim: int | None = Field(None, ge=1, le=500, description="which numbered claim to chart (default: the first)")
+    lang: Lang = "auto"
+    documents: list[str] = Field(default_factory=list, max_length=20,
+                                 description="publication ids to chart; empty: the top k of a search with the claim")
+    k: int = Field(5, ge=1, le=20, description="documents charted when none are given")
+    codes: list[str] = Field(default_factory=list, max_length=50)
+    code_filter: Literal["none", "section", "class", "subclass", "main_group", "subgroup"] = "none"
+    before: date | None = None
+    feedback: FeedbackRequest | None = None
+
+    @field_validator("claim_text")
+    @classmethod
+    def _not_blank(cls, v: str) -> str:
+        if not v.strip():
+            raise ValueError("claim_text is blank")
+        return v
+
+    @field_validator("codes")
+    @classmethod
+    def _codes(cls, codes: list[str]) -> list[str]:
+        return normalise_codes(codes)
+
+
+class ClaimElementOut(BaseModel):
+    label: str = Field(description="'1.0' the preamble of claim 1, '1.2' its second feature, '3.1' claim 3's own")
+    kind: Literal["preamble", "feature"]
+    claim: int
+    text: str
+
+
+class ChartCell(BaseModel):
+    """The best passage of one document for one element."""
+
+    element: str
+    doc_id: str
+    passage_id: str | None = None
+    section_path: list[str] = Field(default_factory=list)
+    text: str | None = None
+    score: float = 0.0
+    highlights: list[tuple[int, int]] = Field(default_factory=list)
+    lang: str | None = None
+    overlap: float = Field(0.0, description="share of the element's terms found in the passage (or its translation)")
+    status: Literal["disclosed", "partly", "not found"] = "not found"
+
+
+class ChartDocument(BaseModel):
+    id: str
+    title: str | None = None
+    publication_date: date | None = None
+    disclosed: int = Field(0, description="elements this document discloses (status 'disclosed')")
+    category: Literal["X", "Y", "A"] = Field("A", description="suggested search-report category")
+
+
+class ClaimChartResponse(BaseModel):
+    claim: int
+    lang: str
+    elements: list[ClaimElementOut]
+    documents: list[ChartDocument]
+    cells: list[ChartCell] = Field(description="one per element and document, element-major")
+    not_disclosed: list[str] = Field(description="labels of the elements no charted document discloses")
+    coverage: str = Field(description="a one-line summary")
+    documents_from: str = Field(description="'request' or 'search'")
+    notes: list[str] = Field(default_factory=list)
+    took_ms: float = 0.0
+
+
+class ReportDocument(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    id: str
+    category: Literal["X", "Y", "A"] = "A"
+    claims: str = Field("", max_length=200, description="claims concerned, e.g. '1-3, 5'")
+    note: str = Field("", max_length=2000)
+
+
+class ReportRequest(BaseModel):
+    """A search session to report: its queries, the documents marked (category, claims), the claim chart."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    title: str = Field("Search report", max_length=300)
+    queries: list[SearchRequest] = Field(default_factory=list, max_length=50)
+    documents: list[ReportDocument] = Field(default_factory=list, max_length=100)
+    claim_chart: ClaimChartResponse | None = None
+    passages: int = Field(2, ge=0, le=5, description="relevant passages listed per document")
+    format: Literal["json", "csv", "html"] = "json"
+
+
+class ReportEntry(BaseModel):
+    id: str
+    title: str | None = None
+    publication_date: date | None = None
+    category: Literal["X", "Y", "A"]
+    claims: str
+    note: str = ""
+    passages: list[PassageHit] = Field(default_factory=list)
+
+
+class ReportResponse(BaseModel):
+    title: str
+    created: str
+    queries: list[dict[str, Any]]
+    entries: list[ReportEntry]
+    claim_chart: ClaimChartResponse | None = None
+    categories: dict[str, str] = Field(default_factory=lambda: dict(CATEGORIES))
+

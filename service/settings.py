@@ -51,6 +51,8 @@ class Settings(BaseSettings):
     api_key: str | None = Field(None, description="when set, requests must carry it in X-API-Key")
     admin_key: str | None = Field(None, description="key for /admin/* (defaults to api_key)")
     cors_origins: list[str] = Field(default_factory=list, description="allowed CORS origins")
+    reload_interval_s: float = Field(2.0, ge=0, description="how often the server looks for a new generation of "
+                                     "its index (priorart add/delete/compact) and loads it; 0: only on /admin/reload")
     log_level: str = "INFO"
 
     @model_validator(mode="after")

@@ -60,16 +60,54 @@ def versioned(fmt: str, version: int, body: Mapping[str, Any]) -> dict[str, Any]
     return {"format": fmt, "version": version, **{k: v for k, v in body.items() if k not in ("format", "version")}}
 
 
-def write_json_atomic(path: str | Path, data: object, *, indent: int | None = 1) -> Path:
-    """Write JSON to ``path`` through a temporary file and a rename (readers never see half a file)."""
+def write_json_atomic(path: str | Path, data: object, *, indent: int | None = 1, durable: bool = False) -> Path:
+    """Write JSON to ``path`` through a temporary file and a rename (readers never see half a file).
+
+    ``durable``: fsync the temporary file before the rename and the folder after it, so that after a
+    crash or power loss the file is either the old one or the complete new one (generation manifests).
+    """
     p = Path(path)
     tmp = p.with_name(p.name + ".tmp")
-    tmp.write_text(json.dumps(data, ensure_ascii=False, indent=indent) + "\n", encoding="utf-8")
+    text = json.dumps(data, ensure_ascii=False, indent=indent) + "\n"
+    if not durable:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, p)
+        return p
+    with open(tmp, "w", encoding="utf-8") as fh:
+        half = len(text) // 2
+        fh.write(text[:half])
+        fh.flush()
+        _crash_point("manifest")  # tests kill the process here: a half-written temporary file, no rename
+        fh.write(text[half:])
+        fh.flush()
+        os.fsync(fh.fileno())
     os.replace(tmp, p)
+    fsync_dir(p.parent)
     return p
 
 
+def fsync_dir(path: str | Path) -> None:
+    """fsync a folder (makes a rename or a new file in it durable)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+CRASH_ENV = "PRIORART_TEST_CRASH_AT"
+"""Test hook: a process whose environment names a crash point here kills itself with SIGKILL when it reaches
+it (the crash test of the live index; ``manifest``: after writing half of a generation manifest)."""
+
+
+def _crash_point(name: str) -> None:
+    if os.environ.get(CRASH_ENV) == name:
+        import signal
+
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
 def write_versioned(path: str | Path, fmt: str, version: int, body: Mapping[str, Any], *,
-                    indent: int | None = 1) -> Path:
-    """Write ``body`` tagged with ``format`` and ``version``, atomically."""
-    return write_json_atomic(path, versioned(fmt, version, body), indent=indent)
+                    indent: int | None = 1, durable: bool = False) -> Path:
+    """Write ``body`` tagged with ``format`` and ``version``, atomically (``durable``: fsynced, see above)."""
+    return write_json_atomic(path, versioned(fmt, version, body), indent=indent, durable=durable)

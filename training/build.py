@@ -33,10 +33,9 @@ from tqdm import tqdm
 from service.corpus.jsonl import read_corpus
 from service.corpus.record import LANGS, PatentRecord
 from service.index.folder import FIELDS, SCORINGS, IndexFolder, Layout, validate_settings, write_meta
-from service.index.store import DocStore, DocStoreWriter
-from service.passages.builder import build_passage_index
-from service.retrieval.sparse import SparseIndexBuilder
-from service.text.analysis import TOKEN_RE, Analyzer, get_analyzer, normalise, tokenize
+from service.index.live import EmptyBatchError, index_documents
+from service.index.store import DocStore
+from service.text.analysis import Analyzer, CachedAnalyzer, get_analyzer
 from service.text.compounds import CompoundSplitter
 from training.translation.compounds import COMPOUND_LANGS
 from training.translation.index_step import (
@@ -102,60 +101,6 @@ def _parse_list(
     if bad or (not items and not allow_empty):
         raise BuildError(f"invalid {what} {bad or value!r}; choose from {', '.join(allowed)}")
     return list(dict.fromkeys(items))
-
-
-class CachedAnalyzer:
-    """``Analyzer`` output with one dict lookup per token: each distinct surface token is analysed once.
-
-    Tokens are split exactly as ``service.text.analysis.tokenize`` does before it removes the spaces
-    inside classification codes; each distinct token is then passed through the analyzer itself, so
-    the terms are the analyzer's (a test compares both on real patents). ``max_memo`` bounds memory.
-    """
-
-    def __init__(self, analyzer: Analyzer, max_memo: int = 2_000_000) -> None:
-        self.analyzer = analyzer
-        self.max_memo = max_memo
-        self._memo: dict[str, str] = {}  # token -> term, "" when the analyzer drops the token
-        self._multi: dict[str, tuple[str, ...]] = {}  # the same with a compound splitter: token -> terms
-
-    def __call__(self, text: str) -> list[str]:
-        if self.analyzer.splitter is not None:
-            return self._call_multi(text)
-        memo = self._memo
-        tokens = TOKEN_RE.findall(normalise(text))
-        try:
-            terms = [memo[t] for t in tokens]
-        except KeyError:
-            overflow: dict[str, str] = {}
-            for t in set(tokens).difference(memo):
-                alone = self.analyzer(t)
-                if len(alone) > 1:  # never seen; keep exactness by analysing the whole text
-                    return self.analyzer(text)
-                if len(memo) < self.max_memo:
-                    memo[t] = alone[0] if alone else ""
-                else:
-                    overflow[t] = alone[0] if alone else ""
-            if overflow:
-                terms = [overflow[t] if t in overflow else memo[t] for t in tokens]
-            else:
-                terms = [memo[t] for t in tokens]
-        return [t for t in terms if t]
-
-    def _call_multi(self, text: str) -> list[str]:
-        """With a compound splitter a token may give several terms (the word and its parts)."""
-        memo = self._multi
-        tokens = TOKEN_RE.findall(normalise(text))
-        out: list[str] = []
-        for t in tokens:
-            terms = memo.get(t)
-            if terms is None:
-                if len(tokenize(t)) != 1:  # never seen; keep exactness by analysing the whole text
-                    return self.analyzer(text)
-                terms = tuple(self.analyzer(t))
-                if len(memo) < self.max_memo:
-                    memo[t] = terms
-            out.extend(terms)
-        return out
 
 
 def _translation_tables(
@@ -279,49 +224,19 @@ def build_index(
             lang: CachedAnalyzer(Analyzer(lang, splitter=splitters[lang]) if lang in splitters else get_analyzer(lang))
             for lang in langs
         }
-        builders = {lang: SparseIndexBuilder(scoring=scoring, k1=k1, b=b, epsilon=epsilon) for lang in langs}
-        fields_t = tuple(field_list)
         show = sys.stderr.isatty() if progress is None else progress
-        with DocStoreWriter(tmp) as store:
-            for rec in tqdm(records, desc="indexing", unit="doc", disable=not show, file=sys.stderr, mininterval=1):
-                store.add(rec)
-                if collector is not None:
-                    collector.add(rec)
-                have = rec.languages
-                for lang in langs:
-                    builders[lang].add(analyzers[lang](rec.text(lang, fields_t)) if lang in have else [])
-            docstore = store.close()
-        n_docs = docstore["n_docs"]
-        if n_docs == 0:
-            raise BuildError("the corpus holds no records")
-        bm25: dict[str, Any] = {}
-        vocabs: dict[str, set[str]] = {}
-        for lang in langs:
-            index = builders.pop(lang).finish()
-            index.save(tmp / "bm25" / lang)
-            bm25[lang] = {
-                "dir": f"bm25/{lang}",
-                "n_docs": index.n_docs,
-                "n_terms": len(index.vocab),
-                "nnz": int(index.params["nnz"]),
-                "avgdl": index.avgdl,
-            }
-            log.info(
-                "bm25/%s: %d documents with text, %d terms, %d postings",
-                lang,
-                index.n_docs,
-                len(index.vocab),
-                index.params["nnz"],
-            )
-            if collector is not None:
-                vocabs[lang] = set(index.vocab)
-            del index
-        components: dict[str, Any] = {"docstore": docstore, "bm25": bm25}
+        try:
+            components, vocabs = index_documents(tmp, records, settings, analyzers,
+                                                 on_record=collector.add if collector is not None else None,
+                                                 want_vocab=collector is not None, progress=show)
+        except EmptyBatchError as exc:
+            raise BuildError("the corpus holds no records") from exc
+        n_docs = components["docstore"]["n_docs"]
+        bm25 = components["bm25"]
         # cross-lingual part, step 2: translation tables of every direction into an indexed language
         tables, xreport = _translation_tables(tmp, xopts, langs, collector, vocabs, show)
         xreport["compounds"] = {lang: sp.settings() for lang, sp in splitters.items()}
         components["translation"] = tables
-        components["passages"] = build_passage_index(tmp, analyzers=analyzers, progress=show)
         components["build"] = {"n_docs": n_docs, "corpus": str(corpus) if isinstance(corpus, str | Path) else None}
         folder = IndexFolder(tmp, write_meta(tmp, settings, components))  # the build wrote and hashed every file
         models_report: dict[str, Any] | None = None

@@ -14,6 +14,7 @@ from training.commands import (
     evaluate,
     experiment,
     ingest,
+    live,
     ltr,
     search,
     serve,
@@ -31,7 +32,8 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-for module in (ingest, synth, build, search, evaluate, tasks, translate, train, serve, demo, bench, experiment, ltr):
+for module in (ingest, synth, build, live, search, evaluate, tasks, translate, train, serve, demo, bench, experiment,
+               ltr):
     module.register(app)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import AsyncIterator
@@ -13,10 +14,11 @@ from fastapi.staticfiles import StaticFiles
 
 from service import __version__
 from service.api.assets import STATIC_DIR
+from service.api.deps import EngineHolder
 from service.api.errors import install_error_handlers
 from service.api.metrics import Metrics
 from service.api.middleware import GuardMiddleware
-from service.api.routes import admin, documents, health, search
+from service.api.routes import admin, documents, health, search, workflow
 from service.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -28,17 +30,20 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        from service.api.routes.admin import watch_generations
         from service.engine import Engine  # heavy imports happen here, not at module import
 
         started = time.perf_counter()
-        app.state.engine = Engine.load(settings.index_dir, settings=settings)
-        app.state.metrics.index_docs.set(app.state.engine.num_docs)
-        log.info("index %s loaded in %.1f s: %s", settings.index_dir, time.perf_counter() - started,
-                 app.state.engine.describe())
+        engine = Engine.load(settings.index_dir, settings=settings)
+        app.state.engines.swap(engine)
+        app.state.metrics.index_docs.set(engine.num_docs)
+        log.info("index %s (generation %d) loaded in %.1f s: %s", settings.index_dir, engine.generation,
+                 time.perf_counter() - started, engine.describe())
+        watcher = asyncio.create_task(watch_generations(app)) if settings.reload_interval_s > 0 else None
         yield
-        if app.state.engine is not None:
-            app.state.engine.close()
-        app.state.engine = None
+        if watcher is not None:
+            watcher.cancel()
+        app.state.engines.swap(None)
 
     app = FastAPI(
         title="priorart",
@@ -49,7 +54,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     app.state.settings = settings
     app.state.metrics = Metrics()
-    app.state.engine = None
+    app.state.engines = EngineHolder()
     install_error_handlers(app)
     if settings.cors_origins:
         app.add_middleware(CORSMiddleware, allow_origins=settings.cors_origins, allow_methods=["GET", "POST"],
@@ -61,5 +66,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(documents.router)
     app.include_router(health.router)
     app.include_router(admin.router)
+    app.include_router(workflow.router)
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
     return app

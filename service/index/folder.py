@@ -16,6 +16,18 @@ Layout (every path below is relative to the folder; :class:`Layout` names each o
     ltr/                   word-pair and domain stores and models (service/stages/ltr.py)
     passages/              the passage index: every document's passage tree as arrays (service/passages/)
     fusion.json, fusion.png  the fusion weights of every method, the cross-validation report (service/fusion.py)
+    generations/gen-NNNNNN.json  a live index's generations (``priorart add``/``delete``/``compact``): the
+                           segments of the collection and the rows deleted in each, written last (fsynced, renamed)
+    segments/seg-NNNNNN/   a segment: a self-contained folder of the same layout (its own meta.json) built by
+                           ``priorart add`` for one batch (doc store, bm25, passages, dense/rerank vectors)
+    .lock                  taken (flock) by the writers of generations
+
+Generations. A folder that ``priorart build`` wrote is generation 0 with one segment, the folder itself.
+The newest ``generations/gen-*.json`` names the segments in row order (``"."`` is the folder itself) and
+the deleted rows of each; :meth:`IndexFolder.open` opens that generation (every segment's ``meta.json``
+checked, its sha256 compared with the manifest's), and the loaders present the union of the segments as
+one row space (rows of segment 1, then segment 2, ...; deleted rows stay as holes that no result,
+filter or lookup returns).
 
 :meth:`IndexFolder.open` reads ``meta.json`` once and checks the format, the version, the settings
 and every file (size always, sha256 with ``verify=True``); every loader of the service then receives
@@ -27,14 +39,21 @@ time) and writes ``meta.json`` atomically, last.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import logging
-from collections.abc import Iterable, Mapping, Sequence
+import os
+import re
+import time
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from service import __version__
 from service.corpus.record import LANGS
@@ -77,6 +96,19 @@ class Layout:
     PASSAGES = "passages"
     FUSION = "fusion.json"
     FUSION_PLOT = "fusion.png"
+    GENERATIONS = "generations"
+    SEGMENTS = "segments"
+    LOCK = ".lock"
+    ROOT_SEGMENT = "."  # the segment that is the folder itself (the build's documents)
+    LIVE_ONLY = (GENERATIONS, SEGMENTS, LOCK)  # at the top of a folder; never part of its own meta.json
+
+    @staticmethod
+    def generation(number: int) -> str:
+        return f"generations/gen-{number:06d}.json"
+
+    @staticmethod
+    def segment(number: int) -> str:
+        return f"segments/seg-{number:06d}"
 
     @staticmethod
     def bm25(lang: str) -> str:
@@ -192,7 +224,7 @@ def _list_files(index_dir: Path) -> list[str]:
         if not p.is_file():
             continue
         rel = p.relative_to(index_dir).as_posix()
-        if rel == Layout.META or rel.endswith(".tmp"):
+        if rel == Layout.META or rel.endswith(".tmp") or rel.split("/", 1)[0] in Layout.LIVE_ONLY:
             continue
         out.append(rel)
     return out
@@ -298,6 +330,54 @@ def update_meta(index_dir: str | Path, components: Mapping[str, Any], *, remove:
     return write_meta(index_dir, old.settings, merged, created=old.created)
 
 
+# ------------------------------------------------------------------------------------------ generations
+
+GENERATION_FORMAT = "priorart-generation"
+GENERATION_VERSION = 1
+_GEN_RE = re.compile(r"^gen-(\d{6})\.json$")
+
+
+def generation_numbers(index_dir: str | Path) -> list[int]:
+    """The generations written in a folder, oldest first (complete manifests only: they are renamed into place)."""
+    d = Path(index_dir) / Layout.GENERATIONS
+    if not d.is_dir():
+        return []
+    return sorted(int(m.group(1)) for p in d.iterdir() if (m := _GEN_RE.match(p.name)))
+
+
+def current_generation(index_dir: str | Path) -> int:
+    """The generation a reader opening the folder now gets (0: a folder as ``priorart build`` wrote it)."""
+    numbers = generation_numbers(index_dir)
+    return numbers[-1] if numbers else 0
+
+
+@dataclass(frozen=True)
+class Segment:
+    """One segment of an opened generation: its folder, its first global row, its deleted local rows."""
+
+    dir: str  # relative to the index folder ("." for the folder itself)
+    folder: IndexFolder
+    start: int
+    n_rows: int
+    deleted: np.ndarray  # sorted int64 local rows deleted in this generation
+
+    @property
+    def n_live(self) -> int:
+        return self.n_rows - len(self.deleted)
+
+    def entry(self) -> dict[str, Any]:
+        """The manifest entry of this segment (for the next generation's writer)."""
+        return {"dir": self.dir, "n_docs": self.n_rows, "deleted": [int(r) for r in self.deleted],
+                "meta_sha256": sha256_file(self.folder.root / Layout.META)}
+
+
+def _rows_in_docstore(meta: IndexMeta, where: Path) -> int:
+    comp = meta.components.get("docstore")
+    if not isinstance(comp, dict) or not isinstance(comp.get("n_docs"), int):
+        raise IndexFormatError(f"{where / Layout.META}: no docstore component with n_docs")
+    return int(comp["n_docs"])
+
+
 # ------------------------------------------------------------------------------------------ the folder
 
 
@@ -313,10 +393,113 @@ class IndexFolder:
     def __init__(self, root: str | Path, meta: IndexMeta) -> None:
         self.root = Path(root)
         self.meta = meta
+        self.generation = 0
+        self.segments: list[Segment] = [
+            Segment(Layout.ROOT_SEGMENT, self, 0, _rows_in_docstore(meta, self.root), np.zeros(0, np.int64))
+        ] if "docstore" in meta.components else []
 
     @classmethod
     def open(cls, root: str | Path, *, verify: bool = True) -> IndexFolder:
-        return cls(root, load_meta(root, verify=verify))
+        """Open the folder at its newest generation (a writer that removes old segments meanwhile: retried)."""
+        for attempt in range(3):
+            gen = current_generation(root)
+            try:
+                return cls._open_generation(root, gen, verify=verify)
+            except IndexFormatError:
+                if attempt == 2 or current_generation(root) == gen:
+                    raise
+                time.sleep(0.05)
+        raise AssertionError("unreachable")
+
+    @classmethod
+    def _open_generation(cls, root: str | Path, gen: int, *, verify: bool) -> IndexFolder:
+        folder = cls(root, load_meta(root, verify=verify))
+        if gen == 0:
+            return folder
+        path = folder.root / Layout.generation(gen)
+        data = read_versioned(path, GENERATION_FORMAT, GENERATION_VERSION, error=IndexFormatError,
+                              fix="the generation manifest is damaged: remove it to open the previous generation")
+        segments: list[Segment] = []
+        start = 0
+        base = {k: v for k, v in folder.settings.items() if k != "analysis"}
+        for entry in data.get("segments", []):
+            try:
+                rel, n_docs = str(entry["dir"]), int(entry["n_docs"])
+                deleted = np.asarray(sorted(int(r) for r in entry.get("deleted", [])), dtype=np.int64)
+                want_sha = str(entry["meta_sha256"])
+            except (KeyError, TypeError, ValueError) as exc:
+                raise IndexFormatError(f"{path}: bad segment entry {entry!r} ({exc})") from exc
+            if rel == Layout.ROOT_SEGMENT:
+                seg_folder = folder
+            else:
+                seg_dir = folder.root / rel
+                seg_folder = IndexFolder(seg_dir, load_meta(seg_dir, verify=verify, expected_settings=base))
+                if seg_folder.settings.get("analysis") not in (None, folder.settings.get("analysis")):
+                    raise IndexFormatError(f"{seg_dir}: analysed with other settings than the index ({path})")
+                if sha256_file(seg_folder.root / Layout.META) != want_sha:
+                    raise IndexFormatError(f"{seg_folder.root / Layout.META}: sha256 does not match {path} (changed)")
+            if _rows_in_docstore(seg_folder.meta, seg_folder.root) != n_docs:
+                raise IndexFormatError(f"{path}: segment {rel} holds {n_docs} documents, its meta.json says otherwise")
+            if len(deleted) and (deleted[0] < 0 or deleted[-1] >= n_docs):
+                raise IndexFormatError(f"{path}: segment {rel} deletes a row outside 0..{n_docs - 1}")
+            segments.append(Segment(rel, seg_folder, start, n_docs, deleted))
+            start += n_docs
+        if not segments:
+            raise IndexFormatError(f"{path}: a generation without segments")
+        folder.generation = int(data.get("generation", gen))
+        folder.segments = segments
+        return folder
+
+    # ---- generations -----------------------------------------------------------------------------
+    @property
+    def n_rows(self) -> int:
+        """Rows of the generation (deleted rows included: they stay as holes)."""
+        return sum(s.n_rows for s in self.segments)
+
+    @property
+    def n_live(self) -> int:
+        return sum(s.n_live for s in self.segments)
+
+    @property
+    def live(self) -> np.ndarray | None:
+        """Rows not deleted (bool per row), or None when no row of this generation is deleted."""
+        if not any(len(s.deleted) for s in self.segments):
+            return None
+        mask = np.ones(self.n_rows, dtype=bool)
+        for s in self.segments:
+            mask[s.start + s.deleted] = False
+        return mask
+
+    @property
+    def is_live(self) -> bool:
+        """True when the loaders must join segments: anything but the build's own documents, all live."""
+        if not self.segments:  # a folder written without a docstore component (tests, tools)
+            return False
+        only_root = len(self.segments) == 1 and self.segments[0].dir == Layout.ROOT_SEGMENT
+        return not only_root or any(len(s.deleted) for s in self.segments)
+
+    def write_generation(self, number: int, segments: Sequence[Mapping[str, Any]],
+                         operation: Mapping[str, Any]) -> Path:
+        """Write the manifest of generation ``number`` (fsynced, renamed into place: the commit point)."""
+        gen_dir = self.root / Layout.GENERATIONS
+        gen_dir.mkdir(exist_ok=True)
+        body = {"generation": number, "created": _now(), "parent": self.generation,
+                "segments": [dict(s) for s in segments], "operation": dict(operation)}
+        return write_versioned(self.root / Layout.generation(number), GENERATION_FORMAT, GENERATION_VERSION, body,
+                               durable=True)
+
+    @contextmanager
+    def writer_lock(self, *, wait: bool = True) -> Iterator[None]:
+        """Exclusive lock of the writers of generations (add, delete, compact)."""
+        fd = os.open(self.root / Layout.LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+            except BlockingIOError as exc:
+                raise IndexFormatError(f"{self.root}: another add/delete/compact is running") from exc
+            yield
+        finally:
+            os.close(fd)
 
     def __repr__(self) -> str:
         return f"IndexFolder({str(self.root)!r}, components={sorted(self.meta.components)})"
@@ -379,5 +562,6 @@ class IndexFolder:
         return self
 
 
-__all__ = ["FIELDS", "INDEX_FORMAT", "INDEX_VERSION", "SCORINGS", "IndexFolder", "IndexFormatError", "IndexMeta",
-           "Layout", "load_meta", "sha256_file", "update_meta", "validate_settings", "write_meta"]
+__all__ = ["FIELDS", "GENERATION_FORMAT", "GENERATION_VERSION", "INDEX_FORMAT", "INDEX_VERSION", "SCORINGS",
+           "IndexFolder", "IndexFormatError", "IndexMeta", "Layout", "Segment", "current_generation",
+           "generation_numbers", "load_meta", "sha256_file", "update_meta", "validate_settings", "write_meta"]

@@ -20,7 +20,7 @@ import logging
 import os
 import re
 from array import array
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from datetime import date
 from pathlib import Path
 from types import TracebackType
@@ -30,7 +30,7 @@ import numpy as np
 
 from service.codes import CODE_LEVELS, check_level, codes_at, parse_code, record_codes, truncate_code
 from service.corpus.record import PatentRecord
-from service.index.folder import IndexFormatError, Layout
+from service.index.folder import IndexFolder, IndexFormatError, Layout
 
 log = logging.getLogger(__name__)
 
@@ -181,42 +181,84 @@ class DocStoreWriter:
 
 
 class DocStore:
-    """Random access to the records of an index by row or publication id, plus filter arrays."""
+    """Random access to the records of an index by row or publication id, plus filter arrays.
 
-    def __init__(self, index_dir: str | Path) -> None:
-        self._docs_fd = -1
+    A live index (several segments, deleted rows: :class:`service.index.folder.Segment`) is one row
+    space: the rows of each segment in turn. Deleted rows stay as holes: their records are still
+    readable by row, but :meth:`find` never returns them and the filter masks exclude them; ``live``
+    is the mask of the rows that are not deleted (None when none is).
+    """
+
+    def __init__(self, index_dir: str | Path, *, segments: Sequence[tuple[Path, np.ndarray]] | None = None) -> None:
+        self._fds: list[int] = []
         d = Path(index_dir)
         self.index_dir = d
-        try:
-            self.offsets: np.ndarray = np.load(d / Layout.OFFSETS)
-            self.ids: list[str] = json.loads((d / Layout.IDS).read_text(encoding="utf-8"))
-            self.dates: np.ndarray = np.load(d / Layout.DATES)
-            self._codes: dict[str, tuple[dict[str, int], np.ndarray, np.ndarray]] = {}
-            for lvl in CODE_LEVELS:
-                vocab = json.loads((d / Layout.codes(lvl, "json")).read_text(encoding="utf-8"))
-                indptr = np.load(d / Layout.codes(lvl, "indptr.npy"))
-                rows = np.load(d / Layout.codes(lvl, "rows.npy"))
-                self._codes[lvl] = ({c: i for i, c in enumerate(vocab)}, indptr, rows)
-        except (OSError, ValueError) as exc:
-            raise IndexFormatError(f"doc store in {d} is unreadable: {exc}") from exc
-        try:
-            self._docs_fd = os.open(d / Layout.DOCS, os.O_RDONLY)
-        except OSError as exc:
-            raise IndexFormatError(f"doc store in {d} is unreadable: {exc}") from exc
-        n = len(self.ids)
-        if len(self.offsets) != n + 1 or len(self.dates) != n:
-            raise IndexFormatError(
-                f"doc store in {d} is inconsistent: {n} ids, {len(self.offsets)} offsets, {len(self.dates)} dates"
-            )
+        parts = list(segments) if segments is not None else [(d, np.zeros(0, np.int64))]
+        self._offsets: list[np.ndarray] = []
+        self._codes_parts: list[dict[str, tuple[dict[str, int], np.ndarray, np.ndarray]]] = []
+        starts = [0]
+        ids: list[str] = []
+        dates: list[np.ndarray] = []
+        deleted_rows: list[np.ndarray] = []
+        for seg_dir, deleted in parts:
+            try:
+                offsets = np.load(seg_dir / Layout.OFFSETS)
+                seg_ids: list[str] = json.loads((seg_dir / Layout.IDS).read_text(encoding="utf-8"))
+                seg_dates = np.load(seg_dir / Layout.DATES)
+                codes: dict[str, tuple[dict[str, int], np.ndarray, np.ndarray]] = {}
+                for lvl in CODE_LEVELS:
+                    vocab = json.loads((seg_dir / Layout.codes(lvl, "json")).read_text(encoding="utf-8"))
+                    indptr = np.load(seg_dir / Layout.codes(lvl, "indptr.npy"))
+                    rows = np.load(seg_dir / Layout.codes(lvl, "rows.npy"))
+                    codes[lvl] = ({c: i for i, c in enumerate(vocab)}, indptr, rows)
+                self._fds.append(os.open(seg_dir / Layout.DOCS, os.O_RDONLY))
+            except (OSError, ValueError) as exc:
+                self.close()
+                raise IndexFormatError(f"doc store in {seg_dir} is unreadable: {exc}") from exc
+            n = len(seg_ids)
+            if len(offsets) != n + 1 or len(seg_dates) != n:
+                self.close()
+                raise IndexFormatError(f"doc store in {seg_dir} is inconsistent: {n} ids, {len(offsets)} offsets, "
+                                       f"{len(seg_dates)} dates")
+            self._offsets.append(offsets)
+            self._codes_parts.append(codes)
+            deleted_rows.append(np.asarray(deleted, dtype=np.int64) + starts[-1])
+            ids.extend(seg_ids)
+            dates.append(seg_dates)
+            starts.append(starts[-1] + n)
+        self._starts = np.asarray(starts, dtype=np.int64)
+        self.ids: list[str] = ids
+        self.offsets: np.ndarray = self._offsets[0] if len(parts) == 1 else np.zeros(0, np.int64)
+        self.dates: np.ndarray = dates[0] if len(dates) == 1 else np.concatenate(dates)
+        gone = np.concatenate(deleted_rows) if deleted_rows else np.zeros(0, np.int64)
+        self.live: np.ndarray | None = None
+        if len(gone):
+            self.live = np.ones(len(ids), dtype=bool)
+            self.live[gone] = False
+        self._codes = self._codes_parts[0]
         self._row: dict[str, int] = {}
         self._loose: dict[str, int] = {}
         self._nokind: dict[str, list[int]] = {}
         for row, pid in enumerate(self.ids):
+            if self.live is not None and not self.live[row]:
+                continue
             self._row[pid] = row
             keys = _id_keys(normalise_pub_id(pid))
             if keys:
                 self._loose.setdefault(keys[0], row)
                 self._nokind.setdefault(keys[1], []).append(row)
+
+    @classmethod
+    def of_folder(cls, folder: IndexFolder) -> DocStore:
+        """The doc store of an opened index folder at its generation (every segment, deletions applied)."""
+        if not folder.is_live:
+            return cls(folder.root)
+        return cls(folder.root, segments=[(s.folder.root, s.deleted) for s in folder.segments])
+
+    @property
+    def n_live(self) -> int:
+        """Documents not deleted."""
+        return len(self.ids) if self.live is None else int(self.live.sum())
 
     @classmethod
     def load(cls, index_dir: str | Path) -> DocStore:
@@ -264,17 +306,20 @@ class DocStore:
         """The record stored at a row."""
         if not 0 <= row < len(self.ids):
             raise IndexError(f"row {row} out of range (0..{len(self.ids) - 1})")
-        start, end = int(self.offsets[row]), int(self.offsets[row + 1])
-        # one descriptor opened at load and read with pread: thread-safe, and a folder swapped or
-        # deleted under a running service keeps serving the records it was loaded with
-        data = os.pread(self._docs_fd, end - start, start)
+        seg = int(np.searchsorted(self._starts, row, side="right")) - 1 if len(self._fds) > 1 else 0
+        local = row - int(self._starts[seg])
+        offsets = self._offsets[seg]
+        start, end = int(offsets[local]), int(offsets[local + 1])
+        # one descriptor per segment opened at load and read with pread: thread-safe, and a folder swapped
+        # or deleted under a running service keeps serving the records it was loaded with
+        data = os.pread(self._fds[seg], end - start, start)
         return PatentRecord.model_validate_json(data)
 
     def close(self) -> None:
-        """Release the records file (also done when the store is garbage-collected)."""
-        if self._docs_fd >= 0:
-            os.close(self._docs_fd)
-            self._docs_fd = -1
+        """Release the records files (also done when the store is garbage-collected)."""
+        fds, self._fds = getattr(self, "_fds", []), []
+        for fd in fds:
+            os.close(fd)
 
     def __del__(self) -> None:
         self.close()
@@ -286,14 +331,15 @@ class DocStore:
     def date_mask(self, before: date) -> np.ndarray:
         """Rows published strictly before ``before`` (unknown dates are excluded)."""
         limit = (before - EPOCH).days
-        return (self.dates != MISSING_DATE) & (self.dates < limit)
+        mask = (self.dates != MISSING_DATE) & (self.dates < limit)
+        return mask if self.live is None else mask & self.live
 
     def code_mask(self, codes: Iterable[str], level: str = "subclass") -> np.ndarray:
         """Rows sharing at least one code with ``codes`` after truncating both to ``level``.
 
         Raises ``ValueError`` for an invalid code or one coarser than ``level``.
         """
-        vocab, indptr, rows = self._codes[check_level(level)]
+        level = check_level(level)
         mask = np.zeros(len(self.ids), dtype=bool)
         for raw in codes:
             t = truncate_code(parse_code(raw), level)
@@ -301,15 +347,20 @@ class DocStore:
                 raise ValueError(
                     f"code {raw!r} is coarser than the filter level {level!r}; give a longer code or a coarser level"
                 )
-            i = vocab.get(t)
-            if i is not None:
-                mask[rows[indptr[i] : indptr[i + 1]]] = True
-        return mask
+            for part, start in zip(self._codes_parts, self._starts.tolist(), strict=False):
+                vocab, indptr, rows = part[level]
+                i = vocab.get(t)
+                if i is not None:
+                    mask[rows[indptr[i] : indptr[i + 1]] + start] = True
+        return mask if self.live is None else mask & self.live
 
     def code_vocabulary(self, level: str) -> list[str]:
         """All codes present in the index at ``level`` (sorted)."""
-        vocab = self._codes[check_level(level)][0]
-        return sorted(vocab, key=vocab.__getitem__)
+        level = check_level(level)
+        if len(self._codes_parts) == 1:
+            vocab = self._codes[level][0]
+            return sorted(vocab, key=vocab.__getitem__)
+        return sorted(set().union(*(part[level][0] for part in self._codes_parts)))
 
     def query_codes(self, codes: Iterable[str], level: str) -> list[str]:
         """The given codes normalised and truncated to ``level`` (for reporting), duplicates removed."""

@@ -40,6 +40,8 @@ class PassageIndex(PassageArrays):
         """Map the passage index of an opened index folder (a path is opened without re-hashing its files)."""
         if not isinstance(folder, IndexFolder):
             folder = IndexFolder.open(folder, verify=False)
+        if folder.is_live:
+            return cls._load_live(folder)
         index_dir = folder.root
         comp = folder.components.get(fmt.PASSAGES_COMPONENT)
         if comp is None:
@@ -55,6 +57,27 @@ class PassageIndex(PassageArrays):
                 f"{fmt.PASSAGES_VERSION}; rebuild the index with `priorart build`"
             )
         return cls.open(folder.path(str(comp.get("dir", Layout.PASSAGES))), mmap=mmap, info=comp)
+
+    @classmethod
+    def _load_live(cls, folder: IndexFolder) -> PassageIndex:
+        """The passage indexes of a generation's segments joined (rows in turn) into a temporary folder that
+        is mapped and then removed (the maps stay valid); deleted rows are never candidates."""
+        from service.passages.builder import concat_passage_indexes
+
+        parts = []
+        for seg in folder.segments:
+            comp = seg.folder.components.get(fmt.PASSAGES_COMPONENT)
+            if not isinstance(comp, dict):
+                raise PassageIndexMissingError(f"segment {seg.folder.root} has no passage index; /passages needs one "
+                                               "in every segment (rebuild the index with `priorart build`)")
+            parts.append(seg.folder.path(str(comp.get("dir", Layout.PASSAGES))))
+        tmp = Path(tempfile.mkdtemp(prefix="priorart-live-passages-"))
+        try:
+            info = concat_passage_indexes(parts, tmp / "passages")
+            return cls.open(tmp / "passages", mmap=True, info=info)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
     @classmethod
     def from_records(cls, records: Iterable[PatentRecord], *,
                      analyzers: Mapping[str, Analyze] | None = None) -> PassageIndex:

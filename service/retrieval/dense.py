@@ -188,6 +188,32 @@ class DenseIndex:
 
     # ------------------------------------------------------------------ loading
     @classmethod
+    def _load_live(cls, folder: IndexFolder, *, device: str, exact: bool, nprobe: int | None,
+                   ef_search: int | None) -> DenseIndex:
+        """A generation of several segments: the first segment's FAISS index (a build's or a compaction's)
+        with the vectors of the others added in row order (their encodings are stored, their index is not)."""
+        first, *rest = folder.segments
+        base = cls.load(IndexFolder(first.folder.root, first.folder.meta), device="cpu", exact=exact, nprobe=nprobe,
+                        ef_search=ef_search, mmap=False)
+        vectors = [np.asarray(base.vectors)]
+        for seg in rest:
+            try:
+                comp = seg.folder.component("dense", DENSE_FORMAT_VERSION, fix="add the segment again")
+                vecs = np.load(seg.folder.path(comp.get("vectors", Layout.DENSE_VECTORS)))
+            except (IndexFormatError, OSError, ValueError) as exc:
+                raise DenseIndexError(f"segment {seg.folder.root}: dense vectors unusable ({exc})") from exc
+            if vecs.dtype != np.float32 or vecs.ndim != 2 or vecs.shape != (seg.n_rows, vectors[0].shape[1]):
+                raise DenseIndexError(f"segment {seg.folder.root}: dense vectors of shape {list(vecs.shape)}, expected "
+                                      f"[{seg.n_rows}, {vectors[0].shape[1]}]")
+            base.index.add(prepare_vectors(vecs, base.metric))
+            vectors.append(vecs)
+        notes = list(base.notes)
+        if device == "cuda":
+            notes.append("dense index of a live index with several segments searched on the CPU (compact for GPU)")
+        return cls(np.concatenate(vectors), base.index, {**base.info, "segments": len(folder.segments)},
+                   device="cpu", notes=notes)
+
+    @classmethod
     def load(
         cls,
         folder: IndexFolder | str | Path,
@@ -207,6 +233,11 @@ class DenseIndex:
         try:
             if not isinstance(folder, IndexFolder):
                 folder = IndexFolder.open(folder, verify=False)
+        except IndexFormatError as exc:
+            raise DenseIndexError(str(exc)) from exc
+        if folder.is_live:
+            return cls._load_live(folder, device=device, exact=exact, nprobe=nprobe, ef_search=ef_search)
+        try:
             comp = folder.component("dense", DENSE_FORMAT_VERSION, fix="rebuild with `priorart build --models`")
         except IndexFormatError as exc:
             raise DenseIndexError(str(exc)) from exc

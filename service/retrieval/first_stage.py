@@ -54,6 +54,7 @@ from service.retrieval.sparse import QueryUnit, SparseIndex, top_k
 from service.retrieval.translate import PivotTable, TranslationTable
 from service.text.analysis import SUPPORTED_LANGS, Analyzer, get_analyzer
 from service.text.compounds import load_analyzers
+from service.workflow.feedback import Feedback, centroid, expansion_terms, term_vector
 
 log = logging.getLogger(__name__)
 
@@ -250,10 +251,8 @@ class FirstStage:
         max_query_terms: int = DEFAULT_MAX_QUERY_TERMS,
     ) -> FirstStage:
         """The first stage of an opened index folder (``docs``: its doc store when already open)."""
-        docs = docs if docs is not None else DocStore.load(folder.root)
-        indexes = {
-            lang: SparseIndex.load(folder.path(Layout.bm25(lang)), mmap=mmap) for lang in folder.settings["index_langs"]
-        }
+        docs = docs if docs is not None else DocStore.of_folder(folder)
+        indexes = {lang: _sparse_of(folder, lang, mmap) for lang in folder.settings["index_langs"]}
         tables: dict[tuple[str, str], TranslationTable] = {}
         for entry in folder.components.get("translation", []):
             try:
@@ -354,6 +353,30 @@ class FirstStage:
             )
         return routes
 
+    def _expansion(self, fb: Feedback, lang: str, units: Sequence[QueryUnit],
+                   counts: Mapping[str, float]) -> list[QueryUnit]:
+        """Rocchio expansion units of one route (see service/workflow/feedback.py); recorded on ``fb.added``."""
+        if lang not in fb.added:
+            analyzer, index = self.analyzer(lang), self.indexes[lang]
+
+            def vectors(rows: Sequence[int]) -> list[dict[str, float]]:
+                out = []
+                for row in rows:
+                    text = self.docs.get_row(row).text(lang)
+                    if text.strip():
+                        out.append(term_vector(analyzer(text)))
+                return out
+
+            rel, non = vectors(fb.relevant), vectors(fb.nonrelevant)
+            if fb.relevant and not rel:
+                fb.notes.append(f"no marked relevant document has {lang} text: no {lang} terms were added")
+            searched = {t for mapping, _ in units for t in mapping}
+            fb.added[lang] = expansion_terms(centroid(rel, non, beta=fb.beta, gamma=fb.gamma),
+                                             lambda t: index.unit_idf({t: 1.0}), searched, n=fb.terms,
+                                             scale=max(sum(counts.values()), 1.0),
+                                             cap=max(counts.values(), default=1.0))
+        return [({t: 1.0}, w) for t, w in fb.added[lang].items()]
+
     # ------------------------------------------------------------------ search
 
     def search(
@@ -424,6 +447,8 @@ class FirstStage:
         infos: list[RouteInfo] = []
         for route in routes:
             units = route.units(counts, groups, parts=len(counts) <= self.compound_parts)
+            if query.feedback is not None and not query.feedback.empty:
+                units = units + self._expansion(query.feedback, route.index_lang, units, counts)
             scores = self.indexes[route.index_lang].score(units)
             # candidates: rows with a non-zero score (rows without any query term score exactly 0; so does
             # the rare row whose only terms have idf 0)
@@ -500,3 +525,11 @@ class FirstStage:
             notes=notes,
         )
         return FirstStageResult(hits, info)
+
+
+def _sparse_of(folder: IndexFolder, lang: str, mmap: bool) -> SparseIndex:
+    """The sparse index of ``lang`` at the folder's generation (segments joined with the live statistics)."""
+    if not folder.is_live:
+        return SparseIndex.load(folder.path(Layout.bm25(lang)), mmap=mmap)
+    parts = [SparseIndex.load(s.folder.path(Layout.bm25(lang)), mmap=mmap) for s in folder.segments]
+    return SparseIndex.join(parts, [s.deleted for s in folder.segments])

@@ -259,6 +259,56 @@ class SparseIndex:
         }
         return cls(vocab=vocab, arrays=arrays, params=params)
 
+    @classmethod
+    def join(cls, parts: Sequence[SparseIndex], deleted: Sequence[np.ndarray]) -> SparseIndex:
+        """The index of the segments ``parts`` in turn (rows of ``parts[0]``, then ``parts[1]``, ...), with
+        the local rows ``deleted[i]`` of each removed: their postings dropped, their length 0, so they count
+        neither in ``N`` nor in ``avgdl``, and terms found only in them leave the vocabulary.
+
+        Only raw term frequencies and lengths are read; ``idf``, the BM25 floor (mean idf over the
+        vocabulary), ``avgdl`` and the per-posting weights are computed afresh by the same code as a build,
+        so the scores equal those of one build of the live documents (up to the summation order of the
+        floor's mean, ~1e-16 relative).
+        """
+        if not parts or len(parts) != len(deleted):
+            raise ValueError("join needs one deletion array per part")
+        first = parts[0]
+        for p in parts[1:]:
+            if (p.scoring, p.k1, p.b, p.epsilon) != (first.scoring, first.k1, first.b, first.epsilon):
+                raise IndexFormatError("segments scored with other parameters cannot be joined")
+        term_id: dict[str, int] = {}
+        rows_l, cols_l, tf_l, len_l = [], [], [], []
+        start = 0
+        for part, gone in zip(parts, deleted, strict=True):
+            mapping = np.fromiter((term_id.setdefault(t, len(term_id)) for t in part.vocab), dtype=np.int64,
+                                  count=len(part.vocab))
+            cols = np.repeat(mapping, np.diff(part.indptr))
+            rows = np.asarray(part.rows, dtype=np.int64)
+            tf = np.asarray(part.tf)
+            doc_len = np.array(part.doc_len, dtype=np.int32)
+            if len(gone):
+                keep = ~np.isin(rows, gone)
+                rows, cols, tf = rows[keep], cols[keep], tf[keep]
+                doc_len[gone] = 0
+            rows_l.append(rows + start)
+            cols_l.append(cols)
+            tf_l.append(tf)
+            len_l.append(doc_len)
+            start += part.n_rows
+        csc = sp.csc_matrix((np.concatenate(tf_l).astype(np.int32), (np.concatenate(rows_l), np.concatenate(cols_l))),
+                            shape=(start, len(term_id)))
+        csc.sort_indices()
+        vocab = list(term_id)
+        df = np.diff(csc.indptr)
+        if (df == 0).any():  # terms of deleted documents only
+            keep_cols = np.flatnonzero(df > 0)
+            csc = csc[:, keep_cols]
+            csc.sort_indices()
+            vocab = [vocab[i] for i in keep_cols.tolist()]
+        return cls._from_arrays(vocab=vocab, indptr=csc.indptr.astype(np.int64), rows=csc.indices.astype(np.int32),
+                                tf=csc.data.astype(np.int32), doc_len=np.concatenate(len_l), scoring=first.scoring,
+                                k1=first.k1, b=first.b, epsilon=first.epsilon)
+
     # ------------------------------------------------------------------ persistence
 
     def save(self, directory: str | Path) -> None:

@@ -23,6 +23,7 @@ from service.index.store import DocStore
 from service.query import Query
 from service.retrieval.dense import DenseIndex
 from service.retrieval.neural import Models
+from service.workflow.feedback import move_vector
 
 
 class DenseStep:
@@ -41,6 +42,13 @@ class DenseStep:
             cands.skip("dense", f"no dual encoder for {r.lang} queries in the models")
             return cands
         qv = self.models.encode_query(r.text, r.lang)
+        fb = query.feedback
+        if fb is not None and not fb.empty:
+            rel, non = np.asarray(fb.relevant, dtype=np.int64), np.asarray(fb.nonrelevant, dtype=np.int64)
+            qv = move_vector(qv, np.asarray(self.dense.vectors[rel]), np.asarray(self.dense.vectors[non]),
+                             beta=fb.beta, gamma=fb.gamma)
+            fb.dense = (f"query vector moved towards {len(rel)} relevant"
+                        + (f" and away from {len(non)} non-relevant" if len(non) else "") + " document vectors")
         hits = self.dense.search(qv, query.depth, r.mask)
         before = len(cands)
         overlap = int(np.isin(hits.rows, cands.rows).sum())

@@ -180,3 +180,57 @@ def detect_language(text: str, default: str = "en") -> str:
     scores["fr"] += sum(ch in "éèêàçù" for ch in text[:5000].lower()) * 0.5
     best = max(scores, key=lambda k: scores[k])
     return best if scores[best] > 0 else default
+
+
+class CachedAnalyzer:
+    """``Analyzer`` output with one dict lookup per token: each distinct surface token is analysed once.
+
+    Tokens are split exactly as ``service.text.analysis.tokenize`` does before it removes the spaces
+    inside classification codes; each distinct token is then passed through the analyzer itself, so
+    the terms are the analyzer's (a test compares both on real patents). ``max_memo`` bounds memory.
+    """
+
+    def __init__(self, analyzer: Analyzer, max_memo: int = 2_000_000) -> None:
+        self.analyzer = analyzer
+        self.max_memo = max_memo
+        self._memo: dict[str, str] = {}  # token -> term, "" when the analyzer drops the token
+        self._multi: dict[str, tuple[str, ...]] = {}  # the same with a compound splitter: token -> terms
+
+    def __call__(self, text: str) -> list[str]:
+        if self.analyzer.splitter is not None:
+            return self._call_multi(text)
+        memo = self._memo
+        tokens = TOKEN_RE.findall(normalise(text))
+        try:
+            terms = [memo[t] for t in tokens]
+        except KeyError:
+            overflow: dict[str, str] = {}
+            for t in set(tokens).difference(memo):
+                alone = self.analyzer(t)
+                if len(alone) > 1:  # never seen; keep exactness by analysing the whole text
+                    return self.analyzer(text)
+                if len(memo) < self.max_memo:
+                    memo[t] = alone[0] if alone else ""
+                else:
+                    overflow[t] = alone[0] if alone else ""
+            if overflow:
+                terms = [overflow[t] if t in overflow else memo[t] for t in tokens]
+            else:
+                terms = [memo[t] for t in tokens]
+        return [t for t in terms if t]
+
+    def _call_multi(self, text: str) -> list[str]:
+        """With a compound splitter a token may give several terms (the word and its parts)."""
+        memo = self._multi
+        tokens = TOKEN_RE.findall(normalise(text))
+        out: list[str] = []
+        for t in tokens:
+            terms = memo.get(t)
+            if terms is None:
+                if len(tokenize(t)) != 1:  # never seen; keep exactness by analysing the whole text
+                    return self.analyzer(text)
+                terms = tuple(self.analyzer(t))
+                if len(memo) < self.max_memo:
+                    memo[t] = terms
+            out.extend(terms)
+        return out

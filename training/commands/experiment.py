@@ -247,3 +247,31 @@ def xling_tasks_command(
         return
     for r in results:
         typer.echo(format_task_table(r) + "\n")
+
+
+@experiment_app.command("feedback")
+def feedback_command(
+    data: Path = typer.Option(..., "--data", help="The shared data folder (with patents/ep and patents/us)."),
+    depth: int = typer.Option(100, "--depth", help="Documents retrieved per topic (recall@depth)."),
+    terms: int = typer.Option(10, "--terms", help="Expansion terms per language."),
+    min_relevant: int = typer.Option(3, "--min-relevant", help="Topics need this many relevant documents."),
+    index: Path | None = typer.Option(None, "--index", help="Use this index of the same data instead of building one."),
+    progress: bool | None = typer.Option(None, "--progress/--no-progress", help="Progress bars on stderr."),
+) -> None:
+    """Relevance feedback (Rocchio) on the first relevant hit: MRR and recall of the remaining relevant
+    documents before and after (relevance: sharing the topic's first classification main group)."""
+    from training.experiments.feedback import format_feedback, run_feedback
+    from training.ingest import iter_records
+
+    roots = [data / "patents" / "ep", data / "patents" / "us"]
+    missing = [str(p) for p in roots if not p.is_dir()]
+    if missing:
+        typer.echo(f"error: patent folders not found: {', '.join(missing)} (pass --data: the shared data)", err=True)
+        raise typer.Exit(2)
+    try:
+        result = run_feedback(list(iter_records(roots, progress=progress)), depth=depth, terms=terms,
+                              min_relevant=min_relevant, index_dir=index)
+    except ValueError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from exc
+    typer.echo(format_feedback(result))

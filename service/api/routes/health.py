@@ -20,7 +20,7 @@ def ui(request: Request) -> FileResponse:
 
 @router.get("/health", summary="Liveness plus index/model versions and devices")
 def health(request: Request) -> Any:
-    engine = request.app.state.engine
+    engine = request.app.state.engines.engine
     if engine is None:
         return JSONResponse({"status": "starting"}, status_code=503)
     return {"status": "ok", **engine.health()}
@@ -28,7 +28,7 @@ def health(request: Request) -> Any:
 
 @router.get("/ready", summary="Readiness: 200 once the index is loaded")
 def ready(request: Request) -> JSONResponse:
-    ok = request.app.state.engine is not None
+    ok = request.app.state.engines.engine is not None
     return JSONResponse({"ready": ok}, status_code=200 if ok else 503)
 
 

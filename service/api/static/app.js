@@ -3,7 +3,10 @@
 
 const $ = (sel) => document.querySelector(sel);
 const COMPONENTS = ["bm25", "dense", "text", "meta", "joint", "wordpair", "domain", "fused"];
-const state = { codes: [], last: null, lastKind: null, suggestTimer: null };
+const state = { codes: [], last: null, lastKind: null, suggestTimer: null,
+  marked: {}, category: {}, queries: [], chart: null, health: null };
+const STAGE_WORDS = { bm25: "word match (BM25)", dense: "meaning (dense)", text: "neural text ranker",
+  meta: "classification ranker", joint: "joint ranker", wordpair: "word-pair model", domain: "domain model" };
 
 function esc(s) {
   return String(s ?? "").replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" }[c]));
@@ -40,7 +43,44 @@ function requestBody() {
     explain: true,
   };
   if ($("#before").value) body.before = $("#before").value;
+  body.collapse_families = !$("#show-all").checked;
+  const fb = feedbackBody();
+  if (fb) body.feedback = fb;
   return body;
+}
+
+function feedbackBody() {
+  const ids = Object.keys(state.marked);
+  const relevant = ids.filter((id) => state.marked[id] === "rel");
+  const nonrelevant = ids.filter((id) => state.marked[id] === "non");
+  return relevant.length || nonrelevant.length ? { relevant, nonrelevant } : null;
+}
+
+// ---------- the address: a search is a URL ----------
+function toUrl(body) {
+  const p = new URLSearchParams();
+  p.set("q", body.query);
+  if (body.lang !== "auto") p.set("lang", body.lang);
+  p.set("k", String(body.k));
+  if (body.codes.length) p.set("codes", body.codes.join(","));
+  if (body.code_filter !== "none") p.set("level", body.code_filter);
+  if (body.before) p.set("before", body.before);
+  if (!body.collapse_families) p.set("all", "1");
+  return `${location.pathname}?${p.toString()}`;
+}
+
+function fromUrl() {
+  const p = new URLSearchParams(location.search);
+  if (!p.get("q")) return false;
+  $("#query").value = p.get("q");
+  $("#lang").value = p.get("lang") || "auto";
+  $("#k").value = p.get("k") || "20";
+  state.codes = (p.get("codes") || "").split(",").filter(Boolean);
+  renderChips();
+  $("#code-filter").value = p.get("level") || "none";
+  $("#before").value = p.get("before") || "";
+  $("#show-all").checked = p.get("all") === "1";
+  return true;
 }
 
 // ---------- document search ----------
@@ -53,15 +93,31 @@ function bars(components) {
   }).join("");
 }
 
+function marks(id) {
+  const m = state.marked[id];
+  return `<div class="marks"><button type="button" class="mark-rel" data-id="${esc(id)}" aria-pressed="${m === "rel"}">relevant</button>` +
+    `<button type="button" class="mark-non" data-id="${esc(id)}" aria-pressed="${m === "non"}">not relevant</button>` +
+    (m === "rel" ? `<label>category <select class="category" data-id="${esc(id)}">${["X", "Y", "A"].map((c) =>
+      `<option ${state.category[id] === c ? "selected" : ""}>${c}</option>`).join("")}</select></label>` : "") + "</div>";
+}
+
+function familyLine(h) {
+  if (!h.family || !h.family.length) return "";
+  return `<div class="family">same family: ${h.family.map((m) =>
+    `<a href="#" class="doc-link" data-id="${esc(m.id)}">${esc(m.id)}</a> (${esc(m.grouped_by.join(", "))})`).join(", ")}</div>`;
+}
+
 function renderHits(data) {
   const out = data.results.map((h, i) => `
-    <article class="hit" data-id="${esc(h.id)}">
+    <article class="hit ${state.marked[h.id] === "rel" ? "relevant" : state.marked[h.id] === "non" ? "nonrelevant" : ""}" data-id="${esc(h.id)}">
       <div class="rank">${i + 1}</div>
       <div>
         <h3><a href="#" class="doc-link" data-id="${esc(h.id)}">${esc(h.title || "(no title)")}</a></h3>
         <div class="meta-line"><b>${esc(h.id)}</b> · ${esc(h.publication_date || "")}
           ${(h.codes || []).slice(0, 6).map((c) => `<code>${esc(c)}</code>`).join("")}</div>
         ${h.matched_terms && h.matched_terms.length ? `<div class="terms">matched: ${esc(h.matched_terms.slice(0, 12).join(", "))}</div>` : ""}
+        ${familyLine(h)}
+        ${marks(h.id)}
       </div>
       <div class="bars" title="normalised score components: why it ranks here">${bars(h.components)}</div>
     </article>`).join("");
@@ -98,18 +154,44 @@ function rankingLine(f) {
 }
 
 function renderNotices(data) {
+  const explained = data.explained || (data.notices || []).map((n) => ({ text: n, detail: "" }));
   $("#notices").innerHTML = rankingLine(data.fusion) +
-    (data.notices || []).map((n) => `<div class="notice">${esc(n)}</div>`).join("");
+    explained.map((n) => `<div class="notice"><span class="said">${esc(n.text)}</span>` +
+      (n.detail ? `<details><summary>details</summary><span class="operator">${esc(n.detail)}</span></details>` : "") +
+      "</div>").join("");
+  const fb = data.query && data.query.feedback;
+  $("#feedback-line").innerHTML = fb ? `Expanded from ${fb.relevant.length} relevant and ${fb.nonrelevant.length} not relevant: added ` +
+    (Object.entries(fb.added_terms).filter(([, t]) => t.length).map(([l, t]) => `<b>${esc(l)}</b> <span class="added">${esc(t.join(", "))}</span>`).join("; ") || "no terms") +
+    (fb.dense ? ` · ${esc(fb.dense)}` : "") : "";
+  renderShaped(data);
 }
 
-async function run(kind) {
+function renderShaped(data) {
+  // the header names the stages that shaped this ranking, not every stage loaded
+  const h = state.health;
+  const used = Object.entries(data.fusion ? data.fusion.weights : {}).filter(([, w]) => w > 0).map(([c]) => STAGE_WORDS[c] || c);
+  const q = data.query || {};
+  if (q.translated) used.push(`translation (${Object.values(q.route_tables || {}).join(", ") || q.translation})`);
+  if (q.feedback) used.push("relevance feedback");
+  if (q.filters && (q.filters.codes || q.filters.before)) used.push("filters");
+  if (data.families && data.families.hidden) used.push(`${data.families.hidden} family members folded`);
+  $("#health").textContent = `${h ? h.documents + " documents · " : ""}this ranking: ${used.join(" + ")}`;
+}
+
+async function run(kind, push = true) {
   const body = requestBody();
   if (!body.query.trim()) { setStatus("Type a query first.", true); return; }
+  if (kind === "search" && push) {
+    const url = toUrl(body);
+    if (url !== location.pathname + location.search) history.pushState(null, "", url);
+  }
   setStatus(kind === "search" ? "Searching…" : "Ranking passages…");
   $("#document").hidden = true;
   try {
     const data = await api(kind === "search" ? "/search" : "/passages", body);
     state.last = data; state.lastKind = kind;
+    state.queries.push(body);
+    updateSessionButtons();
     if (kind === "search") renderHits(data); else renderPassages(data);
     renderNotices(data);
     const q = data.query || {};
@@ -124,6 +206,93 @@ async function run(kind) {
     $("#export-csv").disabled = $("#export-json").disabled = true;
     setStatus(`Error: ${err.message}`, true);
   }
+}
+
+// ---------- relevance marks, claim chart, search report ----------
+function mark(id, how) {
+  if (state.marked[id] === how) delete state.marked[id]; else state.marked[id] = how;
+  if (how === "rel" && !state.category[id]) state.category[id] = "X";
+  if (state.last && state.lastKind === "search") renderHits(state.last);
+  updateSessionButtons();
+}
+
+function relevantIds() { return Object.keys(state.marked).filter((id) => state.marked[id] === "rel"); }
+
+function updateSessionButtons() {
+  $("#clear-marks").disabled = Object.keys(state.marked).length === 0;
+  $("#export-chart-csv").disabled = $("#export-chart-html").disabled = !state.chart;
+  $("#export-report-html").disabled = $("#export-report-csv").disabled = $("#export-report-json").disabled =
+    relevantIds().length === 0 && !state.chart;
+}
+
+function chartBody() {
+  const body = { claim_text: $("#query").value, lang: $("#lang").value, documents: relevantIds().slice(0, 20), k: 5,
+    codes: state.codes, code_filter: $("#code-filter").value };
+  if ($("#before").value) body.before = $("#before").value;
+  return body;
+}
+
+function renderChart(c) {
+  const cells = Object.fromEntries(c.cells.map((x) => [`${x.element}|${x.doc_id}`, x]));
+  const head = c.documents.map((d) => `<th data-doc="${esc(d.id)}">${esc(d.id)}<br><small>${esc(d.title || "")}</small><br>` +
+    `<small>${d.disclosed}/${c.elements.length} disclosed · suggests ${d.category}</small></th>`).join("");
+  const rows = c.elements.map((e) => `<tr data-element="${esc(e.label)}"><th>${esc(e.label)}<br><small>${esc(e.kind)}</small></th>` +
+    `<td>${esc(e.text)}</td>` + c.documents.map((d) => {
+      const x = cells[`${e.label}|${d.id}`];
+      if (!x || x.text === null) return `<td class="not-found">—</td>`;
+      return `<td class="${x.status.replace(" ", "-")}"><b>${esc(x.status)}</b> (${Math.round(x.overlap * 100)}% of terms)` +
+        `<div class="path">${esc(x.section_path.join(" › "))}</div>${highlight(x.text, x.highlights)}</td>`;
+    }).join("") + "</tr>").join("");
+  $("#chart").innerHTML = `<h2>Claim chart: claim ${c.claim} (${esc(c.lang)})</h2><p id="coverage">${esc(c.coverage)}</p>` +
+    (c.notes.length ? `<p class="path">${esc(c.notes.join("; "))}</p>` : "") +
+    `<table><thead><tr><th>element</th><th>claim text</th>${head}</tr></thead><tbody>${rows}</tbody></table>` +
+    `<p class="path">disclosed / partly / not found: share of the element's words found in the passage (or its translation) — an aid, not a judgement.</p>`;
+  $("#chart").hidden = false;
+}
+
+async function runChart() {
+  const body = chartBody();
+  if (!body.claim_text.trim()) { setStatus("Paste a claim first.", true); return; }
+  setStatus("Charting the claim…");
+  try {
+    const c = await api("/claimchart", body);
+    state.chart = c;
+    c.documents.forEach((d) => { if (state.marked[d.id] === "rel" && !state.categoryChosen?.[d.id]) state.category[d.id] = d.category; });
+    renderChart(c);
+    if (state.last && state.lastKind === "search") renderHits(state.last);
+    setStatus(`Claim chart: ${c.elements.length} elements × ${c.documents.length} documents in ${c.took_ms.toFixed(0)} ms`);
+    $("#chart").scrollIntoView({ behavior: "smooth" });
+  } catch (err) {
+    state.chart = null; $("#chart").hidden = true;
+    setStatus(`Error: ${err.message}`, true);
+  }
+  updateSessionButtons();
+}
+
+async function fetchFile(path, body, name, type) {
+  const res = await fetch(path, { method: "POST", headers: apiHeaders(), body: JSON.stringify(body) });
+  if (!res.ok) { const d = await res.json().catch(() => ({})); throw new Error(d.detail || `HTTP ${res.status}`); }
+  download(name, type, await res.text());
+}
+
+async function exportChart(fmt) {
+  try {
+    await fetchFile(`/claimchart?format=${fmt}`, chartBody(), `claim-chart-${state.chart.claim}.${fmt}`, fmt === "csv" ? "text/csv" : "text/html");
+  } catch (err) { setStatus(`Error: ${err.message}`, true); }
+}
+
+function reportBody(fmt) {
+  return { title: "Search report", format: fmt, claim_chart: state.chart, queries: state.queries.slice(-20).map((q) => {
+      const { explain, ...rest } = q; return rest; }),
+    documents: relevantIds().map((id) => ({ id, category: state.category[id] || "X",
+      claims: state.chart ? `1-${state.chart.claim}` : "" })) };
+}
+
+async function exportReport(fmt) {
+  try {
+    await fetchFile("/report", reportBody(fmt), `search-report.${fmt}`,
+      { csv: "text/csv", html: "text/html", json: "application/json" }[fmt]);
+  } catch (err) { setStatus(`Error: ${err.message}`, true); }
 }
 
 // ---------- document view ----------
@@ -224,8 +393,23 @@ document.addEventListener("DOMContentLoaded", () => {
   $("#export-json").addEventListener("click", exportJson);
   $("#results").addEventListener("click", (e) => {
     const a = e.target.closest(".doc-link");
-    if (a) { e.preventDefault(); openDocument(a.dataset.id); }
+    if (a) { e.preventDefault(); openDocument(a.dataset.id); return; }
+    const rel = e.target.closest(".mark-rel"), non = e.target.closest(".mark-non");
+    if (rel) mark(rel.dataset.id, "rel");
+    if (non) mark(non.dataset.id, "non");
   });
+  $("#results").addEventListener("change", (e) => {
+    const sel = e.target.closest(".category");
+    if (sel) { state.category[sel.dataset.id] = sel.value; state.categoryChosen = { ...(state.categoryChosen || {}), [sel.dataset.id]: true }; }
+  });
+  $("#chart-btn").addEventListener("click", runChart);
+  $("#clear-marks").addEventListener("click", () => { state.marked = {}; if (state.last && state.lastKind === "search") renderHits(state.last); updateSessionButtons(); });
+  $("#export-chart-csv").addEventListener("click", () => exportChart("csv"));
+  $("#export-chart-html").addEventListener("click", () => exportChart("html"));
+  $("#export-report-html").addEventListener("click", () => exportReport("html"));
+  $("#export-report-csv").addEventListener("click", () => exportReport("csv"));
+  $("#export-report-json").addEventListener("click", () => exportReport("json"));
+  window.addEventListener("popstate", () => { if (fromUrl()) run("search", false); });
   $("#code-input").addEventListener("input", () => { clearTimeout(state.suggestTimer); state.suggestTimer = setTimeout(suggest, 150); });
   $("#code-input").addEventListener("keydown", (e) => {
     if (e.key === "Enter") { e.preventDefault(); const first = $("#code-suggestions li"); addCode(first && !$("#code-suggestions").hidden ? first.dataset.code : e.target.value); }
@@ -236,6 +420,9 @@ document.addEventListener("DOMContentLoaded", () => {
     if (chip) { state.codes = state.codes.filter((c) => c !== chip.dataset.code); renderChips(); }
   });
   api("/health").then((h) => {
-    $("#health").textContent = `${h.documents} documents · ${h.stages.join(" → ")} · ${h.device}`;
+    state.health = h;
+    if (!state.last) $("#health").textContent = `${h.documents} documents`;
+    else renderShaped(state.last);
   }).catch(() => { $("#health").textContent = "service unavailable"; });
+  if (fromUrl()) run("search", false);
 });

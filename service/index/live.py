@@ -1,0 +1,451 @@
+"""The live index: publications added, replaced and deleted without a rebuild, in segments and generations.
+
+``priorart add INDEX CORPUS`` writes the batch into a new segment (:meth:`Layout.segment`, a folder of the
+index layout with its own ``meta.json``: doc store, BM25 postings per language as raw term frequencies and
+lengths, passages, and with models in the index the dense and rerank vectors encoded by the installed
+models), then commits a new generation (:meth:`IndexFolder.write_generation`: the manifest naming the
+segments in row order and the rows deleted in each, fsynced and renamed into place, written last). A
+publication id that is live already is replaced: its old row is deleted in the new generation.
+``priorart delete INDEX ID...`` writes a generation with more deleted rows and no new segment.
+``priorart compact INDEX`` (and ``add`` past :data:`MAX_SEGMENTS`) writes the live documents into one
+segment again. A crash at any point leaves the newest complete manifest, i.e. the previous generation;
+unreferenced leftovers are removed by the next writer.
+
+Readers (:meth:`IndexFolder.open`) join the segments into one row space and compute every collection
+statistic (BM25 ``N``, ``df``, ``avgdl``, the idf floor, PSQ expected ``df``) over the live rows, so the
+scores are those of one build of the live documents. Translation tables and the compound splitter's word
+list belong to the build (the folder's top level): added documents are analysed with them, and the
+models are not retrained.
+
+This module is the one home of the indexing of a batch of records (:func:`index_documents`, which
+``priorart build`` runs too) and of the live operations.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import shutil
+import sys
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from tqdm import tqdm
+
+from service.corpus.record import PatentRecord
+from service.index.folder import IndexFolder, IndexFormatError, Layout, generation_numbers, write_meta
+from service.index.store import DocStore, DocStoreWriter
+
+log = logging.getLogger(__name__)
+
+MAX_SEGMENTS = 10
+"""``add`` compacts when a generation would hold more segments than this."""
+KEEP_GENERATIONS = 2
+"""Manifests (and their segments) kept besides the newest, for readers still opening an older one."""
+ENCODE_BATCH = 256
+
+
+class LiveIndexError(ValueError):
+    """An add/delete/compact that cannot be done; the index is unchanged (the message says why)."""
+
+
+class EmptyBatchError(ValueError):
+    """A batch without records."""
+
+
+@dataclass
+class LiveReport:
+    """What an add/delete/compact did."""
+
+    index_dir: str
+    generation: int
+    previous: int
+    added: int = 0
+    replaced: int = 0
+    deleted: int = 0
+    segments: int = 0
+    live_documents: int = 0
+    seconds: float = 0.0
+    compacted: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+# ------------------------------------------------------------------------------------------ indexing
+
+
+def index_documents(
+    out: Path,
+    records: Iterable[PatentRecord],
+    settings: Mapping[str, Any],
+    analyzers: Mapping[str, Callable[[str], list[str]]],
+    *,
+    on_record: Callable[[PatentRecord], None] | None = None,
+    want_vocab: bool = False,
+    progress: bool = False,
+) -> tuple[dict[str, Any], dict[str, set[str]]]:
+    """Write the doc store, one sparse index per language and the passage index of ``records`` into ``out``.
+
+    Returns the components (``docstore``, ``bm25``, ``passages``) for ``meta.json`` and, with
+    ``want_vocab``, the vocabulary of each language. ``analyzers``: one per indexed language.
+    """
+    from service.passages.builder import build_passage_index
+    from service.retrieval.sparse import SparseIndexBuilder
+
+    langs = list(settings["index_langs"])
+    fields_t = tuple(settings["fields"])
+    builders = {lang: SparseIndexBuilder(scoring=settings["scoring"], k1=settings["k1"], b=settings["b"],
+                                         epsilon=settings["epsilon"]) for lang in langs}
+    with DocStoreWriter(out) as store:
+        for rec in tqdm(records, desc="indexing", unit="doc", disable=not progress, file=sys.stderr, mininterval=1):
+            store.add(rec)
+            if on_record is not None:
+                on_record(rec)
+            have = rec.languages
+            for lang in langs:
+                builders[lang].add(analyzers[lang](rec.text(lang, fields_t)) if lang in have else [])
+        docstore = store.close()
+    if docstore["n_docs"] == 0:
+        raise EmptyBatchError("no records")
+    bm25: dict[str, Any] = {}
+    vocabs: dict[str, set[str]] = {}
+    for lang in langs:
+        index = builders.pop(lang).finish()
+        index.save(out / Layout.bm25(lang))
+        bm25[lang] = {"dir": Layout.bm25(lang), "n_docs": index.n_docs, "n_terms": len(index.vocab),
+                      "nnz": int(index.params["nnz"]), "avgdl": index.avgdl}
+        log.info("bm25/%s: %d documents with text, %d terms, %d postings", lang, index.n_docs, len(index.vocab),
+                 index.params["nnz"])
+        if want_vocab:
+            vocabs[lang] = set(index.vocab)
+        del index
+    passages = build_passage_index(out, analyzers=analyzers, progress=progress)
+    return {"docstore": docstore, "bm25": bm25, "passages": passages}, vocabs
+
+
+def encode_documents(
+    n: int,
+    batch: Callable[[int, int], list[PatentRecord]],
+    models: Any,
+    paths: Mapping[str, Path],
+    *,
+    batch_size: int = ENCODE_BATCH,
+    progress: bool = False,
+) -> dict[str, int]:
+    """Encode ``n`` documents (``batch(start, end)`` gives rows ``start..end-1``) with the document side of
+    ``models`` (:class:`service.retrieval.neural.Models`) into one ``.npy`` per encoding (``paths``: ``dual``
+    and every rerank encoding); returns the dimension of each."""
+    arrays: dict[str, np.memmap] = {}
+    done = 0
+    with tqdm(total=n, desc="encoding documents", unit="doc", disable=not progress, file=sys.stderr,
+              mininterval=1) as bar:
+        for start in range(0, n, batch_size):
+            recs = batch(start, min(n, start + batch_size))
+            enc = models.encode_documents(recs)
+            if not arrays:
+                for name, path in paths.items():
+                    path.parent.mkdir(parents=True, exist_ok=True)
+                    arrays[name] = np.lib.format.open_memmap(path, mode="w+", dtype=np.float32,
+                                                             shape=(n, enc[name].shape[1]))
+            for name, arr in arrays.items():
+                arr[done : done + len(recs)] = enc[name]
+            done += len(recs)
+            bar.update(len(recs))
+    if done != n or not arrays:
+        raise ValueError(f"encoded {done} documents of {n}")
+    for arr in arrays.values():
+        arr.flush()
+    dims = {name: int(arr.shape[1]) for name, arr in arrays.items()}
+    arrays.clear()
+    return dims
+
+
+# ------------------------------------------------------------------------------------------ segments
+
+
+def _analyzers(folder: IndexFolder) -> dict[str, Callable[[str], list[str]]]:
+    from service.text.analysis import CachedAnalyzer, get_analyzer
+    from service.text.compounds import load_analyzers
+
+    stored = load_analyzers(folder.root, folder.settings.get("analysis"))
+    return {lang: CachedAnalyzer(stored.get(lang) or get_analyzer(lang)) for lang in folder.settings["index_langs"]}
+
+
+def _segment_settings(folder: IndexFolder) -> dict[str, Any]:
+    """A segment's settings: the index's, without the analysis (the word lists stay at the top level)."""
+    return {k: v for k, v in folder.settings.items() if k != "analysis"}
+
+
+def _write_segment(folder: IndexFolder, number: int, records: Sequence[PatentRecord], *, device: str,
+                   progress: bool) -> Path:
+    """Build a segment for ``records`` beside its final place and rename it in; returns its folder."""
+    final = folder.root / Layout.segment(number)
+    tmp = final.parent / f".{final.name}.building-{os.getpid()}"
+    final.parent.mkdir(exist_ok=True)
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    tmp.mkdir()
+    try:
+        components, _ = index_documents(tmp, records, folder.settings, _analyzers(folder), progress=progress)
+        components["segment"] = {"generation": number, "analysis": folder.settings.get("analysis")}
+        if folder.has("models"):
+            components.update(_encode_segment(folder, tmp, records, device=device, progress=progress))
+        write_meta(tmp, _segment_settings(folder), components)
+        if final.exists():  # a segment of this number from a crashed writer, never committed
+            shutil.rmtree(final)
+        os.replace(tmp, final)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return final
+
+
+def _encode_segment(folder: IndexFolder, out: Path, records: Sequence[PatentRecord], *, device: str,
+                    progress: bool) -> dict[str, Any]:
+    from service.retrieval.dense import DENSE_FORMAT_VERSION
+    from service.retrieval.neural import ENCODINGS, Models
+    from service.stages.rerank import RERANK_VERSION
+
+    models = Models(folder.path(Layout.MODELS), sides=("document",), device=device)
+    paths = {"dual": out / Layout.DENSE_VECTORS, **{name: out / Layout.rerank(name) for name in ENCODINGS}}
+    dims = encode_documents(len(records), lambda a, b: list(records[a:b]), models, paths, progress=progress)
+    dense = folder.component("dense")
+    return {
+        "dense": {"version": DENSE_FORMAT_VERSION, "vectors": Layout.DENSE_VECTORS, "dim": dims["dual"],
+                  "kind": "vectors", "metric": dense.get("metric"), "n_docs": len(records)},
+        "rerank": {"version": RERANK_VERSION, "files": {name: Layout.rerank(name) for name in ENCODINGS},
+                   "dims": {name: dims[name] for name in ENCODINGS}},
+    }
+
+
+def _cleanup(folder: IndexFolder) -> None:
+    """Remove what no kept generation names: half-built segments, old manifests and their segments."""
+    numbers = generation_numbers(folder.root)
+    keep_numbers = numbers[-(KEEP_GENERATIONS + 1):]
+    keep: set[str] = set()
+    gen_dir = folder.root / Layout.GENERATIONS
+    for n in numbers:
+        if n not in keep_numbers:
+            (folder.root / Layout.generation(n)).unlink(missing_ok=True)
+    for n in keep_numbers:
+        try:
+            keep.update(s.dir for s in IndexFolder._open_generation(folder.root, n, verify=False).segments)
+        except IndexFormatError:
+            continue
+    if gen_dir.is_dir():
+        for p in gen_dir.iterdir():
+            if p.name.endswith(".tmp"):
+                p.unlink(missing_ok=True)
+    seg_dir = folder.root / Layout.SEGMENTS
+    if seg_dir.is_dir():
+        for p in seg_dir.iterdir():
+            rel = f"{Layout.SEGMENTS}/{p.name}"
+            if rel not in keep:
+                shutil.rmtree(p, ignore_errors=True)
+
+
+def _open_for_write(index_dir: str | Path) -> IndexFolder:
+    try:
+        folder = IndexFolder.open(index_dir, verify=False)
+    except IndexFormatError as exc:
+        raise LiveIndexError(str(exc)) from exc
+    if folder.has("ltr"):
+        raise LiveIndexError(f"{folder.root} has learning-to-rank stores (ltr/) built for its documents: they do not "
+                             "cover added ones; rebuild with `priorart build` instead")
+    return folder
+
+
+def _commit(folder: IndexFolder, segments: list[dict[str, Any]], operation: dict[str, Any]) -> int:
+    number = folder.generation + 1
+    try:
+        folder.write_generation(number, segments, operation)
+    except OSError as exc:
+        (folder.root / Layout.generation(number)).with_name(f"gen-{number:06d}.json.tmp").unlink(missing_ok=True)
+        raise LiveIndexError(_disk_message(exc, folder)) from exc
+    return number
+
+
+def _disk_message(exc: OSError, folder: IndexFolder) -> str:
+    what = "no space left on the device" if exc.errno == errno.ENOSPC else f"write failed ({exc})"
+    return f"{what}: the index {folder.root} is unchanged at generation {folder.generation}"
+
+
+# ------------------------------------------------------------------------------------------ operations
+
+
+def add_documents(
+    index_dir: str | Path,
+    records: Iterable[PatentRecord],
+    *,
+    device: str = "auto",
+    progress: bool | None = None,
+    max_segments: int = MAX_SEGMENTS,
+) -> LiveReport:
+    """Add a batch (a live id is replaced) as a new segment and commit a new generation.
+
+    The records are read completely first (a corrupt record: the error, nothing written). Compacts when
+    the generation would hold more than ``max_segments`` segments.
+    """
+    t0 = time.perf_counter()
+    show = sys.stderr.isatty() if progress is None else progress
+    batch = list(records)  # a reading error happens here, before anything is written
+    if not batch:
+        raise LiveIndexError("the batch holds no records: nothing to add")
+    seen: set[str] = set()
+    for rec in batch:
+        if rec.id in seen:
+            raise LiveIndexError(f"publication {rec.id!r} appears twice in the batch; nothing added")
+        seen.add(rec.id)
+    folder = _open_for_write(index_dir)
+    with folder.writer_lock():
+        folder = _open_for_write(index_dir)  # the newest generation, under the lock
+        _cleanup(folder)
+        docs = DocStore.of_folder(folder)
+        replaced = _live_rows(docs, [r.id for r in batch], missing_ok=True)
+        docs.close()
+        number = folder.generation + 1
+        try:
+            seg = _write_segment(folder, number, batch, device=device, progress=show)
+        except OSError as exc:
+            raise LiveIndexError(_disk_message(exc, folder)) from exc
+        entries = _entries(folder, replaced)
+        entries.append({"dir": Layout.segment(number), "n_docs": len(batch), "deleted": [],
+                        "meta_sha256": _sha(seg / Layout.META)})
+        gen = _commit(folder, entries, {"kind": "add", "added": len(batch) - len(replaced),
+                                        "replaced": len(replaced)})
+    report = LiveReport(str(folder.root), gen, folder.generation, added=len(batch) - len(replaced),
+                        replaced=len(replaced), segments=len(entries))
+    if len(entries) > max_segments:
+        done = compact(index_dir, progress=show, device=device)
+        report.generation, report.segments, report.compacted = done.generation, done.segments, True
+    report.live_documents = IndexFolder.open(index_dir, verify=False).n_live
+    report.seconds = time.perf_counter() - t0
+    return report
+
+
+def delete_documents(index_dir: str | Path, ids: Sequence[str], *, missing_ok: bool = False) -> LiveReport:
+    """Delete publications (exact ids) in a new generation; unknown ids are an error unless ``missing_ok``."""
+    t0 = time.perf_counter()
+    if not ids:
+        raise LiveIndexError("no publication id to delete")
+    folder = _open_for_write(index_dir)
+    with folder.writer_lock():
+        folder = _open_for_write(index_dir)
+        _cleanup(folder)
+        docs = DocStore.of_folder(folder)
+        rows = _live_rows(docs, list(ids), missing_ok=missing_ok)
+        docs.close()
+        entries = _entries(folder, rows)
+        gen = _commit(folder, entries, {"kind": "delete", "deleted": len(rows)})
+    return LiveReport(str(folder.root), gen, folder.generation, deleted=len(rows), segments=len(entries),
+                      live_documents=folder.n_live - len(rows), seconds=time.perf_counter() - t0)
+
+
+def compact(index_dir: str | Path, *, device: str = "auto", progress: bool | None = None) -> LiveReport:
+    """Write the live documents of the newest generation into one segment (analysed again, vectors copied)."""
+    t0 = time.perf_counter()
+    show = sys.stderr.isatty() if progress is None else progress
+    folder = _open_for_write(index_dir)
+    with folder.writer_lock():
+        folder = _open_for_write(index_dir)
+        _cleanup(folder)
+        docs = DocStore.of_folder(folder)
+        rows = np.flatnonzero(docs.live) if docs.live is not None else np.arange(len(docs))
+        number = folder.generation + 1
+        final = folder.root / Layout.segment(number)
+        tmp = final.parent / f".{final.name}.building-{os.getpid()}"
+        final.parent.mkdir(exist_ok=True)
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir()
+        try:
+            records = (docs.get_row(int(r)) for r in rows.tolist())
+            components, _ = index_documents(tmp, records, folder.settings, _analyzers(folder), progress=show)
+            components["segment"] = {"generation": number, "analysis": folder.settings.get("analysis"),
+                                     "compacted": True}
+            if folder.has("models"):
+                components.update(_copy_vectors(folder, tmp, rows))
+            write_meta(tmp, _segment_settings(folder), components)
+            os.replace(tmp, final)
+        except OSError as exc:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise LiveIndexError(_disk_message(exc, folder)) from exc
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        finally:
+            docs.close()
+        entries = [{"dir": Layout.segment(number), "n_docs": len(rows), "deleted": [],
+                    "meta_sha256": _sha(final / Layout.META)}]
+        gen = _commit(folder, entries, {"kind": "compact", "segments_before": len(folder.segments)})
+    return LiveReport(str(folder.root), gen, folder.generation, segments=1, live_documents=len(rows),
+                      seconds=time.perf_counter() - t0, compacted=True)
+
+
+def _copy_vectors(folder: IndexFolder, out: Path, rows: np.ndarray) -> dict[str, Any]:
+    """The live rows' dense and rerank vectors, and a FAISS index of the build's kind over them."""
+    import faiss
+
+    from service.retrieval.dense import DEFAULT_HNSW_M, DenseIndex, build_faiss_index, prepare_vectors
+    from service.stages.rerank import load_encodings
+
+    dense = DenseIndex.load(folder, device="cpu")
+    enc = load_encodings(folder, folder.n_rows)
+    (out / Layout.DENSE).mkdir()
+    (out / Layout.RERANK).mkdir()
+    vectors = np.ascontiguousarray(np.asarray(dense.vectors)[rows], dtype=np.float32)
+    np.save(out / Layout.DENSE_VECTORS, vectors)
+    for name, arr in enc.items():
+        np.save(out / Layout.rerank(name), np.ascontiguousarray(np.asarray(arr)[rows]))
+    comp = folder.component("dense")
+    kind, metric = str(comp.get("kind", "flat")), str(comp.get("metric", "inner_product"))
+    index, described = build_faiss_index(prepare_vectors(vectors, metric) if metric == "cosine" else vectors, kind,
+                                         metric, hnsw_m=int(comp.get("params", {}).get("M", DEFAULT_HNSW_M)))
+    faiss.write_index(index, str(out / Layout.DENSE_FAISS))
+    rerank = dict(folder.component("rerank"))
+    return {
+        "dense": {**comp, "vectors": Layout.DENSE_VECTORS, "index": Layout.DENSE_FAISS, "params": described["params"],
+                  "n_docs": len(rows)},
+        "rerank": {k: v for k, v in rerank.items() if k != "stacked_weights"},
+    }
+
+
+def _sha(path: Path) -> str:
+    from service.index.folder import sha256_file
+
+    return sha256_file(path)
+
+
+def _live_rows(docs: DocStore, ids: Sequence[str], *, missing_ok: bool) -> list[int]:
+    """Global rows of the live documents with these exact ids."""
+    live: dict[str, int] = {}
+    for row, pid in enumerate(docs.ids):
+        if docs.live is None or docs.live[row]:
+            live[pid] = row
+    missing = [i for i in ids if i not in live]
+    if missing and not missing_ok:
+        shown = ", ".join(missing[:5]) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
+        raise LiveIndexError(f"not in the index: {shown}; nothing deleted")
+    return sorted({live[i] for i in ids if i in live})
+
+
+def _entries(folder: IndexFolder, extra_deleted: Sequence[int]) -> list[dict[str, Any]]:
+    """The manifest entries of the folder's segments with ``extra_deleted`` (global rows) deleted too."""
+    out = []
+    extra = np.asarray(extra_deleted, dtype=np.int64)
+    for seg in folder.segments:
+        entry = seg.entry()
+        mine = extra[(extra >= seg.start) & (extra < seg.start + seg.n_rows)] - seg.start
+        if len(mine):
+            entry["deleted"] = sorted(set(entry["deleted"]) | {int(r) for r in mine.tolist()})
+        out.append(entry)
+    return out
+
+
+__all__ = ["MAX_SEGMENTS", "EmptyBatchError", "LiveIndexError", "LiveReport", "add_documents", "compact",
+           "delete_documents", "encode_documents", "index_documents"]

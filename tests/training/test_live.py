@@ -1,0 +1,240 @@
+"""The live index (issue 18): add / replace / delete equal a full build, generations, crashes, bad input."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from service.corpus.jsonl import read_corpus, write_corpus
+from service.corpus.record import PatentRecord
+from service.engine import Engine
+from service.index.folder import IndexFolder, IndexFormatError, Layout, current_generation
+from service.index.live import LiveIndexError, add_documents, compact, delete_documents
+from service.schema import SearchRequest
+from service.settings import Settings
+from service.text.compounds import load_analyzers
+from training.build import build_index
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _splitters(index: Path) -> dict:
+    folder = IndexFolder.open(index, verify=False)
+    return {lang: a.splitter for lang, a in load_analyzers(index, folder.settings.get("analysis")).items()}
+
+
+def _top(engine: Engine, text: str, lang: str, k: int = 100) -> list[tuple[str, float, float | None]]:
+    res = engine.search(SearchRequest(query=text, lang=lang, k=k))
+    return [(h.id, h.score, h.components["bm25"]) for h in res.results]
+
+
+def _assert_same(live: Engine, full: Engine, queries: list[tuple[str, str]]) -> int:
+    compared = 0
+    for text, lang in queries:
+        a, b = _top(live, text, lang), _top(full, text, lang)
+        assert [x[0] for x in a] == [x[0] for x in b], f"{lang} query {text[:60]!r}: different ids"
+        for (_, sa, ba), (_, sb, bb) in zip(a, b, strict=True):
+            assert sa == pytest.approx(sb, rel=1e-9, abs=1e-12)
+            assert ba == pytest.approx(bb, rel=1e-9, abs=1e-12)
+        compared += len(a)
+    return compared
+
+
+def _queries(records: list[PatentRecord]) -> list[tuple[str, str]]:
+    out: list[tuple[str, str]] = []
+    for lang in ("de", "fr", "en"):
+        with_text = [r for r in records if r.claims.get(lang)]
+        for rec in with_text[:: max(1, len(with_text) // 3)][:3]:
+            out.append((" ".join(c.text for c in rec.claims[lang][:2])[:800], lang))
+        titled = [r for r in records if lang in r.title]
+        out.append((titled[len(titled) // 2].title[lang], lang))
+    return out
+
+
+@pytest.mark.realdata
+@pytest.mark.slow
+def test_three_adds_with_replace_and_delete_equal_one_build(real_corpus: Path, real_translation: Path,
+                                                             tmp_path: Path) -> None:
+    records = list(read_corpus(real_corpus))
+    assert len(records) > 400
+    b1, b2, b3 = records[:200], records[200:350], records[350:]
+    live = tmp_path / "live"
+    build_index(b1, live, translation_dir=real_translation, progress=False)
+    replaced = b1[10]
+    new_text = {**replaced.abstract, "en": "A replaced abstract about an electric motor winding and its rotor."}
+    replacement = replaced.model_copy(update={"abstract": new_text})
+    r1 = add_documents(live, [*b2, replacement], progress=False)
+    assert (r1.generation, r1.added, r1.replaced) == (1, len(b2), 1)
+    gone = [b1[20].id, b2[50].id]
+    r2 = delete_documents(live, gone)
+    assert (r2.generation, r2.deleted) == (2, 2)
+    r3 = add_documents(live, b3, progress=False)
+    assert r3.generation == 3 and r3.segments == 3
+    # the same final collection in the live row order, built at once with the same tables and word lists
+    final = [r for r in b1 if r.id not in {replaced.id, *gone}] + [r for r in b2 if r.id not in gone]
+    final += [replacement, *b3]
+    full = tmp_path / "full"
+    build_index(final, full, translation_dir=real_translation, splitters=_splitters(live), progress=False)
+    e_live = Engine.load(live, settings=Settings(index_dir=live))
+    e_full = Engine.load(full, settings=Settings(index_dir=full))
+    assert e_live.generation == 3 and e_live.num_docs == e_full.num_docs == len(final)
+    compared = _assert_same(e_live, e_full, _queries(final))
+    print(f"\nlive (3 segments, 1 replace, 2 deletes) vs one build: {compared} hits equal")
+    for pid in gone:
+        assert e_live.document(pid) is None
+    assert e_live.document(replaced.id).abstract["en"].startswith("A replaced abstract")  # type: ignore[union-attr]
+    res = e_live.search(SearchRequest(query=replacement.title.get("en") or "motor", lang="en", k=1000))
+    assert not {h.id for h in res.results} & set(gone) and res.generation == 3
+    # compaction: one segment, the same results
+    rc = compact(live, progress=False)
+    assert rc.segments == 1 and rc.generation == 4
+    e_comp = Engine.load(live, settings=Settings(index_dir=live))
+    assert len(e_comp.folder.segments) == 1
+    _assert_same(e_comp, e_full, _queries(final)[:3])
+
+
+# ------------------------------------------------------------------------------------------ synthetic
+
+
+def _synth(path: Path, n: int, seed: int = 0) -> list[PatentRecord]:
+    from training.synth import SynthConfig, write_synthetic
+
+    write_synthetic(path, SynthConfig(n=n, seed=seed), progress=False)
+    return list(read_corpus(path))
+
+
+@pytest.fixture(scope="module")
+def small(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[PatentRecord]]:
+    d = tmp_path_factory.mktemp("live-small")
+    records = _synth(d / "all.jsonl", 260)
+    return d, records
+
+
+def _base(d: Path, records: list[PatentRecord], name: str) -> Path:
+    out = d / name
+    build_index(records[:150], out, translation=False, compounds="", progress=False)
+    return out
+
+
+def test_older_folder_is_generation_zero_and_bad_input_changes_nothing(small: tuple[Path, list[PatentRecord]]) -> None:
+    d, records = small
+    idx = _base(d, records, "bad-input")
+    folder = IndexFolder.open(idx)
+    assert folder.generation == 0 and not folder.is_live and folder.n_live == 150
+    bad = d / "bad.jsonl"
+    write_corpus(records[150:160], bad)
+    with open(bad, "a", encoding="utf-8") as fh:
+        fh.write('{"id": "EP1", "title": 5}\n')
+    from service.corpus.jsonl import CorpusFormatError
+
+    with pytest.raises(CorpusFormatError):
+        add_documents(idx, read_corpus(bad), progress=False)
+    with pytest.raises(LiveIndexError, match="twice"):
+        add_documents(idx, [records[151], records[151]], progress=False)
+    with pytest.raises(LiveIndexError, match="not in the index"):
+        delete_documents(idx, ["EP9999999A1"])
+    assert current_generation(idx) == 0 and not (idx / Layout.SEGMENTS).exists()
+
+
+def test_disk_full_leaves_the_index_unchanged(small: tuple[Path, list[PatentRecord]],
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    import errno
+
+    d, records = small
+    idx = _base(d, records, "disk-full")
+
+    def full(*args: object, **kwargs: object) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr("service.index.live.write_meta", full)
+    with pytest.raises(LiveIndexError, match="no space left.*unchanged at generation 0"):
+        add_documents(idx, records[150:170], progress=False)
+    monkeypatch.undo()
+    assert current_generation(idx) == 0 and not any((idx / Layout.SEGMENTS).iterdir())
+    assert add_documents(idx, records[150:170], progress=False).generation == 1
+
+
+def test_add_merges_past_the_bound(small: tuple[Path, list[PatentRecord]]) -> None:
+    d, records = small
+    idx = _base(d, records, "bound")
+    reports = [add_documents(idx, records[150 + 10 * i: 160 + 10 * i], progress=False, max_segments=3)
+               for i in range(4)]
+    assert [r.compacted for r in reports] == [False, False, True, False]  # 4 segments > 3: merged into one
+    assert reports[2].segments == 1 and reports[3].segments == 2 and reports[3].live_documents == 190
+    folder = IndexFolder.open(idx)
+    assert len(folder.segments) == 2 and folder.n_live == 190
+    kept = {p.name for p in (idx / Layout.SEGMENTS).iterdir()}
+    assert len(kept) <= 4  # old segments of generations no longer kept are removed by the next writer
+
+
+def _state(idx: Path) -> tuple[int, int, list[str]]:
+    folder = IndexFolder.open(idx, verify=True)  # every checksum of the generation
+    from service.index.store import DocStore
+
+    docs = DocStore.of_folder(folder)
+    ids = sorted(pid for r, pid in enumerate(docs.ids) if docs.live is None or docs.live[r])
+    docs.close()
+    return folder.generation, folder.n_live, ids
+
+
+def _add_cmd(idx: Path, corpus: Path) -> list[str]:
+    return [sys.executable, "-m", "training.cli", "add", str(idx), str(corpus), "--no-progress"]
+
+
+@pytest.mark.slow
+def test_kill_9_during_add_leaves_old_or_new_generation(small: tuple[Path, list[PatentRecord]]) -> None:
+    d, records = small
+    idx = _base(d, records, "crash")
+    batch = d / "crash-batch.jsonl"
+    write_corpus(records[150:260], batch)
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    rng = random.Random(18)
+    outcomes = {"old": 0, "new": 0}
+    trials = 12
+    for trial in range(trials):
+        before = _state(idx)
+        crash_env = dict(env)
+        if trial % 4 == 0:  # killed while writing the manifest (half of it written, not renamed)
+            crash_env["PRIORART_TEST_CRASH_AT"] = "manifest"
+            proc = subprocess.run(_add_cmd(idx, batch), env=crash_env, capture_output=True, timeout=300)
+            assert proc.returncode == -signal.SIGKILL
+        else:
+            proc_p = subprocess.Popen(_add_cmd(idx, batch), env=env, stdout=subprocess.DEVNULL,
+                                      stderr=subprocess.DEVNULL)
+            time.sleep(rng.uniform(0.3, 4.0))
+            proc_p.send_signal(signal.SIGKILL)
+            proc_p.wait()
+        after = _state(idx)
+        if after[0] == before[0]:
+            assert after == before
+            outcomes["old"] += 1
+        else:
+            assert after[0] == before[0] + 1 and after[1] == 260
+            outcomes["new"] += 1
+        done = subprocess.run(_add_cmd(idx, batch), env=env, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr
+        gen, n_live, ids = _state(idx)
+        assert gen > after[0] and n_live == 260 and ids == sorted(r.id for r in records[:260])
+    print(f"\nkill -9 during add, {trials} trials: {outcomes['old']} at the previous generation, "
+          f"{outcomes['new']} at the new one; every rerun completed")
+    assert outcomes["old"] >= 3
+
+
+def test_generation_manifest_is_checked(small: tuple[Path, list[PatentRecord]]) -> None:
+    d, records = small
+    idx = _base(d, records, "manifest")
+    add_documents(idx, records[150:160], progress=False)
+    seg_meta = idx / Layout.segment(1) / Layout.META
+    data = json.loads(seg_meta.read_text())
+    data["created"] = "tampered"
+    seg_meta.write_text(json.dumps(data))
+    with pytest.raises(IndexFormatError, match="sha256 does not match"):
+        IndexFolder.open(idx)

@@ -1,0 +1,105 @@
+"""``priorart add INDEX CORPUS``, ``priorart delete INDEX ID...``, ``priorart compact INDEX``: the live index
+(service/index/live.py): publications added, replaced and withdrawn without a rebuild."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import typer
+
+if TYPE_CHECKING:
+    from service.corpus.record import PatentRecord
+    from service.index.live import LiveReport
+
+
+def _records(corpus: Path) -> Iterable[PatentRecord]:
+    """A corpus JSONL (.gz), or a folder / file of publication XML through the ingest readers."""
+    from service.corpus.jsonl import read_corpus
+
+    name = corpus.name.lower()
+    if corpus.is_file() and (name.endswith(".jsonl") or name.endswith(".jsonl.gz") or name.endswith(".json")):
+        return read_corpus(corpus)
+    if not corpus.exists():
+        raise FileNotFoundError(f"{corpus} does not exist")
+    from training.ingest import iter_records
+
+    return iter_records([corpus])
+
+
+def _print(report: LiveReport, as_json: bool) -> None:
+    if as_json:
+        typer.echo(json.dumps(report.to_dict(), indent=1))
+        return
+    parts = [f"generation {report.previous} -> {report.generation}"]
+    if report.added or report.replaced:
+        parts.append(f"{report.added} added, {report.replaced} replaced")
+    if report.deleted:
+        parts.append(f"{report.deleted} deleted")
+    parts.append(f"{report.segments} segment(s){' after compaction' if report.compacted else ''}")
+    parts.append(f"{report.live_documents} live documents, {report.seconds:.1f} s")
+    typer.echo(", ".join(parts))
+
+
+def add_command(
+    index: Path = typer.Argument(..., help="Index folder built by `priorart build`."),
+    corpus: Path = typer.Argument(..., help="Records to add: corpus JSONL (.gz), or a folder of EP/US XML."),
+    device: str = typer.Option("auto", "--device", help="Where the document encoders run (index with models)."),
+    max_segments: int = typer.Option(10, "--max-segments", min=1, help="Compact when a generation would hold more."),
+    as_json: bool = typer.Option(False, "--json", help="Print the report as one JSON object."),
+    progress: bool | None = typer.Option(None, "--progress/--no-progress", help="Progress bars on stderr."),
+) -> None:
+    """Add publications to an index as a new segment (an id already in the index is replaced)."""
+    from service.corpus.jsonl import CorpusFormatError
+    from service.index.live import LiveIndexError, add_documents
+    from training.ingest.errors import DocumentError
+
+    try:
+        report = add_documents(index, _records(corpus), device=device, progress=progress, max_segments=max_segments)
+    except (LiveIndexError, CorpusFormatError, DocumentError, FileNotFoundError) as exc:
+        typer.echo(f"error: {exc} (the index is unchanged)", err=True)
+        raise typer.Exit(2) from exc
+    _print(report, as_json)
+
+
+def delete_command(
+    index: Path = typer.Argument(..., help="Index folder."),
+    ids: list[str] = typer.Argument(..., help="Publication ids to delete (exact, e.g. EP1234567B1)."),
+    missing_ok: bool = typer.Option(False, "--missing-ok", help="Ignore ids that are not in the index."),
+    as_json: bool = typer.Option(False, "--json", help="Print the report as one JSON object."),
+) -> None:
+    """Withdraw publications: they disappear from every result, filter and /documents."""
+    from service.index.live import LiveIndexError, delete_documents
+
+    try:
+        report = delete_documents(index, ids, missing_ok=missing_ok)
+    except LiveIndexError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from exc
+    _print(report, as_json)
+
+
+def compact_command(
+    index: Path = typer.Argument(..., help="Index folder."),
+    device: str = typer.Option("auto", "--device", help="Unused for now (vectors are copied, not encoded)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the report as one JSON object."),
+    progress: bool | None = typer.Option(None, "--progress/--no-progress", help="Progress bars on stderr."),
+) -> None:
+    """Merge the segments of an index into one (deleted documents dropped)."""
+    from service.index.live import LiveIndexError, compact
+
+    try:
+        report = compact(index, device=device, progress=progress)
+    except LiveIndexError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from exc
+    _print(report, as_json)
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``add``, ``delete`` and ``compact`` commands to the CLI."""
+    app.command("add")(add_command)
+    app.command("delete")(delete_command)
+    app.command("compact")(compact_command)
