@@ -189,29 +189,45 @@ def _add_cmd(idx: Path, corpus: Path) -> list[str]:
     return [sys.executable, "-m", "training.cli", "add", str(idx), str(corpus), "--no-progress"]
 
 
+def _cli_env() -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(REPO)}
+
+
+def _run_killed(cmd: list[str], *, at_manifest: bool, rng: random.Random, max_s: float, min_s: float = 0.3) -> None:
+    """Run ``cmd`` and kill it with SIGKILL: half-way through writing the manifest (the test hook of
+    service/versioned.py), or after a random time between ``min_s`` and ``max_s`` seconds."""
+    if at_manifest:
+        proc = subprocess.run(cmd, env={**_cli_env(), "PRIORART_TEST_CRASH_AT": "manifest"}, capture_output=True,
+                              timeout=300)
+        assert proc.returncode == -signal.SIGKILL, proc.stderr
+        return
+    proc_p = subprocess.Popen(cmd, env=_cli_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(rng.uniform(min_s, max_s))
+    proc_p.send_signal(signal.SIGKILL)  # no-op when it has finished already
+    proc_p.wait()
+
+
+def _rerun(cmd: list[str]) -> float:
+    """Run ``cmd`` to the end; its duration in seconds."""
+    t0 = time.perf_counter()
+    done = subprocess.run(cmd, env=_cli_env(), capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    return time.perf_counter() - t0
+
+
 @pytest.mark.slow
 def test_kill_9_during_add_leaves_old_or_new_generation(small: tuple[Path, list[PatentRecord]]) -> None:
     d, records = small
     idx = _base(d, records, "crash")
     batch = d / "crash-batch.jsonl"
     write_corpus(records[150:260], batch)
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
     rng = random.Random(18)
     outcomes = {"old": 0, "new": 0}
     trials = 12
     for trial in range(trials):
         before = _state(idx)
-        crash_env = dict(env)
-        if trial % 4 == 0:  # killed while writing the manifest (half of it written, not renamed)
-            crash_env["PRIORART_TEST_CRASH_AT"] = "manifest"
-            proc = subprocess.run(_add_cmd(idx, batch), env=crash_env, capture_output=True, timeout=300)
-            assert proc.returncode == -signal.SIGKILL
-        else:
-            proc_p = subprocess.Popen(_add_cmd(idx, batch), env=env, stdout=subprocess.DEVNULL,
-                                      stderr=subprocess.DEVNULL)
-            time.sleep(rng.uniform(0.3, 4.0))
-            proc_p.send_signal(signal.SIGKILL)
-            proc_p.wait()
+        # every 4th killed while writing the manifest (half of it written, not renamed), else at random times
+        _run_killed(_add_cmd(idx, batch), at_manifest=trial % 4 == 0, rng=rng, max_s=4.0)
         after = _state(idx)
         if after[0] == before[0]:
             assert after == before
@@ -219,13 +235,69 @@ def test_kill_9_during_add_leaves_old_or_new_generation(small: tuple[Path, list[
         else:
             assert after[0] == before[0] + 1 and after[1] == 260
             outcomes["new"] += 1
-        done = subprocess.run(_add_cmd(idx, batch), env=env, capture_output=True, text=True, timeout=300)
-        assert done.returncode == 0, done.stderr
+        _rerun(_add_cmd(idx, batch))
         gen, n_live, ids = _state(idx)
         assert gen > after[0] and n_live == 260 and ids == sorted(r.id for r in records[:260])
     print(f"\nkill -9 during add, {trials} trials: {outcomes['old']} at the previous generation, "
           f"{outcomes['new']} at the new one; every rerun completed")
     assert outcomes["old"] >= 3
+
+
+@pytest.mark.slow
+def test_kill_9_during_delete_and_compact_leaves_old_or_new_generation(
+        small: tuple[Path, list[PatentRecord]]) -> None:
+    """``priorart delete`` and ``priorart compact`` killed with SIGKILL (at the manifest write, and at random
+    times): the folder opens (every checksum verified) at the previous generation unchanged or at the new one
+    complete, and running the same command again completes."""
+    d, records = small
+    idx = _base(d, records, "crash-dc")
+    add_documents(idx, records[150:200], progress=False)  # two segments
+    rng = random.Random(19)
+    trials = 5
+    outcomes = {op: {"old": 0, "new": 0} for op in ("delete", "compact")}
+    cli = [sys.executable, "-m", "training.cli"]
+    expected = sorted(r.id for r in records[:200])
+    took = {"delete": 2.0, "compact": 3.0}  # a run's duration, then that of the last rerun: random kills near its end
+    for trial in range(trials):
+        # delete: a different 4 ids each time (from both segments)
+        gone = [records[7 * trial].id, records[7 * trial + 1].id, records[150 + 7 * trial].id,
+                records[151 + 7 * trial].id]
+        before = _state(idx)
+        _run_killed([*cli, "delete", str(idx), *gone], at_manifest=trial < 2, rng=rng,
+                    min_s=0.5 * took["delete"], max_s=took["delete"])
+        after = _state(idx)
+        if after[0] == before[0]:
+            assert after == before
+            outcomes["delete"]["old"] += 1
+        else:
+            assert after[0] == before[0] + 1 and after[2] == sorted(set(before[2]) - set(gone))
+            outcomes["delete"]["new"] += 1
+        took["delete"] = _rerun([*cli, "delete", str(idx), *gone, "--missing-ok"])
+        expected = sorted(set(expected) - set(gone))
+        gen, n_live, ids = _state(idx)
+        assert gen > after[0] and ids == expected and n_live == len(expected)
+        # compact: a replace first, so that there are several segments and deleted rows to drop
+        add_documents(idx, [records[100 + trial]], progress=False)
+        before = _state(idx)
+        assert len(IndexFolder.open(idx, verify=False).segments) >= 2
+        _run_killed([*cli, "compact", str(idx), "--no-progress"], at_manifest=trial < 2, rng=rng,
+                    min_s=0.5 * took["compact"], max_s=took["compact"])
+        after = _state(idx)
+        if after[0] == before[0]:
+            assert after == before
+            outcomes["compact"]["old"] += 1
+        else:
+            assert after[0] == before[0] + 1 and after[1:] == before[1:]
+            assert len(IndexFolder.open(idx, verify=False).segments) == 1
+            outcomes["compact"]["new"] += 1
+        took["compact"] = _rerun([*cli, "compact", str(idx), "--no-progress"])
+        gen, n_live, ids = _state(idx)
+        folder = IndexFolder.open(idx, verify=True)
+        assert gen > after[0] and ids == expected and len(folder.segments) == 1 and len(folder.segments[0].deleted) == 0
+    for op, o in outcomes.items():
+        print(f"\nkill -9 during {op}, {trials} trials: {o['old']} at the previous generation, {o['new']} at the "
+              "new one; every rerun completed")
+        assert o["old"] >= 2
 
 
 def test_generation_manifest_is_checked(small: tuple[Path, list[PatentRecord]]) -> None:
