@@ -11,6 +11,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from service.corpus.jsonl import read_corpus, write_corpus
@@ -310,3 +311,93 @@ def test_generation_manifest_is_checked(small: tuple[Path, list[PatentRecord]]) 
     seg_meta.write_text(json.dumps(data))
     with pytest.raises(IndexFormatError, match="sha256 does not match"):
         IndexFolder.open(idx)
+
+
+# ------------------------------------------------------------------------------------------ with models
+
+
+def _engine(index: Path) -> Engine:
+    return Engine.load(index, settings=Settings(index_dir=index, device="cpu"))
+
+
+def _same_vectors(live: Path, full: Path) -> int:
+    """The live index's dense vectors and rerank encodings (segments joined) equal the full build's (1e-5)."""
+    from service.retrieval.dense import DenseIndex
+    from service.stages.rerank import load_encodings
+
+    a, b = IndexFolder.open(live), IndexFolder.open(full)
+    assert a.n_rows == b.n_rows
+    va, vb = DenseIndex.load(a, device="cpu").vectors, DenseIndex.load(b, device="cpu").vectors
+    np.testing.assert_allclose(np.asarray(va), np.asarray(vb), atol=1e-5, rtol=0)
+    ea, eb = load_encodings(a, a.n_rows), load_encodings(b, b.n_rows)
+    assert set(ea) == set(eb) and ea
+    for name in ea:
+        np.testing.assert_allclose(np.asarray(ea[name]), np.asarray(eb[name]), atol=1e-5, rtol=0, err_msg=name)
+    return len(ea)
+
+
+def _same_results(live: Engine, full: Engine, queries: list[str], weights: dict[str, float] | None) -> int:
+    compared = 0
+    for text in queries:
+        ra = live.search(SearchRequest(query=text, lang="en", k=10, weights=weights)).results
+        rb = full.search(SearchRequest(query=text, lang="en", k=10, weights=weights)).results
+        assert [h.id for h in ra] == [h.id for h in rb], f"{weights}: {text[:60]!r}"
+        for ha, hb in zip(ra, rb, strict=True):
+            assert ha.score == pytest.approx(hb.score, abs=1e-5)
+            for name, value in ha.components.items():
+                if value is not None:
+                    assert value == pytest.approx(hb.components[name], abs=1e-5), name
+        compared += len(ra)
+    return compared
+
+
+@pytest.mark.slow
+def test_added_documents_are_encoded_as_a_full_build_encodes_them(tmp_path: Path) -> None:
+    """An index with (tiny) models: two ``add`` batches are encoded by the installed models; their dense vectors
+    and rerank encodings equal those a full build computes for the same documents (1e-5), the dense stage finds
+    them, searches through every stage equal the full build's, and compaction keeps the vectors."""
+    for module in ("onnxruntime", "faiss", "torch", "gensim"):
+        pytest.importorskip(module)
+    from models_fixture import tiny_models
+
+    corpus, models = tiny_models()
+    records = list(read_corpus(corpus))
+    assert len(records) == 60
+    opts: dict = {"models_dir": models, "fuse": False, "translation": False, "compounds": "", "device": "cpu",
+                  "progress": False}
+    live, full = tmp_path / "live", tmp_path / "full"
+    build_index(records[:40], live, **opts)
+    build_index(records, full, **opts)
+    r1 = add_documents(live, records[40:50], device="cpu", progress=False)
+    r2 = add_documents(live, records[50:], device="cpu", progress=False)
+    assert (r1.generation, r2.generation, r2.segments, r2.live_documents) == (1, 2, 3, 60)
+    seg = IndexFolder.open(live).segments[-1].folder
+    assert seg.has("dense") and seg.has("rerank") and (seg.root / Layout.DENSE_VECTORS).is_file()
+    encodings = _same_vectors(live, full)
+
+    e_live, e_full = _engine(live), _engine(full)
+    assert "dense" in e_live.pipeline.names and e_live.pipeline.names == e_full.pipeline.names
+    added = records[40:]
+    queries = [" ".join([r.title.get("en", ""), r.abstract.get("en", "")]) for r in added[::4]]
+    # the dense stage alone: an added document's own text finds it as the full build's dense stage does
+    dense_hits = _same_results(e_live, e_full, queries, {"dense": 1.0})
+    ranks = []  # of each added document among all 60 for its own text, by the dense score alone
+    for rec, text in zip(added[::4], queries, strict=True):
+        hits = e_live.search(SearchRequest(query=text, lang="en", k=60, weights={"dense": 1.0})).results
+        mine = [h for h in hits if h.id == rec.id]
+        assert mine and mine[0].components.get("dense") is not None, f"{rec.id}: no dense score"
+        ranks.append(hits.index(mine[0]) + 1)
+    all_hits = _same_results(e_live, e_full, queries, None)  # every stage (bm25, dense, rerank)
+    e_live.close()
+
+    rc = compact(live, device="cpu", progress=False)
+    assert rc.segments == 1 and rc.live_documents == 60
+    _same_vectors(live, full)
+    e_comp = _engine(live)
+    _same_results(e_comp, e_full, queries, {"dense": 1.0})
+    _same_results(e_comp, e_full, queries, None)
+    e_comp.close()
+    e_full.close()
+    print(f"\nwith models: 20 added documents, dense + {encodings} rerank encodings equal to a full build's (1e-5); "
+          f"{dense_hits} dense-only and {all_hits} all-stage hits ({'/'.join(e_live.pipeline.names)}) equal; "
+          f"own-text dense ranks of added documents among 60 (tiny models) {ranks}; the same after compact")
