@@ -173,7 +173,12 @@ def test_add_merges_past_the_bound(small: tuple[Path, list[PatentRecord]]) -> No
     folder = IndexFolder.open(idx)
     assert len(folder.segments) == 2 and folder.n_live == 190
     kept = {p.name for p in (idx / Layout.SEGMENTS).iterdir()}
-    assert len(kept) <= 4  # old segments of generations no longer kept are removed by the next writer
+    assert kept == {Layout.segment(n).split("/")[-1] for n in range(1, 6)}  # named by the newest 3 manifests
+    # the segments of generations no longer kept (the newest KEEP_GENERATIONS + 1) are removed by the next writers
+    delete_documents(idx, [records[0].id])
+    delete_documents(idx, [records[1].id])
+    assert {p.name for p in (idx / Layout.SEGMENTS).iterdir()} == {"seg-000004", "seg-000005"}
+    assert IndexFolder.open(idx).n_live == 188
 
 
 def _state(idx: Path) -> tuple[int, int, list[str]]:
