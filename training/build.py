@@ -28,12 +28,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tqdm import tqdm
-
 from service.corpus.jsonl import read_corpus
 from service.corpus.record import LANGS, PatentRecord
 from service.index.folder import FIELDS, SCORINGS, IndexFolder, Layout, validate_settings, write_meta
-from service.index.live import EmptyBatchError, index_documents
+from service.index.live import ENCODE_BATCH, EmptyBatchError, encode_documents, index_documents
 from service.index.store import DocStore
 from service.text.analysis import Analyzer, CachedAnalyzer, get_analyzer
 from service.text.compounds import CompoundSplitter
@@ -275,7 +273,6 @@ DENSE_KINDS = ("flat", "hnsw", "ivf")
 # torch state dicts (training side only) and the training corpus' vectors (the index encodes its own documents)
 SKIP_MODEL_DIRS = ("checkpoints", "dense")
 MODELS_COMPONENT_VERSION = 1
-ENCODE_BATCH = 256
 
 
 def _copy_models(src: Path, dest: Path) -> list[str]:
@@ -352,34 +349,18 @@ def add_models(
         raise BuildError(str(exc)) from exc
     docs = DocStore.load(folder.root)
     n = len(docs)
-    folder.path(Layout.DENSE).mkdir(exist_ok=True)
-    folder.path(Layout.RERANK).mkdir(exist_ok=True)
     paths = {"dual": folder.path(Layout.DENSE_VECTORS),
              **{name: folder.path(Layout.rerank(name)) for name in ENCODINGS}}
-    arrays: dict[str, np.memmap] = {}
     show = sys.stderr.isatty() if progress is None else progress
     t = time.perf_counter()
-    done = 0
-    with tqdm(total=n, desc="encoding documents", unit="doc", disable=not show, file=sys.stderr, mininterval=1) as bar:
-        for start in range(0, n, batch_size):
-            batch = [docs.get_row(r) for r in range(start, min(n, start + batch_size))]
-            enc = models.encode_documents(batch)
-            if not arrays:
-                for name, path in paths.items():
-                    arrays[name] = np.lib.format.open_memmap(path, mode="w+", dtype=np.float32,
-                                                             shape=(n, enc[name].shape[1]))
-            for name, arr in arrays.items():
-                arr[done : done + len(batch)] = enc[name]
-            done += len(batch)
-            bar.update(len(batch))
-    docs.close()
+    try:  # the one encoding loop, shared with the live index's segments
+        dims = encode_documents(n, lambda a, b: [docs.get_row(r) for r in range(a, b)], models, paths,
+                                batch_size=batch_size, progress=show)
+    except ValueError as exc:
+        raise BuildError(f"encoding the documents: {exc}") from exc
+    finally:
+        docs.close()
     times["encode"] = time.perf_counter() - t
-    if done != n or not arrays:
-        raise BuildError(f"encoded {done} documents, the doc store holds {n}")
-    for arr in arrays.values():
-        arr.flush()
-    dims = {name: int(arr.shape[1]) for name, arr in arrays.items()}
-    arrays.clear()
 
     t = time.perf_counter()
     import faiss

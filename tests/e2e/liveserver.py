@@ -88,14 +88,18 @@ class LiveServer:
 
 
 @contextlib.contextmanager
-def live_server(index_dir: Path, log_path: Path, *, ready_timeout: float = 90.0) -> Iterator[LiveServer]:
-    """Start ``priorart serve INDEX --host 127.0.0.1 --port N``, wait for /ready, stop it afterwards."""
+def live_server(index_dir: Path, log_path: Path, *, ready_timeout: float = 90.0,
+                extra_env: dict[str, str] | None = None) -> Iterator[LiveServer]:
+    """Start ``priorart serve INDEX --host 127.0.0.1 --port N``, wait for /ready, stop it afterwards.
+
+    ``extra_env``: settings for the server (e.g. ``PRIORART_RELOAD_INTERVAL_S``) on top of the environment."""
     port = free_port()
     cmd = [*priorart_exe(), "serve", str(index_dir), "--host", "127.0.0.1", "--port", str(port)]
     if CPC_TITLES.exists():
         cmd += ["--cpc", str(CPC_TITLES)]
     env = {k: v for k, v in os.environ.items() if k not in ("PRIORART_API_KEY", "PRIORART_ADMIN_KEY")}
     env["PRIORART_LOG_LEVEL"] = "INFO"
+    env.update(extra_env or {})
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with log_path.open("wb") as log:
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=REPO,

@@ -10,6 +10,9 @@ Run by ``tests/load/test_load.py``; by hand::
         --host http://127.0.0.1:8000 --csv out/load --exit-code-on-error 1
 
 ``$PRIORART_LOAD_WAIT`` ("min,max" seconds, default "0.5,2.0") is each user's think time between requests.
+``$PRIORART_LOAD_GENERATIONS`` (a file): every response must carry the index ``generation`` it was answered
+from (live index, issue 18); at the end the count of responses per generation and per request name, and
+locust's request and failure totals, are written there as JSON (``tests/load/test_load_live.py`` reads it).
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from __future__ import annotations
 import json
 import os
 import random
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +30,9 @@ SEED = int(os.environ.get("PRIORART_LOAD_SEED", "13"))
 WAIT = tuple(float(x) for x in os.environ.get("PRIORART_LOAD_WAIT", "0.5,2.0").split(","))
 LANGS = ("en", "de", "fr")
 POOL: dict[str, list[str]] = {"en": [], "de": [], "fr": [], "pubno": []}
+GENERATIONS_OUT = os.environ.get("PRIORART_LOAD_GENERATIONS")
+GENERATIONS: Counter[tuple[int, str]] = Counter()  # (generation, request name) of every checked response
+STATE: dict[str, Any] = {}
 
 
 def build_pool(index_dir: Path, *, seed: int = SEED) -> dict[str, list[str]]:
@@ -55,6 +62,27 @@ def _init(environment: Any, **_: Any) -> None:
     if not index_dir:
         raise RuntimeError("set PRIORART_LOAD_INDEX to the index folder the service serves (queries come from it)")
     POOL.update(build_pool(Path(index_dir)))
+    STATE["environment"] = environment
+
+
+@events.quit.add_listener
+def _write_generations(**_: Any) -> None:
+    """After the last request: responses per generation (and request name) and locust's totals, as JSON."""
+    if not GENERATIONS_OUT:
+        return
+    by_gen: Counter[int] = Counter()
+    for (gen, _name), n in GENERATIONS.items():
+        by_gen[gen] += n
+    per_name: dict[str, dict[str, int]] = {}
+    for (gen, name), n in sorted(GENERATIONS.items()):
+        per_name.setdefault(name, {})[str(gen)] = n
+    total = STATE["environment"].stats.total
+    Path(GENERATIONS_OUT).write_text(json.dumps({
+        "requests": total.num_requests,
+        "failures": total.num_failures,
+        "by_generation": {str(g): n for g, n in sorted(by_gen.items())},
+        "by_generation_and_request": per_name,
+    }, indent=1), encoding="utf-8")
 
 
 class Analyst(HttpUser):
@@ -78,6 +106,11 @@ class Analyst(HttpUser):
             if not isinstance(data.get("results"), list):
                 resp.failure(f"no results list in {str(data)[:200]}")
                 return
+            generation = data.get("generation")
+            if not isinstance(generation, int):
+                resp.failure(f"no generation in {str(data)[:200]}")
+                return
+            GENERATIONS[(generation, name)] += 1
             problem = check(data) if check else None
             if problem:
                 resp.failure(problem)

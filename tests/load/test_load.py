@@ -4,6 +4,10 @@
 response that does not check out). Prints requests/s and p50/p95/p99 from locust's ``--csv`` stats and
 writes them (plus the CSVs and the HTML report) to ``$PRIORART_ARTIFACTS/load`` or a session tmp folder.
 Figures are reported, never asserted: they depend on the machine.
+
+``test_locust_mix_while_adding_and_compacting`` (issue 18): the same mix against a server of a small live index
+while three ``priorart add`` batches and one ``priorart compact`` write generations that the server loads by
+itself; 0 failed requests and every response from a committed generation; prints the counts per generation.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ import csv
 import importlib.util
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -122,3 +127,121 @@ def test_locust_search_and_passages_mix(server: Any, artifacts: Path, capsys: py
     assert proc.returncode == 0, f"locust exited {proc.returncode}:\n{proc.stderr[-3000:]}"
     assert not any(code >= 500 for code in server_statuses), f"server answered 5xx: {server_statuses}"
     assert {n.split()[1] for n in per_name} >= {"/search", "/passages"}
+
+
+# ------------------------------------------------------------------------------------ live index under load
+
+LIVE_MIN_RUN_S, LIVE_MAX_RUN_S, PICKUP_TIMEOUT_S = 32, 80, 30
+
+
+@pytest.fixture
+def live_index(tmp_path: Path) -> tuple[Path, list[Path]]:
+    """A BM25 index of 1000 synthetic documents (its own folder) and three add batches of 100 (the second
+    replaces 10 of the indexed documents)."""
+    from service.corpus.jsonl import read_corpus, write_corpus
+    from training.build import build_index
+    from training.synth import SynthConfig, write_synthetic
+
+    write_synthetic(tmp_path / "all.jsonl", SynthConfig(n=1300, seed=11), progress=False)
+    records = list(read_corpus(tmp_path / "all.jsonl"))
+    index = tmp_path / "index"
+    build_index(records[:1000], index, translation=False, compounds="", progress=False)
+    replaced = [r.model_copy(update={"abstract": {**r.abstract, "en": "A replaced abstract: a rotor and a stator."}})
+                for r in records[:1000:100]]
+    batches = []
+    for i, batch in enumerate((records[1000:1100], [*records[1100:1190], *replaced], records[1200:1300])):
+        path = tmp_path / f"batch-{i + 1}.jsonl"
+        write_corpus(batch, path)
+        batches.append(path)
+    return index, batches
+
+
+def _served_generation(url: str) -> int:
+    return int(httpx.get(url + "/health", timeout=10).json()["index"]["generation"])
+
+
+def _live_op(args: list[str]) -> dict[str, Any]:
+    """``priorart add|compact ... --json`` as its own process (as an operator runs it); its report."""
+    proc = subprocess.run([*ls.priorart_exe(), *args, "--json"], capture_output=True, text=True, timeout=120,
+                          cwd=ls.REPO)
+    assert proc.returncode == 0, f"priorart {args[0]} failed:\n{proc.stderr[-3000:]}"
+    return dict(json.loads(proc.stdout))
+
+
+def test_locust_mix_while_adding_and_compacting(live_index: tuple[Path, list[Path]],
+                                                tmp_path_factory: pytest.TempPathFactory,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 18: the locust mix (20 users) while three ``priorart add`` batches and one ``priorart compact`` write
+    generations into the served folder, which the server loads by itself (reload polling every 0.3 s).
+
+    0 failed requests, and every response carries a generation that was complete (the build's 0 or one an
+    operation committed): the locust scenario records the ``generation`` of every response."""
+    index, batches = live_index
+    out = Path(ls.artifacts_dir(tmp_path_factory)) / "load-live"
+    out.mkdir(parents=True, exist_ok=True)
+    gen_file = out / "generations.json"
+    gen_file.unlink(missing_ok=True)
+    env_server = {"PRIORART_RELOAD_INTERVAL_S": "0.3"}
+    with ls.live_server(index, out / "serve.log", extra_env=env_server) as server:
+        assert _served_generation(server.url) == 0
+        cmd = [sys.executable, "-m", "locust", "-f", str(HERE / "locustfile.py"), "--headless",
+               "-u", str(USERS), "-r", str(SPAWN_RATE), "-t", f"{LIVE_MAX_RUN_S}s", "--stop-timeout", "10",
+               "--host", server.url, "--csv", str(out / "locust"), "--exit-code-on-error", "1",
+               "--only-summary", "--loglevel", "WARNING"]
+        env = {**os.environ, "PRIORART_LOAD_INDEX": str(index), "PRIORART_LOAD_GENERATIONS": str(gen_file)}
+        log = (out / "locust.log").open("w", encoding="utf-8")
+        started = time.monotonic()
+        locust = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=HERE)
+        committed = {0: "build"}
+        steps: list[dict[str, Any]] = []
+        try:
+            time.sleep(5)  # users spawned, generation 0 under load
+            ops = [["add", str(index), str(b), "--no-progress"] for b in batches]
+            ops.append(["compact", str(index), "--no-progress"])
+            for args in ops:
+                t_op = time.monotonic()
+                report = _live_op(args)
+                t_commit = time.monotonic()
+                gen = int(report["generation"])
+                committed[gen] = args[0]
+                while _served_generation(server.url) < gen:
+                    assert time.monotonic() - t_commit < PICKUP_TIMEOUT_S, f"generation {gen} not loaded"
+                    time.sleep(0.1)
+                steps.append({"op": args[0], "generation": gen, "op_s": round(t_commit - t_op, 1),
+                              "loaded_after_s": round(time.monotonic() - t_commit, 1),
+                              "at_s": round(t_commit - started, 1), "live_documents": report["live_documents"],
+                              "segments": report["segments"]})
+                time.sleep(2)  # some load on this generation
+            time.sleep(max(4.0, LIVE_MIN_RUN_S - (time.monotonic() - started)))
+        finally:
+            if locust.poll() is None:
+                locust.send_signal(signal.SIGTERM)  # locust stops its users, fires quit (generations.json)
+            locust.wait(timeout=60)
+            log.close()
+        run_s = round(time.monotonic() - started, 1)
+        statuses = server.status_counts()
+    assert locust.returncode in (0, 1), (out / "locust.log").read_text()[-3000:]
+    seen = json.loads(gen_file.read_text(encoding="utf-8"))
+    by_gen = {int(g): n for g, n in seen["by_generation"].items()}
+    report = {"users": USERS, "run_s": run_s, "reload_interval_s": 0.3, "steps": steps, "committed": committed,
+              "requests": seen["requests"], "failures": seen["failures"], "by_generation": by_gen,
+              "by_generation_and_request": seen["by_generation_and_request"],
+              "server_status_counts": {str(k): v for k, v in sorted(statuses.items())}}
+    (out / "load-live.json").write_text(json.dumps(report, indent=2), encoding="utf-8")
+    with capsys.disabled():
+        print(f"\nlive index under load: {USERS} users, {run_s} s, reload polling 0.3 s")
+        for s in steps:
+            print(f"  {s['op']:8s} -> generation {s['generation']} ({s['segments']} segment(s), "
+                  f"{s['live_documents']} docs) in {s['op_s']} s at {s['at_s']} s, served {s['loaded_after_s']} s "
+                  "after the commit")
+        print(f"  {seen['requests']} requests, {seen['failures']} failures; responses per generation: "
+              + ", ".join(f"{g}: {n}" for g, n in sorted(by_gen.items())))
+        print(f"  figures: {out / 'load-live.json'}")
+    failures = (out / "locust_failures.csv").read_text(encoding="utf-8") if seen["failures"] else ""
+    assert seen["requests"] > 0, (out / "locust.log").read_text()[-3000:]
+    assert seen["failures"] == 0, f"{seen['failures']} failed requests:\n{failures}"
+    assert sum(by_gen.values()) == seen["requests"]  # every response carried its generation
+    assert locust.returncode == 0, (out / "locust.log").read_text()[-3000:]
+    assert set(by_gen) <= set(committed), f"responses from generations never committed: {set(by_gen) - set(committed)}"
+    assert sorted(committed) == [0, 1, 2, 3, 4] and by_gen.get(4, 0) > 0 and by_gen.get(0, 0) > 0
+    assert not any(code >= 500 for code in statuses), f"server answered 5xx: {statuses}"

@@ -11,6 +11,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from service.corpus.jsonl import read_corpus, write_corpus
@@ -172,7 +173,12 @@ def test_add_merges_past_the_bound(small: tuple[Path, list[PatentRecord]]) -> No
     folder = IndexFolder.open(idx)
     assert len(folder.segments) == 2 and folder.n_live == 190
     kept = {p.name for p in (idx / Layout.SEGMENTS).iterdir()}
-    assert len(kept) <= 4  # old segments of generations no longer kept are removed by the next writer
+    assert kept == {Layout.segment(n).split("/")[-1] for n in range(1, 6)}  # named by the newest 3 manifests
+    # the segments of generations no longer kept (the newest KEEP_GENERATIONS + 1) are removed by the next writers
+    delete_documents(idx, [records[0].id])
+    delete_documents(idx, [records[1].id])
+    assert {p.name for p in (idx / Layout.SEGMENTS).iterdir()} == {"seg-000004", "seg-000005"}
+    assert IndexFolder.open(idx).n_live == 188
 
 
 def _state(idx: Path) -> tuple[int, int, list[str]]:
@@ -189,29 +195,45 @@ def _add_cmd(idx: Path, corpus: Path) -> list[str]:
     return [sys.executable, "-m", "training.cli", "add", str(idx), str(corpus), "--no-progress"]
 
 
+def _cli_env() -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(REPO)}
+
+
+def _run_killed(cmd: list[str], *, at_manifest: bool, rng: random.Random, max_s: float, min_s: float = 0.3) -> None:
+    """Run ``cmd`` and kill it with SIGKILL: half-way through writing the manifest (the test hook of
+    service/versioned.py), or after a random time between ``min_s`` and ``max_s`` seconds."""
+    if at_manifest:
+        proc = subprocess.run(cmd, env={**_cli_env(), "PRIORART_TEST_CRASH_AT": "manifest"}, capture_output=True,
+                              timeout=300)
+        assert proc.returncode == -signal.SIGKILL, proc.stderr
+        return
+    proc_p = subprocess.Popen(cmd, env=_cli_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(rng.uniform(min_s, max_s))
+    proc_p.send_signal(signal.SIGKILL)  # no-op when it has finished already
+    proc_p.wait()
+
+
+def _rerun(cmd: list[str]) -> float:
+    """Run ``cmd`` to the end; its duration in seconds."""
+    t0 = time.perf_counter()
+    done = subprocess.run(cmd, env=_cli_env(), capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    return time.perf_counter() - t0
+
+
 @pytest.mark.slow
 def test_kill_9_during_add_leaves_old_or_new_generation(small: tuple[Path, list[PatentRecord]]) -> None:
     d, records = small
     idx = _base(d, records, "crash")
     batch = d / "crash-batch.jsonl"
     write_corpus(records[150:260], batch)
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
     rng = random.Random(18)
     outcomes = {"old": 0, "new": 0}
     trials = 12
     for trial in range(trials):
         before = _state(idx)
-        crash_env = dict(env)
-        if trial % 4 == 0:  # killed while writing the manifest (half of it written, not renamed)
-            crash_env["PRIORART_TEST_CRASH_AT"] = "manifest"
-            proc = subprocess.run(_add_cmd(idx, batch), env=crash_env, capture_output=True, timeout=300)
-            assert proc.returncode == -signal.SIGKILL
-        else:
-            proc_p = subprocess.Popen(_add_cmd(idx, batch), env=env, stdout=subprocess.DEVNULL,
-                                      stderr=subprocess.DEVNULL)
-            time.sleep(rng.uniform(0.3, 4.0))
-            proc_p.send_signal(signal.SIGKILL)
-            proc_p.wait()
+        # every 4th killed while writing the manifest (half of it written, not renamed), else at random times
+        _run_killed(_add_cmd(idx, batch), at_manifest=trial % 4 == 0, rng=rng, max_s=4.0)
         after = _state(idx)
         if after[0] == before[0]:
             assert after == before
@@ -219,13 +241,69 @@ def test_kill_9_during_add_leaves_old_or_new_generation(small: tuple[Path, list[
         else:
             assert after[0] == before[0] + 1 and after[1] == 260
             outcomes["new"] += 1
-        done = subprocess.run(_add_cmd(idx, batch), env=env, capture_output=True, text=True, timeout=300)
-        assert done.returncode == 0, done.stderr
+        _rerun(_add_cmd(idx, batch))
         gen, n_live, ids = _state(idx)
         assert gen > after[0] and n_live == 260 and ids == sorted(r.id for r in records[:260])
     print(f"\nkill -9 during add, {trials} trials: {outcomes['old']} at the previous generation, "
           f"{outcomes['new']} at the new one; every rerun completed")
     assert outcomes["old"] >= 3
+
+
+@pytest.mark.slow
+def test_kill_9_during_delete_and_compact_leaves_old_or_new_generation(
+        small: tuple[Path, list[PatentRecord]]) -> None:
+    """``priorart delete`` and ``priorart compact`` killed with SIGKILL (at the manifest write, and at random
+    times): the folder opens (every checksum verified) at the previous generation unchanged or at the new one
+    complete, and running the same command again completes."""
+    d, records = small
+    idx = _base(d, records, "crash-dc")
+    add_documents(idx, records[150:200], progress=False)  # two segments
+    rng = random.Random(19)
+    trials = 5
+    outcomes = {op: {"old": 0, "new": 0} for op in ("delete", "compact")}
+    cli = [sys.executable, "-m", "training.cli"]
+    expected = sorted(r.id for r in records[:200])
+    took = {"delete": 2.0, "compact": 3.0}  # a run's duration, then that of the last rerun: random kills near its end
+    for trial in range(trials):
+        # delete: a different 4 ids each time (from both segments)
+        gone = [records[7 * trial].id, records[7 * trial + 1].id, records[150 + 7 * trial].id,
+                records[151 + 7 * trial].id]
+        before = _state(idx)
+        _run_killed([*cli, "delete", str(idx), *gone], at_manifest=trial < 2, rng=rng,
+                    min_s=0.5 * took["delete"], max_s=took["delete"])
+        after = _state(idx)
+        if after[0] == before[0]:
+            assert after == before
+            outcomes["delete"]["old"] += 1
+        else:
+            assert after[0] == before[0] + 1 and after[2] == sorted(set(before[2]) - set(gone))
+            outcomes["delete"]["new"] += 1
+        took["delete"] = _rerun([*cli, "delete", str(idx), *gone, "--missing-ok"])
+        expected = sorted(set(expected) - set(gone))
+        gen, n_live, ids = _state(idx)
+        assert gen > after[0] and ids == expected and n_live == len(expected)
+        # compact: a replace first, so that there are several segments and deleted rows to drop
+        add_documents(idx, [records[100 + trial]], progress=False)
+        before = _state(idx)
+        assert len(IndexFolder.open(idx, verify=False).segments) >= 2
+        _run_killed([*cli, "compact", str(idx), "--no-progress"], at_manifest=trial < 2, rng=rng,
+                    min_s=0.5 * took["compact"], max_s=took["compact"])
+        after = _state(idx)
+        if after[0] == before[0]:
+            assert after == before
+            outcomes["compact"]["old"] += 1
+        else:
+            assert after[0] == before[0] + 1 and after[1:] == before[1:]
+            assert len(IndexFolder.open(idx, verify=False).segments) == 1
+            outcomes["compact"]["new"] += 1
+        took["compact"] = _rerun([*cli, "compact", str(idx), "--no-progress"])
+        gen, n_live, ids = _state(idx)
+        folder = IndexFolder.open(idx, verify=True)
+        assert gen > after[0] and ids == expected and len(folder.segments) == 1 and len(folder.segments[0].deleted) == 0
+    for op, o in outcomes.items():
+        print(f"\nkill -9 during {op}, {trials} trials: {o['old']} at the previous generation, {o['new']} at the "
+              "new one; every rerun completed")
+        assert o["old"] >= 2
 
 
 def test_generation_manifest_is_checked(small: tuple[Path, list[PatentRecord]]) -> None:
@@ -238,3 +316,93 @@ def test_generation_manifest_is_checked(small: tuple[Path, list[PatentRecord]]) 
     seg_meta.write_text(json.dumps(data))
     with pytest.raises(IndexFormatError, match="sha256 does not match"):
         IndexFolder.open(idx)
+
+
+# ------------------------------------------------------------------------------------------ with models
+
+
+def _engine(index: Path) -> Engine:
+    return Engine.load(index, settings=Settings(index_dir=index, device="cpu"))
+
+
+def _same_vectors(live: Path, full: Path) -> int:
+    """The live index's dense vectors and rerank encodings (segments joined) equal the full build's (1e-5)."""
+    from service.retrieval.dense import DenseIndex
+    from service.stages.rerank import load_encodings
+
+    a, b = IndexFolder.open(live), IndexFolder.open(full)
+    assert a.n_rows == b.n_rows
+    va, vb = DenseIndex.load(a, device="cpu").vectors, DenseIndex.load(b, device="cpu").vectors
+    np.testing.assert_allclose(np.asarray(va), np.asarray(vb), atol=1e-5, rtol=0)
+    ea, eb = load_encodings(a, a.n_rows), load_encodings(b, b.n_rows)
+    assert set(ea) == set(eb) and ea
+    for name in ea:
+        np.testing.assert_allclose(np.asarray(ea[name]), np.asarray(eb[name]), atol=1e-5, rtol=0, err_msg=name)
+    return len(ea)
+
+
+def _same_results(live: Engine, full: Engine, queries: list[str], weights: dict[str, float] | None) -> int:
+    compared = 0
+    for text in queries:
+        ra = live.search(SearchRequest(query=text, lang="en", k=10, weights=weights)).results
+        rb = full.search(SearchRequest(query=text, lang="en", k=10, weights=weights)).results
+        assert [h.id for h in ra] == [h.id for h in rb], f"{weights}: {text[:60]!r}"
+        for ha, hb in zip(ra, rb, strict=True):
+            assert ha.score == pytest.approx(hb.score, abs=1e-5)
+            for name, value in ha.components.items():
+                if value is not None:
+                    assert value == pytest.approx(hb.components[name], abs=1e-5), name
+        compared += len(ra)
+    return compared
+
+
+@pytest.mark.slow
+def test_added_documents_are_encoded_as_a_full_build_encodes_them(tmp_path: Path) -> None:
+    """An index with (tiny) models: two ``add`` batches are encoded by the installed models; their dense vectors
+    and rerank encodings equal those a full build computes for the same documents (1e-5), the dense stage finds
+    them, searches through every stage equal the full build's, and compaction keeps the vectors."""
+    for module in ("onnxruntime", "faiss", "torch", "gensim"):
+        pytest.importorskip(module)
+    from models_fixture import tiny_models
+
+    corpus, models = tiny_models()
+    records = list(read_corpus(corpus))
+    assert len(records) == 60
+    opts: dict = {"models_dir": models, "fuse": False, "translation": False, "compounds": "", "device": "cpu",
+                  "progress": False}
+    live, full = tmp_path / "live", tmp_path / "full"
+    build_index(records[:40], live, **opts)
+    build_index(records, full, **opts)
+    r1 = add_documents(live, records[40:50], device="cpu", progress=False)
+    r2 = add_documents(live, records[50:], device="cpu", progress=False)
+    assert (r1.generation, r2.generation, r2.segments, r2.live_documents) == (1, 2, 3, 60)
+    seg = IndexFolder.open(live).segments[-1].folder
+    assert seg.has("dense") and seg.has("rerank") and (seg.root / Layout.DENSE_VECTORS).is_file()
+    encodings = _same_vectors(live, full)
+
+    e_live, e_full = _engine(live), _engine(full)
+    assert "dense" in e_live.pipeline.names and e_live.pipeline.names == e_full.pipeline.names
+    added = records[40:]
+    queries = [" ".join([r.title.get("en", ""), r.abstract.get("en", "")]) for r in added[::4]]
+    # the dense stage alone: an added document's own text finds it as the full build's dense stage does
+    dense_hits = _same_results(e_live, e_full, queries, {"dense": 1.0})
+    ranks = []  # of each added document among all 60 for its own text, by the dense score alone
+    for rec, text in zip(added[::4], queries, strict=True):
+        hits = e_live.search(SearchRequest(query=text, lang="en", k=60, weights={"dense": 1.0})).results
+        mine = [h for h in hits if h.id == rec.id]
+        assert mine and mine[0].components.get("dense") is not None, f"{rec.id}: no dense score"
+        ranks.append(hits.index(mine[0]) + 1)
+    all_hits = _same_results(e_live, e_full, queries, None)  # every stage (bm25, dense, rerank)
+    e_live.close()
+
+    rc = compact(live, device="cpu", progress=False)
+    assert rc.segments == 1 and rc.live_documents == 60
+    _same_vectors(live, full)
+    e_comp = _engine(live)
+    _same_results(e_comp, e_full, queries, {"dense": 1.0})
+    _same_results(e_comp, e_full, queries, None)
+    e_comp.close()
+    e_full.close()
+    print(f"\nwith models: 20 added documents, dense + {encodings} rerank encodings equal to a full build's (1e-5); "
+          f"{dense_hits} dense-only and {all_hits} all-stage hits ({'/'.join(e_live.pipeline.names)}) equal; "
+          f"own-text dense ranks of added documents among 60 (tiny models) {ranks}; the same after compact")
