@@ -341,7 +341,10 @@ def test_build_tables_without_dictionary_and_round_trip(tmp_path: Path) -> None:
     assert table.sources == ["aligned-claims"]
     assert max(table.entries["gehaus"], key=table.entries["gehaus"].__getitem__) == "hous"
     assert meta["excluded_ids"] == ["EP0000004B1"]
-    assert "EP0000004B1" not in meta["languages"]["de"]["aligned"]["document_ids"]  # type: ignore[index]
+    # the excluded grant's claims were not aligned (build_direction also raises if they were)
+    _, with_all = build_tables(RECORDS, settings, progress=False)
+    assert (meta["languages"]["de"]["aligned"]["sentence_pairs"]  # type: ignore[index]
+            < with_all["languages"]["de"]["aligned"]["sentence_pairs"])  # type: ignore[index]
     paths = write_tables(tmp_path, tables, meta)
     assert [p.name for p in paths] == ["de-en.json", "translation-meta.json"]
     loaded = TranslationTable.load(tmp_path / "de-en.json")

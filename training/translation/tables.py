@@ -176,55 +176,20 @@ def build_tables(
     }
     lang_meta: dict[str, object] = {}
     for lang in settings.langs:
-        info: dict[str, object] = {}
-        sources: list[str] = []
-        aligned: Entries | None = None
         dictionary: Mapping[str, Mapping[str, float]] | None = None
-        if settings.use_aligned:
-            try:
-                aligned, summary = train_aligned_table(
-                    kept,
-                    lang,
-                    exclude_ids=exclude_ids,
-                    iterations=settings.iterations,
-                    symmetric=settings.symmetric,
-                    titles=settings.titles,
-                    function_words=settings.function_words,
-                    min_content=settings.min_content,
-                    progress=progress,
-                )
-            except ValueError as exc:
-                log.warning("%s-en aligned-claims model not trained: %s", lang, exc)
-            else:
-                sources.append(SOURCE_ALIGNED)
-                info["aligned"] = {k: v for k, v in summary.items() if k != "log_likelihood"}
         if settings.use_dict:
             if lexicons is not None and lang in lexicons:
                 dictionary = lexicons[lang]
             else:
                 dictionary = load_lexicon(lang, dictd_dir=dictd_dir, progress=progress)
-            if dictionary is not None:
-                if settings.target_filter:
-                    dictionary = restrict_targets(dictionary, target_vocab)
-                sources.append(SOURCE_DICT)
-                index, data = lexicon_paths(lang, dictd_dir)
-                info["dictionary"] = {"index": str(index), "dict": str(data), "source_terms": len(dictionary)}
-        if not sources:
-            raise ValueError(
-                f"no translation resource for {lang}-en: the aligned-claims model could not be trained and the "
-                f"dictionary is {'off' if not settings.use_dict else 'not installed'}"
-            )
-        entries = prune(
-            merge(aligned, dictionary, lam=settings.lam), min_prob=settings.min_prob, max_per_term=settings.max_per_term
-        )
-        if settings.self_weight > 0:  # after pruning, so that the stored self probability is exactly self_weight
-            entries = add_self_translation(entries, target_vocab, settings.self_weight)
-            sources.append("self")
-        table = TranslationTable(entries, src=lang, tgt="en", sources=sources)
-        info.update(sources=sources, source_terms=len(table), pairs=sum(len(r) for r in entries.values()))
+        table, info = build_direction(kept, lang, "en", settings, exclude_ids=exclude_ids, lexicon=dictionary,
+                                      target_vocab=target_vocab, progress=progress)
+        if dictionary is not None:
+            index, data = lexicon_paths(lang, dictd_dir)
+            info["dictionary"] = {"index": str(index), "dict": str(data), **info.get("dictionary", {})}
         lang_meta[lang] = info
         tables[lang] = table
-        log.info("%s-en table: %d source terms from %s", lang, len(table), " + ".join(sources))
+        log.info("%s-en table: %d source terms from %s", lang, len(table), " + ".join(table.sources))
     meta["languages"] = lang_meta
     return tables, meta
 
