@@ -20,7 +20,6 @@ import json
 import os
 import random
 import resource
-import signal
 import subprocess
 import sys
 import time
@@ -165,39 +164,17 @@ def _child(index_dir: str, n_queries: int, depth: int, k: int, reference_queries
 def _http(index_dir: str, texts: list[str], depth: int, k: int, variant: str) -> dict[str, Any]:
     import logging
 
-    import httpx
-
-    from training.benchmarks.service import _free_port
+    from training.benchmarks.service import served
 
     logging.getLogger("httpx").setLevel(logging.WARNING)
 
-    port = _free_port()
-    env = {**os.environ, "PRIORART_LOG_LEVEL": "WARNING"}
-    started = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-m", "training.cli", "serve", index_dir, "--port", str(port)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, start_new_session=True)
-    try:
-        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=60.0) as client:
-            deadline = time.time() + 180
-            while True:
-                try:
-                    if client.get("/ready").status_code == 200:
-                        break
-                except httpx.HTTPError:
-                    pass
-                if time.time() > deadline or proc.poll() is not None:
-                    raise RuntimeError("priorart serve did not become ready")
-                time.sleep(0.1)
-            ready_s = time.perf_counter() - started
-            lat: list[float] = []
-            for text in texts:
-                t = time.perf_counter()
-                r = client.post("/passages", json={"query": text, "k": k, "depth": depth, "variant": variant})
-                lat.append((time.perf_counter() - t) * 1000.0)
-                r.raise_for_status()
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(timeout=30)
+    lat: list[float] = []
+    with served(index_dir, poll_s=0.1) as (client, ready_s):
+        for text in texts:
+            t = time.perf_counter()
+            r = client.post("/passages", json={"query": text, "k": k, "depth": depth, "variant": variant})
+            lat.append((time.perf_counter() - t) * 1000.0)
+            r.raise_for_status()
     return {"ready_s": ready_s, "first_request_ms": lat[0] if lat else float("nan"), **_stats(lat)}
 
 

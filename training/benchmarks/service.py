@@ -17,10 +17,15 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+if TYPE_CHECKING:
+    import httpx
 
 log = logging.getLogger(__name__)
 
@@ -29,6 +34,36 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+@contextmanager
+def served(index_dir: str | Path, *, poll_s: float = 0.1,
+           timeout_s: float = 180.0) -> Iterator[tuple[httpx.Client, float]]:
+    """A fresh ``priorart serve INDEX`` on a free port: yields an HTTP client and the seconds it took to be ready
+    (``/ready`` answers 200); the server's process group is stopped on exit."""
+    import httpx
+
+    port = _free_port()
+    env = {**os.environ, "PRIORART_LOG_LEVEL": "WARNING"}
+    started = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, "-m", "training.cli", "serve", str(index_dir), "--port", str(port)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, start_new_session=True)
+    try:
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=60.0) as client:
+            deadline = time.time() + timeout_s
+            while True:
+                try:
+                    if client.get("/ready").status_code == 200:
+                        break
+                except httpx.HTTPError:
+                    pass
+                if time.time() > deadline or proc.poll() is not None:
+                    raise RuntimeError("priorart serve did not become ready")
+                time.sleep(poll_s)
+            yield client, time.perf_counter() - started
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=30)
 
 
 def _queries(engine: Any, n: int, seed: int) -> list[str]:
@@ -54,8 +89,6 @@ def _pct(values: list[float], q: float) -> float:
 def run_service_bench(index_dir: Path, *, queries: int = 200, depth: int = 1000, k: int = 10, seed: int = 0,
                       http: bool = True, passages: bool = False) -> dict[str, Any]:
     """Measure; returns a dict of figures (milliseconds)."""
-    import httpx
-
     from service.engine import Engine
     from service.schema import PassageRequest, SearchRequest
     from service.settings import Settings
@@ -97,44 +130,25 @@ def run_service_bench(index_dir: Path, *, queries: int = 200, depth: int = 1000,
     engine.close()
     if not http:
         return out
-    port = _free_port()
-    env = {**os.environ, "PRIORART_LOG_LEVEL": "WARNING"}
-    proc = subprocess.Popen([sys.executable, "-m", "training.cli", "serve", str(index_dir), "--port", str(port)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, start_new_session=True)
-    try:
-        base = f"http://127.0.0.1:{port}"
-        with httpx.Client(base_url=base, timeout=60.0) as client:
-            deadline = time.time() + 180
-            while True:
-                try:
-                    if client.get("/ready").status_code == 200:
-                        break
-                except httpx.HTTPError:
-                    pass
-                if time.time() > deadline or proc.poll() is not None:
-                    raise RuntimeError("priorart serve did not become ready")
-                time.sleep(0.3)
-            for t in texts[:5]:
-                client.post("/search", json={"query": t, "k": k, "depth": depth})
-            lat: list[float] = []
+    with served(index_dir, poll_s=0.3) as (client, _ready_s):
+        for t in texts[:5]:
+            client.post("/search", json={"query": t, "k": k, "depth": depth})
+        lat: list[float] = []
+        for t in texts:
+            started = time.perf_counter()
+            r = client.post("/search", json={"query": t, "k": k, "depth": depth})
+            lat.append((time.perf_counter() - started) * 1000.0)
+            r.raise_for_status()
+        if passages:
+            plat: list[float] = []
             for t in texts:
                 started = time.perf_counter()
-                r = client.post("/search", json={"query": t, "k": k, "depth": depth})
-                lat.append((time.perf_counter() - started) * 1000.0)
+                r = client.post("/passages", json={"query": t, "k": 10, "depth": depth})
+                plat.append((time.perf_counter() - started) * 1000.0)
                 r.raise_for_status()
-            if passages:
-                plat: list[float] = []
-                for t in texts:
-                    started = time.perf_counter()
-                    r = client.post("/passages", json={"query": t, "k": 10, "depth": depth})
-                    plat.append((time.perf_counter() - started) * 1000.0)
-                    r.raise_for_status()
-                out["passages_http"] = {"p50": _pct(plat, 50), "p99": _pct(plat, 99), "mean": float(np.mean(plat))}
+            out["passages_http"] = {"p50": _pct(plat, 50), "p99": _pct(plat, 99), "mean": float(np.mean(plat))}
         out["http"] = {"p50": _pct(lat, 50), "p99": _pct(lat, 99), "mean": float(np.mean(lat))}
         out["api_overhead_of_p50"] = (out["http"]["p50"] - out["engine"]["p50"]) / out["http"]["p50"]
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(timeout=30)
     return out
 
 
