@@ -194,7 +194,7 @@ class Engine:
                   for name, default in DEFAULT_PASSAGE_PARAMS.items()}
         t0 = time.perf_counter()
         lang = query.r.lang
-        readable = {lang} | ({"en"} if lang in self.first_stage.tables else set())
+        readable = self.passage_langs(lang)
         try:
             ranking = self._passages.rank(
                 query.r.text, lang, cands.rows, cands.fused, translations=self.first_stage.tables,
@@ -230,7 +230,7 @@ class Engine:
             raise QueryError(self._passages_missing or "this index has no passage index")
         if not rows or k < 1:
             return []
-        readable = {lang} | ({"en"} if lang in self.first_stage.tables else set())
+        readable = self.passage_langs(lang)
         ranking = self._passages.rank(text, lang, np.asarray(rows, dtype=np.int64), None,
                                       translations=self.first_stage.tables, k=k, langs=readable)
         return list(ranking.hits)
@@ -240,6 +240,11 @@ class Engine:
         from service.workflow.report import build_report
 
         return build_report(self, req)
+
+    def passage_langs(self, lang: str) -> set[str]:
+        """Languages whose passages a ``lang`` query can be scored against: its own, and English through the
+        index's ``lang``-en table when there is one."""
+        return {lang} | ({"en"} if lang in self.first_stage.tables else set())
 
     @staticmethod
     def _stages(trace: list[StageTrace], explain: bool) -> list[StageInfo]:

@@ -46,6 +46,8 @@ class Engine(Protocol):
 
     def passages_of(self, text: str, lang: str, rows: list[int], k: int) -> list[Any]: ...
 
+    def passage_langs(self, lang: str) -> set[str]: ...
+
 DISCLOSED = 0.6
 PARTLY = 0.3
 MAX_PASSAGES = 100_000
@@ -84,7 +86,7 @@ def claim_chart(engine: Engine, passages: PassageIndex, req: ClaimChartRequest) 
         source = "search"
         if not rows:
             raise QueryError("the search with this claim found no document to chart")
-    readable = {lang} | ({"en"} if lang in fs.tables else set())
+    readable = engine.passage_langs(lang)
     analyzer = fs.analyzer(lang)
     ids = [engine.docs.ids[r] for r in rows]
     cells: list[ChartCell] = []
