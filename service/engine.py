@@ -160,7 +160,7 @@ class Engine:
         results = []
         records = []
         for i, row in enumerate(cands.rows.tolist()):
-            rec = self.docs.get_row(row)
+            rec = self.docs.header_row(row)
             records.append(rec)
             comps: dict[str, float | None] = {
                 name: float(cands.normalised[name][i]) if name in cands.normalised else None for name in COMPONENTS}

@@ -81,6 +81,8 @@ class Layout:
     META = "meta.json"
     DOCS = "docs.jsonl"
     OFFSETS = "docs.offsets.npy"
+    HEADERS = "docs.headers.jsonl"  # each record without its texts: what a hit list shows
+    HEADER_OFFSETS = "docs.headers.offsets.npy"
     IDS = "doc_ids.json"
     DATES = "docs.dates.npy"
     CODES = "codes"

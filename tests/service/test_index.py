@@ -11,7 +11,7 @@ import pytest
 
 from service.codes import truncate_code
 from service.corpus.record import Claim, PatentRecord
-from service.index.folder import IndexFormatError, load_meta, update_meta, write_meta
+from service.index.folder import IndexFormatError, Layout, load_meta, update_meta, write_meta
 from service.index.store import (
     DocStore,
     DocStoreWriter,
@@ -177,6 +177,25 @@ def test_doc_store_random_access_and_tolerant_ids(tmp_path: Path) -> None:
     assert store.find("EP9999999A1") is None
     with pytest.raises(IndexError):
         store.get_row(4)
+
+
+def test_doc_store_headers_are_records_without_texts(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    folder = _folder(tmp_path)
+    store = DocStore.load(folder)
+    for row, rec in enumerate(RECORDS):
+        head = store.header_row(row)
+        assert head == rec.model_copy(update={"claims": {}})  # every field a hit list shows, no texts
+        assert head.claims == {} and store.get_row(row).claims == rec.claims
+    with pytest.raises(IndexError):
+        store.header_row(len(RECORDS))
+    store.close()
+    # an index built before headers were stored: whole records, and a warning that says to rebuild
+    (folder / Layout.HEADERS).unlink()
+    (folder / Layout.HEADER_OFFSETS).unlink()
+    with caplog.at_level("WARNING"):
+        old = DocStore.load(folder)
+    assert "rebuild the index" in caplog.text
+    assert old.header_row(2) == RECORDS[2]
 
 
 def test_doc_store_date_and_code_filters(tmp_path: Path) -> None:
