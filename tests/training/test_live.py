@@ -406,3 +406,17 @@ def test_added_documents_are_encoded_as_a_full_build_encodes_them(tmp_path: Path
     print(f"\nwith models: 20 added documents, dense + {encodings} rerank encodings equal to a full build's (1e-5); "
           f"{dense_hits} dense-only and {all_hits} all-stage hits ({'/'.join(e_live.pipeline.names)}) equal; "
           f"own-text dense ranks of added documents among 60 (tiny models) {ranks}; the same after compact")
+
+
+def test_bench_add_small_prints_both_figures(tmp_path: Path) -> None:
+    """``priorart bench add`` end to end at a tiny size: a rebuild and an add timed, the many-segment index and its
+    compacted copy timed side by side on the same queries."""
+    from training.benchmarks.live import format_report, run_add_bench
+
+    r = run_add_bench(150, 30, segments=4, queries=9, rounds=1, work_dir=tmp_path,
+                      build_options={"translation": False, "compounds": ()})  # the default builds' tables: slow
+    assert r["search"]["many"]["segments"] == 4 and r["search"]["one"]["segments"] == 1
+    assert r["search"]["many"]["timed"] == r["search"]["one"]["timed"] == 9
+    assert r["full_build_s"] > 0 and r["add_s"] > 0
+    text = format_report(r)
+    assert "4 segments p50" in text and "1 segment p50" in text and "faster" in text

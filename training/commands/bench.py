@@ -346,13 +346,14 @@ def add_command(
     n_add: int = typer.Option(10_000, "--n-add", help="Synthetic documents added."),
     segments: int = typer.Option(10, "--segments", help="Segments of the many-segment search timing."),
     queries: int = typer.Option(200, "--queries", help="Title queries timed (en/de/fr)."),
+    rounds: int = typer.Option(3, "--rounds", min=1, help="Passes over the queries (each index timed per query)."),
     seed: int = typer.Option(0, "--seed"),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
     """Live index: time to add documents vs a full rebuild, search p50/p99 with many segments vs one."""
     from training.benchmarks.live import format_report, run_add_bench
 
-    report = run_add_bench(n_base, n_add, segments=segments, queries=queries, seed=seed)
+    report = run_add_bench(n_base, n_add, segments=segments, queries=queries, rounds=rounds, seed=seed)
     typer.echo(json.dumps(report, indent=1) if as_json else format_report(report))
 
 
