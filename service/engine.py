@@ -22,7 +22,7 @@ from service.classification import ClassificationScheme
 from service.codes import record_codes
 from service.corpus.record import PatentRecord
 from service.fusion import COMPONENTS
-from service.index.folder import IndexFolder
+from service.index.folder import IndexFolder, ShardSet, is_sharded
 from service.index.store import DocStore, UnknownDocumentError
 from service.passages import DEFAULT_PARAMS, PassageIndex, PassageIndexMissingError
 from service.pipeline import Pipeline, compose
@@ -94,6 +94,12 @@ class Engine:
     def load(cls, index_dir: str | Path, *, settings: Settings | None = None, verify: bool = True) -> Engine:
         """Open and verify an index folder; raises ``IndexFormatError`` with a clear message if unusable."""
         settings = settings or Settings(index_dir=Path(index_dir))
+        if is_sharded(index_dir):  # every shard in this process, weighted with the global statistics
+            from service.shards import compose_sharded
+
+            shards = ShardSet.open(index_dir, verify=verify)
+            pipeline, _ = compose_sharded(shards, settings)
+            return cls(shards.union(), settings, pipeline, _load_scheme(settings, pipeline.docs))
         folder = IndexFolder.open(index_dir, verify=verify)
         pipeline = compose(folder, settings)
         return cls(folder, settings, pipeline, _load_scheme(settings, pipeline.docs))
@@ -180,7 +186,8 @@ class Engine:
         return SearchResponse(results=results, stages=self._stages(trace, explain),
                               took_ms=(time.perf_counter() - started) * 1000.0, query=self._query_info(query, cands),
                               fusion=fusion, notices=notices, explained=_explained(notices, fusion), families=families,
-                              generation=self.generation)
+                              generation=self.generation, partial=bool(cands.missing_shards),
+                              missing_shards=cands.missing_shards)
 
     def passages(self, req: PassageRequest) -> PassageResponse:
         """Rank passages of the top documents in context (QSF variants) from the build-time passage index."""
@@ -213,7 +220,8 @@ class Engine:
         return PassageResponse(results=results, stages=self._stages(trace, req.explain),
                                took_ms=(time.perf_counter() - started) * 1000.0, query=self._query_info(query, cands),
                                fusion=fusion, notices=notices, explained=_explained(notices, fusion),
-                               generation=self.generation)
+                               generation=self.generation, partial=bool(cands.missing_shards),
+                               missing_shards=cands.missing_shards)
 
     # ------------------------------------------------------------------ the analyst's workflow
     def claim_chart(self, req: ClaimChartRequest) -> ClaimChartResponse:
