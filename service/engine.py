@@ -88,6 +88,10 @@ class Engine:
     def close(self) -> None:
         """Release the doc store's descriptors (memory maps go with the object); only once no request uses it."""
         self.docs.close()
+        for stage in self.pipeline.stages:  # a sharded pipeline's shards loaded in this process
+            close = getattr(stage, "close", None)
+            if callable(close):
+                close()
 
     # ------------------------------------------------------------------ loading
     @classmethod

@@ -204,13 +204,14 @@ class ShardFanOut:
     name = "shards"
 
     def __init__(self, submit: Sequence[Submit], sizes: Sequence[int], first_stage: FirstStage, *,
-                 timeout_s: float, generations: Sequence[int] | None = None) -> None:
+                 timeout_s: float, generations: Sequence[int] | None = None, owned: Sequence[Shard] = ()) -> None:
         self.submit = list(submit)
         self.sizes = list(sizes)
         self.starts = [int(x) for x in np.concatenate([[0], np.cumsum(self.sizes)[:-1]])] if self.sizes else []
         self.first_stage = first_stage  # one shard's: analyzers and translation tables (the same in every shard)
         self.timeout_s = timeout_s
         self.generations = list(generations) if generations is not None else None
+        self.owned = list(owned)
 
     def run(self, query: Query, cands: Candidates) -> Candidates:
         if query.feedback is not None and not query.feedback.empty:
@@ -257,6 +258,11 @@ class ShardFanOut:
     def describe(self) -> dict[str, Any]:
         return {"shards": len(self.submit), "rows": self.sizes, "timeout_s": self.timeout_s}
 
+    def close(self) -> None:
+        """Release the shards loaded in this process (their doc stores)."""
+        for shard in self.owned:
+            shard.close()
+
 
 def _reason(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
@@ -291,7 +297,7 @@ def compose_sharded(shards: ShardSet, settings: Settings, submit: Sequence[Submi
         first = FirstStage.from_folder(shards.shards[0], DocStore.of_folder(shards.shards[0]))
         notices, device = [], "cpu"
     fan = ShardFanOut(submit, [f.n_rows for f in shards.shards], first, timeout_s=settings.shard_timeout_s,
-                      generations=[f.generation for f in shards.shards])
+                      generations=[f.generation for f in shards.shards], owned=local)
     fusion = FusionModel.of_folder(shards.shards[0])
     return Pipeline([fan, FusionStep(fusion)], docs, notices, device), local
 
