@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -52,6 +53,9 @@ from service.workflow.families import KEYS as FAMILY_KEYS
 from service.workflow.families import group as family_groups
 from service.workflow.feedback import Feedback
 from service.workflow.notices import explain as explain_notices
+
+if TYPE_CHECKING:
+    from service.shards import Submit
 
 log = logging.getLogger(__name__)
 
@@ -99,14 +103,22 @@ class Engine:
         """Open and verify an index folder; raises ``IndexFormatError`` with a clear message if unusable."""
         settings = settings or Settings(index_dir=Path(index_dir))
         if is_sharded(index_dir):  # every shard in this process, weighted with the global statistics
-            from service.shards import compose_sharded
-
-            shards = ShardSet.open(index_dir, verify=verify)
-            pipeline, _ = compose_sharded(shards, settings)
-            return cls(shards.union(), settings, pipeline, _load_scheme(settings, pipeline.docs))
+            return cls.sharded(index_dir, settings=settings, verify=verify)
         folder = IndexFolder.open(index_dir, verify=verify)
         pipeline = compose(folder, settings)
         return cls(folder, settings, pipeline, _load_scheme(settings, pipeline.docs))
+
+    @classmethod
+    def sharded(cls, index_dir: str | Path, *, settings: Settings, submit: Sequence[Submit] | None = None,
+                verify: bool = True) -> Engine:
+        """A sharded index (service/shards.py): its shards loaded here, or reached through ``submit`` (one per
+        shard: the Ray Serve ingress, service/serve_ray.py). The doc store and the passage index are the whole
+        collection's (the shards' in turn); the pipeline is the fan-out, the merge and the fusion."""
+        from service.shards import compose_sharded
+
+        shards = ShardSet.open(index_dir, verify=verify and submit is None)
+        pipeline, _ = compose_sharded(shards, settings, submit)
+        return cls(shards.union(), settings, pipeline, _load_scheme(settings, pipeline.docs))
 
     @property
     def num_docs(self) -> int:

@@ -446,8 +446,14 @@ class ShardedBuildReport:
 
 
 def _build_shard(corpus: str, out: str, number: int, n_shards: int, options: dict[str, Any],
-                 splitters: dict[str, CompoundSplitter]) -> dict[str, Any]:
-    """Build one shard folder from its records (a Ray task, or called in process); returns its build report."""
+                 analysis: tuple[str, dict[str, Any] | None]) -> dict[str, Any]:
+    """Build one shard folder from its records (a Ray task, or called in process); returns its build report.
+    ``analysis``: the folder and ``settings.analysis`` of the compound word lists of the first pass (files, not
+    splitter objects: a task may run on another machine)."""
+    from service.text.compounds import load_analyzers
+
+    splitters = {lang: a.splitter for lang, a in load_analyzers(analysis[0], analysis[1]).items()
+                 if isinstance(a.splitter, CompoundSplitter)}
     report = build_index(corpus, out, splitters=splitters, translation=False, fuse=False, progress=False, **options)
     folder = IndexFolder.open(out, verify=False)
     folder.register({"shard": {"index": number, "of": n_shards}})
@@ -539,6 +545,7 @@ def build_sharded_index(
         shard_docs = [len(recs) for recs in buckets]
         del buckets
         splitters = prepare_analysis(corpus, xopts)
+        analysis = (str(tmp / ".input"), write_analysis(tmp / ".input", splitters))
         first_pass_s = time.perf_counter() - t0
 
         # the shards, as Ray tasks or one after another
@@ -551,10 +558,10 @@ def build_sharded_index(
             if not ray.is_initialized():
                 ray.init(address=ray_address, ignore_reinit_error=True, log_to_driver=False)
             task = ray.remote(_build_shard)
-            reports = ray.get([task.remote(inputs[i], outs[i], i, shards, options, splitters) for i in range(shards)])
+            reports = ray.get([task.remote(inputs[i], outs[i], i, shards, options, analysis) for i in range(shards)])
             engine = f"ray ({ray_address or 'local'})"
         else:
-            reports = [_build_shard(inputs[i], outs[i], i, shards, options, splitters) for i in range(shards)]
+            reports = [_build_shard(inputs[i], outs[i], i, shards, options, analysis) for i in range(shards)]
             engine = "local"
         shards_s = time.perf_counter() - t1
 
