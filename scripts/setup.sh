@@ -28,8 +28,8 @@ fi
 . .venv/bin/activate
 python -m pip install -q --disable-pip-version-check --upgrade pip >/dev/null
 # torch is pinned (2.13.0 CPU wheel on the machine); a looser pin would pull CUDA wheels.
-python -m pip install -q --disable-pip-version-check -e ".[service,training,dev]" 2>&1 \
+python -m pip install -q --disable-pip-version-check -e ".[service,training,ray,dev]" 2>&1 \
   | grep -v "is ignored: it is neither a file nor a directory" || true
-python -c "import service, training, torch, onnxruntime, faiss, gensim" \
+python -c "import service, training, torch, onnxruntime, faiss, gensim, ray.serve" \
   || { echo "setup: dependency check failed" >&2; exit 1; }
 echo "setup: ok ($(python --version), venv .venv)"

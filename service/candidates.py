@@ -52,6 +52,7 @@ class Candidates:
     fused: np.ndarray | None = None
     normalised: dict[str, np.ndarray] = field(default_factory=dict)  # min-max over the candidate set
     fusion: FusionExplanation | None = None
+    missing_shards: list[str] = field(default_factory=list)  # shards of a sharded index that did not answer
 
     def __len__(self) -> int:
         return len(self.rows)

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -22,7 +23,7 @@ from service.classification import ClassificationScheme
 from service.codes import record_codes
 from service.corpus.record import PatentRecord
 from service.fusion import COMPONENTS
-from service.index.folder import IndexFolder
+from service.index.folder import IndexFolder, ShardSet, is_sharded
 from service.index.store import DocStore, UnknownDocumentError
 from service.passages import DEFAULT_PARAMS, PassageIndex, PassageIndexMissingError
 from service.pipeline import Pipeline, compose
@@ -52,6 +53,9 @@ from service.workflow.families import KEYS as FAMILY_KEYS
 from service.workflow.families import group as family_groups
 from service.workflow.feedback import Feedback
 from service.workflow.notices import explain as explain_notices
+
+if TYPE_CHECKING:
+    from service.shards import Submit
 
 log = logging.getLogger(__name__)
 
@@ -88,15 +92,33 @@ class Engine:
     def close(self) -> None:
         """Release the doc store's descriptors (memory maps go with the object); only once no request uses it."""
         self.docs.close()
+        for stage in self.pipeline.stages:  # a sharded pipeline's shards loaded in this process
+            close = getattr(stage, "close", None)
+            if callable(close):
+                close()
 
     # ------------------------------------------------------------------ loading
     @classmethod
     def load(cls, index_dir: str | Path, *, settings: Settings | None = None, verify: bool = True) -> Engine:
         """Open and verify an index folder; raises ``IndexFormatError`` with a clear message if unusable."""
         settings = settings or Settings(index_dir=Path(index_dir))
+        if is_sharded(index_dir):  # every shard in this process, weighted with the global statistics
+            return cls.sharded(index_dir, settings=settings, verify=verify)
         folder = IndexFolder.open(index_dir, verify=verify)
         pipeline = compose(folder, settings)
         return cls(folder, settings, pipeline, _load_scheme(settings, pipeline.docs))
+
+    @classmethod
+    def sharded(cls, index_dir: str | Path, *, settings: Settings, submit: Sequence[Submit] | None = None,
+                verify: bool = True) -> Engine:
+        """A sharded index (service/shards.py): its shards loaded here, or reached through ``submit`` (one per
+        shard: the Ray Serve ingress, service/serve_ray.py). The doc store and the passage index are the whole
+        collection's (the shards' in turn); the pipeline is the fan-out, the merge and the fusion."""
+        from service.shards import compose_sharded
+
+        shards = ShardSet.open(index_dir, verify=verify and submit is None)
+        pipeline, _ = compose_sharded(shards, settings, submit)
+        return cls(shards.union(), settings, pipeline, _load_scheme(settings, pipeline.docs))
 
     @property
     def num_docs(self) -> int:
@@ -180,7 +202,8 @@ class Engine:
         return SearchResponse(results=results, stages=self._stages(trace, explain),
                               took_ms=(time.perf_counter() - started) * 1000.0, query=self._query_info(query, cands),
                               fusion=fusion, notices=notices, explained=_explained(notices, fusion), families=families,
-                              generation=self.generation)
+                              generation=self.generation, partial=bool(cands.missing_shards),
+                              missing_shards=cands.missing_shards)
 
     def passages(self, req: PassageRequest) -> PassageResponse:
         """Rank passages of the top documents in context (QSF variants) from the build-time passage index."""
@@ -213,7 +236,8 @@ class Engine:
         return PassageResponse(results=results, stages=self._stages(trace, req.explain),
                                took_ms=(time.perf_counter() - started) * 1000.0, query=self._query_info(query, cands),
                                fusion=fusion, notices=notices, explained=_explained(notices, fusion),
-                               generation=self.generation)
+                               generation=self.generation, partial=bool(cands.missing_shards),
+                               missing_shards=cands.missing_shards)
 
     # ------------------------------------------------------------------ the analyst's workflow
     def claim_chart(self, req: ClaimChartRequest) -> ClaimChartResponse:

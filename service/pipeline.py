@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -38,6 +38,7 @@ from service.settings import Settings
 
 if TYPE_CHECKING:
     from service.retrieval.first_stage import FirstStage
+    from service.retrieval.sparse import CollectionStats
 
 log = logging.getLogger(__name__)
 
@@ -77,11 +78,14 @@ class Pipeline:
 
     @property
     def first_stage(self) -> FirstStage:
+        """The first stage (a sharded pipeline's: one shard's, for its analyzers and translation tables)."""
         from service.stages.first import FirstStageStep
 
         step = self.stages[0]
-        assert isinstance(step, FirstStageStep)
-        return step.fs
+        fs = step.fs if isinstance(step, FirstStageStep) else getattr(step, "first_stage", None)
+        if fs is None:
+            raise TypeError(f"the pipeline's first stage {step.name!r} has no first stage")
+        return fs
 
     def stage(self, name: str) -> Stage | None:
         return next((s for s in self.stages if s.name == name), None)
@@ -120,12 +124,14 @@ class Pipeline:
 
 
 def compose(folder: IndexFolder, settings: Settings, docs: DocStore | None = None, *,
-            ltr: Sequence[Stage] | None = None, neural: bool = True) -> Pipeline:
+            ltr: Sequence[Stage] | None = None, neural: bool = True,
+            stats: Mapping[str, CollectionStats] | None = None) -> Pipeline:
     """The pipeline of an opened index folder (the one place stages are chosen; see the module doc).
 
     ``docs``: the folder's doc store when already open. ``ltr``: word-pair/domain stages to use instead of
     the folder's ``ltr/`` (``priorart train-ltr`` scores its dev topics with the stages it just trained).
-    ``neural=False`` leaves the dense and rerank stages out.
+    ``neural=False`` leaves the dense and rerank stages out. ``stats``: the global collection statistics per
+    language when ``folder`` is a shard (service/shards.py composes each shard's pipeline with them).
     """
     from service.retrieval.dense import DenseIndex, DenseIndexError
     from service.retrieval.first_stage import FirstStage
@@ -133,7 +139,7 @@ def compose(folder: IndexFolder, settings: Settings, docs: DocStore | None = Non
 
     docs = docs if docs is not None else DocStore.of_folder(folder)
     notices: list[str] = []
-    stages: list[Stage] = [FirstStageStep(FirstStage.from_folder(folder, docs))]
+    stages: list[Stage] = [FirstStageStep(FirstStage.from_folder(folder, docs, stats=stats))]
     device = "cpu"
     if folder.has("models") and neural:
         from service.retrieval.neural import Models

@@ -186,6 +186,9 @@ class SearchResponse(BaseModel):
     query: QueryInfo
     fusion: FusionInfo
     generation: int = Field(0, description="generation of the index that answered (0: as built)")
+    partial: bool = Field(False, description="a sharded index: some shard did not answer; the results are the "
+                          "other shards' (see missing_shards and the notices)")
+    missing_shards: list[str] = Field(default_factory=list, description="the shards that did not answer")
     notices: list[str] = Field(default_factory=list, description="degradations, e.g. 'no models: BM25 only'")
     explained: list[Notice] = Field(default_factory=list, description="the notices in an analyst's words")
     families: FamiliesInfo | None = None
@@ -210,6 +213,9 @@ class PassageResponse(BaseModel):
     query: QueryInfo
     fusion: FusionInfo
     generation: int = Field(0, description="generation of the index that answered (0: as built)")
+    partial: bool = Field(False, description="a sharded index: some shard did not answer; the results are the "
+                          "other shards' (see missing_shards and the notices)")
+    missing_shards: list[str] = Field(default_factory=list, description="the shards that did not answer")
     notices: list[str] = Field(default_factory=list)
     explained: list[Notice] = Field(default_factory=list)
 

@@ -53,6 +53,8 @@ class Settings(BaseSettings):
     cors_origins: list[str] = Field(default_factory=list, description="allowed CORS origins")
     reload_interval_s: float = Field(2.0, ge=0, description="how often the server looks for a new generation of "
                                      "its index (priorart add/delete/compact) and loads it; 0: only on /admin/reload")
+    shard_timeout_s: float = Field(10.0, gt=0, description="a sharded index: how long a search waits for a shard "
+                                   "before answering with the other shards' hits (partial: true)")
     log_level: str = "INFO"
 
     @model_validator(mode="after")

@@ -420,3 +420,176 @@ def _fuse(folder: IndexFolder, task: str, device: str, progress: bool) -> dict[s
         log.warning("fusion weights not learned: %s", exc)
         return {"skipped": str(exc)}
     return {**result.summary(), "table": format_cells(result.cells)}
+
+
+# ------------------------------------------------------------------------------------------ shards
+
+
+@dataclass
+class ShardedBuildReport:
+    """What a sharded build did: the shards' own reports and the first pass."""
+
+    index_dir: str
+    n_docs: int
+    n_shards: int
+    seconds: float
+    first_pass_s: float
+    shards_s: float
+    engine: str  # "local" or "ray (ADDRESS)"
+    shard_docs: list[int] = field(default_factory=list)
+    shards: list[dict[str, Any]] = field(default_factory=list)
+    translation: list[str] = field(default_factory=list)
+    translation_report: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _build_shard(corpus: str, out: str, number: int, n_shards: int, options: dict[str, Any],
+                 analysis: tuple[str, dict[str, Any] | None]) -> dict[str, Any]:
+    """Build one shard folder from its records (a Ray task, or called in process); returns its build report.
+    ``analysis``: the folder and ``settings.analysis`` of the compound word lists of the first pass (files, not
+    splitter objects: a task may run on another machine)."""
+    from service.text.compounds import load_analyzers
+
+    splitters = {lang: a.splitter for lang, a in load_analyzers(analysis[0], analysis[1]).items()
+                 if isinstance(a.splitter, CompoundSplitter)}
+    report = build_index(corpus, out, splitters=splitters, translation=False, fuse=False, progress=False, **options)
+    folder = IndexFolder.open(out, verify=False)
+    folder.register({"shard": {"index": number, "of": n_shards}})
+    return report.to_dict()
+
+
+def build_sharded_index(
+    corpus: str | Path,
+    out_dir: str | Path,
+    *,
+    shards: int,
+    ray_address: str | None = None,
+    use_ray: bool = False,
+    index_langs: str | Sequence[str] = DEFAULT_INDEX_LANGS,
+    fields: str | Sequence[str] = FIELDS,
+    scoring: str = "bm25",
+    k1: float = 1.2,
+    b: float = 0.75,
+    epsilon: float = 0.25,
+    translation_dir: str | Path | None = None,
+    translation: bool = True,
+    compounds: str | Sequence[str] = DEFAULT_COMPOUND_LANGS,
+    overwrite: bool = False,
+    progress: bool | None = None,
+    models_dir: str | Path | None = None,
+    dense_index: str = "flat",
+    device: str = "auto",
+) -> ShardedBuildReport:
+    """Build a sharded index (layout: service/index/folder.py; search: service/shards.py).
+
+    First pass (here, one read of the corpus): each record goes to ``shard_for(family key)``, its shard's
+    input file; the multilingual records are sampled for the translation tables and the compound splitter
+    counts the corpus' words, as an unsharded build does over the same corpus. Then every shard is built
+    by :func:`build_index` (as Ray tasks with ``use_ray``: a local Ray, or the cluster at ``ray_address``,
+    which must see ``out_dir``), the translation tables are trained once from the first pass' sample and the
+    union of the shards' vocabularies and copied into every shard, and the root ``meta.json`` is written
+    last. The BM25 statistics are not frozen here: readers sum the shards' at open (``global_stats``),
+    so that ``priorart add`` into one shard keeps every shard's weights global.
+    """
+    from service.corpus.jsonl import write_corpus
+    from service.corpus.record import family_key
+    from service.index.folder import shard_for, write_shards_meta
+    from training.translation.index_step import copy_tables
+
+    if shards < 1:
+        raise BuildError(f"--shards must be at least 1, got {shards}")
+    if models_dir is not None and not (Path(models_dir) / "meta.json").is_file():
+        raise BuildError(f"{Path(models_dir) / 'meta.json'} is missing: not a models folder (run `priorart train`)")
+    if not Path(corpus).is_file():
+        raise BuildError(f"corpus file {corpus} does not exist")
+    langs = _parse_list(index_langs, LANGS, "index language(s)")
+    out = Path(out_dir)
+    if out.exists() and any(out.iterdir()):
+        if not overwrite:
+            raise BuildError(f"{out} exists and is not empty; pass --force to replace it")
+        if not (out / Layout.META).is_file():
+            raise BuildError(f"{out} is not empty and holds no {Layout.META}: refusing to replace a non-index folder")
+    compound_langs = [c for c in _parse_list(compounds, COMPOUND_LANGS, "compound language(s)", allow_empty=True)
+                      if c in langs or translation or translation_dir is not None]
+    try:
+        xopts = TranslationOptions(build=translation, reuse_dir=Path(translation_dir) if translation_dir else None,
+                                   compounds=tuple(compound_langs))
+    except TranslationBuildError as exc:
+        raise BuildError(str(exc)) from exc
+    show = sys.stderr.isatty() if progress is None else progress
+    options = {"index_langs": langs, "fields": fields, "scoring": scoring, "k1": k1, "b": b, "epsilon": epsilon,
+               "compounds": compound_langs, "models_dir": str(models_dir) if models_dir else None,
+               "dense_index": dense_index, "device": device}
+    tmp = out.parent / f".{out.name}.building-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    (tmp / ".input").mkdir(parents=True)
+    t0 = time.perf_counter()
+    try:
+        # first pass: routing, the aligned-claims sample, the compound splitter's word counts
+        collector = AlignedCollector(xopts.max_aligned_docs) if translation and translation_dir is None else None
+        buckets: list[list[PatentRecord]] = [[] for _ in range(shards)]
+        for rec in read_corpus(corpus):
+            buckets[shard_for(family_key(rec), shards)].append(rec)
+            if collector is not None:
+                collector.add(rec)
+        empty = [i for i, recs in enumerate(buckets) if not recs]
+        if empty:
+            raise BuildError(f"{len(empty)} of {shards} shards would hold no document "
+                             f"({sum(map(len, buckets))} documents): use fewer shards")
+        inputs = []
+        for i, recs in enumerate(buckets):
+            inputs.append(str(tmp / ".input" / f"shard-{i:03d}.jsonl"))
+            write_corpus(recs, inputs[-1])
+        shard_docs = [len(recs) for recs in buckets]
+        del buckets
+        splitters = prepare_analysis(corpus, xopts)
+        analysis = (str(tmp / ".input"), write_analysis(tmp / ".input", splitters))
+        first_pass_s = time.perf_counter() - t0
+
+        # the shards, as Ray tasks or one after another
+        t1 = time.perf_counter()
+        outs = [str(tmp / Layout.shard(i)) for i in range(shards)]
+        (tmp / Layout.SHARDS).mkdir()
+        if use_ray:
+            import ray
+
+            if not ray.is_initialized():
+                ray.init(address=ray_address, ignore_reinit_error=True, log_to_driver=False)
+            task = ray.remote(_build_shard)
+            reports = ray.get([task.remote(inputs[i], outs[i], i, shards, options, analysis) for i in range(shards)])
+            engine = f"ray ({ray_address or 'local'})"
+        else:
+            reports = [_build_shard(inputs[i], outs[i], i, shards, options, analysis) for i in range(shards)]
+            engine = "local"
+        shards_s = time.perf_counter() - t1
+
+        # translation tables: once, from the first pass' sample and every shard's vocabulary
+        vocabs: dict[str, set[str]] = {lang: set() for lang in langs}
+        for o in outs:
+            for lang in langs:
+                vocabs[lang].update(IndexFolder.open(o, verify=False).read_json(f"{Layout.bm25(lang)}/vocab.json"))
+        tables_dir = tmp / ".tables"
+        tables_dir.mkdir()
+        tables, xreport = _translation_tables(tables_dir, xopts, langs, collector, vocabs, show)
+        xreport["compounds"] = {lang: sp.settings() for lang, sp in splitters.items()}
+        if tables:
+            for o in outs:
+                entries, _ = copy_tables(tables_dir / Layout.TRANSLATION, Path(o), langs)
+                IndexFolder.open(o, verify=False).register({"translation": entries}, changed=[Layout.TRANSLATION])
+        shutil.rmtree(tables_dir)
+        shutil.rmtree(tmp / ".input")
+        settings = IndexFolder.open(outs[0], verify=False).settings
+        write_shards_meta(tmp, shards, settings, {"build": {"n_docs": sum(shard_docs), "corpus": str(corpus),
+                                                            "shard_docs": shard_docs, "engine": engine}})
+        if out.exists():
+            shutil.rmtree(out)
+        os.replace(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return ShardedBuildReport(index_dir=str(out), n_docs=sum(shard_docs), n_shards=shards,
+                              seconds=time.perf_counter() - t0, first_pass_s=first_pass_s, shards_s=shards_s,
+                              engine=engine, shard_docs=shard_docs, shards=reports,
+                              translation=[t["file"] for t in tables], translation_report=xreport)

@@ -5,8 +5,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING
 
 from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
@@ -21,11 +22,19 @@ from service.api.middleware import GuardMiddleware
 from service.api.routes import admin, documents, health, search, workflow
 from service.settings import Settings
 
+if TYPE_CHECKING:
+    from service.engine import Engine
+
 log = logging.getLogger(__name__)
 
 
-def create_app(settings: Settings | None = None) -> FastAPI:
-    """Build the app. The index is loaded at startup (lifespan), never at import time."""
+def create_app(settings: Settings | None = None, *,
+               engine_loader: Callable[[Settings], Engine] | None = None) -> FastAPI:
+    """Build the app. The index is loaded at startup (lifespan), never at import time.
+
+    ``engine_loader``: how the engine is loaded at startup and on reload (default ``Engine.load`` of the index
+    folder; the Ray Serve ingress loads a sharded engine whose shards are deployments, service/serve_ray.py).
+    """
     settings = settings or Settings()
 
     @asynccontextmanager
@@ -34,7 +43,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         from service.engine import Engine  # heavy imports happen here, not at module import
 
         started = time.perf_counter()
-        engine = Engine.load(settings.index_dir, settings=settings)
+        engine = app.state.load_engine(settings) if engine_loader is not None else Engine.load(
+            settings.index_dir, settings=settings)
         app.state.engines.swap(engine)
         app.state.metrics.index_docs.set(engine.num_docs)
         log.info("index %s (generation %d) loaded in %.1f s: %s", settings.index_dir, engine.generation,
@@ -55,6 +65,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.settings = settings
     app.state.metrics = Metrics()
     app.state.engines = EngineHolder()
+    app.state.load_engine = engine_loader
     install_error_handlers(app)
     if settings.cors_origins:
         app.add_middleware(CORSMiddleware, allow_origins=settings.cors_origins, allow_methods=["GET", "POST"],

@@ -119,3 +119,9 @@ class PatentRecord(BaseModel):
             elif f == "description" and lang == (self.lang or "en"):
                 parts.append(self.description_text())
         return "\n".join(p for p in parts if p)
+
+
+def family_key(record: PatentRecord) -> str:
+    """Family id when known, else country + number (kind dropped): the unit kept together by the train/dev/test
+    split (training/models/pairs.py) and by the shards of a sharded index (one family, one shard)."""
+    return f"family:{record.family_id}" if record.family_id else f"{record.country}{record.number}"

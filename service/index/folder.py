@@ -22,6 +22,19 @@ Layout (every path below is relative to the folder; :class:`Layout` names each o
                            ``priorart add`` for one batch (doc store, bm25, passages, dense/rerank vectors)
     .lock                  taken (flock) by the writers of generations
 
+A sharded index (``priorart build --shards N``) is a folder whose ``meta.json`` has the format
+``priorart-sharded-index`` (an older reader refuses it, naming that format) and lists its shards::
+
+    meta.json              format priorart-sharded-index: the shards, the routing rule, the build settings
+    shards/shard-NNN/      one index folder per shard (the layout above, its own generations and segments),
+                           a ``shard`` component in its meta.json (its number, how many); the build's
+                           translation tables, compound word lists and models are in every shard
+
+:class:`ShardSet` opens every shard at its newest generation; :meth:`ShardSet.union` presents them as one
+row space (the shards' rows in turn, each shard's segments in turn), which the doc store and the passage
+index read like a live index's segments. A new record goes to the shard where its id is live, else to
+``ShardSet.shard_for`` (a stable hash of its family key).
+
 Generations. A folder that ``priorart build`` wrote is generation 0 with one segment, the folder itself.
 The newest ``generations/gen-*.json`` names the segments in row order (``"."`` is the folder itself) and
 the deleted rows of each; :meth:`IndexFolder.open` opens that generation (every segment's ``meta.json``
@@ -62,6 +75,8 @@ from service.versioned import read_versioned, write_versioned
 log = logging.getLogger(__name__)
 
 INDEX_FORMAT = "priorart-index"
+SHARDS_FORMAT = "priorart-sharded-index"
+SHARDS_VERSION = 1
 INDEX_VERSION = 2
 """Version 2: fusion weights of every method in one ``fusion.json`` at the top of the folder (version 1
 kept them in ``models/fusion.json`` and ``ltr/combine.json``)."""
@@ -73,6 +88,10 @@ _CHUNK = 1 << 20
 
 class IndexFormatError(ValueError):
     """An index folder that cannot be used: missing/changed files, other format, bad settings."""
+
+
+class ShardedIndexError(IndexFormatError):
+    """A sharded index opened where one index folder was expected (open it with :class:`ShardSet`)."""
 
 
 class Layout:
@@ -102,7 +121,12 @@ class Layout:
     SEGMENTS = "segments"
     LOCK = ".lock"
     ROOT_SEGMENT = "."  # the segment that is the folder itself (the build's documents)
+    SHARDS = "shards"
     LIVE_ONLY = (GENERATIONS, SEGMENTS, LOCK)  # at the top of a folder; never part of its own meta.json
+
+    @staticmethod
+    def shard(number: int) -> str:
+        return f"shards/shard-{number:03d}"
 
     @staticmethod
     def generation(number: int) -> str:
@@ -289,6 +313,10 @@ def load_meta(
         raise IndexFormatError(
             f"{meta_path} is missing: not an index folder, or its build did not finish (rebuild with `priorart build`)"
         )
+    if _meta_format(index_dir) == SHARDS_FORMAT:
+        raise ShardedIndexError(f"{index_dir} is a sharded index ({meta_path} lists its shards under "
+                                f"{Layout.SHARDS}/): open it as a whole with ShardSet.open (priorart serve and "
+                                "priorart search do), or one shard folder by itself")
     data = read_versioned(meta_path, INDEX_FORMAT, INDEX_VERSION, error=IndexFormatError,
                           fix="rebuild the index with `priorart build`")
     for key in ("settings", "files", "components"):
@@ -348,7 +376,11 @@ def generation_numbers(index_dir: str | Path) -> list[int]:
 
 
 def current_generation(index_dir: str | Path) -> int:
-    """The generation a reader opening the folder now gets (0: a folder as ``priorart build`` wrote it)."""
+    """The generation a reader opening the folder now gets (0: a folder as ``priorart build`` wrote it).
+
+    For a sharded index: the sum of its shards' generations (it grows whenever any shard commits one)."""
+    if is_sharded(index_dir):
+        return sum(current_generation(Path(index_dir) / rel) for rel in _shard_dirs(index_dir))
     numbers = generation_numbers(index_dir)
     return numbers[-1] if numbers else 0
 
@@ -564,6 +596,131 @@ class IndexFolder:
         return self
 
 
+# ------------------------------------------------------------------------------------------ shards
+
+
+def _meta_format(index_dir: str | Path) -> object:
+    """The ``format`` tag of a folder's ``meta.json`` (None when it is missing or unreadable)."""
+    try:
+        data = json.loads((Path(index_dir) / Layout.META).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data.get("format") if isinstance(data, dict) else None
+
+
+def is_sharded(index_dir: str | Path) -> bool:
+    """True for the root folder of a sharded index (``priorart build --shards N``)."""
+    return _meta_format(index_dir) == SHARDS_FORMAT
+
+
+def _read_shards_meta(root: Path) -> dict[str, Any]:
+    data = read_versioned(root / Layout.META, SHARDS_FORMAT, SHARDS_VERSION, error=IndexFormatError,
+                          fix="rebuild the index with `priorart build --shards N`")
+    shards = data.get("shards")
+    if not isinstance(shards, list) or not shards or not all(isinstance(x, str) for x in shards):
+        raise IndexFormatError(f"{root / Layout.META}: 'shards' must be a non-empty list of shard folders")
+    return data
+
+
+def _shard_dirs(index_dir: str | Path) -> list[str]:
+    return list(_read_shards_meta(Path(index_dir))["shards"])
+
+
+def hash_unit(key: str) -> float:
+    """A stable number in [0, 1) from a string (sha256): a family's shard, and its train/dev/test split."""
+    return int(hashlib.sha256(key.encode("utf-8")).hexdigest()[:15], 16) / 16**15
+
+
+def write_shards_meta(root: str | Path, n_shards: int, settings: Mapping[str, Any],
+                      extra: Mapping[str, Any] | None = None) -> Path:
+    """Write the root ``meta.json`` of a sharded index (after every shard folder is complete)."""
+    if n_shards < 1:
+        raise ValueError(f"a sharded index needs at least 1 shard, got {n_shards}")
+    body = {"created": _now(), "priorart_version": __version__, "settings": validate_settings(settings),
+            "shards": [Layout.shard(i) for i in range(n_shards)],
+            "routing": {"rule": "live id, else sha256(family key) * shards", "key": "family id, else country+number"},
+            **dict(extra or {})}
+    return write_versioned(Path(root) / Layout.META, SHARDS_FORMAT, SHARDS_VERSION, body)
+
+
+@dataclass
+class ShardSet:
+    """An opened sharded index: one :class:`IndexFolder` per shard, each at its newest generation."""
+
+    root: Path
+    shards: list[IndexFolder]
+    meta: dict[str, Any]
+
+    @classmethod
+    def open(cls, root: str | Path, *, verify: bool = True, verify_only: int | None = None) -> ShardSet:
+        """Open every shard (its ``meta.json`` checked; with ``verify`` its files' sha256 too, or only those
+        of shard ``verify_only``: a shard server checks its own files and reads the others' statistics)."""
+        root = Path(root)
+        data = _read_shards_meta(root)
+        shards: list[IndexFolder] = []
+        for i, rel in enumerate(data["shards"]):
+            if rel != Layout.shard(i):
+                raise IndexFormatError(f"{root / Layout.META}: shard {i} is {rel!r}, expected {Layout.shard(i)!r}")
+            check = verify if verify_only is None else verify and i == verify_only
+            folder = IndexFolder.open(root / rel, verify=check)
+            comp = folder.components.get("shard")
+            if not isinstance(comp, dict) or comp.get("index") != i or comp.get("of") != len(data["shards"]):
+                raise IndexFormatError(f"{folder.root / Layout.META}: not shard {i} of {len(data['shards'])} "
+                                       f"(its shard component: {comp!r})")
+            if shards and folder.settings != shards[0].settings:
+                raise IndexFormatError(f"{folder.root}: built with other settings than {shards[0].root}")
+            shards.append(folder)
+        return cls(root, shards, data)
+
+    @property
+    def n_shards(self) -> int:
+        return len(self.shards)
+
+    @property
+    def generation(self) -> int:
+        """The sum of the shards' generations (see :func:`current_generation`)."""
+        return sum(f.generation for f in self.shards)
+
+    @property
+    def settings(self) -> dict[str, Any]:
+        return self.shards[0].settings
+
+    def starts(self) -> list[int]:
+        """The first row of each shard in the union's row space."""
+        out, start = [], 0
+        for f in self.shards:
+            out.append(start)
+            start += f.n_rows
+        return out
+
+    def union(self) -> IndexFolder:
+        """One folder over every shard's segments in turn (rows of shard 0, then shard 1, ...): the doc store
+        and the passage index of the whole collection (their loaders join segments)."""
+        first = self.shards[0]
+        folder = IndexFolder(first.root, first.meta)
+        folder.generation = self.generation
+        segments: list[Segment] = []
+        for i, f in enumerate(self.shards):
+            base = segments[-1].start + segments[-1].n_rows if segments else 0
+            for seg in f.segments:
+                rel = Layout.shard(i) + ("" if seg.dir == Layout.ROOT_SEGMENT else "/" + seg.dir)
+                segments.append(Segment(rel, seg.folder, base + seg.start, seg.n_rows, seg.deleted))
+        folder.segments = segments
+        return folder
+
+    def shard_for(self, key: str) -> int:
+        """The shard of a new family (``key``: family id, else country + number)."""
+        return shard_for(key, self.n_shards)
+
+
+def shard_for(key: str, n_shards: int) -> int:
+    """The shard of a family key among ``n_shards``: ``floor(sha256 unit * n)``, stable across runs."""
+    if n_shards < 1:
+        raise ValueError(f"the number of shards must be >= 1, got {n_shards}")
+    return min(int(hash_unit(key) * n_shards), n_shards - 1)
+
+
 __all__ = ["FIELDS", "GENERATION_FORMAT", "GENERATION_VERSION", "INDEX_FORMAT", "INDEX_VERSION", "SCORINGS",
-           "IndexFolder", "IndexFormatError", "IndexMeta", "Layout", "Segment", "current_generation",
+           "SHARDS_FORMAT", "IndexFolder", "IndexFormatError", "IndexMeta", "Layout", "Segment", "ShardSet",
+           "ShardedIndexError", "current_generation", "hash_unit", "is_sharded", "shard_for", "write_shards_meta",
            "generation_numbers", "load_meta", "sha256_file", "update_meta", "validate_settings", "write_meta"]

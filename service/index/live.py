@@ -37,8 +37,16 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
-from service.corpus.record import PatentRecord
-from service.index.folder import IndexFolder, IndexFormatError, Layout, generation_numbers, write_meta
+from service.corpus.record import PatentRecord, family_key
+from service.index.folder import (
+    IndexFolder,
+    IndexFormatError,
+    Layout,
+    ShardSet,
+    generation_numbers,
+    is_sharded,
+    write_meta,
+)
 from service.index.store import DocStore, DocStoreWriter
 
 log = logging.getLogger(__name__)
@@ -302,6 +310,8 @@ def add_documents(
         if rec.id in seen:
             raise LiveIndexError(f"publication {rec.id!r} appears twice in the batch; nothing added")
         seen.add(rec.id)
+    if is_sharded(index_dir):
+        return _add_sharded(Path(index_dir), batch, device=device, progress=show, max_segments=max_segments)
     folder = _open_for_write(index_dir)
     with folder.writer_lock():
         folder = _open_for_write(index_dir)  # the newest generation, under the lock
@@ -334,6 +344,8 @@ def delete_documents(index_dir: str | Path, ids: Sequence[str], *, missing_ok: b
     t0 = time.perf_counter()
     if not ids:
         raise LiveIndexError("no publication id to delete")
+    if is_sharded(index_dir):
+        return _delete_sharded(Path(index_dir), ids, missing_ok=missing_ok)
     folder = _open_for_write(index_dir)
     with folder.writer_lock():
         folder = _open_for_write(index_dir)
@@ -351,6 +363,12 @@ def compact(index_dir: str | Path, *, device: str = "auto", progress: bool | Non
     """Write the live documents of the newest generation into one segment (analysed again, vectors copied)."""
     t0 = time.perf_counter()
     show = sys.stderr.isatty() if progress is None else progress
+    if is_sharded(index_dir):
+        shards = _open_shards(index_dir)
+        done = [compact(f.root, device=device, progress=show) for f in shards.shards]
+        return LiveReport(str(index_dir), shards.generation + len(done), shards.generation, segments=len(done),
+                          live_documents=sum(d.live_documents for d in done), seconds=time.perf_counter() - t0,
+                          compacted=True)
     folder = _open_for_write(index_dir)
     with folder.writer_lock():
         folder = _open_for_write(index_dir)
@@ -445,6 +463,73 @@ def _entries(folder: IndexFolder, extra_deleted: Sequence[int]) -> list[dict[str
             entry["deleted"] = sorted(set(entry["deleted"]) | {int(r) for r in mine.tolist()})
         out.append(entry)
     return out
+
+
+# ------------------------------------------------------------------------------------------ shards
+
+
+def _open_shards(index_dir: str | Path) -> ShardSet:
+    try:
+        return ShardSet.open(index_dir, verify=False)
+    except IndexFormatError as exc:
+        raise LiveIndexError(str(exc)) from exc
+
+
+def _live_shard_of(shards: ShardSet) -> dict[str, int]:
+    """Publication id -> the shard where it is live."""
+    out: dict[str, int] = {}
+    for i, f in enumerate(shards.shards):
+        docs = DocStore.of_folder(f)
+        try:
+            for row, pid in enumerate(docs.ids):
+                if docs.live is None or docs.live[row]:
+                    out[pid] = i
+        finally:
+            docs.close()
+    return out
+
+
+def _add_sharded(root: Path, batch: list[PatentRecord], *, device: str, progress: bool,
+                 max_segments: int) -> LiveReport:
+    """A batch into a sharded index: a record whose id is live in a shard replaces it there, a new one goes to
+    the shard of its family key; one add (one generation) per shard that receives records."""
+    t0 = time.perf_counter()
+    shards = _open_shards(root)
+    live = _live_shard_of(shards)
+    parts: dict[int, list[PatentRecord]] = {}
+    for rec in batch:
+        parts.setdefault(live.get(rec.id, shards.shard_for(family_key(rec))), []).append(rec)
+    report = LiveReport(str(root), shards.generation, shards.generation)
+    for i in sorted(parts):
+        done = add_documents(shards.shards[i].root, parts[i], device=device, progress=progress,
+                             max_segments=max_segments)
+        report.added += done.added
+        report.replaced += done.replaced
+        report.compacted = report.compacted or done.compacted
+    after = _open_shards(root)
+    report.generation, report.live_documents = after.generation, sum(f.n_live for f in after.shards)
+    report.segments = sum(len(f.segments) for f in after.shards)
+    report.seconds = time.perf_counter() - t0
+    return report
+
+
+def _delete_sharded(root: Path, ids: Sequence[str], *, missing_ok: bool) -> LiveReport:
+    t0 = time.perf_counter()
+    shards = _open_shards(root)
+    live = _live_shard_of(shards)
+    missing = [i for i in ids if i not in live]
+    if missing and not missing_ok:
+        shown = ", ".join(missing[:5]) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
+        raise LiveIndexError(f"not in the index: {shown}; nothing deleted")
+    report = LiveReport(str(root), shards.generation, shards.generation)
+    for shard in sorted({live[i] for i in ids if i in live}):
+        done = delete_documents(shards.shards[shard].root, [i for i in ids if live.get(i) == shard])
+        report.deleted += done.deleted
+    after = _open_shards(root)
+    report.generation, report.live_documents = after.generation, sum(f.n_live for f in after.shards)
+    report.segments = sum(len(f.segments) for f in after.shards)
+    report.seconds = time.perf_counter() - t0
+    return report
 
 
 __all__ = ["MAX_SEGMENTS", "EmptyBatchError", "LiveIndexError", "LiveReport", "add_documents", "compact",

@@ -50,7 +50,7 @@ from service.codes import CODE_LEVELS
 from service.index.folder import IndexFolder, IndexFormatError, IndexMeta, Layout
 from service.index.store import DocStore
 from service.query import Query, QueryError, resolve
-from service.retrieval.sparse import QueryUnit, SparseIndex, top_k
+from service.retrieval.sparse import CollectionStats, QueryUnit, SparseIndex, top_k
 from service.retrieval.translate import PivotTable, TranslationTable
 from service.text.analysis import SUPPORTED_LANGS, Analyzer, get_analyzer
 from service.text.compounds import load_analyzers
@@ -249,10 +249,13 @@ class FirstStage:
         *,
         mmap: bool = True,
         max_query_terms: int = DEFAULT_MAX_QUERY_TERMS,
+        stats: Mapping[str, CollectionStats] | None = None,
     ) -> FirstStage:
-        """The first stage of an opened index folder (``docs``: its doc store when already open)."""
+        """The first stage of an opened index folder (``docs``: its doc store when already open); ``stats``:
+        the collection statistics per language to weight with (a shard's global ones, service/shards.py)."""
         docs = docs if docs is not None else DocStore.of_folder(folder)
-        indexes = {lang: _sparse_of(folder, lang, mmap) for lang in folder.settings["index_langs"]}
+        indexes = {lang: _sparse_of(folder, lang, mmap, (stats or {}).get(lang))
+                   for lang in folder.settings["index_langs"]}
         tables: dict[tuple[str, str], TranslationTable] = {}
         for entry in folder.components.get("translation", []):
             try:
@@ -527,9 +530,17 @@ class FirstStage:
         return FirstStageResult(hits, info)
 
 
-def _sparse_of(folder: IndexFolder, lang: str, mmap: bool) -> SparseIndex:
-    """The sparse index of ``lang`` at the folder's generation (segments joined with the live statistics)."""
+def _sparse_of(folder: IndexFolder, lang: str, mmap: bool, stats: CollectionStats | None = None) -> SparseIndex:
+    """The sparse index of ``lang`` at the folder's generation (segments joined with the live statistics),
+    weighted with ``stats`` when given (the global statistics of a shard)."""
     if not folder.is_live:
-        return SparseIndex.load(folder.path(Layout.bm25(lang)), mmap=mmap)
-    parts = [SparseIndex.load(s.folder.path(Layout.bm25(lang)), mmap=mmap) for s in folder.segments]
-    return SparseIndex.join(parts, [s.deleted for s in folder.segments])
+        index = SparseIndex.load(folder.path(Layout.bm25(lang)), mmap=mmap)
+    else:
+        parts = [SparseIndex.load(s.folder.path(Layout.bm25(lang)), mmap=mmap) for s in folder.segments]
+        index = SparseIndex.join(parts, [s.deleted for s in folder.segments])
+    return index if stats is None else index.reweighted(stats)
+
+
+def collection_stats(folder: IndexFolder, lang: str) -> CollectionStats:
+    """The collection statistics of ``lang`` at the folder's generation (its live documents)."""
+    return CollectionStats.of(_sparse_of(folder, lang, True))

@@ -35,6 +35,15 @@ term is ``({term: 1.0}, count)``. For a PSQ unit (Darwish & Oard 2003) the score
 term frequency ``tf_u(d) = sum_t p(t) tf(t, d)`` and expected document frequency
 ``df_u = sum_t p(t) df(t)`` in the formulas above. Terms absent from the vocabulary contribute
 nothing. Units whose mapping is a single term with ``p = 1`` take the fast path (precomputed weights).
+
+Collection statistics (:class:`CollectionStats`: ``N``, the summed document length, ``df`` per term) are
+what the weights depend on besides a document's own counts. They add up over disjoint parts of a
+collection, so a shard of a sharded index (``service/shards.py``) is weighted with the *global*
+statistics (the sum over every shard): :meth:`SparseIndex.reweighted` (and :meth:`SparseIndex.join` with
+``stats``) computes ``N``, ``df``, idf, the epsilon floor (mean idf over the global vocabulary),
+``avgdl`` and the per-posting weights from them with the same code as a build, and gives the index the
+global vocabulary (terms of other shards with empty postings), so ``expected_df``/``unit_idf`` (PSQ,
+query reduction, the route reference scores) are the unsharded index's too.
 """
 
 from __future__ import annotations
@@ -44,6 +53,7 @@ import math
 from array import array
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -78,6 +88,32 @@ def _check_params(scoring: str, k1: float, b: float, epsilon: float) -> None:
         raise ValueError(f"b must be in [0, 1], got {b}")
     if not epsilon >= 0:
         raise ValueError(f"epsilon must be >= 0, got {epsilon}")
+
+
+@dataclass(frozen=True)
+class CollectionStats:
+    """The collection statistics of a sparse index: documents with text (``N``), their summed length and
+    the document frequency of every term. Summable over disjoint parts (shards): ``sum(parts, start)``."""
+
+    n_docs: int = 0
+    total_len: int = 0
+    df: Mapping[str, int] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, index: SparseIndex) -> CollectionStats:
+        """The statistics of the documents ``index`` holds (its own, not the ones it is weighted with)."""
+        own = index.own_terms
+        return cls(int(np.count_nonzero(np.asarray(index.doc_len))), int(np.asarray(index.doc_len).sum(dtype=np.int64)),
+                   dict(zip(index.vocab[:own], np.diff(np.asarray(index.indptr[: own + 1])).tolist(), strict=True)))
+
+    def __add__(self, other: CollectionStats) -> CollectionStats:
+        df = dict(self.df)
+        for term, n in other.df.items():
+            df[term] = df.get(term, 0) + n
+        return CollectionStats(self.n_docs + other.n_docs, self.total_len + other.total_len, df)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"n_docs": self.n_docs, "total_len": self.total_len, "n_terms": len(self.df)}
 
 
 class SparseIndexBuilder:
@@ -169,6 +205,8 @@ class SparseIndex:
         self.n_docs: int = int(params["n_docs"])
         self.avgdl: float = float(params["avgdl"])
         self.idf_floor: float = float(params["idf_floor"])
+        # columns [0, own_terms) have postings here; the rest are terms of other shards (global statistics)
+        self.own_terms: int = int(params.get("own_terms", len(vocab)))
 
     # ------------------------------------------------------------------ construction
 
@@ -201,12 +239,28 @@ class SparseIndex:
         k1: float,
         b: float,
         epsilon: float,
+        stats: CollectionStats | None = None,
     ) -> SparseIndex:
+        """The index of these postings, weighted with their own statistics or, given ``stats``, with those
+        (which must cover these documents: the global statistics of a shard)."""
         n_rows = len(doc_len)
-        df = np.diff(indptr).astype(np.int32)
-        nonempty = doc_len > 0
-        n_docs = int(nonempty.sum())
-        avgdl = float(doc_len.sum(dtype=np.int64)) / n_docs if n_docs else 0.0
+        own_terms = len(vocab)
+        if stats is None:
+            df = np.diff(indptr).astype(np.int32)
+            n_docs = int(np.count_nonzero(doc_len))
+            total_len = int(doc_len.sum(dtype=np.int64))
+        else:
+            local = set(vocab)
+            vocab = list(vocab) + [t for t in stats.df if t not in local]
+            try:
+                df = np.fromiter((stats.df[t] for t in vocab), dtype=np.int32, count=len(vocab))
+            except KeyError as exc:
+                raise ValueError(f"global statistics lack the term {exc.args[0]!r} of this index") from exc
+            if (df[:own_terms] < np.diff(indptr)).any() or stats.n_docs < int(np.count_nonzero(doc_len)):
+                raise ValueError("global statistics smaller than this index's own: not its collection's")
+            indptr = np.concatenate([indptr, np.full(len(vocab) - own_terms, indptr[-1], dtype=np.int64)])
+            n_docs, total_len = stats.n_docs, stats.total_len
+        avgdl = float(total_len) / n_docs if n_docs else 0.0
         idf_floor = 0.0
         if scoring == "bm25":
             raw = np.log(n_docs - df + 0.5) - np.log(df + 0.5) if len(df) else np.zeros(0)
@@ -230,7 +284,7 @@ class SparseIndex:
             end_col = int(np.searchsorted(indptr, indptr[start_col] + _WEIGHT_CHUNK, side="right"))
             end_col = min(max(end_col - 1, start_col + 1), n_terms)
             lo, hi = int(indptr[start_col]), int(indptr[end_col])
-            cols = np.repeat(np.arange(start_col, end_col), df[start_col:end_col])
+            cols = np.repeat(np.arange(start_col, end_col), np.diff(indptr[start_col : end_col + 1]))
             weights[lo:hi] = _term_weight(scoring, k1, tf[lo:hi].astype(np.float64), doc_norm[rows[lo:hi]], idf[cols])
             start_col = end_col
         params = {
@@ -247,6 +301,9 @@ class SparseIndex:
             "avgdl": avgdl,
             "idf_floor": idf_floor,
         }
+        if stats is not None:
+            params["own_terms"] = own_terms
+            params["stats"] = "global"
         arrays = {
             "indptr": indptr,
             "rows": rows,
@@ -258,6 +315,14 @@ class SparseIndex:
             "doc_norm": doc_norm,
         }
         return cls(vocab=vocab, arrays=arrays, params=params)
+
+    def reweighted(self, stats: CollectionStats) -> SparseIndex:
+        """This index's postings weighted with ``stats`` (a shard's with the global statistics; see the module doc)."""
+        own = self.own_terms
+        return SparseIndex._from_arrays(vocab=self.vocab[:own], indptr=np.asarray(self.indptr[: own + 1]),
+                                        rows=np.asarray(self.rows), tf=np.asarray(self.tf),
+                                        doc_len=np.asarray(self.doc_len), scoring=self.scoring, k1=self.k1, b=self.b,
+                                        epsilon=self.epsilon, stats=stats)
 
     @classmethod
     def join(cls, parts: Sequence[SparseIndex], deleted: Sequence[np.ndarray]) -> SparseIndex:
@@ -313,6 +378,8 @@ class SparseIndex:
 
     def save(self, directory: str | Path) -> None:
         """Write the plain ``.npy``/``.json`` files into ``directory`` (created if needed)."""
+        if "stats" in self.params:
+            raise ValueError("an index weighted with global statistics is not saved (save the shard's own index)")
         d = Path(directory)
         d.mkdir(parents=True, exist_ok=True)
         for name in _ARRAYS:

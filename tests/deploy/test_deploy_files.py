@@ -65,3 +65,35 @@ def test_compose_file_declares_service_prometheus_and_index_volume() -> None:
     assert any("/data/index" in v for v in compose["services"]["priorart"]["volumes"])
     prom = yaml.safe_load((REPO / "deploy" / "prometheus.yml").read_text())
     assert prom["scrape_configs"][0]["metrics_path"] == "/metrics"
+
+
+# ------------------------------------------------------------------------------------------ KubeRay (issue 15)
+
+RAYSERVICE = REPO / "deploy" / "ray" / "rayservice.yaml"
+
+
+def test_rayservice_serve_config_and_pod_templates_validate(tmp_path: Path) -> None:
+    """The RayService CRD is not in the Kubernetes schemas: its Serve config is checked with Ray's own schema,
+    its import path is imported, and each pod template is validated as a Kubernetes PodTemplate."""
+    yaml = pytest.importorskip("yaml")
+    doc = yaml.safe_load(RAYSERVICE.read_text())
+    assert (doc["apiVersion"], doc["kind"]) == ("ray.io/v1", "RayService")
+    serve_config = yaml.safe_load(doc["spec"]["serveConfigV2"])
+    schema = pytest.importorskip("ray.serve.schema", reason="Ray is not installed (pip install -e '.[ray]')")
+    parsed = schema.ServeDeploySchema.model_validate(serve_config)
+    (app,) = parsed.applications
+    module, attr = app.import_path.split(":")
+    import importlib
+
+    assert callable(getattr(importlib.import_module(module), attr))
+    assert app.args["index_dir"] == "/data/index" and app.route_prefix == "/"
+    cluster = doc["spec"]["rayClusterConfig"]
+    templates = [cluster["headGroupSpec"]["template"], *(g["template"] for g in cluster["workerGroupSpecs"])]
+    for i, template in enumerate(templates):
+        mounts = {m["mountPath"] for c in template["spec"]["containers"] for m in c.get("volumeMounts", [])}
+        assert "/data/index" in mounts  # every Ray pod reads the index folder
+        path = tmp_path / f"pod-{i}.yaml"
+        path.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "PodTemplate", "metadata": {"name": f"pod-{i}"},
+                                        "template": template}))
+        res = subprocess.run([_tool("kubernetes-validate"), "--strict", str(path)], capture_output=True, text=True)
+        assert res.returncode == 0, res.stdout + res.stderr

@@ -53,6 +53,14 @@ def build_command(
     fuse_task: str = typer.Option(
         "auto", "--fuse-task", help="Dev topics for fusion: auto (the tasks this index suits), xling or known-item."
     ),
+    shards: int | None = typer.Option(
+        None, "--shards", help="Split the index into N shards by document (family), searched together with the "
+        "global statistics (docs/ARCHITECTURE.md, Shards)."
+    ),
+    ray: str | None = typer.Option(
+        None, "--ray", is_flag=False, flag_value="local", help="With --shards: build the shards as Ray tasks, on a "
+        "local Ray (--ray) or the cluster at ADDRESS (--ray ADDRESS, e.g. auto or ray://host:10001)."
+    ),
 ) -> None:
     """Index a corpus: doc store, one sparse index per language, translation tables of every direction and
     compound splitting (cross-lingual search needs no other step), meta.json last."""
@@ -60,6 +68,12 @@ def build_command(
     from service.index.folder import IndexFormatError
     from training.build import BuildError, build_index
 
+    if shards is not None or ray is not None:
+        _build_sharded(corpus, output, shards, ray, index_langs=index_langs, fields=fields, scoring=scoring, k1=k1,
+                       b=b, translation_dir=translation, translation=build_translation, compounds=compounds,
+                       overwrite=force, progress=progress, models_dir=models, dense_index=dense_index, device=device,
+                       as_json=as_json)
+        return
     try:
         report = build_index(
             corpus,
@@ -110,6 +124,36 @@ def build_command(
         )
     if report.fusion:
         _echo_fusion(report.fusion)
+
+
+def _build_sharded(corpus: Path, output: Path, shards: int | None, ray: str | None, *, as_json: bool,
+                   **options: Any) -> None:
+    from service.corpus.jsonl import CorpusFormatError
+    from service.index.folder import IndexFormatError
+    from training.build import BuildError, build_sharded_index
+
+    try:
+        if shards is None:
+            raise BuildError("--ray builds the shards of a sharded index: give --shards N too")
+        if ray is not None:
+            try:
+                import ray as _ray  # noqa: F401
+            except ImportError as exc:
+                raise BuildError("--ray needs Ray: pip install -e '.[ray]'") from exc
+        report = build_sharded_index(corpus, output, shards=shards, use_ray=ray is not None,
+                                     ray_address=None if ray in (None, "local") else ray, **options)
+    except (BuildError, CorpusFormatError, IndexFormatError) as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from exc
+    if as_json:
+        typer.echo(json.dumps(report.to_dict(), indent=1))
+        return
+    typer.echo(f"indexed {report.n_docs} documents into {report.n_shards} shards in {report.seconds:.1f} s "
+               f"(first pass {report.first_pass_s:.1f} s, shards {report.shards_s:.1f} s on {report.engine}) "
+               f"-> {report.index_dir}")
+    for i, (n, rep) in enumerate(zip(report.shard_docs, report.shards, strict=True)):
+        typer.echo(f"  shard-{i:03d}: {n} documents, {rep['seconds']:.1f} s, {rep['index_bytes'] / 2**20:.1f} MiB")
+    _echo_translation(report.translation, report.translation_report)
 
 
 def _echo_translation(files: list[str], info: dict[str, Any]) -> None:

@@ -19,6 +19,11 @@ def serve_command(
     workers: int = typer.Option(1, "--workers", help="uvicorn worker processes."),
     api_key: str | None = typer.Option(None, "--api-key", envvar="PRIORART_API_KEY",
                                        help="Require this key in the X-API-Key header."),
+    ray: str | None = typer.Option(
+        None, "--ray", is_flag=False, flag_value="local", help="A sharded index on Ray Serve: one deployment per shard "
+        "and a fan-out ingress (--ray: a local Ray; --ray ADDRESS: that cluster, e.g. auto)."
+    ),
+    shard_replicas: int = typer.Option(1, "--shard-replicas", min=1, help="With --ray: replicas per shard."),
 ) -> None:
     """Serve /search, /passages, /documents, /health, /ready, /metrics, /docs and the web UI."""
     import uvicorn
@@ -35,10 +40,35 @@ def serve_command(
         os.environ["PRIORART_CPC_TITLES"] = str(cpc)
     if api_key:
         os.environ["PRIORART_API_KEY"] = api_key
+    if ray is not None:
+        _serve_ray(index_dir, ray, host, port, shard_replicas)
+        return
     if workers > 1:
         uvicorn.run("service.api.main:app", host=host, port=port, workers=workers, log_level="info")
     else:
         uvicorn.run(create_app(Settings()), host=host, port=port, log_level="info")
+
+
+def _serve_ray(index_dir: Path, address: str, host: str, port: int, shard_replicas: int) -> None:
+    from service.index.folder import is_sharded
+    from service.settings import Settings
+
+    if not is_sharded(index_dir):
+        typer.echo(f"error: {index_dir} is not a sharded index: --ray serves one built with "
+                   "`priorart build --shards N`", err=True)
+        raise typer.Exit(2)
+    try:
+        import ray
+        from ray import serve
+
+        from service.serve_ray import APP_NAME, application
+    except ImportError as exc:
+        typer.echo("error: --ray needs Ray: pip install -e '.[ray]'", err=True)
+        raise typer.Exit(2) from exc
+    ray.init(address=None if address == "local" else address)
+    serve.start(http_options={"host": host, "port": port})
+    serve.run(application(index_dir.resolve(), Settings(), shard_replicas=shard_replicas), name=APP_NAME,
+              route_prefix="/", blocking=True)
 
 
 def register(app: typer.Typer) -> None:

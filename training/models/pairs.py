@@ -36,7 +36,6 @@ plus same-family publications).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
@@ -48,6 +47,8 @@ import numpy as np
 
 from service.codes import record_codes, truncate_code
 from service.corpus.record import PatentRecord
+from service.corpus.record import family_key as group_key
+from service.index.folder import hash_unit
 from service.retrieval.encoders import (
     CODES_MAX,
     DOC_MAX_TERMS,
@@ -69,14 +70,6 @@ TRILINGUAL_RATIOS = (0.5, 0.2, 0.3)
 DESCRIPTION_QUERY_CHARS = 2000
 
 
-def hash_unit(key: str) -> float:
-    """A stable number in [0, 1) from a string (sha256)."""
-    return int(hashlib.sha256(key.encode("utf-8")).hexdigest()[:15], 16) / 16**15
-
-
-def group_key(record: PatentRecord) -> str:
-    """Family id when known, else country + number (kind dropped): the unit that the split keeps together."""
-    return f"family:{record.family_id}" if record.family_id else f"{record.country}{record.number}"
 
 
 def is_trilingual(record: PatentRecord) -> bool:

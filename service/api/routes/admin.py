@@ -52,7 +52,8 @@ def reload_engine(app: FastAPI, *, only_if_newer: bool = False) -> dict[str, Any
         if only_if_newer and old is not None and current_generation(settings.index_dir) == old.generation:
             return None
         try:
-            new = Engine.load(settings.index_dir, settings=settings)  # fully loaded and verified first
+            loader = getattr(app.state, "load_engine", None)  # fully loaded and verified first
+            new = loader(settings) if loader is not None else Engine.load(settings.index_dir, settings=settings)
         except Exception:
             metrics.reloads.labels("refused").inc()
             raise

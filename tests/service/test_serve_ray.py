@@ -1,0 +1,153 @@
+"""The sharded index on Ray (issue 15): shards built as Ray tasks, served by Ray Serve (one deployment per shard,
+a fan-out ingress with the REST API); a shard replica killed under load gives partial answers, never a 5xx.
+
+One local Ray cluster (``ray.init(num_cpus=2)``) for the whole module; skipped when Ray is not installed.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+ray = pytest.importorskip("ray", reason="Ray is not installed (pip install -e '.[ray]')")
+serve = pytest.importorskip("ray.serve", reason="Ray Serve is not installed (pip install -e '.[ray]')")
+httpx = pytest.importorskip("httpx")
+
+from service.corpus.jsonl import read_corpus, write_corpus  # noqa: E402
+from service.corpus.record import family_key  # noqa: E402
+from service.engine import Engine  # noqa: E402
+from service.index.folder import Layout, shard_for  # noqa: E402
+from service.schema import SearchRequest  # noqa: E402
+from service.settings import Settings  # noqa: E402
+from training.build import build_sharded_index  # noqa: E402
+
+pytestmark = [pytest.mark.ray, pytest.mark.slow]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    """A local Ray cluster; a synthetic corpus built into 3 shards as Ray tasks and in process; the Ray Serve app."""
+    from service.serve_ray import APP_NAME, application
+    from training.synth import generate
+
+    d = tmp_path_factory.mktemp("ray")
+    write_corpus(generate(300, 11), d / "corpus.jsonl")
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        # PSQ routes are covered in process (test_shards.py): no tables here, to keep the module short
+        by_ray = build_sharded_index(d / "corpus.jsonl", d / "ray", shards=3, use_ray=True, translation=False,
+                                     progress=False)
+        port = _free_port()
+        serve.start(http_options={"host": "127.0.0.1", "port": port})
+        settings = Settings(reload_interval_s=0, shard_timeout_s=3.0, request_timeout_s=60)
+        serve.run(application(d / "ray", settings), name=APP_NAME, route_prefix="/")
+        yield {"dir": d, "url": f"http://127.0.0.1:{port}", "by_ray": by_ray}
+    finally:
+        serve.shutdown()
+        ray.shutdown()
+
+
+def _queries(records: list[Any]) -> list[dict[str, Any]]:
+    out = []
+    for lang in ("en", "de", "fr"):
+        with_claims = [r for r in records if r.claims.get(lang)]
+        for rec in with_claims[:2]:
+            out.append({"query": " ".join(c.text for c in rec.claims[lang][:2])[:800], "lang": lang, "k": 50})
+    out.append({"query": records[9].id, "k": 50})
+    return out
+
+
+def test_ray_build_and_serve_answer_as_the_embedded_engine(cluster: dict[str, Any]) -> None:
+    d = cluster["dir"]
+    assert cluster["by_ray"].engine.startswith("ray")
+    records = list(read_corpus(d / "corpus.jsonl"))
+    for i in range(3):  # every document in the shard of its family key, in corpus order
+        want = [r.id for r in records if shard_for(family_key(r), 3) == i]
+        assert json.loads((d / "ray" / Layout.shard(i) / Layout.IDS).read_text()) == want
+    embedded = Engine.load(d / "ray", settings=Settings(index_dir=d / "ray"))  # the same index, in process
+    with httpx.Client(base_url=cluster["url"], timeout=60) as client:
+        assert client.get("/health").json()["documents"] == 300
+        for body in _queries(records):
+            got = client.post("/search", json=body)
+            assert got.status_code == 200, got.text
+            res = got.json()
+            want = embedded.search(SearchRequest(**body))
+            assert not res["partial"] and [h["id"] for h in res["results"]] == [h.id for h in want.results]
+            for a, b in zip(res["results"], want.results, strict=True):
+                assert a["score"] == pytest.approx(b.score, rel=1e-9, abs=1e-12)
+        bad = client.post("/search", json={"query": "EP9999999B1"})  # a bad query is a 4xx from a shard, not a fault
+        assert bad.status_code == 422
+    embedded.close()
+
+
+def _replica_actor(deployment: str) -> Any:
+    names = [a for a in ray.util.list_named_actors(all_namespaces=True)
+             if a["namespace"] == "serve" and "REPLICA" in a["name"] and f"#{deployment}#" in a["name"]]
+    assert names, f"no replica of {deployment}"
+    return ray.get_actor(names[0]["name"], namespace="serve")
+
+
+def test_a_shard_replica_killed_under_load_gives_partial_answers_and_rejoins(cluster: dict[str, Any]) -> None:
+    records = list(read_corpus(cluster["dir"] / "corpus.jsonl"))
+    queries = _queries(records)
+    url = cluster["url"]
+    with httpx.Client(base_url=url, timeout=60) as client:
+        complete = {q["query"]: [h["id"] for h in client.post("/search", json=q).json()["results"]] for q in queries}
+    outcomes: Counter[str] = Counter()
+    problems: list[str] = []
+    stop = time.monotonic() + 14.0
+
+    def user(n: int) -> None:
+        with httpx.Client(base_url=url, timeout=60) as client:
+            i = n
+            while time.monotonic() < stop:
+                q = queries[i % len(queries)]
+                i += 1
+                r = client.post("/search", json=q)
+                if r.status_code >= 500:
+                    outcomes["5xx"] += 1
+                    problems.append(r.text[:200])
+                    continue
+                body = r.json()
+                if body["partial"]:
+                    outcomes["partial"] += 1
+                    if body["missing_shards"] != ["shard-001"] or not any("shard-001" in x for x in body["notices"]):
+                        problems.append(f"partial without naming shard-001: {body['missing_shards']}")
+                elif [h["id"] for h in body["results"]] == complete[q["query"]]:
+                    outcomes["complete"] += 1
+                else:
+                    problems.append("neither complete nor marked partial")
+
+    users = [threading.Thread(target=user, args=(n,)) for n in range(4)]
+    for t in users:
+        t.start()
+    time.sleep(3.0)
+    ray.kill(_replica_actor("shard-001"), no_restart=True)
+    for t in users:
+        t.join()
+    print(f"\nload run with shard-001's replica killed: {dict(outcomes)}")
+    assert outcomes["5xx"] == 0 and not problems, problems[:5]
+    assert outcomes["complete"] > 0 and outcomes["partial"] > 0
+    # the shard rejoins (a new replica) without a restart of the ingress
+    deadline = time.monotonic() + 90
+    with httpx.Client(base_url=url, timeout=60) as client:
+        while True:
+            body = client.post("/search", json=queries[0]).json()
+            if not body["partial"]:
+                break
+            assert time.monotonic() < deadline, "shard-001 did not rejoin within 90 s"
+            time.sleep(1.0)
+    assert [h["id"] for h in body["results"]] == complete[queries[0]["query"]]

@@ -1,0 +1,268 @@
+"""Shards with global statistics (issue 15): a sharded index searches exactly like the unsharded one."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from service.corpus.jsonl import read_corpus, write_corpus
+from service.corpus.record import PatentRecord
+from service.engine import Engine
+from service.index.folder import (
+    INDEX_FORMAT,
+    INDEX_VERSION,
+    IndexFolder,
+    IndexFormatError,
+    Layout,
+    ShardedIndexError,
+    ShardSet,
+    current_generation,
+)
+from service.index.live import add_documents, delete_documents
+from service.query import Query
+from service.retrieval.sparse import CollectionStats, SparseIndex
+from service.schema import SearchRequest
+from service.settings import Settings
+from service.shards import ShardFanOut, ShardHits, merge
+from service.versioned import read_versioned
+from training.build import BuildError, build_index, build_sharded_index
+
+TOL = 1e-9
+
+
+# ------------------------------------------------------------------------------------------ unit
+
+
+def test_global_statistics_weight_a_shard_as_the_whole_collection() -> None:
+    rng = np.random.default_rng(3)
+    words = [f"w{i}" for i in range(300)]
+    docs = [[words[int(j)] for j in rng.zipf(1.3, size=int(rng.integers(0, 40))) % 300] for _ in range(240)]
+    units = [({"w1": 1.0}, 2.0), ({"w7": 0.5, "w40": 0.3, "w299": 0.2}, 1.0), ({"w3": 1.0}, 1.0)]
+    for scoring in ("bm25", "tfidf"):
+        full = SparseIndex.build(docs, scoring=scoring)
+        parts = [SparseIndex.build([d for i, d in enumerate(docs) if i % 3 == s], scoring=scoring) for s in range(3)]
+        stats = sum((CollectionStats.of(p) for p in parts), CollectionStats())
+        assert stats.n_docs == full.n_docs and len(stats.df) == len(full.vocab)
+        for s, part in enumerate(parts):
+            shard = part.reweighted(stats)
+            assert (shard.n_docs, shard.avgdl) == (full.n_docs, full.avgdl)
+            assert shard.idf_floor == pytest.approx(full.idf_floor, rel=1e-12)
+            assert set(shard.vocab) == set(full.vocab)  # global vocabulary: PSQ expected df, reference scores
+            for mapping, _ in units:
+                assert shard.unit_idf(mapping) == pytest.approx(full.unit_idf(mapping), rel=1e-12)
+            rows = [i for i in range(len(docs)) if i % 3 == s]
+            np.testing.assert_allclose(shard.score(units), full.score(units)[rows], rtol=TOL, atol=1e-12)
+            assert CollectionStats.of(shard).df == CollectionStats.of(part).df  # its own counts, not the global
+
+
+def test_merge_keeps_the_global_top_depth_and_zeroes_bm25_of_dense_only_rows() -> None:
+    def part(shard: int, bm25: list[float], dense: list[float], first: list[bool]) -> ShardHits:
+        n = len(bm25)
+        return ShardHits(shard, 10, 0, np.arange(n), {"bm25": np.array(bm25), "dense": np.array(dense)},
+                         np.array(first), np.array([True] * n))
+
+    a = part(0, [5.0, 3.0, 1.0], [0.1, 0.2, 0.9], [True, True, True])
+    b = part(1, [4.0, 2.0, 7.0], [0.3, 0.8, 0.0], [True, True, False])
+    out = merge([a, b], [0, 10], depth=2)
+    # first stage: 5.0 (row 0), 4.0 (row 10); dense top 2: 0.9 (row 2), 0.8 (row 11)
+    assert out.rows.tolist() == [0, 10, 2, 11]
+    assert out.scores["bm25"].tolist() == [5.0, 4.0, 0.0, 0.0]
+    assert out.in_first.tolist() == [True, True, False, False]
+    assert out.in_dense.tolist() == [False, False, True, True]
+
+
+def test_a_shard_that_fails_or_times_out_gives_a_partial_answer(shard_pair: tuple[Path, Path]) -> None:
+    _, sharded = shard_pair
+    engine = Engine.load(sharded, settings=Settings(index_dir=sharded))
+    fan = engine.pipeline.stages[0]
+    assert isinstance(fan, ShardFanOut)
+
+    def dead(_query: Query):  # noqa: ANN202
+        raise ConnectionError("shard-001 is gone")
+
+    def slow(query: Query):  # noqa: ANN202
+        def wait(timeout: float) -> ShardHits:
+            raise TimeoutError(f"no answer within {timeout:.1f} s")
+        return wait
+
+    rec = engine.docs.get_row(0)
+    lang = rec.languages[0]
+    req = SearchRequest(query=rec.text(lang, ("title", "abstract"))[:400], lang=lang, k=50)
+    full = engine.search(req)
+    assert len(full.results) == 50
+    saved = list(fan.submit)
+    fan.submit[1], fan.submit[2] = dead, slow
+    try:
+        res = engine.search(req)
+    finally:
+        fan.submit[:] = saved
+    assert res.partial and res.missing_shards == ["shard-001", "shard-002"]
+    assert any("partial results" in n and "shard-001" in n for n in res.notices)
+    shard0 = {engine.docs.ids[r] for r in range(fan.starts[0], fan.starts[0] + fan.sizes[0])}
+    assert res.results and {h.id for h in res.results} <= shard0
+    mine = [h.id for h in full.results if h.id in shard0]  # shard 0's hits keep their order (BM25 alone)
+    assert [h.id for h in res.results][: len(mine)] == mine
+    again = engine.search(req)
+    assert not again.partial and [h.id for h in again.results] == [h.id for h in full.results]
+    engine.close()
+
+
+# ------------------------------------------------------------------------------------------ synthetic
+
+
+def _synth(path: Path, n: int, seed: int) -> list[PatentRecord]:
+    from training.synth import generate
+
+    records = list(generate(n, seed))
+    write_corpus(records, path)
+    return records
+
+
+@pytest.fixture(scope="module")
+def shard_pair(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """The same synthetic corpus built unsharded and with --shards 3 (translation tables, compounds)."""
+    d = tmp_path_factory.mktemp("shards")
+    _synth(d / "corpus.jsonl", 360, seed=5)
+    build_index(d / "corpus.jsonl", d / "full", progress=False)
+    build_sharded_index(d / "corpus.jsonl", d / "sharded", shards=3, progress=False)
+    return d / "full", d / "sharded"
+
+
+def _queries(records: list[PatentRecord]) -> list[tuple[str, str]]:
+    out: list[tuple[str, str]] = []
+    for lang in ("en", "de", "fr"):
+        with_claims = [r for r in records if r.claims.get(lang)]
+        for rec in with_claims[:: max(1, len(with_claims) // 3)][:3]:
+            out.append((" ".join(c.text for c in rec.claims[lang][:2])[:1200], lang))
+        titled = [r for r in records if lang in r.title]
+        out.append((titled[len(titled) // 2].title[lang], lang))
+    return out
+
+
+def _assert_same(a: Engine, b: Engine, queries: list[tuple[str, str]], k: int = 100, **req: object) -> int:
+    """Top ``k`` of both engines: ids equal (an exact tie may swap), raw BM25 and fused scores within 1e-9."""
+    compared = 0
+    for text, lang in queries:
+        out = []
+        for engine in (a, b):
+            query = engine.query(SearchRequest(query=text, lang=lang, k=k, **req))  # type: ignore[arg-type]
+            cands, _ = engine.pipeline.run(query)
+            assert cands.fused is not None and not cands.missing_shards
+            out.append(([engine.docs.ids[r] for r in cands.rows.tolist()], cands.scores["bm25"], cands.fused))
+        (ia, ba, fa), (ib, bb, fb) = out
+        assert len(ia) == len(ib), f"{lang} {text[:50]!r}: {len(ia)} vs {len(ib)} hits"
+        np.testing.assert_allclose(bb, ba, rtol=TOL, atol=1e-12, err_msg=f"{lang} {text[:50]!r}: bm25")
+        np.testing.assert_allclose(fb, fa, rtol=TOL, atol=1e-12, err_msg=f"{lang} {text[:50]!r}: fused")
+        # only exact ties may order documents differently (rows are numbered per shard): equal sets per run of
+        # tied scores, except the run at the cut-off, whose members beyond k may differ
+        start = 0
+        for i in range(1, len(ia) + 1):
+            if i == len(ia) or abs(fa[i] - fa[start]) > TOL * max(1.0, abs(fa[start])):
+                if i < len(ia):
+                    assert set(ia[start:i]) == set(ib[start:i]), f"{lang} {text[:50]!r}: ranks {start}..{i - 1}"
+                start = i
+        compared += len(ia)
+    return compared
+
+
+def test_sharded_build_searches_exactly_like_one_index(shard_pair: tuple[Path, Path]) -> None:
+    full, sharded = shard_pair
+    shards = ShardSet.open(sharded)
+    assert shards.n_shards == 3 and all(f.has("translation") for f in shards.shards)
+    assert [f.components["shard"] for f in shards.shards] == [{"index": i, "of": 3} for i in range(3)]
+    a = Engine.load(full, settings=Settings(index_dir=full))
+    b = Engine.load(sharded, settings=Settings(index_dir=sharded))
+    assert a.num_docs == b.num_docs == 360
+    records = list(read_corpus(full / Layout.DOCS))
+    queries = _queries(records)
+    compared = _assert_same(a, b, queries)
+    # filters and a publication-number query (its text, its codes, itself excluded) resolve once for all shards
+    compared += _assert_same(a, b, [(records[17].id, "en"), (records[200].id, "de")])
+    compared += _assert_same(a, b, queries[:2], codes=list(records[3].cpc[:1]), code_filter="subclass")
+    compared += _assert_same(a, b, queries[4:5], before=records[100].publication_date)
+    routes = b.search(SearchRequest(query=queries[0][0], lang="en", k=5)).query.routes
+    assert routes == ["en", "de:psq", "fr:psq"]
+    print(f"\nsynthetic, 3 shards vs one index: {compared} hits equal (ids, bm25, fused)")
+    doc = b.document(records[42].id)
+    assert doc is not None and doc.id == records[42].id
+    a.close()
+    b.close()
+
+
+def test_live_add_and_delete_route_to_one_shard_and_stay_exact(shard_pair: tuple[Path, Path],
+                                                              tmp_path: Path) -> None:
+    import shutil
+
+    full0, sharded0 = shard_pair
+    full, sharded = tmp_path / "full", tmp_path / "sharded"
+    shutil.copytree(full0, full)
+    shutil.copytree(sharded0, sharded)
+    old = list(read_corpus(full / Layout.DOCS))
+    new = _synth(tmp_path / "more.jsonl", 420, seed=5)[360:]
+    replaced = old[7].model_copy(update={"abstract": {"en": "A replaced abstract about a brushless motor."}})
+    batch = [*new, replaced]
+    gen0 = current_generation(sharded)
+    report = add_documents(sharded, batch, progress=False)
+    add_documents(full, batch, progress=False)
+    assert (report.added, report.replaced) == (len(new), 1)
+    shards = ShardSet.open(sharded)
+    owner = next(i for i, f in enumerate(shards.shards) if old[7].id in json.loads((f.root / Layout.IDS).read_text()))
+    assert len(shards.shards[owner].segments) == 2  # the replace went to the shard that held the id
+    assert current_generation(sharded) > gen0
+    delete_documents(sharded, [old[30].id])
+    delete_documents(full, [old[30].id])
+    a = Engine.load(full, settings=Settings(index_dir=full))
+    b = Engine.load(sharded, settings=Settings(index_dir=sharded))
+    assert a.num_docs == b.num_docs == 420 - 1
+    assert b.document(old[30].id) is None
+    assert b.document(old[7].id).abstract["en"].startswith("A replaced")  # type: ignore[union-attr]
+    _assert_same(a, b, _queries(new)[:6])
+    a.close()
+    b.close()
+
+
+def test_bad_shard_options_and_old_readers_get_clear_errors(shard_pair: tuple[Path, Path], tmp_path: Path) -> None:
+    _, sharded = shard_pair
+    with pytest.raises(BuildError, match="--shards must be at least 1, got 0"):
+        build_sharded_index(tmp_path / "none.jsonl", tmp_path / "x", shards=0)
+    tiny = tmp_path / "tiny.jsonl"
+    _synth(tiny, 4, seed=1)
+    with pytest.raises(BuildError, match="would hold no document"):
+        build_sharded_index(tiny, tmp_path / "y", shards=40, translation=False, progress=False)
+    # a reader of one index folder (this code's, and an older priorart's meta.json check) refuses by name
+    with pytest.raises(ShardedIndexError, match="is a sharded index"):
+        IndexFolder.open(sharded)
+    with pytest.raises(IndexFormatError, match="format 'priorart-sharded-index', expected 'priorart-index'"):
+        read_versioned(sharded / Layout.META, INDEX_FORMAT, INDEX_VERSION, error=IndexFormatError)
+    # a shard whose meta.json claims another place is refused
+    bad = tmp_path / "bad"
+    import shutil
+
+    shutil.copytree(sharded, bad)
+    meta = json.loads((bad / Layout.META).read_text())
+    meta["shards"] = meta["shards"][:2]
+    (bad / Layout.META).write_text(json.dumps(meta))
+    with pytest.raises(IndexFormatError, match="not shard 0 of 2"):
+        ShardSet.open(bad, verify=False)
+
+
+# ------------------------------------------------------------------------------------------ real data
+
+
+@pytest.mark.realdata
+@pytest.mark.slow
+def test_real_corpus_in_three_shards_equals_one_index(real_corpus: Path, real_index: Path,
+                                                      real_translation: Path, tmp_path: Path) -> None:
+    sharded = tmp_path / "sharded"
+    report = build_sharded_index(real_corpus, sharded, shards=3, translation_dir=real_translation, progress=False)
+    assert report.n_docs == len(list(read_corpus(real_corpus)))
+    a = Engine.load(real_index, settings=Settings(index_dir=real_index))
+    b = Engine.load(sharded, settings=Settings(index_dir=sharded))
+    records = list(read_corpus(real_corpus))
+    compared = _assert_same(a, b, _queries(records))
+    print(f"\nreal data, 3 shards ({report.shard_docs}) vs one index: {compared} hits equal")
+    a.close()
+    b.close()
