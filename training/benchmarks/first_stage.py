@@ -6,19 +6,21 @@ once by our analyser; the token ids are what every peer (:mod:`training.benchmar
 bm25s, bm25s with numba, PISA) indexes, so all engines search the same tokens. Queries are the English
 first claims (or abstracts, or claims) of sampled documents, all terms kept.
 
-Timing. Every engine runs every query once untimed (page cache, compilation), then the timed pass
-goes query by query and, for each query, through every engine in an order rotated per query, so a
-busy moment of the shared machine falls on all of them alike. A time is wall-clock from the query
-text to the top ``k`` document rows: ours is ``FirstStage.search`` (analysis, scoring, top-k,
-explanations) in the English index alone (``translate=False``: one route, raw BM25), the peers'
-include the same analysis and the look-up of the token ids. p50/p99 are of those per-query times.
-rank-bm25 (seconds per query at 100k) is timed on ``bm25_queries`` queries only: it is the
-exactness oracle (identical top-10: ids up to ties, scores within 1e-6). The others use other BM25
-variants (see :mod:`training.benchmarks.peers`): their top-10 overlap with ours is printed.
+Timing. The loaded heap is frozen as ``priorart serve`` freezes it (:func:`service.heap.settle`:
+the collector's full passes no longer walk the indexes). Every engine runs every query once untimed
+(page cache, compilation), then the timed pass goes query by query and, for each query, through
+every engine in an order rotated per query, so a busy moment of the shared machine falls on all of
+them alike. A time is wall-clock from the query text to the top ``k`` document rows: ours is
+``FirstStage.search`` (analysis, scoring, top-k, explanations) in the English index alone
+(``translate=False``: one route, raw BM25); the peers' include the same analysis and the look-up of
+the token ids. p50/p99 are of those per-query times. rank-bm25 (seconds per query at 100k) is timed
+on ``bm25_queries`` queries only: it is the exactness oracle (identical top-10: ids up to ties,
+scores within 1e-6). The others use other BM25 variants (see :mod:`training.benchmarks.peers`):
+their top-10 overlap with ours is printed.
 
-``cache_dir`` keeps the corpus, the index, the analysed tokens and the PISA index of each size and
+``cache_dir`` keeps the corpus, the index, the analysed tokens and the query texts of each size and
 reuses them on the next run with the same seed, languages, k1 and b (build figures are those of
-the run that built them).
+the run that built them); the peers index in every run (their build times are printed).
 """
 
 from __future__ import annotations
@@ -249,12 +251,14 @@ def run_first_stage_bench(
 def _measure(prep: dict[str, Any], queries: list[str], german: list[str], engines: list[Peer], *, k: int,
              n_ref: int) -> dict[str, Any]:
     """Warm-up, the interleaved timed pass, top-10 overlaps, the oracle check, our other query paths."""
+    from service import heap
     from service.retrieval.first_stage import FirstStage
     from service.text.analysis import get_analyzer
 
     analyzer = get_analyzer("en")
     tokens: _Tokens = prep["tokens"]
     stage = FirstStage.load(prep["index"], verify=True)
+    heap.settle()  # what `priorart serve` does once its index is loaded (every engine of the run benefits)
 
     def ours(q: str) -> list[tuple[int, float]]:
         res = stage.search(q, lang="en", k=k, max_query_terms=0, translate=False)
