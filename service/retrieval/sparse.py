@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import json
 import math
+import mmap
 from array import array
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
@@ -345,6 +346,8 @@ class SparseIndex:
         for name, size in expect.items():
             if arrays[name].shape != (size,):
                 raise IndexFormatError(f"{d / (name + '.npy')}: shape {arrays[name].shape}, expected ({size},)")
+        if mmap:
+            _prefault(arrays.values())
         return cls(vocab=vocab, arrays=arrays, params=params)
 
     # ------------------------------------------------------------------ scoring
@@ -474,6 +477,21 @@ class SparseIndex:
                 for i in np.flatnonzero(found).tolist():
                     out[i].append(term)
         return out
+
+
+def _prefault(arrays: Iterable[np.ndarray]) -> None:
+    """Read one value of every page of memory-mapped arrays, so that queries find their postings mapped.
+
+    Issue 15: a posting list's first query otherwise faults its pages in, from the disk when the page
+    cache does not hold them (an index opened without checksums, or after other work evicted it):
+    p99 18 ms on the first pass over 200 first claims against 2.5 ms on the second (100k synthetic
+    index, cold page cache). Here the reads happen once at load, in order (readahead). The kernel may
+    still drop clean file pages under memory pressure; load with ``mmap=False`` to hold them in memory.
+    """
+    for a in arrays:
+        if a.size:
+            step = max(1, mmap.PAGESIZE // a.itemsize)
+            np.add.reduce(np.asarray(a).view(np.ndarray)[::step], dtype=np.float64)
 
 
 def _term_weight(scoring: str, k1: float, tf: np.ndarray, doc_norm: np.ndarray, idf: np.ndarray | float) -> np.ndarray:
