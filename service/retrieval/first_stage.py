@@ -500,20 +500,26 @@ class FirstStage:
 
         # explanations (plain Python lists: per-element numpy scalar access is slow at depth 1000)
         row_list = rows.tolist()
-        matched_terms: list[list[str]] = [[] for _ in row_list]
-        route_scores: list[dict[str, float]] = [{} for _ in row_list]
-        for route, scores, allowed, units in per_route:
+        if single:  # every hit is the route's: its matched terms as they come (distinct, in query order)
+            route, scores, _, units = per_route[0]
             targets = [t for m, _ in units for t in m]
-            per_hit = self.indexes[route.index_lang].matched_terms(targets, rows)
-            ok = allowed[rows].tolist() if allowed is not None else [True] * len(row_list)  # one route: all
-            raw = scores[rows].tolist()
-            for i in range(len(row_list)):
-                if ok[i]:
-                    route_scores[i][route.name] = raw[i]
-                mine = matched_terms[i]
-                for t in per_hit[i]:
-                    if t not in mine:
-                        mine.append(t)
+            matched_terms = self.indexes[route.index_lang].matched_terms(targets, rows)
+            route_scores = [{route.name: x} for x in scores[rows].tolist()]
+        else:
+            matched_terms = [[] for _ in row_list]
+            route_scores = [{} for _ in row_list]
+            for route, scores, allowed, units in per_route:
+                targets = [t for m, _ in units for t in m]
+                per_hit = self.indexes[route.index_lang].matched_terms(targets, rows)
+                ok = allowed[rows].tolist() if allowed is not None else [False] * len(row_list)
+                raw = scores[rows].tolist()
+                for i in range(len(row_list)):
+                    if ok[i]:
+                        route_scores[i][route.name] = raw[i]
+                    mine = matched_terms[i]
+                    for t in per_hit[i]:
+                        if t not in mine:
+                            mine.append(t)
         ids = self.docs.ids
         names = [r.name for r in routes]
         won = winner[rows].tolist() if winner is not None else [0] * len(row_list)

@@ -6,9 +6,9 @@ once by our analyser; the token ids are what every peer (:mod:`training.benchmar
 bm25s, bm25s with numba, PISA) indexes, so all engines search the same tokens. Queries are the English
 first claims (or abstracts, or claims) of sampled documents, all terms kept.
 
-Timing. The loaded heap is frozen as ``priorart serve`` freezes it (:func:`service.heap.settle`:
-the collector's full passes no longer walk the indexes). Every engine runs every query once untimed
-(page cache, compilation), then the timed pass goes query by query and, for each query, through
+Timing. Every engine runs every query once untimed (page cache, compilation); then the heap is
+frozen as ``priorart serve`` freezes it once its index is loaded (:func:`service.heap.settle`: the
+collector's full passes no longer walk the indexes), and the timed pass goes query by query and, for each query, through
 every engine in an order rotated per query, so a busy moment of the shared machine falls on all of
 them alike. A time is wall-clock from the query text to the top ``k`` document rows: ours is
 ``FirstStage.search`` (analysis, scoring, top-k, explanations) in the English index alone
@@ -76,6 +76,11 @@ def _top10_identical(ours: list[tuple[int, float]], ref_scores: Any, tol: float 
     if not np.allclose(mine, ref_top[:k], rtol=0, atol=tol):
         return False
     return all(abs(ref_scores[r] - s) <= tol for r, s in ours[:k])
+
+
+def _filled(rows: np.ndarray) -> list[int]:
+    """The rows of a padded top-10 line (-1: none)."""
+    return [int(r) for r in rows.tolist() if r >= 0]
 
 
 def _pct(values: Sequence[float], q: float) -> float:
@@ -258,17 +263,15 @@ def _measure(prep: dict[str, Any], queries: list[str], german: list[str], engine
     analyzer = get_analyzer("en")
     tokens: _Tokens = prep["tokens"]
     stage = FirstStage.load(prep["index"], verify=True)
-    heap.settle()  # what `priorart serve` does once its index is loaded (every engine of the run benefits)
 
-    def ours(q: str) -> list[tuple[int, float]]:
-        res = stage.search(q, lang="en", k=k, max_query_terms=0, translate=False)
-        return [(h.row, h.score) for h in res.hits]
+    def ours(q: str) -> Any:
+        return stage.search(q, lang="en", k=k, max_query_terms=0, translate=False)
 
     def ids_of(q: str) -> list[int]:
         return [i for i in (tokens.term_id.get(t) for t in analyzer(q)) if i is not None]
 
-    def peer_rows(peer: Peer, q: str) -> list[int]:
-        return tokens.rows[peer.search(ids_of(q), k)].tolist()
+    def peer_rows(peer: Peer, q: str) -> np.ndarray:
+        return tokens.rows[peer.search(ids_of(q), k)]
 
     timed_on = {p.name: (n_ref if p.name == "rank-bm25" else len(queries)) for p in engines}
     for q in queries:  # warm-up: every page of the postings touched, numba compiled
@@ -276,23 +279,31 @@ def _measure(prep: dict[str, Any], queries: list[str], german: list[str], engine
         for peer in engines:
             if timed_on[peer.name] == len(queries):
                 peer_rows(peer, q)
+    # what `priorart serve` does once its index is loaded, here once every engine is loaded and warm (numba's
+    # compilation in the warm-up leaves ~90,000 objects that the collector's full passes would walk)
+    heap.settle()
+    # the top 10 of every engine and query in preallocated arrays (-1: no row): results kept in Python objects
+    # across the timed pass would be walked by the collector's full passes, in whichever engine's time
     times: dict[str, list[float]] = {"ours": [], **{p.name: [] for p in engines}}
-    ours_hits: list[list[tuple[int, float]]] = []
-    peer_hits: dict[str, list[list[int]]] = {p.name: [] for p in engines}
+    top_rows = {name: np.full((len(queries), 10), -1, dtype=np.int64) for name in times}
+    ours_scores = np.zeros((len(queries), 10))
     runners: list[tuple[str, Peer | None]] = [("ours", None)] + [(p.name, p) for p in engines]
     for i, q in enumerate(queries):
         shift = i % len(runners)
         for name, runner in runners[shift:] + runners[:shift]:
             if runner is None:
                 t = time.perf_counter()
-                hits = ours(q)
+                res = ours(q)
                 times[name].append(time.perf_counter() - t)
-                ours_hits.append(hits)
+                best = res.hits[:10]
+                top_rows[name][i, : len(best)] = [h.row for h in best]
+                ours_scores[i, : len(best)] = [h.score for h in best]
+                del res, best
             elif i < timed_on[name]:
                 t = time.perf_counter()
                 got = peer_rows(runner, q)
                 times[name].append(time.perf_counter() - t)
-                peer_hits[name].append(got)
+                top_rows[name][i, : min(10, len(got))] = got[:10]
 
     out: dict[str, dict[str, Any]] = {}
     for name, ts in times.items():
@@ -301,9 +312,10 @@ def _measure(prep: dict[str, Any], queries: list[str], german: list[str], engine
                                  "timed_queries": len(ms)}
         peer_obj = next((p for p in engines if p.name == name), None)
         if peer_obj is not None:
-            lists = peer_hits[name]
-            entry["top10_overlap"] = float(np.mean([top10_overlap([r for r, _ in ours_hits[j]], lists[j])
-                                                    for j in range(len(lists))]))
+            theirs = top_rows[name]
+            entry["top10_overlap"] = float(np.mean([
+                top10_overlap(_filled(top_rows["ours"][j]), _filled(theirs[j])) for j in range(len(ts))
+            ]))
             entry["build_s"] = peer_obj.build_s
             entry["variant"] = peer_obj.variant
         out[name] = entry
@@ -316,7 +328,8 @@ def _measure(prep: dict[str, Any], queries: list[str], german: list[str], engine
         for i in range(n_ref):
             full = np.zeros(len(stage.docs))
             full[tokens.rows] = oracle.scores(ids_of(queries[i]))
-            identical += _top10_identical(ours_hits[i], full)
+            rows = _filled(top_rows["ours"][i])
+            identical += _top10_identical(list(zip(rows, ours_scores[i, : len(rows)].tolist(), strict=True)), full)
 
     # the product path (query reduction, every route) and the reduced English query, ours only
     t = time.perf_counter()
