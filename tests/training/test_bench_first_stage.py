@@ -17,13 +17,13 @@ def test_bench_prints_every_peer_beside_ours_and_reuses_its_cache(tmp_path: Path
     cache, work = tmp_path / "cache", tmp_path / "work"
     work.mkdir()
     rows = first_stage.run_first_stage_bench([60], 5, bm25_queries=5, work_dir=work, cache_dir=cache, progress=False,
-                                             index_langs="en", peers=("rank-bm25", "bm25s", "pisa"))
+                                             index_langs="en", peers=("rank-bm25", "bm25s", "pisa", "pisa-core"))
     (row,) = rows
     assert row["n_docs"] == 60 and row["top10_checked"] == 5
     assert row["top10_identical"] == 5  # rank-bm25 computes our formula: the same tokens give the same top 10
     table = first_stage.format_table(rows)
     assert "p50 ms" in table and "p99 ms" in table and "top10 overlap" in table
-    for name in ("rank-bm25", "bm25s", "pisa"):
+    for name in ("rank-bm25", "bm25s", "pisa", "pisa-core"):
         if name in row["skipped"]:
             assert f"{name:<12} skipped: " in table
         else:
@@ -63,7 +63,7 @@ def test_a_peer_not_installed_is_skipped_with_the_reason(monkeypatch: pytest.Mon
 def test_peers_rank_a_tiny_collection_alike(tmp_path: Path) -> None:
     vocab = ["pump", "valve", "check", "coil", "motor", "shaft"]
     docs = [np.array(d, dtype=np.int32) for d in ([0, 1, 2], [1, 2, 3, 3], [2, 3, 4, 5, 5], [0, 0, 5], [4])]
-    found, _ = peers.make_peers(["rank-bm25", "bm25s", "pisa"], 1.2, 0.75)
+    found, _ = peers.make_peers(["rank-bm25", "bm25s", "pisa", "pisa-core"], 1.2, 0.75)
     for peer in found:
         peer.build(docs, vocab, tmp_path)
         assert peer.search([0, 5, 5], 3)[0] == 3, peer.name  # "pump shaft shaft": the document with both, twice

@@ -18,7 +18,9 @@ BM25 variants (what each peer allows; ours reproduces rank-bm25's ``BM25Okapi``:
   its ``toks_indexer`` from the term counts, raw tf kept with ``scale=1``): PISA's BM25 has the
   Lucene idf ``ln(1 + (N - df + 0.5) / (df + 0.5))`` (always positive) and float32 scores; query
   term weights are the counts (``query_weighted``). Timed through ``PisaRetrieve.transform`` on a
-  one-query data frame, the library's Python interface (pandas included).
+  one-query data frame, the library's Python interface (pandas included); ``pisa-core`` times the
+  same index through the native call that ``transform`` makes (``_pisathon.retrieve``, a private
+  binding: skipped when a version lacks it), the engine without the data frame.
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ import numpy as np
 
 log = logging.getLogger(__name__)
 
-PEER_NAMES = ("rank-bm25", "bm25s", "bm25s-numba", "pisa")
+PEER_NAMES = ("rank-bm25", "bm25s", "bm25s-numba", "pisa", "pisa-core")
 
 
 class Peer:
@@ -133,7 +135,7 @@ class Pisa(Peer):
         from pyterrier_pisa import PisaIndex
 
         t = time.perf_counter()
-        index = PisaIndex(str(work / "pisa"), stemmer="none", stops="none", threads=1, overwrite=True)
+        index = PisaIndex(str(work / self.name), stemmer="none", stops="none", threads=1, overwrite=True)
         with _quiet_native():  # PISA logs every indexing step
             index.toks_indexer(scale=1.0).index(
                 {"docno": str(i), "toks": {vocab[t]: c for t, c in Counter(d.tolist()).items()}}
@@ -154,11 +156,41 @@ class Pisa(Peer):
         return [int(d) for d in res["docno"]]
 
 
+class PisaCore(Pisa):
+    name = "pisa-core"
+    variant = "as pisa, PISA's C++ retrieval called alone (pyterrier-pisa's private binding, no data frame)"
+
+    def unavailable(self) -> str | None:
+        reason = super().unavailable()
+        if reason is None:
+            from pyterrier_pisa import _pisathon
+
+            if not hasattr(_pisathon, "retrieve"):
+                return "this pyterrier-pisa has no _pisathon.retrieve binding"
+        return reason
+
+    def search(self, ids: list[int], k: int) -> list[int]:
+        from pyterrier_pisa import _pisathon
+
+        if not ids:
+            return []
+        r = self._retr
+        qidx, docnos = np.empty(k, np.int32), np.empty(k, object)
+        ranks, scores = np.empty(k, np.int32), np.empty(k, np.float32)
+        toks = {self._vocab[t]: float(c) for t, c in Counter(ids).items()}
+        # what PisaRetrieve.transform runs for a data frame of queries, for one query
+        size = _pisathon.retrieve(r._ctxt, r.query_algorithm.value, [(0, toks)], k=k, threads=1, query_weighted=1,
+                                  pretokenised=True, result_qidxs=qidx, result_docnos=docnos, result_ranks=ranks,
+                                  result_scores=scores)
+        return [int(d) for d in docnos[:size]]
+
+
 PEERS: dict[str, Callable[[float, float], Peer]] = {
     "rank-bm25": RankBM25,
     "bm25s": BM25S,
     "bm25s-numba": BM25SNumba,
     "pisa": Pisa,
+    "pisa-core": PisaCore,
 }
 
 

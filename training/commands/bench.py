@@ -17,7 +17,7 @@ def first_stage_command(
         None, "--bm25-queries", help="Queries timed on rank-bm25 (default: all up to 20k docs, 5 above)."
     ),
     peers: str = typer.Option(
-        "rank-bm25,bm25s,bm25s-numba,pisa", "--peers",
+        "rank-bm25,bm25s,bm25s-numba,pisa,pisa-core", "--peers",
         help="Engines timed beside ours on the same tokens (skipped with the reason when not installed).",
     ),
     k: int = typer.Option(10, "--k", help="Rows each engine returns per query (the pipeline's first stage: 1000)."),
