@@ -50,7 +50,7 @@ from service.codes import CODE_LEVELS
 from service.index.folder import IndexFolder, IndexFormatError, IndexMeta, Layout
 from service.index.store import DocStore
 from service.query import Query, QueryError, resolve
-from service.retrieval.sparse import CollectionStats, QueryUnit, SparseIndex, top_k
+from service.retrieval.sparse import CollectionStats, QueryUnit, SparseIndex, top_k, top_k_matched
 from service.retrieval.translate import PivotTable, TranslationTable
 from service.text.analysis import SUPPORTED_LANGS, Analyzer, get_analyzer
 from service.text.compounds import load_analyzers
@@ -446,65 +446,83 @@ class FirstStage:
         mask, filters = r.mask, dict(r.filters)
 
         # score every route
-        per_route: list[tuple[_Route, np.ndarray, np.ndarray, list[QueryUnit]]] = []
+        per_route: list[tuple[_Route, np.ndarray, np.ndarray | None, list[QueryUnit]]] = []
         infos: list[RouteInfo] = []
+        single = len(routes) == 1
+        rows = np.zeros(0, dtype=np.int64)
+        route_rows: list[np.ndarray] = []
         for route in routes:
             units = route.units(counts, groups, parts=len(counts) <= self.compound_parts)
             if query.feedback is not None and not query.feedback.empty:
                 units = units + self._expansion(query.feedback, route.index_lang, units, counts)
             scores = self.indexes[route.index_lang].score(units)
             # candidates: rows with a non-zero score (rows without any query term score exactly 0; so does
-            # the rare row whose only terms have idf 0)
-            matched = scores != 0
-            allowed = matched if mask is None else matched & mask
-            best = float(np.max(scores, where=allowed, initial=-np.inf)) if allowed.any() else 0.0
+            # the rare row whose only terms have idf 0) that the mask allows
+            allowed: np.ndarray | None = None
+            if single:
+                # one route: its top rows straight from the scores (no boolean masks, no masked max over
+                # every row: those whole-array passes cost more than the scoring itself, see top_k_matched)
+                rows, n_matched = top_k_matched(scores, n, mask)
+                best = float(scores[rows[0]]) if len(rows) else 0.0
+            else:
+                allowed = scores != 0
+                if mask is not None:
+                    allowed &= mask
+                route_rows.append(np.flatnonzero(allowed))
+                n_matched = len(route_rows[-1])
+                best = float(scores[route_rows[-1]].max()) if n_matched else 0.0
             per_route.append((route, scores, allowed, units))
             norm = 0.0
-            if len(routes) > 1:
+            if not single:
                 if self.combine == "weight":
                     norm = attainable_score(self.indexes[route.index_lang], units)
                 elif self.combine == "reference":
                     norm = reference_score(self.indexes[route.index_lang], units)
                 else:
                     norm = best
-            infos.append(
-                RouteInfo(route.name, route.index_lang, route.kind, route.table_name, int(allowed.sum()), best, norm)
-            )
+            infos.append(RouteInfo(route.name, route.index_lang, route.kind, route.table_name, n_matched, best, norm))
         winner: np.ndarray | None = None
-        if len(per_route) == 1:
-            final, allowed_any = per_route[0][1], per_route[0][2]
+        if single:
+            final = per_route[0][1]
             combine = "raw"
         else:
             final = np.zeros(len(self.docs))
             winner = np.full(len(self.docs), -1, dtype=np.int16)
             allowed_any = np.zeros(len(self.docs), dtype=bool)
-            for i, ((_, scores, allowed, _), rinfo) in enumerate(zip(per_route, infos, strict=True)):
-                if rinfo.norm <= 0 or not allowed.any():
+            for i, (rows_r, rinfo) in enumerate(zip(route_rows, infos, strict=True)):
+                if rinfo.norm <= 0 or not len(rows_r):
                     continue
-                rows_r = np.flatnonzero(allowed)
-                normed = scores[rows_r] / rinfo.norm
+                normed = per_route[i][1][rows_r] / rinfo.norm
                 better = normed > final[rows_r]
                 final[rows_r[better]] = normed[better]
                 winner[rows_r[better]] = i
                 allowed_any[rows_r] = True
             combine = {"weight": "query-weight", "reference": "reference", "max": "max-normalised"}[self.combine]
-        rows = top_k(final, n, allowed_any) if allowed_any.any() else np.zeros(0, dtype=np.int64)
+            if allowed_any.any():
+                rows = top_k(final, n, allowed_any)
 
         # explanations (plain Python lists: per-element numpy scalar access is slow at depth 1000)
         row_list = rows.tolist()
-        matched_terms: list[list[str]] = [[] for _ in row_list]
-        route_scores: list[dict[str, float]] = [{} for _ in row_list]
-        for route, scores, allowed, units in per_route:
+        if single:  # every hit is the route's: its matched terms as they come (distinct, in query order)
+            route, scores, _, units = per_route[0]
             targets = [t for m, _ in units for t in m]
-            per_hit = self.indexes[route.index_lang].matched_terms(targets, rows)
-            ok, raw = allowed[rows].tolist(), scores[rows].tolist()
-            for i in range(len(row_list)):
-                if ok[i]:
-                    route_scores[i][route.name] = raw[i]
-                mine = matched_terms[i]
-                for t in per_hit[i]:
-                    if t not in mine:
-                        mine.append(t)
+            matched_terms = self.indexes[route.index_lang].matched_terms(targets, rows)
+            route_scores = [{route.name: x} for x in scores[rows].tolist()]
+        else:
+            matched_terms = [[] for _ in row_list]
+            route_scores = [{} for _ in row_list]
+            for route, scores, allowed, units in per_route:
+                targets = [t for m, _ in units for t in m]
+                per_hit = self.indexes[route.index_lang].matched_terms(targets, rows)
+                ok = allowed[rows].tolist() if allowed is not None else [False] * len(row_list)
+                raw = scores[rows].tolist()
+                for i in range(len(row_list)):
+                    if ok[i]:
+                        route_scores[i][route.name] = raw[i]
+                    mine = matched_terms[i]
+                    for t in per_hit[i]:
+                        if t not in mine:
+                            mine.append(t)
         ids = self.docs.ids
         names = [r.name for r in routes]
         won = winner[rows].tolist() if winner is not None else [0] * len(row_list)

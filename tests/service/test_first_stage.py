@@ -6,11 +6,13 @@ from collections.abc import Iterable, Sequence
 from datetime import date
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from service.corpus.record import Claim, PatentRecord
 from service.index.folder import write_meta
 from service.index.store import DocStoreWriter
+from service.query import Query, resolve
 from service.retrieval.first_stage import FirstStage, QueryError, reduce_terms
 from service.retrieval.sparse import SparseIndexBuilder, monolingual_units
 from service.retrieval.translate import TranslationTable
@@ -235,6 +237,27 @@ def test_bad_queries(stage: FirstStage) -> None:
     assert len(stage.search("copper", depth=5000).hits) <= len(stage.docs)  # the depth limit is a setting's
     with pytest.raises(QueryError, match=">= 1"):
         stage.search("copper", k=0)
+
+
+def test_one_route_search_equals_the_masked_top_k_of_its_scores(stage: FirstStage) -> None:
+    """The one-route path (top_k_matched, no masked copies) gives what the masks gave: every matched and
+    allowed row, best first, ties by row, raw scores, n_matched and max_score over those rows."""
+    queries = ["copper winding core spray pump latch", "coil", "the and of", "Rückschlagventil Kolben"]
+    for text in queries:
+        for filters in ({}, {"codes": ["H"], "code_level": "section"}, {"before": date(2001, 2, 2)}):
+            q = Query(text=text, lang="en", k=3, depth=50, translate=False, max_query_terms=0, **filters)
+            resolve(q, stage.docs)
+            res = stage.run(q)
+            raw = stage.indexes["en"].score(monolingual_units(get_analyzer("en")(text)))
+            allowed = (raw != 0) if q.r.mask is None else (raw != 0) & q.r.mask
+            rows = np.flatnonzero(allowed)
+            want = rows[np.lexsort((rows, -raw[rows]))]
+            assert [h.row for h in res.hits] == want.tolist()
+            assert [h.score for h in res.hits] == raw[want].tolist()  # exactly
+            assert all(h.route_scores == {"en": h.score} and h.route == "en" for h in res.hits)
+            (info,) = res.info.routes
+            assert info.n_matched == len(rows)
+            assert info.max_score == (float(raw[rows].max()) if len(rows) else 0.0)
 
 
 def test_depth_returns_more_candidates_than_k(stage: FirstStage) -> None:

@@ -11,7 +11,7 @@ import pytest
 from rank_bm25 import BM25Okapi
 
 from service.index.folder import IndexFormatError
-from service.retrieval.sparse import SparseIndex, monolingual_units, top_k
+from service.retrieval.sparse import SparseIndex, monolingual_units, top_k, top_k_matched
 from service.retrieval.translate import TranslationTable
 from service.text.analysis import Analyzer
 
@@ -213,6 +213,59 @@ def test_top_k_equals_brute_force_sort() -> None:
         rows = np.arange(n) if mask is None else np.flatnonzero(mask)
         want = rows[np.lexsort((rows, -scores[rows]))][:k]
         np.testing.assert_array_equal(top_k(scores, k, mask), want)
+
+
+def test_top_k_matched_equals_top_k_of_the_matched_rows() -> None:
+    """The first stage's one-route path: the same rows as the masked top_k it replaced, and their count."""
+    rng = np.random.default_rng(11)
+    for trial in range(80):
+        n = int(rng.choice([9, 700, 60_000, 120_000]))
+        scores = rng.random(n)
+        if trial % 3 == 0:
+            scores = np.round(scores * 10)  # many ties
+        zero = rng.random(n) < float(rng.choice([0.0, 0.5, 0.999, 0.99995, 1.0]))
+        scores[zero] = 0.0  # unmatched rows: from none to nearly all (the sample then holds no matched row)
+        if trial % 5 == 0:
+            scores[rng.random(n) < 0.2] *= -1  # negative scores (an idf floor below zero) stay candidates
+        if trial % 7 == 0:
+            scores[rng.random(n) < 0.01] = -0.0
+        mask = rng.random(n) < float(rng.choice([0.05, 0.5, 0.95])) if trial % 2 else None
+        k = int(rng.choice([1, 10, 1000]))
+        allowed = scores != 0 if mask is None else (scores != 0) & mask
+        rows, n_matched = top_k_matched(scores, k, mask)
+        assert n_matched == int(allowed.sum())
+        want = top_k(scores, k, allowed) if allowed.any() else np.zeros(0, dtype=np.int64)
+        np.testing.assert_array_equal(rows, want)
+        cand = np.flatnonzero(allowed)
+        np.testing.assert_array_equal(rows, cand[np.lexsort((cand, -scores[cand]))][:k])  # brute force
+    with pytest.raises(ValueError):
+        top_k_matched(np.ones(3), 0)
+
+
+def test_matched_terms_for_a_few_and_for_many_rows() -> None:
+    rng = np.random.default_rng(3)
+    vocab = [f"t{i}" for i in range(30)]
+    docs = [list(rng.choice(vocab, size=int(rng.integers(0, 12)))) for _ in range(300)]
+    idx = SparseIndex.build(docs)
+    terms = ["t3", "t0", "nothere", "t3", "t17", "t29"]
+    for rows in (np.array([5, 0, 299, 17]), rng.permutation(300)[:200]):
+        got = idx.matched_terms(terms, rows)
+        assert got == [[t for t in dict.fromkeys(terms) if t in docs[r]] for r in rows.tolist()]
+
+
+def test_score_of_repeated_terms_is_unchanged() -> None:
+    """Counts of 1 add the stored weights as they are; the sum equals the per-posting formula."""
+    idx = SparseIndex.build(DOCS, k1=1.2, b=0.75)
+    q = ["coil", "valve", "coil", "core", "spring"]
+    got = idx.score(monolingual_units(q))
+    want = np.zeros(len(DOCS))
+    for term, count in {"coil": 2, "valve": 1, "core": 1, "spring": 1}.items():
+        rows, tf = idx.postings(term)
+        t = idx.term_id[term]
+        w = idx.idf[t] * (tf * (idx.k1 + 1) / (tf + idx.doc_norm[rows]))
+        np.add.at(want, rows, w * count)
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_allclose(got, BM25Okapi(DOCS, k1=1.2, b=0.75).get_scores(q), rtol=0, atol=1e-9)
 
 
 def test_psq_units_are_independent_and_additive() -> None:

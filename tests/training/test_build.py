@@ -1,4 +1,4 @@
-"""``priorart build`` / ``search`` / ``bench``: folder layout, options, errors, CLI, real data."""
+"""``priorart build`` / ``search``: folder layout, options, errors, CLI, real data."""
 
 from __future__ import annotations
 
@@ -177,15 +177,6 @@ def test_cli_search_refuses_a_tampered_index(corpus: Path, tmp_path: Path) -> No
     assert res.exit_code == 2 and "doc_ids.json" in res.output
     with pytest.raises(IndexFormatError):
         FirstStage.load(idx)
-
-
-def test_bench_first_stage_small(tmp_path: Path) -> None:
-    rows = bench.run_first_stage_bench([60], 5, bm25_queries=5, work_dir=tmp_path, progress=False)
-    (row,) = rows
-    assert row["n_docs"] == 60 and row["top10_checked"] == 5
-    assert row["top10_identical"] == 5  # the same token lists and parameters must give the same top 10
-    assert row["first_stage_ms"] > 0 and row["rank_bm25_ms"] > 0
-    assert "speedup" in bench.format_table(rows)
 
 
 @pytest.mark.realdata

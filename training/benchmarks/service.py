@@ -89,11 +89,13 @@ def _pct(values: list[float], q: float) -> float:
 def run_service_bench(index_dir: Path, *, queries: int = 200, depth: int = 1000, k: int = 10, seed: int = 0,
                       http: bool = True, passages: bool = False) -> dict[str, Any]:
     """Measure; returns a dict of figures (milliseconds)."""
+    from service import heap
     from service.engine import Engine
     from service.schema import PassageRequest, SearchRequest
     from service.settings import Settings
 
     engine = Engine.load(index_dir, settings=Settings(index_dir=index_dir))
+    heap.settle()  # as `priorart serve` does after loading
     texts = _queries(engine, queries, seed)
     for t in texts[:5]:  # warm-up: caches, ONNX sessions, FAISS
         engine.search(SearchRequest(query=t, k=k, depth=depth))

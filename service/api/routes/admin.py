@@ -18,6 +18,7 @@ from typing import Any
 
 from fastapi import APIRouter, FastAPI, Header, HTTPException, Request
 
+from service import heap
 from service.api.deps import MetricsDep, SettingsDep
 from service.corpus.record import PatentRecord
 from service.settings import Settings
@@ -58,6 +59,7 @@ def reload_engine(app: FastAPI, *, only_if_newer: bool = False) -> dict[str, Any
             metrics.reloads.labels("refused").inc()
             raise
         holder.swap(new)  # one reference swap: a request sees either the old or the new generation
+        heap.settle()  # the new index out of the collector's full passes, as at startup
     metrics.reloads.labels("ok").inc()
     metrics.index_docs.set(new.num_docs)
     log.info("index %s generation %d loaded (was %s)", settings.index_dir, new.generation,
