@@ -534,6 +534,8 @@ class SparseIndex:
             if t is None:
                 continue
             lo, hi = indptr[t : t + 2].tolist()
+            if hi == lo:  # a term of the collection that this shard's documents lack
+                continue
             posting = postings[lo:hi]  # sorted rows; a row past the end clips onto the last, which differs
             found = posting.take(posting.searchsorted(rows), mode="clip") == rows
             if few:  # a top 10: a loop over 10 booleans costs less than numpy's nonzero

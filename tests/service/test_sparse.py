@@ -284,3 +284,17 @@ def test_chunked_weight_precomputation_matches(scoring: str, monkeypatch: pytest
     chunked = SparseIndex.build(DOCS, scoring=scoring)
     np.testing.assert_array_equal(chunked.weights, whole.weights)
     np.testing.assert_allclose(chunked.doc_norm, whole.doc_norm, rtol=1e-12)
+
+
+def test_matched_terms_of_a_shard_skip_the_collection_terms_it_lacks() -> None:
+    """A shard weighted with the global statistics holds every collection term, some with empty postings."""
+    from service.retrieval.sparse import CollectionStats
+
+    mine, other = [["coil", "valve"], ["valve"]], [["spring", "coil"]]
+    stats = CollectionStats.of(SparseIndex.build(mine)) + CollectionStats.of(SparseIndex.build(other))
+    shard = SparseIndex.build(mine).reweighted(stats)
+    assert "spring" in shard.vocab  # the other shard's term, no postings here
+    rows = np.array([1, 0])
+    assert shard.matched_terms(["spring", "valve", "coil"], rows) == [["valve"], ["valve", "coil"]]
+    many = np.arange(2).repeat(40)  # the path for more than a top 10
+    assert shard.matched_terms(["spring", "coil"], many)[:2] == [["coil"], ["coil"]]
