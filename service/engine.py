@@ -169,6 +169,7 @@ class Engine:
     def search(self, req: SearchRequest) -> SearchResponse:
         """Run the pipeline; the result is the body of ``POST /search``."""
         query = self.query(req)
+        query.explain = req.explain
         if req.collapse_families:  # room for the members that collapse, so that k results remain
             query.k = min(query.depth, req.k * FAMILY_ROOM)
         return self.run(query, explain=req.explain, collapse=req.collapse_families, k=req.k)
@@ -212,6 +213,7 @@ class Engine:
         started = time.perf_counter()
         query = self.query(req, depth=req.depth or PASSAGE_DOCS)
         query.k = query.depth  # passages need the whole candidate list, not the top k documents
+        query.explain = False  # the documents' matched terms are not shown with passages
         cands, trace = self.pipeline.run(query)
         params = {name: getattr(req, name) if getattr(req, name) is not None else default
                   for name, default in DEFAULT_PASSAGE_PARAMS.items()}

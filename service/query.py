@@ -55,6 +55,7 @@ class Query:
     use_doc_codes: bool = False  # a publication-number query filters by its document's codes too
     max_query_terms: int | None = None  # first-stage query reduction (None: the default)
     feedback: Feedback | None = None  # marked rows: Rocchio expansion (service/workflow/feedback.py)
+    explain: bool = True  # the first stage lists each hit's matched terms (False: /passages, /search unexplained)
     resolved: Resolved | None = None
     notes: list[str] = field(default_factory=list)
 

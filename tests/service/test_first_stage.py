@@ -139,6 +139,21 @@ def test_monolingual_search_is_plain_bm25(stage: FirstStage) -> None:
     assert [r.name for r in res.info.routes] == ["en"] and res.info.translation is None
 
 
+@pytest.mark.parametrize(("text", "lang"), [("copper winding", "en"), ("Rückschlagventil Flüssigkeit Kolben", "de")])
+def test_unexplained_query_has_the_same_hits_without_matched_terms(stage: FirstStage, text: str, lang: str) -> None:
+    """``Query.explain`` False (/passages, /search without explain): the matched terms are not computed, nothing
+    else changes (one route and several)."""
+    runs = []
+    for explain in (True, False):
+        q = Query(text=text, lang=lang, k=5, depth=5, explain=explain)
+        resolve(q, stage.docs)
+        runs.append(stage.run(q))
+    told, silent = runs
+    assert [(h.row, h.score, h.route, h.route_scores) for h in told.hits] == \
+        [(h.row, h.score, h.route, h.route_scores) for h in silent.hits]
+    assert any(h.matched_terms for h in told.hits) and not any(h.matched_terms for h in silent.hits)
+
+
 def test_german_query_reaches_english_only_documents_by_psq(stage: FirstStage) -> None:
     res = stage.search("Rückschlagventil Flüssigkeit Kolben", lang="de", k=5)
     assert res.hits[0].doc_id == "US05000003A"
