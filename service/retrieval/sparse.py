@@ -603,7 +603,7 @@ def top_k(scores: np.ndarray, k: int, mask: np.ndarray | None = None) -> np.ndar
 
 
 def top_k_matched(scores: np.ndarray, k: int, mask: np.ndarray | None = None) -> tuple[np.ndarray, int]:
-    """``top_k(scores, k, (scores != 0) & mask)``, and the number of rows that mask allows.
+    """``top_k(scores, k, (scores != 0) & mask)``, and how many rows that mask allows (the matched rows).
 
     The rows of a query's ``k`` best documents among those it matches (a non-zero score) and ``mask``
     allows, best first, ties by lower row, as :func:`top_k` gives them, in a fraction of its time.
