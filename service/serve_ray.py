@@ -111,11 +111,16 @@ def _load_ray_engine(settings: Settings) -> Engine:
     return Engine.sharded(settings.index_dir, settings=settings, submit=[ray_submit(h) for h in handles])
 
 
+INGRESS_THREADS = 40
+"""Requests the ingress runs at once (a search there is a fan-out and a merge; the shards do the work)."""
+
+
 def ingress_app(settings: dict[str, Any]) -> FastAPI:
     """The ingress replica's app (built in the replica): the REST API over the shard deployments."""
     from service.api import create_app
 
-    return create_app(Settings(**settings), engine_loader=_load_ray_engine)
+    # the ingress mostly waits on its shards (no GIL held): many requests at once, unlike one process searching
+    return create_app(Settings(**{**settings, "request_threads": INGRESS_THREADS}), engine_loader=_load_ray_engine)
 
 
 class Ingress:

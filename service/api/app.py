@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 
+import anyio.to_thread
 from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.staticfiles import StaticFiles
@@ -42,6 +43,7 @@ def create_app(settings: Settings | None = None, *,
         from service.api.routes.admin import watch_generations
         from service.engine import Engine  # heavy imports happen here, not at module import
 
+        anyio.to_thread.current_default_thread_limiter().total_tokens = settings.request_threads
         started = time.perf_counter()
         engine = app.state.load_engine(settings) if engine_loader is not None else Engine.load(
             settings.index_dir, settings=settings)

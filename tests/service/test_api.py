@@ -186,3 +186,13 @@ def test_body_size_limit_applies_to_declared_and_chunked_bodies(real_index: Path
         r = c.post("/search", content=chunks(), headers={"content-type": "application/json"})
         assert r.status_code == 413
         assert c.post("/search", json={"query": "toner"}).status_code == 200
+
+
+@pytest.mark.parametrize("threads", [1, 3])
+def test_requests_run_in_as_many_threads_as_the_settings_say(real_index: Path, threads: int) -> None:
+    import anyio.to_thread
+
+    with TestClient(create_app(Settings(index_dir=real_index, request_threads=threads))) as c:
+        assert c.portal is not None
+        assert c.portal.call(lambda: anyio.to_thread.current_default_thread_limiter().total_tokens) == threads
+        assert c.post("/search", json={"query": "toner", "k": 3}).status_code == 200
