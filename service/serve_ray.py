@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 from ray import serve
 from ray.exceptions import RayTaskError
 
+from service import heap
 from service.index.folder import ShardSet, current_generation
 from service.query import Query, QueryError
 from service.settings import Settings
@@ -64,6 +65,7 @@ class ShardServer:
         self.generation = shards.generation
         if old is not None:
             old.close()
+        heap.settle()  # the shard's index out of the collector's full passes, as `priorart serve` does
         log.info("%s of %s loaded at generation %d", shard_name(self.number), self.index_dir, self.generation)
 
     def features(self, query: Query) -> ShardHits:
