@@ -124,6 +124,35 @@ def _dir_bytes(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
 
 
+def _output_folder(out_dir: str | Path, overwrite: bool) -> Path:
+    """The folder a build writes: absent, empty, or (with ``overwrite``) an index folder to replace."""
+    out = Path(out_dir)
+    if out.exists():
+        if not out.is_dir():
+            raise BuildError(f"{out} exists and is not a folder")
+        if any(out.iterdir()):
+            if not overwrite:
+                raise BuildError(f"{out} exists and is not empty; pass --force to replace it")
+            if not (out / Layout.META).is_file():
+                raise BuildError(
+                    f"{out} is not empty and holds no {Layout.META}: refusing to replace a non-index folder")
+    return out
+
+
+def _translation_options(compounds: str | Sequence[str], langs: Sequence[str], translation: bool,
+                         translation_dir: str | Path | None) -> tuple[list[str], TranslationOptions]:
+    """The compound languages a build splits (those indexed, or all when tables are built or reused) and its
+    cross-lingual options."""
+    compound_langs = [c for c in _parse_list(compounds, COMPOUND_LANGS, "compound language(s)", allow_empty=True)
+                      if c in langs or translation or translation_dir is not None]
+    try:
+        xopts = TranslationOptions(build=translation, reuse_dir=Path(translation_dir) if translation_dir else None,
+                                   compounds=tuple(compound_langs))
+    except TranslationBuildError as exc:
+        raise BuildError(str(exc)) from exc
+    return compound_langs, xopts
+
+
 def build_index(
     corpus: str | Path | Iterable[PatentRecord],
     out_dir: str | Path,
@@ -179,23 +208,8 @@ def build_index(
         validate_settings(settings)
     except ValueError as exc:
         raise BuildError(str(exc)) from exc
-    out = Path(out_dir)
-    if out.exists():
-        if not out.is_dir():
-            raise BuildError(f"{out} exists and is not a folder")
-        if any(out.iterdir()):
-            if not overwrite:
-                raise BuildError(f"{out} exists and is not empty; pass --force to replace it")
-            if not (out / Layout.META).is_file():
-                raise BuildError(
-                    f"{out} is not empty and holds no {Layout.META}: refusing to replace a non-index folder")
-    compound_langs = [c for c in _parse_list(compounds, COMPOUND_LANGS, "compound language(s)", allow_empty=True)
-                      if c in langs or translation or translation_dir is not None]
-    try:
-        xopts = TranslationOptions(build=translation, reuse_dir=Path(translation_dir) if translation_dir else None,
-                                   compounds=tuple(compound_langs))
-    except TranslationBuildError as exc:
-        raise BuildError(str(exc)) from exc
+    out = _output_folder(out_dir, overwrite)
+    compound_langs, xopts = _translation_options(compounds, langs, translation, translation_dir)
     records: Iterable[PatentRecord]
     if isinstance(corpus, str | Path):
         if not Path(corpus).is_file():
@@ -505,19 +519,8 @@ def build_sharded_index(
     if not Path(corpus).is_file():
         raise BuildError(f"corpus file {corpus} does not exist")
     langs = _parse_list(index_langs, LANGS, "index language(s)")
-    out = Path(out_dir)
-    if out.exists() and any(out.iterdir()):
-        if not overwrite:
-            raise BuildError(f"{out} exists and is not empty; pass --force to replace it")
-        if not (out / Layout.META).is_file():
-            raise BuildError(f"{out} is not empty and holds no {Layout.META}: refusing to replace a non-index folder")
-    compound_langs = [c for c in _parse_list(compounds, COMPOUND_LANGS, "compound language(s)", allow_empty=True)
-                      if c in langs or translation or translation_dir is not None]
-    try:
-        xopts = TranslationOptions(build=translation, reuse_dir=Path(translation_dir) if translation_dir else None,
-                                   compounds=tuple(compound_langs))
-    except TranslationBuildError as exc:
-        raise BuildError(str(exc)) from exc
+    out = _output_folder(out_dir, overwrite)
+    compound_langs, xopts = _translation_options(compounds, langs, translation, translation_dir)
     show = sys.stderr.isatty() if progress is None else progress
     options = {"index_langs": langs, "fields": fields, "scoring": scoring, "k1": k1, "b": b, "epsilon": epsilon,
                "compounds": compound_langs, "models_dir": str(models_dir) if models_dir else None,
