@@ -554,17 +554,21 @@ class FirstStage:
         return FirstStageResult(hits, info)
 
 
-def _sparse_of(folder: IndexFolder, lang: str, mmap: bool, stats: CollectionStats | None = None) -> SparseIndex:
+def _sparse_of(folder: IndexFolder, lang: str, mmap: bool, stats: CollectionStats | None = None, *,
+               prefault: bool = True) -> SparseIndex:
     """The sparse index of ``lang`` at the folder's generation (segments joined with the live statistics),
-    weighted with ``stats`` when given (the global statistics of a shard)."""
+    weighted with ``stats`` when given (the global statistics of a shard). ``prefault``: read the pages of a
+    memory-mapped index in at load (the segments of a join never: it copies them into memory anyway)."""
     if not folder.is_live:
-        index = SparseIndex.load(folder.path(Layout.bm25(lang)), mmap=mmap)
+        index = SparseIndex.load(folder.path(Layout.bm25(lang)), mmap=mmap, prefault=prefault)
     else:
-        parts = [SparseIndex.load(s.folder.path(Layout.bm25(lang)), mmap=mmap) for s in folder.segments]
+        parts = [SparseIndex.load(s.folder.path(Layout.bm25(lang)), mmap=mmap, prefault=False)
+                 for s in folder.segments]
         index = SparseIndex.join(parts, [s.deleted for s in folder.segments])
     return index if stats is None else index.reweighted(stats)
 
 
 def collection_stats(folder: IndexFolder, lang: str) -> CollectionStats:
-    """The collection statistics of ``lang`` at the folder's generation (its live documents)."""
-    return CollectionStats.of(_sparse_of(folder, lang, True))
+    """The collection statistics of ``lang`` at the folder's generation (its live documents; counted, not
+    searched: its postings are not read in)."""
+    return CollectionStats.of(_sparse_of(folder, lang, True, prefault=False))

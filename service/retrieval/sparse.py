@@ -389,8 +389,9 @@ class SparseIndex:
         (d / "params.json").write_text(json.dumps(self.params, indent=1) + "\n", encoding="utf-8")
 
     @classmethod
-    def load(cls, directory: str | Path, *, mmap: bool = True) -> SparseIndex:
-        """Load a saved index (posting arrays memory-mapped unless ``mmap=False``)."""
+    def load(cls, directory: str | Path, *, mmap: bool = True, prefault: bool = True) -> SparseIndex:
+        """Load a saved index (posting arrays memory-mapped unless ``mmap=False``; their pages read in at load
+        unless ``prefault=False``: an index that is only read once, to be joined or counted, skips that)."""
         d = Path(directory)
         params = read_versioned(d / "params.json", SPARSE_FORMAT, SPARSE_VERSION, error=IndexFormatError,
                                 fix="rebuild the index with `priorart build`")
@@ -413,7 +414,7 @@ class SparseIndex:
         for name, size in expect.items():
             if arrays[name].shape != (size,):
                 raise IndexFormatError(f"{d / (name + '.npy')}: shape {arrays[name].shape}, expected ({size},)")
-        if mmap:
+        if mmap and prefault:
             _prefault(arrays.values())
         return cls(vocab=vocab, arrays=arrays, params=params)
 
