@@ -30,7 +30,8 @@ RUN apt-get update && apt-get install -y --no-install-recommends python3.11 pyth
 FROM runtime-${VARIANT} AS final
 ARG VARIANT
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 \
-    PRIORART_INDEX_DIR=/data/index PRIORART_DEVICE=auto PRIORART_VARIANT=${VARIANT}
+    PRIORART_INDEX_DIR=/data/index PRIORART_DEVICE=auto PRIORART_VARIANT=${VARIANT} \
+    NUMBA_CACHE_DIR=/tmp/priorart-numba
 COPY --from=build /wheels /wheels
 RUN python -m pip install --no-cache-dir --no-index --find-links /wheels /wheels/*.whl && rm -rf /wheels \
  && useradd --create-home --uid 10001 priorart && mkdir -p /data/index && chown priorart /data/index

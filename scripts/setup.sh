@@ -30,7 +30,7 @@ python -m pip install -q --disable-pip-version-check --upgrade pip >/dev/null
 # torch is pinned (2.13.0 CPU wheel on the machine); a looser pin would pull CUDA wheels.
 python -m pip install -q --disable-pip-version-check -e ".[service,training,ray,dev,bench]" 2>&1 \
   | grep -v "is ignored: it is neither a file nor a directory" || true
-python -c "import service, training, torch, onnxruntime, faiss, gensim, ray.serve" \
+python -c "import service, training, torch, onnxruntime, faiss, gensim, ray.serve, numba" \
   || { echo "setup: dependency check failed" >&2; exit 1; }
 # the [bench] extra: peers of `priorart bench first-stage`, which skips (and names) any that does not import
 python -c "import bm25s, numba, pyterrier_pisa" 2>/dev/null \

@@ -62,6 +62,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from service.index.folder import SCORINGS, IndexFormatError
+from service.retrieval import kernels
 from service.versioned import read_versioned
 
 SPARSE_FORMAT = "priorart-sparse"
@@ -187,6 +188,7 @@ class SparseIndex:
     ) -> None:
         self.vocab = vocab
         self.term_id: dict[str, int] = {t: i for i, t in enumerate(vocab)}
+        kernels.warm()
         # plain ndarray views of memory maps: np.memmap slicing costs several microseconds per call
         a = {name: np.asarray(arrays[name]).view(np.ndarray) for name in _ARRAYS}
         self.indptr: np.ndarray = a["indptr"]
@@ -467,6 +469,11 @@ class SparseIndex:
         """
         scores = np.zeros(self.n_rows, dtype=np.float64)
         scratch: list[np.ndarray] = []  # one zeroed buffer for expected tf, reused across PSQ units
+        # single-term units (most of them) go to one compiled loop (service.retrieval.kernels) per run of them,
+        # so the additions keep the order of the units, and with it the numpy code's scores, bit for bit
+        los: list[int] = []
+        his: list[int] = []
+        mults: list[float] = []
         for mapping, weight in units:
             if weight == 0 or not mapping:
                 continue
@@ -475,14 +482,21 @@ class SparseIndex:
                 if p == 1.0:
                     t = self.term_id.get(term)
                     if t is not None:
-                        lo, hi = self.indptr[t : t + 2].tolist()
-                        w = self.weights[lo:hi]
-                        # ufunc.at has a fast path for 1-d float add (numpy >= 1.25): ~6x fancy-index +=;
-                        # a count of 1 (most terms) adds the stored weights as they are (x * 1.0 == x)
-                        np.add.at(scores, self.rows[lo:hi], w if weight == 1 else w * weight)
+                        los.append(int(self.indptr[t]))
+                        his.append(int(self.indptr[t + 1]))
+                        mults.append(float(weight))
                     continue
+            if los:
+                self._add_terms(scores, los, his, mults)
+                los, his, mults = [], [], []
             self._score_psq(mapping, weight, scores, scratch)
+        if los:
+            self._add_terms(scores, los, his, mults)
         return scores
+
+    def _add_terms(self, scores: np.ndarray, los: list[int], his: list[int], mults: list[float]) -> None:
+        kernels.add_postings(scores, self.rows, self.weights, np.array(los, dtype=np.int64),
+                             np.array(his, dtype=np.int64), np.array(mults, dtype=np.float64))
 
     def _score_psq(
         self, mapping: Mapping[str, float], weight: float, scores: np.ndarray, scratch: list[np.ndarray]
@@ -527,8 +541,9 @@ class SparseIndex:
         out: list[list[str]] = [[] for _ in range(len(rows))]
         if len(rows) == 0:
             return out
-        rows = np.asarray(rows)
         indptr, postings, term_id = self.indptr, self.rows, self.term_id
+        # in the postings' dtype: int64 rows made searchsorted cast the whole posting list (13 us a term)
+        rows = np.asarray(rows).astype(postings.dtype, copy=False)
         few = len(rows) <= 64
         for term in dict.fromkeys(terms):
             t = term_id.get(term)
@@ -607,38 +622,14 @@ def top_k_matched(scores: np.ndarray, k: int, mask: np.ndarray | None = None) ->
     """``top_k(scores, k, (scores != 0) & mask)``, and how many rows that mask allows (the matched rows).
 
     The rows of a query's ``k`` best documents among those it matches (a non-zero score) and ``mask``
-    allows, best first, ties by lower row, as :func:`top_k` gives them, in a fraction of its time.
-    This is the first stage's tail (issue 15): with one route the search used to build a boolean
-    mask of the matched rows, take a masked maximum over every row (``np.max(where=)``: 0.3 ms for a
-    query of rare terms, 0.9 ms for one with a term in 60 % of the documents) and a ``-inf`` copy of
-    the scores for :func:`top_k`, whose strided sample, mostly ``-inf``, took numpy's partition 0.1 ms
-    (a slow case of introselect: many equal values). Here rows outside the mask read as 0 like
-    unmatched rows (one copy only when there is a mask), the sample threshold is taken from the
-    sample's positive values only and used when positive (then every row reaching it is matched), and
-    otherwise the candidates are the matched rows themselves; nonzero and counts run on boolean
-    arrays (numpy's ``nonzero`` of a float array is 5-10 times slower than of ``scores != 0``).
+    allows, best first, ties by lower row, as :func:`top_k` gives them. This is the first stage's tail
+    (issue 15): one compiled pass over the scores with a heap of ``k``
+    (:func:`service.retrieval.kernels.top_k_nonzero`) instead of numpy's masks, sampled threshold and
+    partition (several whole-array passes: 0.19 ms p50 at 100k documents).
     """
     if k <= 0:
         raise ValueError(f"k must be positive, got {k}")
-    s = scores if mask is None else np.where(mask, scores, 0.0)
-    n = len(s)
-    cand: np.ndarray | None = None
-    n_matched = -1
-    if n >= _SAMPLE_MIN_ROWS and k * 64 < n:
-        threshold = _sample_threshold(s, k, lowest=0.0)
-        if threshold is not None:
-            # at least k matched rows reach a positive threshold: the k-th best matched score does too
-            cand = np.flatnonzero(s >= threshold)
-            if len(cand) < k:
-                cand = None
-            else:
-                n_matched = int(np.count_nonzero(s != 0))
-    if cand is None:
-        cand = np.flatnonzero(s != 0)
-        n_matched = len(cand)
-    if n_matched == 0:
-        return np.zeros(0, dtype=np.int64), 0
-    return _best_of(s, cand, min(k, n_matched)), n_matched
+    return kernels.top_k_nonzero(scores, k, mask)
 
 
 def _sample_threshold(s: np.ndarray, k: int, *, lowest: float) -> float | None:

@@ -268,6 +268,22 @@ def test_score_of_repeated_terms_is_unchanged() -> None:
     np.testing.assert_allclose(got, BM25Okapi(DOCS, k1=1.2, b=0.75).get_scores(q), rtol=0, atol=1e-9)
 
 
+def test_compiled_additions_keep_the_order_of_the_units() -> None:
+    """Runs of single-term units go to the compiled loop between PSQ units: the sums are numpy's, bit for bit."""
+    idx = SparseIndex.build(DOCS)
+    units = [({"coil": 1.0}, 2.0), ({"valve": 0.5, "fluid": 0.5}, 1.0), ({"core": 1.0}, 1.0), ({"spring": 1.0}, 3.0)]
+    want = np.zeros(len(DOCS))
+    for mapping, weight in units:
+        if len(mapping) == 1:
+            t = idx.term_id[next(iter(mapping))]
+            lo, hi = idx.indptr[t], idx.indptr[t + 1]
+            w = idx.weights[lo:hi]
+            np.add.at(want, idx.rows[lo:hi], w if weight == 1 else w * weight)
+        else:
+            want += idx.score([(mapping, weight)])  # a PSQ unit alone, added into zeros: exact
+    np.testing.assert_array_equal(idx.score(units), want)
+
+
 def test_psq_units_are_independent_and_additive() -> None:
     idx = SparseIndex.build(DOCS)
     u1, u2 = {"coil": 0.6, "core": 0.4}, {"valve": 0.5, "fluid": 0.3, "coil": 0.2}
