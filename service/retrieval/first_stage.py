@@ -396,6 +396,7 @@ class FirstStage:
         max_query_terms: int | None = None,
         query_form: str = "text",
         use_doc_codes: bool = False,
+        explain: bool = True,
     ) -> FirstStageResult:
         """Search the index; returns ``depth`` (or ``k`` when no depth) hits, best first.
 
@@ -406,11 +407,12 @@ class FirstStage:
         should not pass user-supplied paths).
         ``max_query_terms``: None = default (100, or 10/100 for ``query_form`` abstract/claims),
         0 = no reduction. ``codes`` keeps documents sharing a code at ``code_level``; ``before``
-        keeps documents published strictly before that date.
+        keeps documents published strictly before that date. ``explain``: list each hit's matched terms.
         """
         q = Query(text=query, lang=lang, codes=list(codes), code_level=code_level if codes or use_doc_codes else None,
                   before=before, k=k, depth=depth if depth is not None else k, translate=translate,
-                  query_form=query_form, use_doc_codes=use_doc_codes, max_query_terms=max_query_terms)
+                  query_form=query_form, use_doc_codes=use_doc_codes, max_query_terms=max_query_terms,
+                  explain=explain)
         if code_level not in CODE_LEVELS:
             raise QueryError(f"unknown code level {code_level!r}; valid: {', '.join(CODE_LEVELS)}")
         resolve(q, self.docs)
