@@ -3,6 +3,7 @@ protocol, and a stage's trace (service/pipeline.py composes the stages)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -43,6 +44,8 @@ class Candidates:
     rows: np.ndarray
     scores: dict[str, np.ndarray] = field(default_factory=dict)
     matched_terms: dict[int, list[str]] = field(default_factory=dict)
+    # matched terms of rows that matched_terms lacks, on demand (the local first stage's; None from shards)
+    more_matched_terms: Callable[[Sequence[int]], list[list[str]]] | None = None
     routes: dict[int, str] = field(default_factory=dict)  # first-stage route that gave a row its bm25 score
     in_first: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))  # returned by the first stage
     in_dense: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))  # returned by the dense search

@@ -172,6 +172,7 @@ class Engine:
         query.explain = req.explain
         if req.collapse_families:  # room for the members that collapse, so that k results remain
             query.k = min(query.depth, req.k * FAMILY_ROOM)
+        query.explain_rows = query.k  # the rest of the depth on demand (run): rows a later stage lifts
         return self.run(query, explain=req.explain, collapse=req.collapse_families, k=req.k)
 
     def run(self, query: Query, *, explain: bool = False, collapse: bool = False,
@@ -182,7 +183,12 @@ class Engine:
         lang = query.r.lang
         results = []
         records = []
-        for i, row in enumerate(cands.rows.tolist()):
+        row_list = cands.rows.tolist()
+        if explain and cands.more_matched_terms is not None:
+            lacking = [row for row in row_list if row not in cands.matched_terms]
+            if lacking:
+                cands.matched_terms.update(zip(lacking, cands.more_matched_terms(lacking), strict=True))
+        for i, row in enumerate(row_list):
             rec = self.docs.header_row(row)
             records.append(rec)
             comps: dict[str, float | None] = {

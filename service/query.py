@@ -56,6 +56,7 @@ class Query:
     max_query_terms: int | None = None  # first-stage query reduction (None: the default)
     feedback: Feedback | None = None  # marked rows: Rocchio expansion (service/workflow/feedback.py)
     explain: bool = True  # the first stage lists each hit's matched terms (False: /passages, /search unexplained)
+    explain_rows: int | None = None  # ... of its top explain_rows hits only (None: every hit; the rest on demand)
     resolved: Resolved | None = None
     notes: list[str] = field(default_factory=list)
 

@@ -130,7 +130,9 @@ def shard_query(query: Query, start: int, n_rows: int) -> Query:
     row = r.query_row
     local = row - start if row is not None and start <= row < start + n_rows else None
     mask = None if r.mask is None else np.ascontiguousarray(r.mask[start : start + n_rows])
-    return replace(query, resolved=replace(r, mask=mask, query_row=local), notes=[], feedback=None)
+    # every candidate's matched terms: the merged candidates cannot ask a shard for more later
+    return replace(query, resolved=replace(r, mask=mask, query_row=local), notes=[], feedback=None,
+                   explain_rows=None)
 
 
 def _merge_info(infos: Sequence[SearchInfo]) -> SearchInfo | None:

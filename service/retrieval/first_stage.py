@@ -38,7 +38,7 @@ from __future__ import annotations
 import logging
 import math
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import date
 from pathlib import Path
@@ -107,6 +107,9 @@ class SearchInfo:
 class FirstStageResult:
     hits: list[Hit]
     info: SearchInfo
+    explained: int = 0  # the first hits whose matched_terms were computed (query.explain_rows of them)
+    # matched terms of any rows of this search, on demand (None when the query did not ask to explain)
+    terms_of: Callable[[Sequence[int]], list[list[str]]] | None = field(default=None, compare=False, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
         return {"hits": [asdict(h) for h in self.hits], "info": asdict(self.info)}
@@ -504,33 +507,40 @@ class FirstStage:
                 rows = top_k(final, n, allowed_any)
 
         # explanations (plain Python lists: per-element numpy scalar access is slow at depth 1000); the matched
-        # terms only when asked (query.explain): at /passages' depth 1000 they were a fifth of the first stage
+        # terms only when asked (query.explain), and only for the top query.explain_rows hits (a /search shows
+        # k of its depth 1000): the others on demand (FirstStageResult.terms_of, e.g. rows the rerankers lift)
         row_list = rows.tolist()
-        explain = query.explain
-        if single:  # every hit is the route's: its matched terms as they come (distinct, in query order)
-            route, scores, _, units = per_route[0]
-            targets = [t for m, _ in units for t in m]
-            matched_terms = (self.indexes[route.index_lang].matched_terms(targets, rows) if explain
-                             else [[] for _ in row_list])
+        indexes = self.indexes
+
+        def terms_of(of_rows: Sequence[int]) -> list[list[str]]:
+            """Each row's matched query terms (distinct, in query order, route after route)."""
+            arr = np.asarray(of_rows, dtype=np.int64)
+            if single:
+                route, _, _, units = per_route[0]
+                return indexes[route.index_lang].matched_terms([t for m, _ in units for t in m], arr)
+            out: list[list[str]] = [[] for _ in range(len(arr))]
+            for route, _, _, units in per_route:
+                per_hit = indexes[route.index_lang].matched_terms([t for m, _ in units for t in m], arr)
+                for mine, theirs in zip(out, per_hit, strict=True):
+                    mine.extend(t for t in theirs if t not in mine)
+            return out
+
+        n_explain = 0
+        if query.explain:
+            n_explain = len(row_list) if query.explain_rows is None else min(len(row_list), query.explain_rows)
+        matched_terms = terms_of(row_list[:n_explain]) if n_explain else []
+        matched_terms += [[] for _ in range(len(row_list) - n_explain)]
+        if single:
+            route, scores, _, _ = per_route[0]
             route_scores = [{route.name: x} for x in scores[rows].tolist()]
         else:
-            matched_terms = [[] for _ in row_list]
             route_scores = [{} for _ in row_list]
-            for route, scores, allowed, units in per_route:
+            for route, scores, allowed, _ in per_route:
                 ok = allowed[rows].tolist() if allowed is not None else [False] * len(row_list)
                 raw = scores[rows].tolist()
                 for i in range(len(row_list)):
                     if ok[i]:
                         route_scores[i][route.name] = raw[i]
-                if not explain:
-                    continue
-                targets = [t for m, _ in units for t in m]
-                per_hit = self.indexes[route.index_lang].matched_terms(targets, rows)
-                for i in range(len(row_list)):
-                    mine = matched_terms[i]
-                    for t in per_hit[i]:
-                        if t not in mine:
-                            mine.append(t)
         ids = self.docs.ids
         names = [r.name for r in routes]
         won = winner[rows].tolist() if winner is not None else [0] * len(row_list)
@@ -553,7 +563,7 @@ class FirstStage:
             combine=combine,
             notes=notes,
         )
-        return FirstStageResult(hits, info)
+        return FirstStageResult(hits, info, n_explain, terms_of if query.explain else None)
 
 
 def _sparse_of(folder: IndexFolder, lang: str, mmap: bool, stats: CollectionStats | None = None, *,

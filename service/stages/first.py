@@ -27,7 +27,8 @@ class FirstStageStep:
         out = Candidates(
             rows=rows,
             scores={"bm25": np.array([h.score for h in res.hits], dtype=np.float64)},
-            matched_terms={h.row: h.matched_terms for h in res.hits},
+            matched_terms={h.row: h.matched_terms for h in res.hits[: res.explained]},
+            more_matched_terms=res.terms_of,
             routes={h.row: h.route for h in res.hits if h.route},
             in_first=np.ones(len(rows), dtype=bool),
             in_dense=np.zeros(len(rows), dtype=bool),

@@ -154,6 +154,27 @@ def test_unexplained_query_has_the_same_hits_without_matched_terms(stage: FirstS
     assert any(h.matched_terms for h in told.hits) and not any(h.matched_terms for h in silent.hits)
 
 
+@pytest.mark.parametrize(("text", "lang"), [("copper winding spray pump latch rotor valve coil", "en"),
+                                            ("Rückschlagventil Flüssigkeit Kolben Pumpe Ventil Spule", "de")])
+def test_matched_terms_of_the_top_rows_now_and_of_the_others_on_demand(stage: FirstStage, text: str,
+                                                                       lang: str) -> None:
+    """``Query.explain_rows``: the first hits' matched terms are computed, the others' are empty until asked
+    (``terms_of``), and then they are what a fully explained search gives (one route and several)."""
+    runs = []
+    for rows in (None, 1):
+        q = Query(text=text, lang=lang, k=8, depth=8, explain_rows=rows)
+        resolve(q, stage.docs)
+        runs.append(stage.run(q))
+    full, top = runs
+    assert len(full.hits) >= 3 and full.explained == len(full.hits) and top.explained == 1
+    assert [h.row for h in full.hits] == [h.row for h in top.hits]
+    assert top.hits[0].matched_terms == full.hits[0].matched_terms
+    assert not any(h.matched_terms for h in top.hits[1:])
+    assert top.terms_of is not None
+    later = top.terms_of([h.row for h in reversed(top.hits)])
+    assert later[::-1] == [h.matched_terms for h in full.hits] and all(later)
+
+
 def test_german_query_reaches_english_only_documents_by_psq(stage: FirstStage) -> None:
     res = stage.search("Rückschlagventil Flüssigkeit Kolben", lang="de", k=5)
     assert res.hits[0].doc_id == "US05000003A"

@@ -169,7 +169,7 @@ def _http(index_dir: str, texts: list[str], depth: int, k: int, variant: str) ->
     logging.getLogger("httpx").setLevel(logging.WARNING)
 
     lat: list[float] = []
-    with served(index_dir, poll_s=0.1) as (client, ready_s):
+    with served(index_dir, poll_s=0.1) as (client, ready_s, _pid):
         for text in texts:
             t = time.perf_counter()
             r = client.post("/passages", json={"query": text, "k": k, "depth": depth, "variant": variant})

@@ -38,9 +38,9 @@ def _free_port() -> int:
 
 @contextmanager
 def served(index_dir: str | Path, *, poll_s: float = 0.1,
-           timeout_s: float = 180.0) -> Iterator[tuple[httpx.Client, float]]:
-    """A fresh ``priorart serve INDEX`` on a free port: yields an HTTP client and the seconds it took to be ready
-    (``/ready`` answers 200); the server's process group is stopped on exit."""
+           timeout_s: float = 900.0) -> Iterator[tuple[httpx.Client, float, int]]:
+    """A fresh ``priorart serve INDEX`` on a free port: yields an HTTP client, the seconds it took to be ready
+    (``/ready`` answers 200) and the server's process id; the server's process group is stopped on exit."""
     import httpx
 
     port = _free_port()
@@ -60,7 +60,7 @@ def served(index_dir: str | Path, *, poll_s: float = 0.1,
                 if time.time() > deadline or proc.poll() is not None:
                     raise RuntimeError("priorart serve did not become ready")
                 time.sleep(poll_s)
-            yield client, time.perf_counter() - started
+            yield client, time.perf_counter() - started, proc.pid
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(timeout=30)
@@ -82,6 +82,18 @@ def _queries(engine: Any, n: int, seed: int) -> list[str]:
     return out
 
 
+def memory_mb(pid: int | str = "self") -> dict[str, float]:
+    """Resident memory of a process from ``/proc/PID/status``: now (``VmRSS``) and its peak (``VmHWM``), MiB
+    (empty where there is no /proc)."""
+    try:
+        text = Path(f"/proc/{pid}/status").read_text(encoding="ascii")
+    except OSError:
+        return {}
+    fields = dict(line.split(":", 1) for line in text.splitlines() if ":" in line)
+    return {name: int(fields[key].split()[0]) / 1024 for name, key in (("rss", "VmRSS"), ("peak", "VmHWM"))
+            if key in fields}
+
+
 def _pct(values: list[float], q: float) -> float:
     return float(np.percentile(np.asarray(values), q)) if values else float("nan")
 
@@ -94,8 +106,11 @@ def run_service_bench(index_dir: Path, *, queries: int = 200, depth: int = 1000,
     from service.schema import PassageRequest, SearchRequest
     from service.settings import Settings
 
+    started = time.perf_counter()
     engine = Engine.load(index_dir, settings=Settings(index_dir=index_dir))
     heap.settle()  # as `priorart serve` does after loading
+    load_s = time.perf_counter() - started
+    loaded = memory_mb()
     texts = _queries(engine, queries, seed)
     for t in texts[:5]:  # warm-up: caches, ONNX sessions, FAISS
         engine.search(SearchRequest(query=t, k=k, depth=depth))
@@ -118,6 +133,10 @@ def run_service_bench(index_dir: Path, *, queries: int = 200, depth: int = 1000,
         "queries": len(texts),
         "depth": depth,
         "candidates_mean": float(np.mean(cands)) if cands else 0.0,
+        "load_s": load_s,
+        # resident memory of this process: after Engine.load, and after the timed searches (page cache of the
+        # memory-mapped files counts where it is mapped and touched)
+        "memory_mb": {"loaded": loaded.get("rss"), "after_searches": memory_mb().get("rss")},
         "engine": {"p50": _pct(e2e, 50), "p99": _pct(e2e, 99), "mean": float(np.mean(e2e))},
         "per_stage": {name: {"p50": _pct(v, 50), "p99": _pct(v, 99), "mean": float(np.mean(v))}
                       for name, v in stage_ms.items()},
@@ -132,7 +151,8 @@ def run_service_bench(index_dir: Path, *, queries: int = 200, depth: int = 1000,
     engine.close()
     if not http:
         return out
-    with served(index_dir, poll_s=0.3) as (client, _ready_s):
+    with served(index_dir, poll_s=0.3) as (client, ready_s, pid):
+        out["server"] = {"ready_s": ready_s, "memory_mb_ready": memory_mb(pid).get("rss")}
         for t in texts[:5]:
             client.post("/search", json={"query": t, "k": k, "depth": depth})
         lat: list[float] = []
@@ -150,6 +170,8 @@ def run_service_bench(index_dir: Path, *, queries: int = 200, depth: int = 1000,
                 r.raise_for_status()
             out["passages_http"] = {"p50": _pct(plat, 50), "p99": _pct(plat, 99), "mean": float(np.mean(plat))}
         out["http"] = {"p50": _pct(lat, 50), "p99": _pct(lat, 99), "mean": float(np.mean(lat))}
+        server_mem = memory_mb(pid)
+        out["server"].update({"memory_mb": server_mem.get("rss"), "memory_mb_peak": server_mem.get("peak")})
         out["api_overhead_of_p50"] = (out["http"]["p50"] - out["engine"]["p50"]) / out["http"]["p50"]
     return out
 
@@ -161,12 +183,23 @@ def format_report(r: dict[str, Any]) -> str:
              f"{'stage':<12}{'p50 ms':>10}{'p99 ms':>10}{'mean ms':>10}"]
     for name, v in r["per_stage"].items():
         lines.append(f"{name:<12}{v['p50']:>10.2f}{v['p99']:>10.2f}{v['mean']:>10.2f}")
+    mem = r.get("memory_mb", {})
+    if mem.get("loaded") is not None:
+        n = max(1, r["documents"])
+        lines.append(f"load {r['load_s']:.1f} s; resident memory after load {mem['loaded']:.0f} MiB "
+                     f"({mem['loaded'] * 1024 / n:.1f} KiB per document), after the searches "
+                     f"{mem['after_searches']:.0f} MiB")
     e = r["engine"]
     lines.append(f"{'engine e2e':<12}{e['p50']:>10.2f}{e['p99']:>10.2f}{e['mean']:>10.2f}")
     if "http" in r:
         h = r["http"]
         lines.append(f"{'HTTP e2e':<12}{h['p50']:>10.2f}{h['p99']:>10.2f}{h['mean']:>10.2f}")
         lines.append(f"API (FastAPI + JSON + loopback HTTP) overhead: {100 * r['api_overhead_of_p50']:.1f} % of p50")
+        srv = r.get("server", {})
+        if srv.get("memory_mb") is not None:
+            lines.append(f"priorart serve: ready in {srv['ready_s']:.1f} s, resident {srv['memory_mb_ready']:.0f} MiB "
+                         f"when ready, {srv['memory_mb']:.0f} MiB after the requests (peak "
+                         f"{srv['memory_mb_peak']:.0f} MiB)")
     for key, label in (("passages_engine", "passages e2e"), ("passages_http", "passages HTTP")):
         if key in r:
             v = r[key]
