@@ -30,6 +30,7 @@ For filters and the domain features the order does not matter (sets per level, :
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Sequence
 from typing import Protocol
@@ -72,12 +73,14 @@ def level_rank(level: str) -> int:
     return _RANK[check_level(level)]
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def normalise_code(raw: str, *, coarsest: str = "section") -> str | None:
     """The normalised code, or ``None`` for text that is no code or one coarser than ``coarsest``.
 
     ``'h'`` -> ``'H'``, ``'H 01'`` -> ``'H01'``, ``'h01f'`` -> ``'H01F'``, ``'B05B 7/ 00'`` -> ``'B05B7/00'``,
     ``'G03G  15/08 20060101AFI'`` -> ``'G03G15/08'``. With ``coarsest="subclass"`` (record codes)
-    ``'H'`` and ``'H01'`` give ``None``.
+    ``'H'`` and ``'H01'`` give ``None``. Memoised: every record read (a hit list's headers) normalises its codes,
+    and the same codes recur across a collection.
     """
     text = raw.strip().upper()
     m = _GROUP_RE.match(text)

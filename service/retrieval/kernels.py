@@ -42,6 +42,38 @@ def add_postings(scores: np.ndarray, rows: np.ndarray, weights: np.ndarray, los:
 
 
 @njit(cache=True, nogil=True)
+def _expected_tf(scratch, rows, tf, los, his, probs):
+    total = 0
+    for i in range(len(los)):
+        total += his[i] - los[i]
+    touched = np.empty(total, dtype=np.int64)
+    n = 0
+    for i in range(len(los)):
+        p = probs[i]
+        for j in range(los[i], his[i]):
+            r = rows[j]
+            if scratch[r] == 0.0:
+                touched[n] = r
+                n += 1
+            scratch[r] += p * np.float64(tf[j])
+    out_rows = touched[:n].copy()
+    out_tf = np.empty(n, dtype=np.float64)
+    for i in range(n):
+        r = out_rows[i]
+        out_tf[i] = scratch[r]
+        scratch[r] = 0.0
+    return out_rows, out_tf
+
+
+def expected_tf(scratch: np.ndarray, rows: np.ndarray, tf: np.ndarray, los: np.ndarray, his: np.ndarray,
+                probs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """A PSQ unit's expected term frequency ``sum_i probs[i] * tf`` of every row in the postings of its targets
+    (``[los[i], his[i])``), summed target after target as ``np.add.at`` did: the rows (in the order first met)
+    and their expected tf. ``scratch``: zeros, one per row, left zeroed (probabilities must be positive)."""
+    return _expected_tf(scratch, rows, tf, los, his, probs)
+
+
+@njit(cache=True, nogil=True)
 def _worse(s_a, r_a, s_b, r_b):
     return s_a < s_b or (s_a == s_b and r_a > r_b)
 
@@ -145,6 +177,9 @@ def warm() -> None:
     scores = np.zeros(4, dtype=np.float64)
     add_postings(scores, rows, weights, *bounds)
     add_postings(scores, _readonly(rows), _readonly(weights), *bounds)
+    tf = np.array([1, 3], dtype=np.int32)
+    expected_tf(np.zeros(4), rows, tf, *bounds)
+    expected_tf(np.zeros(4), _readonly(rows), _readonly(tf), *bounds)
     mask = np.ones(4, dtype=np.bool_)
     for s in (scores, _readonly(scores)):
         top_k_nonzero(s, 1)

@@ -501,33 +501,30 @@ class SparseIndex:
     def _score_psq(
         self, mapping: Mapping[str, float], weight: float, scores: np.ndarray, scratch: list[np.ndarray]
     ) -> None:
-        parts_rows: list[np.ndarray] = []
-        parts_tf: list[np.ndarray] = []
+        los: list[int] = []
+        his: list[int] = []
+        probs: list[float] = []
         df_e = 0.0
+        term_id, indptr, df = self.term_id, self.indptr, self.df
         for term, p in mapping.items():
-            t = self.term_id.get(term)
+            t = term_id.get(term)
             if t is None or p <= 0:
                 continue
-            lo, hi = int(self.indptr[t]), int(self.indptr[t + 1])
-            parts_rows.append(self.rows[lo:hi])
-            parts_tf.append(p * self.tf[lo:hi].astype(np.float64))
-            df_e += p * float(self.df[t])
-        if not parts_rows:
+            los.append(int(indptr[t]))
+            his.append(int(indptr[t + 1]))
+            probs.append(p)
+            df_e += p * float(df[t])
+        if not los:
             return
         idf = self.idf_of(df_e)
-        if len(parts_rows) == 1:
-            rows, tf_e = parts_rows[0], parts_tf[0]
-        else:
+        if len(los) == 1:
+            rows = self.rows[los[0] : his[0]]
+            tf_e = probs[0] * self.tf[los[0] : his[0]].astype(np.float64)
+        else:  # the expected tf of every row the targets reach, in one compiled loop (service.retrieval.kernels)
             if not scratch:
                 scratch.append(np.zeros(self.n_rows, dtype=np.float64))
-            tf_all = scratch[0]
-            for r, v in zip(parts_rows, parts_tf, strict=True):
-                np.add.at(tf_all, r, v)
-            total = sum(len(r) for r in parts_rows)
-            # (nonzero of a boolean array: numpy's nonzero of a float array is several times slower)
-            rows = np.unique(np.concatenate(parts_rows)) if total * 8 < self.n_rows else np.flatnonzero(tf_all != 0)
-            tf_e = tf_all[rows]
-            tf_all[rows] = 0.0
+            rows, tf_e = kernels.expected_tf(scratch[0], self.rows, self.tf, np.array(los, dtype=np.int64),
+                                             np.array(his, dtype=np.int64), np.array(probs, dtype=np.float64))
         np.add.at(scores, rows, weight * _term_weight(self.scoring, self.k1, tf_e, self.doc_norm[rows], idf))
 
     def top_k(self, scores: np.ndarray, k: int, mask: np.ndarray | None = None) -> np.ndarray:
