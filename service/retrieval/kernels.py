@@ -74,6 +74,34 @@ def expected_tf(scratch: np.ndarray, rows: np.ndarray, tf: np.ndarray, los: np.n
 
 
 @njit(cache=True, nogil=True)
+def _contains(indptr, postings, term_ids, rows):
+    found = np.zeros((len(rows), len(term_ids)), dtype=np.bool_)
+    for j in range(len(term_ids)):
+        t = term_ids[j]
+        lo = indptr[t]
+        hi = indptr[t + 1]
+        if hi == lo:
+            continue
+        for i in range(len(rows)):
+            r = rows[i]
+            a = lo
+            b = hi
+            while a < b:  # the first posting >= r
+                m = (a + b) >> 1
+                if postings[m] < r:
+                    a = m + 1
+                else:
+                    b = m
+            found[i, j] = a < hi and postings[a] == r
+    return found
+
+
+def contains(indptr: np.ndarray, postings: np.ndarray, term_ids: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """``found[i, j]``: row ``rows[i]`` is in the (sorted) postings of term ``term_ids[j]``."""
+    return _contains(indptr, postings, term_ids, rows)
+
+
+@njit(cache=True, nogil=True)
 def _worse(s_a, r_a, s_b, r_b):
     return s_a < s_b or (s_a == s_b and r_a > r_b)
 
@@ -178,6 +206,9 @@ def warm() -> None:
     add_postings(scores, rows, weights, *bounds)
     add_postings(scores, _readonly(rows), _readonly(weights), *bounds)
     tf = np.array([1, 3], dtype=np.int32)
+    indptr, ids, at = np.array([0, 2], dtype=np.int64), np.array([0], dtype=np.int64), np.array([2], dtype=np.int64)
+    contains(indptr, rows, ids, at)
+    contains(_readonly(indptr), _readonly(rows), ids, at)
     expected_tf(np.zeros(4), rows, tf, *bounds)
     expected_tf(np.zeros(4), _readonly(rows), _readonly(tf), *bounds)
     mask = np.ones(4, dtype=np.bool_)
