@@ -12,7 +12,10 @@ Run by ``tests/load/test_load.py``; by hand::
 ``$PRIORART_LOAD_WAIT`` ("min,max" seconds, default "0.5,2.0") is each user's think time between requests.
 ``$PRIORART_LOAD_GENERATIONS`` (a file): every response must carry the index ``generation`` it was answered
 from (live index, issue 18); at the end the count of responses per generation and per request name, and
-locust's request and failure totals, are written there as JSON (``tests/load/test_load_live.py`` reads it).
+locust's request and failure totals, are written there as JSON (``tests/load/test_load.py`` reads it), with the
+answers marked ``partial`` (a sharded index with a shard down, issue 15; such an answer must name its missing
+shards in ``missing_shards`` and its notices, else it counts as a failure) per request name and per missing shard.
+``$PRIORART_LOAD_INDEX`` may be a sharded index (queries from every shard's records).
 """
 
 from __future__ import annotations
@@ -32,6 +35,8 @@ LANGS = ("en", "de", "fr")
 POOL: dict[str, list[str]] = {"en": [], "de": [], "fr": [], "pubno": []}
 GENERATIONS_OUT = os.environ.get("PRIORART_LOAD_GENERATIONS")
 GENERATIONS: Counter[tuple[int, str]] = Counter()  # (generation, request name) of every checked response
+PARTIAL: Counter[str] = Counter()  # missing shard -> partial answers that named it
+PARTIAL_ANSWERS: Counter[str] = Counter()  # request name -> answers marked partial
 STATE: dict[str, Any] = {}
 
 
@@ -39,17 +44,23 @@ def build_pool(index_dir: Path, *, seed: int = SEED) -> dict[str, list[str]]:
     """Realistic queries from the index's doc store: per language title + 20-80 words of claim 1; ids."""
     rng = random.Random(seed)
     pool: dict[str, list[str]] = {"en": [], "de": [], "fr": [], "pubno": []}
-    with (index_dir / "docs.jsonl").open(encoding="utf-8") as f:
-        for line in f:
-            rec = json.loads(line)
-            pool["pubno"].append(rec["id"])
-            for lang in LANGS:
-                claims = rec.get("claims", {}).get(lang) or []
-                title = rec.get("title", {}).get(lang)
-                if not claims or not title:
-                    continue
-                words = claims[0]["text"].split()
-                pool[lang].append(f"{title}. {' '.join(words[:rng.randint(20, 80)])}")
+    # an index folder's records, or a sharded index's (shards/shard-NNN/docs.jsonl, issue 15)
+    stores = [index_dir / "docs.jsonl"] if (index_dir / "docs.jsonl").is_file() else \
+        sorted(index_dir.glob("shards/shard-*/docs.jsonl"))
+    if not stores:
+        raise RuntimeError(f"no docs.jsonl in {index_dir} (nor in its shards)")
+    for store in stores:
+        with store.open(encoding="utf-8") as f:
+            for line in f:
+                rec = json.loads(line)
+                pool["pubno"].append(rec["id"])
+                for lang in LANGS:
+                    claims = rec.get("claims", {}).get(lang) or []
+                    title = rec.get("title", {}).get(lang)
+                    if not claims or not title:
+                        continue
+                    words = claims[0]["text"].split()
+                    pool[lang].append(f"{title}. {' '.join(words[:rng.randint(20, 80)])}")
     for lang in LANGS:
         if not pool[lang]:
             raise RuntimeError(f"no {lang} claims in {index_dir}: cannot draw {lang} queries")
@@ -82,6 +93,9 @@ def _write_generations(**_: Any) -> None:
         "failures": total.num_failures,
         "by_generation": {str(g): n for g, n in sorted(by_gen.items())},
         "by_generation_and_request": per_name,
+        "partial_by_missing_shard": dict(PARTIAL),
+        "partial": sum(PARTIAL_ANSWERS.values()),
+        "partial_by_request": dict(PARTIAL_ANSWERS),
     }, indent=1), encoding="utf-8")
 
 
@@ -111,6 +125,14 @@ class Analyst(HttpUser):
                 resp.failure(f"no generation in {str(data)[:200]}")
                 return
             GENERATIONS[(generation, name)] += 1
+            if data.get("partial"):  # a sharded index with a shard down (issue 15): it must say which
+                missing = data.get("missing_shards") or []
+                notices = " ".join(str(n) for n in data.get("notices", []))
+                if not missing or not all(m in notices for m in missing):
+                    resp.failure(f"partial answer that does not name its missing shards: {missing}")
+                    return
+                PARTIAL.update(missing)
+                PARTIAL_ANSWERS[name] += 1
             problem = check(data) if check else None
             if problem:
                 resp.failure(problem)

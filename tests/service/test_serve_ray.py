@@ -6,12 +6,17 @@ One local Ray cluster (``ray.init(num_cpus=2)``) for the whole module; skipped w
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import os
 import socket
+import subprocess
+import sys
 import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -100,7 +105,18 @@ def _replica_actor(deployment: str) -> Any:
     return ray.get_actor(names[0]["name"], namespace="serve")
 
 
-def test_a_shard_replica_killed_under_load_gives_partial_answers_and_rejoins(cluster: dict[str, Any]) -> None:
+LOCUSTFILE = Path(__file__).resolve().parents[1] / "load" / "locustfile.py"
+
+
+def test_a_shard_replica_killed_under_load_gives_partial_answers_and_rejoins(cluster: dict[str, Any],
+                                                                             tmp_path: Path) -> None:
+    """Issue 15, faults under load: the locust mix (20 users: searches in en/de/fr, by publication number, passages)
+    against the Ray Serve ingress while shard-001's replica is killed. 0 failed requests (locust checks every answer:
+    a 5xx, or a partial answer that does not name its missing shards, is a failure); some answers partial, naming
+    shard-001. Beside the mix, one user compares every complete answer with the answer before the fault (a
+    complete answer must be the whole one). Then the shard rejoins without a restart of the ingress."""
+    if importlib.util.find_spec("locust") is None:
+        pytest.skip("python package locust not installed (pip install -e '.[dev]')")
     records = list(read_corpus(cluster["dir"] / "corpus.jsonl"))
     queries = _queries(records)
     url = cluster["url"]
@@ -108,11 +124,11 @@ def test_a_shard_replica_killed_under_load_gives_partial_answers_and_rejoins(clu
         complete = {q["query"]: [h["id"] for h in client.post("/search", json=q).json()["results"]] for q in queries}
     outcomes: Counter[str] = Counter()
     problems: list[str] = []
-    stop = time.monotonic() + 14.0
+    run_s = 16
 
-    def user(n: int) -> None:
+    def checker(stop: float) -> None:
         with httpx.Client(base_url=url, timeout=60) as client:
-            i = n
+            i = 0
             while time.monotonic() < stop:
                 q = queries[i % len(queries)]
                 i += 1
@@ -124,23 +140,42 @@ def test_a_shard_replica_killed_under_load_gives_partial_answers_and_rejoins(clu
                 body = r.json()
                 if body["partial"]:
                     outcomes["partial"] += 1
-                    if body["missing_shards"] != ["shard-001"] or not any("shard-001" in x for x in body["notices"]):
-                        problems.append(f"partial without naming shard-001: {body['missing_shards']}")
+                    notices = " ".join(body["notices"])
+                    if not body["missing_shards"] or not all(m in notices for m in body["missing_shards"]):
+                        problems.append(f"partial without naming its missing shards: {body['missing_shards']}")
                 elif [h["id"] for h in body["results"]] == complete[q["query"]]:
                     outcomes["complete"] += 1
                 else:
                     problems.append("neither complete nor marked partial")
 
-    users = [threading.Thread(target=user, args=(n,)) for n in range(4)]
-    for t in users:
-        t.start()
-    time.sleep(3.0)
-    ray.kill(_replica_actor("shard-001"), no_restart=True)
-    for t in users:
-        t.join()
-    print(f"\nload run with shard-001's replica killed: {dict(outcomes)}")
+    out = tmp_path / "generations.json"
+    cmd = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--headless", "-u", "20", "-r", "10",
+           "-t", f"{run_s}s", "--stop-timeout", "10", "--host", url, "--only-summary", "--loglevel", "WARNING"]
+    env = {**os.environ, "PRIORART_LOAD_INDEX": str(cluster["dir"] / "ray"), "PRIORART_LOAD_GENERATIONS": str(out)}
+    locust = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+                              cwd=LOCUSTFILE.parent)
+    try:
+        time.sleep(4.0)  # users spawned, every shard answering
+        check = threading.Thread(target=checker, args=(time.monotonic() + run_s - 4.0,))
+        check.start()
+        time.sleep(2.0)
+        ray.kill(_replica_actor("shard-001"), no_restart=True)
+        check.join()
+        log, _ = locust.communicate(timeout=90)
+    finally:
+        if locust.poll() is None:
+            locust.kill()
+    seen = json.loads(out.read_text(encoding="utf-8"))
+    print(f"\nlocust mix (20 users, {run_s} s) with shard-001's replica killed: {seen['requests']} requests, "
+          f"{seen['failures']} failed, {seen['partial']} partial ({seen['partial_by_missing_shard']}); "
+          f"checking user: {dict(outcomes)}")
+    assert seen["requests"] > 0 and seen["failures"] == 0, log[-3000:]
+    assert locust.returncode == 0, log[-3000:]
+    # shard-001 is named; on a loaded machine another shard may also miss its deadline (shard_timeout_s): named too
+    assert seen["partial"] > 0 and seen["partial_by_missing_shard"].get("shard-001", 0) > 0
+    assert seen["requests"] - seen["partial"] > 0  # complete answers too (before the kill, and by the others)
     assert outcomes["5xx"] == 0 and not problems, problems[:5]
-    assert outcomes["complete"] > 0 and outcomes["partial"] > 0
+    assert outcomes["complete"] + outcomes["partial"] > 0
     # the shard rejoins (a new replica) without a restart of the ingress
     deadline = time.monotonic() + 90
     with httpx.Client(base_url=url, timeout=60) as client:
