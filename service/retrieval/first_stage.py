@@ -103,13 +103,50 @@ class SearchInfo:
     notes: list[str] = field(default_factory=list)
 
 
-@dataclass(frozen=True)
 class FirstStageResult:
-    hits: list[Hit]
-    info: SearchInfo
-    explained: int = 0  # the first hits whose matched_terms were computed (query.explain_rows of them)
-    # matched terms of any rows of this search, on demand (None when the query did not ask to explain)
-    terms_of: Callable[[Sequence[int]], list[list[str]]] | None = field(default=None, compare=False, repr=False)
+    """A search's hits, best first, as arrays (what the pipeline reads) and as :class:`Hit` objects, made on first
+    use of :attr:`hits` (a first stage at depth 1000 made 1000 of them per request, which the pipeline did not read).
+
+    ``route_scores``: per route name, each hit's raw score in that route (NaN where the route did not match it or
+    the filters excluded it); ``winner``: per hit, the index in ``route_names`` of the route whose score is the
+    hit's (-1: none). ``matched_terms`` of the first ``explained`` hits (query.explain_rows of them); ``terms_of``
+    gives any rows' on demand (None when the query did not ask to explain)."""
+
+    def __init__(self, ids: Sequence[str], rows: np.ndarray, scores: np.ndarray, info: SearchInfo, *,
+                 route_names: Sequence[str] = (), route_scores: Mapping[str, np.ndarray] | None = None,
+                 winner: np.ndarray | None = None, matched_terms: Sequence[list[str]] = (),
+                 terms_of: Callable[[Sequence[int]], list[list[str]]] | None = None) -> None:
+        self.rows = rows
+        self.scores = scores
+        self.info = info
+        self.route_names = list(route_names)
+        self.route_scores = dict(route_scores or {})
+        self.winner = winner if winner is not None else np.full(len(rows), -1, dtype=np.int64)
+        self.matched_terms = list(matched_terms)
+        self.explained = len(self.matched_terms)
+        self.terms_of = terms_of
+        self._ids = ids
+        self._hits: list[Hit] | None = None
+
+    def route_of(self, i: int) -> str | None:
+        """The route whose score is hit ``i``'s."""
+        w = int(self.winner[i])
+        return self.route_names[w] if w >= 0 else None
+
+    @property
+    def hits(self) -> list[Hit]:
+        if self._hits is None:
+            n = len(self.rows)
+            per_route = {name: arr.tolist() for name, arr in self.route_scores.items()}
+            terms = self.matched_terms + [[] for _ in range(n - self.explained)]
+            won = self.winner.tolist()
+            self._hits = [
+                Hit(self._ids[r], r, score, i + 1, terms[i],
+                    {name: v[i] for name, v in per_route.items() if not math.isnan(v[i])},
+                    self.route_names[won[i]] if won[i] >= 0 else None)
+                for i, (r, score) in enumerate(zip(self.rows.tolist(), self.scores.tolist(), strict=True))
+            ]
+        return self._hits
 
     def to_dict(self) -> dict[str, Any]:
         return {"hits": [asdict(h) for h in self.hits], "info": asdict(self.info)}
@@ -529,25 +566,11 @@ class FirstStage:
         if query.explain:
             n_explain = len(row_list) if query.explain_rows is None else min(len(row_list), query.explain_rows)
         matched_terms = terms_of(row_list[:n_explain]) if n_explain else []
-        matched_terms += [[] for _ in range(len(row_list) - n_explain)]
-        if single:
-            route, scores, _, _ = per_route[0]
-            route_scores = [{route.name: x} for x in scores[rows].tolist()]
-        else:
-            route_scores = [{} for _ in row_list]
-            for route, scores, allowed, _ in per_route:
-                ok = allowed[rows].tolist() if allowed is not None else [False] * len(row_list)
-                raw = scores[rows].tolist()
-                for i in range(len(row_list)):
-                    if ok[i]:
-                        route_scores[i][route.name] = raw[i]
-        ids = self.docs.ids
-        names = [r.name for r in routes]
-        won = winner[rows].tolist() if winner is not None else [0] * len(row_list)
-        hits = [
-            Hit(ids[r], r, score, i + 1, matched_terms[i], route_scores[i], names[won[i]] if won[i] >= 0 else None)
-            for i, (r, score) in enumerate(zip(row_list, final[rows].tolist(), strict=True))
-        ]
+        route_scores: dict[str, np.ndarray] = {}
+        for route, scores, allowed, _ in per_route:
+            raw = scores[rows]
+            route_scores[route.name] = raw if allowed is None else np.where(allowed[rows], raw, np.nan)
+        won = winner[rows].astype(np.int64) if winner is not None else np.zeros(len(rows), dtype=np.int64)
         if not counts:
             notes.append("the query has no index terms after analysis (only stop words or punctuation)")
         used_tables = [r.table_name for r in routes if r.table_name]
@@ -563,7 +586,9 @@ class FirstStage:
             combine=combine,
             notes=notes,
         )
-        return FirstStageResult(hits, info, n_explain, terms_of if query.explain else None)
+        return FirstStageResult(self.docs.ids, rows, final[rows], info, route_names=[r.name for r in routes],
+                                route_scores=route_scores, winner=won, matched_terms=matched_terms,
+                                terms_of=terms_of if query.explain else None)
 
 
 def _sparse_of(folder: IndexFolder, lang: str, mmap: bool, stats: CollectionStats | None = None, *,

@@ -23,13 +23,15 @@ class FirstStageStep:
         res = self.fs.run(query)
         for note in res.info.notes:
             query.note(note)
-        rows = np.array([h.row for h in res.hits], dtype=np.int64)
+        rows = res.rows.astype(np.int64, copy=False)
+        row_list = rows.tolist()
+        names, won = res.route_names, res.winner.tolist()
         out = Candidates(
             rows=rows,
-            scores={"bm25": np.array([h.score for h in res.hits], dtype=np.float64)},
-            matched_terms={h.row: h.matched_terms for h in res.hits[: res.explained]},
+            scores={"bm25": res.scores.astype(np.float64, copy=False)},
+            matched_terms=dict(zip(row_list, res.matched_terms, strict=False)),
             more_matched_terms=res.terms_of,
-            routes={h.row: h.route for h in res.hits if h.route},
+            routes={row: names[w] for row, w in zip(row_list, won, strict=True) if w >= 0},
             in_first=np.ones(len(rows), dtype=bool),
             in_dense=np.zeros(len(rows), dtype=bool),
             first_info=res.info,
