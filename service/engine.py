@@ -184,8 +184,9 @@ class Engine:
         results = []
         records = []
         row_list = cands.rows.tolist()
-        if explain and cands.more_matched_terms is not None:
-            lacking = [row for row in row_list if row not in cands.matched_terms]
+        if explain and cands.more_matched_terms is not None:  # first-stage rows past query.explain_rows
+            lacking = [row for row, first in zip(row_list, cands.in_first.tolist(), strict=True)
+                       if first and row not in cands.matched_terms]
             if lacking:
                 cands.matched_terms.update(zip(lacking, cands.more_matched_terms(lacking), strict=True))
         for i, row in enumerate(row_list):

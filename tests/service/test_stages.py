@@ -158,3 +158,31 @@ def test_fusion_weights_per_profile_and_depth(index: Path, tmp_path: Path) -> No
     qv = dense.models.encode_query(text, "en")  # type: ignore[union-attr]
     top = dense.dense.search(qv, 5).rows  # type: ignore[union-attr]
     assert [h.id for h in r.results] == [engine.docs.ids[int(i)] for i in top]
+
+
+def test_hits_lifted_from_deep_in_the_first_stage_list_their_matched_terms(index: Path) -> None:
+    """The first stage explains its top k rows only; a first-stage row that another component lifts into the top k
+    from deeper (here: a request ranked by the dense component alone) gets its matched terms on demand, the same
+    as a search that explains every row gives them."""
+    from service.engine import Engine
+    from service.retrieval.first_stage import FirstStage
+    from service.schema import SearchRequest
+
+    engine = Engine.load(index, settings=Settings(index_dir=index, device="cpu", default_depth=40))
+    text, _ = _query_of(engine.pipeline, 5)
+    plain = engine.search(SearchRequest(query=text, lang="en", k=5, depth=40, explain=True))
+    lifted = engine.search(SearchRequest(query=text, lang="en", k=5, depth=40, explain=True, weights={"dense": 1.0}))
+    shown = {h.id for h in plain.results}
+    deep = [h for h in lifted.results if h.route is not None and h.id not in shown]  # route: a first-stage row
+    assert deep, "the dense ranking must lift a first-stage row from below the top 5"
+    fs: FirstStage = engine.first_stage
+    q = engine.query(SearchRequest(query=text, lang="en", k=40, depth=40))
+    from service.query import resolve
+
+    resolve(q, engine.docs)
+    every = {engine.docs.ids[h.row]: h.matched_terms for h in fs.run(q).hits}  # explain_rows None: every row
+    for h in lifted.results:
+        if h.route is not None:
+            assert h.matched_terms and h.matched_terms == every[h.id]
+    engine.close()
+
