@@ -1,6 +1,6 @@
 """The sharded index on Ray Serve: one deployment per shard and a fan-out ingress answering the same REST API.
 
-``priorart serve INDEX --ray [ADDRESS]`` (or a KubeRay ``RayService``, deploy/ray/rayservice.yaml, whose
+``priorart serve INDEX --ray [--ray-address ADDRESS]`` (or a KubeRay ``RayService``, deploy/ray/rayservice.yaml, whose
 ``serveConfigV2`` imports :func:`build`) runs the application :func:`application` builds:
 
 - ``shard-NNN`` (one deployment per shard, :class:`ShardServer`): opens the sharded index (its own shard's

@@ -224,3 +224,16 @@ def test_cached_analyzer_equals_analyzer_on_real_patents(ep_dir: Path) -> None:
             assert cached[lang](text) == get_analyzer(lang)(text), (rec.id, lang)
             n += 1
     assert n > 100
+
+
+def test_ray_options_parse_without_an_address(tmp_path: Path) -> None:
+    """``--ray`` alone is a flag (a local Ray) and ``--ray-address`` names a cluster; a typer option with an
+    optional value does not exist (``--ray`` alone was "requires an argument"). Both fail here on the input, not
+    on the command line, before any Ray starts."""
+    runner = CliRunner()
+    missing = tmp_path / "none.jsonl"
+    for extra in (["--ray"], ["--ray-address", "auto"]):
+        res = runner.invoke(_app(), ["build", str(missing), "-o", str(tmp_path / "idx"), "--shards", "2", *extra])
+        assert res.exit_code == 2 and "does not exist" in res.output, res.output
+    res = runner.invoke(_app(), ["build", str(missing), "-o", str(tmp_path / "idx"), "--ray"])
+    assert res.exit_code == 2 and "give --shards N too" in res.output, res.output

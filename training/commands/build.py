@@ -57,9 +57,12 @@ def build_command(
         None, "--shards", help="Split the index into N shards by document (family), searched together with the "
         "global statistics (docs/ARCHITECTURE.md, Shards)."
     ),
-    ray: str | None = typer.Option(
-        None, "--ray", is_flag=False, flag_value="local", help="With --shards: build the shards as Ray tasks, on a "
-        "local Ray (--ray) or the cluster at ADDRESS (--ray ADDRESS, e.g. auto or ray://host:10001)."
+    use_ray: bool = typer.Option(
+        False, "--ray", help="With --shards: build the shards as Ray tasks (a local Ray; --ray-address for a cluster)."
+    ),
+    ray_address: str | None = typer.Option(
+        None, "--ray-address", help="With --shards: the Ray cluster to build on (e.g. auto or ray://host:10001); "
+        "implies --ray."
     ),
 ) -> None:
     """Index a corpus: doc store, one sparse index per language, translation tables of every direction and
@@ -68,6 +71,7 @@ def build_command(
     from service.index.folder import IndexFormatError
     from training.build import BuildError, build_index
 
+    ray = (ray_address or "local") if use_ray or ray_address else None  # None: no Ray; "local" or an address
     if shards is not None or ray is not None:
         _build_sharded(corpus, output, shards, ray, index_langs=index_langs, fields=fields, scoring=scoring, k1=k1,
                        b=b, translation_dir=translation, translation=build_translation, compounds=compounds,

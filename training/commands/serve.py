@@ -19,10 +19,10 @@ def serve_command(
     workers: int = typer.Option(1, "--workers", help="uvicorn worker processes."),
     api_key: str | None = typer.Option(None, "--api-key", envvar="PRIORART_API_KEY",
                                        help="Require this key in the X-API-Key header."),
-    ray: str | None = typer.Option(
-        None, "--ray", is_flag=False, flag_value="local", help="A sharded index on Ray Serve: one deployment per shard "
-        "and a fan-out ingress (--ray: a local Ray; --ray ADDRESS: that cluster, e.g. auto)."
-    ),
+    use_ray: bool = typer.Option(False, "--ray", help="A sharded index on Ray Serve: one deployment per shard and "
+                                 "a fan-out ingress, on a local Ray (--ray-address for a cluster)."),
+    ray_address: str | None = typer.Option(None, "--ray-address", help="The Ray cluster to serve on (e.g. auto); "
+                                           "implies --ray."),
     shard_replicas: int = typer.Option(1, "--shard-replicas", min=1, help="With --ray: replicas per shard."),
 ) -> None:
     """Serve /search, /passages, /documents, /health, /ready, /metrics, /docs and the web UI."""
@@ -40,8 +40,8 @@ def serve_command(
         os.environ["PRIORART_CPC_TITLES"] = str(cpc)
     if api_key:
         os.environ["PRIORART_API_KEY"] = api_key
-    if ray is not None:
-        _serve_ray(index_dir, ray, host, port, shard_replicas)
+    if use_ray or ray_address:
+        _serve_ray(index_dir, ray_address or "local", host, port, shard_replicas)
         return
     if workers > 1:
         uvicorn.run("service.api.main:app", host=host, port=port, workers=workers, log_level="info")
