@@ -21,7 +21,9 @@ import json
 import logging
 import os
 import re
+import threading
 from array import array
+from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from datetime import date
 from pathlib import Path
@@ -40,6 +42,7 @@ EPOCH = date(1970, 1, 1)
 MISSING_DATE = int(np.iinfo(np.int32).min)
 HEAVY_FIELDS = ("abstract", "claims", "description", "citations")
 """Fields :meth:`DocStore.header_row` leaves out (empty in the header record)."""
+HEADER_CACHE_ROWS = 8192  # parsed header records kept per doc store (a few KiB each)
 
 
 class UnknownDocumentError(KeyError):
@@ -204,6 +207,10 @@ class DocStore:
     def __init__(self, index_dir: str | Path, *, segments: Sequence[tuple[Path, np.ndarray]] | None = None) -> None:
         self._fds: list[int] = []
         self._header_fds: list[int | None] = []
+        # parsed header records of recently shown rows (read-only for callers): the same documents recur in hit
+        # lists, and parsing a header (pydantic, codes normalised) was the largest part of a /search's hit list
+        self._header_cache: OrderedDict[int, PatentRecord] = OrderedDict()
+        self._header_lock = threading.Lock()
         self._header_offsets: list[np.ndarray | None] = []
         d = Path(index_dir)
         self.index_dir = d
@@ -342,15 +349,26 @@ class DocStore:
 
     def header_row(self, row: int) -> PatentRecord:
         """The record at a row without its texts (``HEAVY_FIELDS`` left out): what a hit list shows (id, titles,
-        codes, dates, family keys), read from ``docs.headers.jsonl``. A real patent's record is tens of
+        codes, dates, family keys), read from ``docs.headers.jsonl``; the last ``HEADER_CACHE_ROWS`` are kept
+        parsed (the caller must not change the record). A real patent's record is tens of
         kilobytes of text; parsing whole records was most of the time of a ``/search`` (60 of 80 ms for 60
         records on the real index)."""
+        with self._header_lock:
+            rec = self._header_cache.get(row)
+            if rec is not None:
+                self._header_cache.move_to_end(row)
+                return rec
         seg, local = self._locate(row)
         offsets, fd = self._header_offsets[seg], self._header_fds[seg]
         if offsets is None or fd is None:  # an index built before headers were stored: the whole record
             return self.get_row(row)
         start, end = int(offsets[local]), int(offsets[local + 1])
-        return PatentRecord.model_validate_json(os.pread(fd, end - start, start))
+        rec = PatentRecord.model_validate_json(os.pread(fd, end - start, start))
+        with self._header_lock:
+            self._header_cache[row] = rec
+            while len(self._header_cache) > HEADER_CACHE_ROWS:
+                self._header_cache.popitem(last=False)
+        return rec
 
     def close(self) -> None:
         """Release the records files (also done when the store is garbage-collected)."""

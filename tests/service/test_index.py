@@ -179,7 +179,10 @@ def test_doc_store_random_access_and_tolerant_ids(tmp_path: Path) -> None:
         store.get_row(4)
 
 
-def test_doc_store_headers_are_records_without_texts(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+def test_doc_store_headers_are_records_without_texts(tmp_path: Path, caplog: pytest.LogCaptureFixture,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    import service.index.store as store_mod
+
     folder = _folder(tmp_path)
     store = DocStore.load(folder)
     for row, rec in enumerate(RECORDS):
@@ -188,6 +191,15 @@ def test_doc_store_headers_are_records_without_texts(tmp_path: Path, caplog: pyt
         assert head.claims == {} and store.get_row(row).claims == rec.claims
     with pytest.raises(IndexError):
         store.header_row(len(RECORDS))
+    # parsed headers are kept for the rows shown last (bounded), the same record again without a read
+    assert store.header_row(1) is store.header_row(1)
+    store.close()
+    monkeypatch.setattr(store_mod, "HEADER_CACHE_ROWS", 2)
+    store = DocStore.load(folder)
+    for row in (0, 1, 0, 2):
+        store.header_row(row)
+    assert list(store._header_cache) == [0, 2]  # the least recently shown (1) left first
+    assert store.header_row(1) == RECORDS[1].model_copy(update={"claims": {}})
     store.close()
     # an index built before headers were stored: whole records, and a warning that says to rebuild
     (folder / Layout.HEADERS).unlink()
