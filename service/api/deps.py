@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Annotated
 
 from fastapi import Depends, HTTPException, Request
@@ -70,7 +70,12 @@ class EngineHolder:
             return sum(self._users.values())
 
 
-def get_engine(request: Request) -> Iterator[Engine]:
+# The dependencies are coroutines: FastAPI runs a plain function (and enters and leaves a plain generator) in its
+# thread pool, one hand-off each, and with ``request_threads`` 1 each waited for the one thread the endpoint uses.
+# They only take a lock for a moment or read app.state.
+
+
+async def get_engine(request: Request) -> AsyncIterator[Engine]:
     """The current engine, held for the whole request (an engine replaced meanwhile is closed after it)."""
     holder = request.app.state.engines
     engine = holder.acquire()
@@ -82,11 +87,11 @@ def get_engine(request: Request) -> Iterator[Engine]:
         holder.release(engine)
 
 
-def get_settings(request: Request) -> Settings:
+async def get_settings(request: Request) -> Settings:
     return request.app.state.settings
 
 
-def get_metrics(request: Request) -> Metrics:
+async def get_metrics(request: Request) -> Metrics:
     return request.app.state.metrics
 
 
