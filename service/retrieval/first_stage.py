@@ -128,11 +128,6 @@ class FirstStageResult:
         self._ids = ids
         self._hits: list[Hit] | None = None
 
-    def route_of(self, i: int) -> str | None:
-        """The route whose score is hit ``i``'s."""
-        w = int(self.winner[i])
-        return self.route_names[w] if w >= 0 else None
-
     @property
     def hits(self) -> list[Hit]:
         if self._hits is None:
