@@ -538,7 +538,7 @@ class FirstStage:
             if allowed_any.any():
                 rows = top_k(final, n, allowed_any)
 
-        # explanations (plain Python lists: per-element numpy scalar access is slow at depth 1000); the matched
+        # explanations: per-route scores and the winning route as arrays (Hit objects only if asked for); the matched
         # terms only when asked (query.explain), and only for the top query.explain_rows hits (a /search shows
         # k of its depth 1000): the others on demand (FirstStageResult.terms_of, e.g. rows the rerankers lift)
         row_list = rows.tolist()

@@ -1,7 +1,8 @@
-"""Compiled loops of the first stage (numba): adding postings into a score array, and its top k.
+"""Compiled loops of the first stage (numba): postings into a score array, its top k, a PSQ unit's expected tf and
+BM25 term, and which query terms a row contains.
 
-Both replace whole-array numpy passes and one numpy call per query term (issue 15, "first-stage tail":
-behind bm25s' numba backend and PISA's C++ at p50). They compute exactly what the numpy code did:
+They replace whole-array numpy passes and numpy calls per query term (issue 15, "first-stage tail": behind bm25s'
+numba backend and PISA's C++ at p50), and compute exactly what the numpy code did, e.g.:
 
 - :func:`add_postings` adds, term after term and posting after posting, ``weights[j] * mult`` (or the
   stored weight itself when ``mult`` is 1) into ``scores[rows[j]]``: the additions of ``np.add.at`` in
@@ -135,7 +136,25 @@ def _worse(s_a, r_a, s_b, r_b):
 
 
 @njit(cache=True, nogil=True)
+def _swap(hs, hr, a, b):
+    hs[a], hs[b] = hs[b], hs[a]
+    hr[a], hr[b] = hr[b], hr[a]
+
+
+@njit(cache=True, nogil=True)
+def _sift_up(hs, hr, i):
+    """Restore the heap (the worst kept row at the root) after a push at ``i``."""
+    while i > 0:
+        parent = (i - 1) // 2
+        if not _worse(hs[i], hr[i], hs[parent], hr[parent]):
+            return
+        _swap(hs, hr, i, parent)
+        i = parent
+
+
+@njit(cache=True, nogil=True)
 def _sift_down(hs, hr, size, i):
+    """Restore the heap of ``size`` after the root was replaced."""
     while True:
         left = 2 * i + 1
         if left >= size:
@@ -144,12 +163,10 @@ def _sift_down(hs, hr, size, i):
         right = left + 1
         if right < size and _worse(hs[right], hr[right], hs[left], hr[left]):
             child = right
-        if _worse(hs[child], hr[child], hs[i], hr[i]):
-            hs[i], hs[child] = hs[child], hs[i]
-            hr[i], hr[child] = hr[child], hr[i]
-            i = child
-        else:
+        if not _worse(hs[child], hr[child], hs[i], hr[i]):
             return
+        _swap(hs, hr, i, child)
+        i = child
 
 
 @njit(cache=True, nogil=True)
@@ -174,18 +191,10 @@ def _top_k_nonzero(scores, k, mask, use_mask):
     while r < n and size < k:  # the first k allowed non-zero rows: push, sift up (the worst kept at the root)
         s = scores[r]
         if s != 0.0 and not (use_mask and not mask[r]):
-            i = size
-            hs[i] = s
-            hr[i] = r
+            hs[size] = s
+            hr[size] = r
+            _sift_up(hs, hr, size)
             size += 1
-            while i > 0:
-                parent = (i - 1) // 2
-                if _worse(hs[i], hr[i], hs[parent], hr[parent]):
-                    hs[i], hs[parent] = hs[parent], hs[i]
-                    hr[i], hr[parent] = hr[parent], hr[i]
-                    i = parent
-                else:
-                    break
         r += 1
     if size == k:
         # the branch taken for most rows is `s > worst kept`, rarely true (a branch on `s != 0` first, true
