@@ -143,9 +143,13 @@ def _merge_info(infos: Sequence[SearchInfo]) -> SearchInfo | None:
     for i, route in enumerate(first.routes):
         same = [info.routes[i] for info in infos if i < len(info.routes)]
         routes.append(RouteInfo(route.name, route.index_lang, route.kind, route.table,
-                                sum(x.n_matched for x in same), max(x.max_score for x in same), route.norm))
+                                _sum_counts([x.n_matched for x in same]), max(x.max_score for x in same), route.norm))
     notes = list(dict.fromkeys(n for info in infos for n in info.notes))
     return replace(first, routes=routes, notes=notes)
+
+
+def _sum_counts(counts: Sequence[int | None]) -> int | None:
+    return None if any(c is None for c in counts) else sum(c for c in counts if c is not None)
 
 
 def merge(parts: Sequence[ShardHits], starts: Sequence[int], depth: int) -> Candidates:

@@ -50,7 +50,8 @@ from service.codes import CODE_LEVELS
 from service.index.folder import IndexFolder, IndexFormatError, IndexMeta, Layout
 from service.index.store import DocStore
 from service.query import Query, QueryError, resolve
-from service.retrieval.sparse import CollectionStats, QueryUnit, SparseIndex, top_k, top_k_matched
+from service.retrieval.kernels import AccumulatorPool
+from service.retrieval.sparse import CollectionStats, QueryUnit, SparseIndex
 from service.retrieval.translate import PivotTable, TranslationTable
 from service.text.analysis import SUPPORTED_LANGS, Analyzer, get_analyzer
 from service.text.compounds import load_analyzers
@@ -84,7 +85,7 @@ class RouteInfo:
     index_lang: str
     kind: str  # mono | psq | raw
     table: str | None  # e.g. "de-en", "de-fr via en"
-    n_matched: int
+    n_matched: int | None  # documents matching a query term (None: not counted, an unexplained one-route search)
     max_score: float
     norm: float = 0.0  # the score a document would need to reach 1 after normalisation (0: raw scores)
 
@@ -263,6 +264,7 @@ class FirstStage:
         for lang, idx in self.indexes.items():
             if idx.n_rows != len(docs):
                 raise IndexFormatError(f"bm25/{lang} has {idx.n_rows} rows, the doc store {len(docs)}")
+        self._accumulators = AccumulatorPool(len(docs))  # the queries' score arrays, kept between queries
 
     @classmethod
     def load(
@@ -481,62 +483,62 @@ class FirstStage:
             counts = reduce_terms(counts, idf, max_query_terms)
 
         mask, filters = r.mask, dict(r.filters)
-
-        # score every route
-        per_route: list[tuple[_Route, np.ndarray, np.ndarray | None, list[QueryUnit]]] = []
-        infos: list[RouteInfo] = []
         single = len(routes) == 1
-        rows = np.zeros(0, dtype=np.int64)
-        route_rows: list[np.ndarray] = []
-        for route in routes:
-            units = route.units(counts, groups, parts=len(counts) <= self.compound_parts)
-            if query.feedback is not None and not query.feedback.empty:
-                units = units + self._expansion(query.feedback, route.index_lang, units, counts)
-            scores = self.indexes[route.index_lang].score(units)
-            # candidates: rows with a non-zero score (rows without any query term score exactly 0; so does
-            # the rare row whose only terms have idf 0) that the mask allows
-            allowed: np.ndarray | None = None
-            if single:
-                # one route: its top rows straight from the scores (no boolean masks, no masked max over
-                # every row: those whole-array passes cost more than the scoring itself, see top_k_matched)
-                rows, n_matched = top_k_matched(scores, n, mask)
-                best = float(scores[rows[0]]) if len(rows) else 0.0
-            else:
-                allowed = scores != 0
-                if mask is not None:
-                    allowed &= mask
-                route_rows.append(np.flatnonzero(allowed))
-                n_matched = len(route_rows[-1])
-                best = float(scores[route_rows[-1]].max()) if n_matched else 0.0
-            per_route.append((route, scores, allowed, units))
-            norm = 0.0
-            if not single:
-                if self.combine == "weight":
-                    norm = attainable_score(self.indexes[route.index_lang], units)
-                elif self.combine == "reference":
-                    norm = reference_score(self.indexes[route.index_lang], units)
+        # each route's scores in an accumulator of the pool (the rows a route reaches, no array of every row per
+        # query), and with several routes one more that merges them on one scale
+        accs = self._accumulators.take(len(routes) + (0 if single else 1))
+        try:
+            per_route: list[tuple[_Route, list[QueryUnit]]] = []
+            infos: list[RouteInfo] = []
+            rows = np.zeros(0, dtype=np.int64)
+            for route, acc in zip(routes, accs, strict=False):
+                units = route.units(counts, groups, parts=len(counts) <= self.compound_parts)
+                if query.feedback is not None and not query.feedback.empty:
+                    units = units + self._expansion(query.feedback, route.index_lang, units, counts)
+                index = self.indexes[route.index_lang]
+                # candidates: rows with a non-zero score (rows without any query term score exactly 0; so does
+                # the rare row whose only terms have idf 0) that the mask allows
+                norm = 0.0
+                n_matched: int | None
+                if single:  # one route: its top rows (the matched rows counted when the query is explained)
+                    rows, final, n_matched = index.search(units, acc, n, mask, count=query.explain)
+                    best = float(final[0]) if len(rows) else 0.0
                 else:
-                    norm = best
-            infos.append(RouteInfo(route.name, route.index_lang, route.kind, route.table_name, n_matched, best, norm))
-        winner: np.ndarray | None = None
-        if single:
-            final = per_route[0][1]
-            combine = "raw"
-        else:
-            final = np.zeros(len(self.docs))
-            winner = np.full(len(self.docs), -1, dtype=np.int16)
-            allowed_any = np.zeros(len(self.docs), dtype=bool)
-            for i, (rows_r, rinfo) in enumerate(zip(route_rows, infos, strict=True)):
-                if rinfo.norm <= 0 or not len(rows_r):
-                    continue
-                normed = per_route[i][1][rows_r] / rinfo.norm
-                better = normed > final[rows_r]
-                final[rows_r[better]] = normed[better]
-                winner[rows_r[better]] = i
-                allowed_any[rows_r] = True
-            combine = {"weight": "query-weight", "reference": "reference", "max": "max-normalised"}[self.combine]
-            if allowed_any.any():
-                rows = top_k(final, n, allowed_any)
+                    index.accumulate(units, acc)
+                    n_matched, best = acc.matched_max(mask)
+                    if self.combine == "weight":
+                        norm = attainable_score(index, units)
+                    elif self.combine == "reference":
+                        norm = reference_score(index, units)
+                    else:
+                        norm = best
+                per_route.append((route, units))
+                infos.append(RouteInfo(route.name, route.index_lang, route.kind, route.table_name, n_matched, best,
+                                       norm))
+            if single:
+                won = np.zeros(len(rows), dtype=np.int64)
+                route_scores = {routes[0].name: final.copy()}
+                combine = "raw"
+            else:
+                merged = accs[-1]
+                for i, rinfo in enumerate(infos):
+                    if rinfo.norm > 0 and rinfo.n_matched:
+                        merged.merge(accs[i], mask, rinfo.norm, i)
+                rows, _ = merged.top_k(n, nonzero=False)  # every row a route matched, even at 0 after the merge
+                final = merged.scores[rows]
+                won = np.zeros(0, dtype=np.int64)
+                if len(rows):
+                    assert merged.winner is not None  # rows come from the merged routes only
+                    won = merged.winner[rows].astype(np.int64)
+                # per route, its raw score of each hit (NaN where the route did not match it or the filters excluded it)
+                route_scores = {}
+                for route, acc in zip(routes, accs, strict=False):
+                    raw = acc.scores[rows]
+                    allowed = raw != 0 if mask is None else (raw != 0) & mask[rows]
+                    route_scores[route.name] = np.where(allowed, raw, np.nan)
+                combine = {"weight": "query-weight", "reference": "reference", "max": "max-normalised"}[self.combine]
+        finally:
+            self._accumulators.give(accs)
 
         # explanations: per-route scores and the winning route as arrays (Hit objects only if asked for); the matched
         # terms only when asked (query.explain), and only for the top query.explain_rows hits (a /search shows
@@ -548,10 +550,10 @@ class FirstStage:
             """Each row's matched query terms (distinct, in query order, route after route)."""
             arr = np.asarray(of_rows, dtype=np.int64)
             if single:
-                route, _, _, units = per_route[0]
+                route, units = per_route[0]
                 return indexes[route.index_lang].matched_terms([t for m, _ in units for t in m], arr)
             out: list[list[str]] = [[] for _ in range(len(arr))]
-            for route, _, _, units in per_route:
+            for route, units in per_route:
                 per_hit = indexes[route.index_lang].matched_terms([t for m, _ in units for t in m], arr)
                 for mine, theirs in zip(out, per_hit, strict=True):
                     mine.extend(t for t in theirs if t not in mine)
@@ -561,11 +563,6 @@ class FirstStage:
         if query.explain:
             n_explain = len(row_list) if query.explain_rows is None else min(len(row_list), query.explain_rows)
         matched_terms = terms_of(row_list[:n_explain]) if n_explain else []
-        route_scores: dict[str, np.ndarray] = {}
-        for route, scores, allowed, _ in per_route:
-            raw = scores[rows]
-            route_scores[route.name] = raw if allowed is None else np.where(allowed[rows], raw, np.nan)
-        won = winner[rows].astype(np.int64) if winner is not None else np.zeros(len(rows), dtype=np.int64)
         if not counts:
             notes.append("the query has no index terms after analysis (only stop words or punctuation)")
         used_tables = [r.table_name for r in routes if r.table_name]
@@ -581,7 +578,7 @@ class FirstStage:
             combine=combine,
             notes=notes,
         )
-        return FirstStageResult(self.docs.ids, rows, final[rows], info, route_names=[r.name for r in routes],
+        return FirstStageResult(self.docs.ids, rows, final, info, route_names=[r.name for r in routes],
                                 route_scores=route_scores, winner=won, matched_terms=matched_terms,
                                 terms_of=terms_of if query.explain else None)
 

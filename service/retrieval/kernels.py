@@ -1,15 +1,22 @@
-"""Compiled loops of the first stage (numba): postings into a score array, its top k, a PSQ unit's expected tf and
-BM25 term, and which query terms a row contains.
+"""Compiled loops of the first stage (numba) and the accumulator they fill: postings into scores, a PSQ unit's
+expected tf and BM25 term, the top k, the routes merged on one scale, MaxScore, and which query terms a row contains.
 
-They replace whole-array numpy passes and numpy calls per query term (issue 15, "first-stage tail": behind bm25s'
-numba backend and PISA's C++ at p50), and compute exactly what the numpy code did, e.g.:
+A query's scores go into a :class:`ScoreAccumulator`: a zeroed score array kept between queries (an
+:class:`AccumulatorPool` per first stage lends them out). While the rows a query reaches are few, the kernels that
+add into it list them (``touched``; ``seen`` marks them), and the top k, the routes' statistics and merge and the reset
+after the query walk those rows only; a query that reaches many rows is scanned row by row, as before (issue 15,
+"first-stage tail": a fresh array of every row per query, faulted in page by page, and passes over it were much of a
+search). A one-route query of single terms for a small k is searched by MaxScore (:func:`maxscore`): its long posting
+lists of common terms are looked up only for the rows that can still reach the top k.
 
-- :func:`add_postings` adds, term after term and posting after posting, ``weights[j] * mult`` (or the
-  stored weight itself when ``mult`` is 1) into ``scores[rows[j]]``: the additions of ``np.add.at`` in
-  the same order, so the scores are bit-identical.
-- :func:`top_k_nonzero` is ``top_k(scores, k, (scores != 0) & mask)`` with the count of the rows that
-  mask allows: one pass over the scores with a heap of ``k`` (rows come in increasing order, so a row
-  ties with a kept row only to lose to it: ties go to the lower row, as before).
+They compute exactly what the numpy code before them did, e.g.:
+
+- :meth:`ScoreAccumulator.add_postings` adds, term after term and posting after posting, ``weights[j] * mult`` (or
+  the stored weight itself when ``mult`` is 1) into ``scores[rows[j]]``: the additions of ``np.add.at`` in the same
+  order, so the scores are bit-identical; :func:`maxscore` adds each last candidate's weights in that order too.
+- :meth:`ScoreAccumulator.top_k` is ``top_k(scores, k, (scores != 0) & mask)`` with the count of the rows that mask
+  allows: one pass over the listed (or all) rows with a heap of ``k`` (ties go to the lower row, whatever order the
+  rows were reached in).
 
 The functions are compiled at first use (about a second) and cached on disk by numba
 (``NUMBA_CACHE_DIR`` when the package folder is read-only); :func:`warm` compiles them at load, so a
@@ -18,28 +25,13 @@ first query does not pay it. They release the GIL (``nogil``).
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 from numba import njit
 
 _NO_MASK = np.zeros(0, dtype=np.bool_)
-
-
-@njit(cache=True, nogil=True)
-def _add_postings(scores, rows, weights, los, his, mults):
-    for i in range(len(los)):
-        m = mults[i]
-        if m == 1.0:
-            for j in range(los[i], his[i]):
-                scores[rows[j]] += weights[j]
-        else:
-            for j in range(los[i], his[i]):
-                scores[rows[j]] += weights[j] * m
-
-
-def add_postings(scores: np.ndarray, rows: np.ndarray, weights: np.ndarray, los: np.ndarray, his: np.ndarray,
-                 mults: np.ndarray) -> None:
-    """``scores[rows[j]] += weights[j] * mults[i]`` for ``j`` in ``[los[i], his[i])``, term ``i`` by term ``i``."""
-    _add_postings(scores, rows, weights, los, his, mults)
+_NO_WINNER = np.zeros(0, dtype=np.int16)
 
 
 @njit(cache=True, nogil=True)
@@ -84,22 +76,6 @@ def expected_tf(scratch: np.ndarray, rows: np.ndarray, tf: np.ndarray, los: np.n
     (``[los[i], his[i])``), summed target after target as ``np.add.at`` did: the rows (increasing) and their
     expected tf. ``scratch``: zeros, one per row, left zeroed (probabilities must be positive)."""
     return _expected_tf(scratch, rows, tf, los, his, probs)
-
-
-@njit(cache=True, nogil=True)
-def _add_bm25(scores, rows, tf_e, doc_norm, idf, k1, weight):
-    k1p1 = k1 + 1.0
-    for i in range(len(rows)):
-        r = rows[i]
-        tf = tf_e[i]
-        scores[r] += weight * (idf * (tf * k1p1 / (tf + doc_norm[r])))
-
-
-def add_bm25(scores: np.ndarray, rows: np.ndarray, tf_e: np.ndarray, doc_norm: np.ndarray, idf: float, k1: float,
-             weight: float) -> None:
-    """``scores[rows] += weight * idf * tf (k1 + 1) / (tf + doc_norm[rows])`` (rows distinct): a PSQ unit's BM25
-    term, the operations of ``_term_weight`` in its order (bit-identical)."""
-    _add_bm25(scores, rows, tf_e, doc_norm, float(idf), float(k1), float(weight))
 
 
 @njit(cache=True, nogil=True)
@@ -170,55 +146,678 @@ def _sift_down(hs, hr, size, i):
 
 
 @njit(cache=True, nogil=True)
-def _count_nonzero(scores, mask, use_mask):
-    matched = 0
-    if use_mask:
-        for r in range(len(scores)):
-            matched += (scores[r] != 0.0) & mask[r]
-    else:
-        for r in range(len(scores)):
-            matched += scores[r] != 0.0
-    return matched
+def _max_per_term(indptr, weights):
+    out = np.zeros(len(indptr) - 1, dtype=np.float64)
+    for t in range(len(indptr) - 1):
+        best = 0.0
+        for j in range(indptr[t], indptr[t + 1]):
+            if j == indptr[t] or weights[j] > best:
+                best = weights[j]
+        out[t] = best
+    return out
+
+
+def max_per_term(indptr: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """The largest weight of each term's postings (0 for a term without postings)."""
+    return _max_per_term(indptr, weights)
+
+
+# ---------------------------------------------------------------------------- into the accumulator
+# Every add returns (rows listed, rows that became non-zero, whether a negative value was added). While ``track``, a row
+# reached for the first time is listed: ``touched[nt] = r; nt += 1 - seen[r]``, branch-free (written always, kept when
+# the row is new; a branch would be mispredicted on a good part of the postings). ``nz`` counts the rows whose score
+# leaves 0: the number of non-zero rows as long as nothing negative was added (then each row leaves 0 once).
 
 
 @njit(cache=True, nogil=True)
-def _top_k_nonzero(scores, k, mask, use_mask):
+def _acc_postings(scores, seen, touched, nt, track, rows, weights, los, his, mults):
+    nz = 0
+    neg = False
+    for i in range(len(los)):
+        m = mults[i]
+        neg |= m < 0.0
+        if m == 1.0:
+            for j in range(los[i], his[i]):
+                r = rows[j]
+                w = weights[j]
+                s = scores[r]
+                nz += (s == 0.0) & (w != 0.0)
+                neg |= w < 0.0
+                if track:
+                    touched[nt] = r
+                    nt += 1 - seen[r]
+                    seen[r] = 1
+                scores[r] = s + w
+        else:
+            for j in range(los[i], his[i]):
+                r = rows[j]
+                w = weights[j] * m
+                s = scores[r]
+                nz += (s == 0.0) & (w != 0.0)
+                neg |= weights[j] < 0.0
+                if track:
+                    touched[nt] = r
+                    nt += 1 - seen[r]
+                    seen[r] = 1
+                scores[r] = s + w
+    return nt, nz, neg
+
+
+@njit(cache=True, nogil=True)
+def _acc_bm25(scores, seen, touched, nt, track, rows, tf_e, doc_norm, idf, k1, weight):
+    k1p1 = k1 + 1.0
+    nz = 0
+    neg = False
+    for i in range(len(rows)):
+        r = rows[i]
+        tf = tf_e[i]
+        w = weight * (idf * (tf * k1p1 / (tf + doc_norm[r])))
+        s = scores[r]
+        nz += (s == 0.0) & (w != 0.0)
+        neg |= w < 0.0
+        if track:
+            touched[nt] = r
+            nt += 1 - seen[r]
+            seen[r] = 1
+        scores[r] = s + w
+    return nt, nz, neg
+
+
+@njit(cache=True, nogil=True)
+def _acc_values(scores, seen, touched, nt, track, rows, values):
+    nz = 0
+    neg = False
+    for i in range(len(rows)):
+        r = rows[i]
+        w = values[i]
+        s = scores[r]
+        nz += (s == 0.0) & (w != 0.0)
+        neg |= w < 0.0
+        if track:
+            touched[nt] = r
+            nt += 1 - seen[r]
+            seen[r] = 1
+        scores[r] = s + w
+    return nt, nz, neg
+
+
+# ---------------------------------------------------------------------------- out of the accumulator
+# ``dense``: every row (in increasing order) instead of the listed ones.
+
+
+@njit(cache=True, nogil=True)
+def _top_k(scores, seen, touched, nt, dense, k, mask, use_mask, nonzero):
+    """The k best (score, lower row) of the rows that ``mask`` allows and that score non-zero (``nonzero``) or were
+    reached (``seen``), in any order, and how many rows qualified."""
     hs = np.empty(k, dtype=np.float64)
     hr = np.empty(k, dtype=np.int64)
     size = 0
-    n = len(scores)
-    r = 0
-    while r < n and size < k:  # the first k allowed non-zero rows: push, sift up (the worst kept at the root)
+    matched = 0
+    n = len(scores) if dense else nt
+    for i in range(n):
+        r = i if dense else np.int64(touched[i])
         s = scores[r]
-        if s != 0.0 and not (use_mask and not mask[r]):
+        if nonzero:
+            if s == 0.0:
+                continue
+        elif not seen[r]:
+            continue
+        if use_mask and not mask[r]:
+            continue
+        matched += 1
+        if size < k:
             hs[size] = s
             hr[size] = r
             _sift_up(hs, hr, size)
             size += 1
-        r += 1
-    if size == k:
-        # the branch taken for most rows is `s > worst kept`, rarely true (a branch on `s != 0` first, true
-        # for about half the rows, cost several ns per row in mispredictions); an equal score comes from a
-        # higher row, which loses the tie
-        worst = hs[0]
-        for j in range(r, n):
-            s = scores[j]
-            if s > worst:
-                if s == 0.0 or (use_mask and not mask[j]):
+        elif _worse(hs[0], hr[0], s, r):
+            hs[0] = s
+            hr[0] = r
+            _sift_down(hs, hr, size, 0)
+    return hs[:size], hr[:size], matched
+
+
+@njit(cache=True, nogil=True)
+def _top_k_bounded(scores, seen, rows, los, his, starts, ubs, k, mask, use_mask):
+    """The k best non-zero rows of fully accumulated ``scores``, enumerating the rows of the query's units in the
+    given order (units ``u`` own the posting ranges ``[los[j], his[j])`` for ``j`` in ``[starts[u], starts[u+1])``)
+    and stopping once no row left can enter: ``ubs[u]`` bounds what units ``u, u+1, ...`` together can give a row
+    (MaxScore, Turtle & Flood 1995), so a row reached only by them scores below the k-th best found when that bound
+    is (with a margin for rounding) below it. Marks the rows it enumerated in ``seen``. Returns the heap."""
+    hs = np.empty(k, dtype=np.float64)
+    hr = np.empty(k, dtype=np.int64)
+    size = 0
+    for u in range(len(starts) - 1):
+        if size == k and hs[0] > 0.0 and ubs[u] * (1.0 + 1e-9) < hs[0]:
+            break
+        for j in range(starts[u], starts[u + 1]):
+            for p in range(los[j], his[j]):
+                r = np.int64(rows[p])
+                if seen[r]:
                     continue
-                hs[0] = s
-                hr[0] = j
-                _sift_down(hs, hr, size, 0)
-                worst = hs[0]
-    return hs[:size], hr[:size], _count_nonzero(scores, mask, use_mask)
+                seen[r] = 1
+                s = scores[r]
+                if s == 0.0 or (use_mask and not mask[r]):
+                    continue
+                if size < k:
+                    hs[size] = s
+                    hr[size] = r
+                    _sift_up(hs, hr, size)
+                    size += 1
+                elif _worse(hs[0], hr[0], s, r):
+                    hs[0] = s
+                    hr[0] = r
+                    _sift_down(hs, hr, size, 0)
+    return hs[:size], hr[:size]
 
 
-def top_k_nonzero(scores: np.ndarray, k: int, mask: np.ndarray | None = None) -> tuple[np.ndarray, int]:
-    """The rows of the ``k`` best non-zero scores that ``mask`` allows (best first, ties by lower row) and
-    how many rows are non-zero and allowed."""
-    vals, rows, matched = _top_k_nonzero(scores, k, _NO_MASK if mask is None else mask, mask is not None)
-    order = np.lexsort((rows, -vals))
-    return rows[order], int(matched)
+@njit(cache=True, nogil=True)
+def _matched_max(scores, touched, nt, dense, mask, use_mask):
+    """How many rows score non-zero and pass ``mask``, and their best score (0 when none)."""
+    found = 0
+    best = 0.0
+    n = len(scores) if dense else nt
+    for i in range(n):
+        r = i if dense else np.int64(touched[i])
+        s = scores[r]
+        if s == 0.0 or (use_mask and not mask[r]):
+            continue
+        if found == 0 or s > best:
+            best = s
+        found += 1
+    return found, best
+
+
+@njit(cache=True, nogil=True)
+def _merge(final, winner, fseen, ftouched, fnt, ftrack, scores, touched, nt, dense, mask, use_mask, norm, route):
+    """Routes merged on one scale: a row's ``final`` is its best ``score / norm`` over the routes that matched it
+    (non-zero, allowed by ``mask``; ``fseen`` marks every such row), ``winner`` the route that gave it; the first
+    route to reach a score keeps it on a tie."""
+    n = len(scores) if dense else nt
+    for i in range(n):
+        r = i if dense else np.int64(touched[i])
+        s = scores[r]
+        if s == 0.0 or (use_mask and not mask[r]):
+            continue
+        normed = s / norm
+        if normed > final[r]:
+            final[r] = normed
+            winner[r] = route
+        if ftrack:
+            ftouched[fnt] = r
+            fnt += 1 - fseen[r]
+        fseen[r] = 1
+    return fnt
+
+
+@njit(cache=True, nogil=True)
+def _unmark(seen, touched, nt):
+    for i in range(nt):
+        seen[touched[i]] = 0
+
+
+@njit(cache=True, nogil=True)
+def _reset(scores, seen, winner, has_winner, touched, nt):
+    for i in range(nt):
+        r = touched[i]
+        scores[r] = 0.0
+        seen[r] = 0
+        if has_winner:
+            winner[r] = -1
+
+
+# ---------------------------------------------------------------------------- MaxScore (one route of single terms)
+# A query of single terms for a small k (service.retrieval.sparse.SparseIndex.search): the units that can add most
+# (rare terms: short posting lists) are added whole into an accumulator's arrays, listing the rows they reach; once the
+# units left cannot lift a row that only they reach into the top k, those are looked up for the listed rows that can
+# still make it (galloping search over their long lists), cutting rows as the k-th best rises, and the last rows'
+# scores are added up unit after unit in the query's order: bit for bit what a full accumulation adds.
+
+LOOKUP_RATIO = 2  # a unit that could be cut off is still merged whole when it has at most this many postings per row
+#                   merged so far (looking it up for the candidates would cost more)
+
+
+@njit(cache=True, nogil=True)
+def _gallop(rows, p, hi, c):
+    """The first position in ``[p, hi)`` whose row is >= ``c`` (rows increasing): doubling steps, then bisection."""
+    if p >= hi or rows[p] >= c:
+        return p
+    step = 1
+    while p + step < hi and rows[p + step] < c:
+        step *= 2
+    a = p + step // 2 + 1  # rows[p + step // 2] < c
+    b = min(p + step, hi)  # rows[b] >= c, or the end
+    while a < b:
+        mid = (a + b) >> 1
+        if rows[mid] < c:
+            a = mid + 1
+        else:
+            b = mid
+    return a
+
+
+@njit(cache=True, nogil=True)
+def _kth_value(values, n, k):
+    """The k-th largest of ``values[:n]`` (n >= k)."""
+    h = np.empty(k, dtype=np.float64)
+    size = 0
+    for i in range(n):
+        v = values[i]
+        if size < k:
+            h[size] = v
+            j = size  # sift up (the smallest at the root)
+            while j > 0 and h[j] < h[(j - 1) // 2]:
+                h[j], h[(j - 1) // 2] = h[(j - 1) // 2], h[j]
+                j = (j - 1) // 2
+            size += 1
+        elif v > h[0]:
+            h[0] = v
+            j = 0
+            while True:
+                left = 2 * j + 1
+                if left >= size:
+                    break
+                child = left
+                if left + 1 < size and h[left + 1] < h[left]:
+                    child = left + 1
+                if h[child] >= h[j]:
+                    break
+                h[j], h[child] = h[child], h[j]
+                j = child
+    return h[0]
+
+
+@njit(cache=True, nogil=True)
+def _look_up(rows, weights, lo, hi, mu, cands, c, part):
+    """``part[j] += weight * mu`` of each (increasing) candidate row found in the postings ``[lo, hi)``."""
+    p = lo
+    for j in range(c):
+        p = _gallop(rows, p, hi, cands[j])
+        if p >= hi:
+            break
+        if rows[p] == cands[j]:
+            part[j] += weights[p] if mu == 1.0 else weights[p] * mu
+            p += 1
+
+
+@njit(cache=True, nogil=True)
+def _keep(cands, part, c, rest, theta):
+    """Keep the candidates whose partial score plus ``rest`` reaches theta (margins for rounding); their new count."""
+    kept = 0
+    for j in range(c):
+        if part[j] + rest * (1.0 + 1e-9) >= theta * (1.0 - 1e-9):
+            cands[kept] = cands[j]
+            part[kept] = part[j]
+            kept += 1
+    return kept
+
+
+@njit(cache=True, nogil=True)
+def _kth_listed(scores, touched, nt, k, mask, use_mask):
+    """The k-th best score of the listed rows that ``mask`` allows, and whether there are k of them."""
+    hs = np.empty(k, dtype=np.float64)
+    hr = np.empty(k, dtype=np.int64)
+    size = 0
+    for i in range(nt):
+        r = np.int64(touched[i])
+        if use_mask and not mask[r]:
+            continue
+        s = scores[r]
+        if size < k:
+            hs[size] = s
+            hr[size] = r
+            _sift_up(hs, hr, size)
+            size += 1
+        elif _worse(hs[0], hr[0], s, r):
+            hs[0] = s
+            hr[0] = r
+            _sift_down(hs, hr, size, 0)
+    return (hs[0], True) if size == k else (0.0, False)
+
+
+@njit(cache=True, nogil=True)
+def _candidates(rows, weights, los, his, mults, ubs, order, left, k, mask, use_mask, scores, seen, touched,
+                budget):
+    """The candidates of MaxScore (see above), in increasing order, or ``ok`` False when more than ``budget`` rows
+    would be listed. ``order``: the units, those that can add most first; ``left[i]``: what ``order[i:]`` can add to
+    a row together. Partial scores only grow (every weight is >= 0), so the k-th best partial score (theta) is a lower
+    bound of the k-th best score, and a row whose partial score plus what its units left can add is below it is out.
+    The units added whole go into ``scores`` (zeros, one per row: left zeroed), listing the rows they reach in
+    ``touched`` (``seen`` marks them; room for ``budget`` + 1 rows)."""
+    m = len(order)
+    whole = np.zeros(m, dtype=np.bool_)
+    nt = 0
+    theta = 0.0
+    have = False
+    top = 0.0
+    ok = True
+    for i in range(m):
+        u = order[i]
+        essential = not (have and left[i] * (1.0 + 1e-9) < theta)
+        if not essential and his[u] - los[u] > LOOKUP_RATIO * nt:
+            continue  # looked up below
+        if nt + (his[u] - los[u]) > budget:
+            ok = False
+            break
+        whole[u] = True
+        mu = mults[u]
+        for j in range(los[u], his[u]):
+            r = rows[j]
+            touched[nt] = r  # branch-free: written always, kept when the row is new
+            nt += 1 - seen[r]
+            seen[r] = 1
+            s = scores[r] + (weights[j] if mu == 1.0 else weights[j] * mu)
+            scores[r] = s
+            top = max(top, s)
+        if essential and i + 1 < m and left[i + 1] * (1.0 + 1e-9) < top:  # might the units left be cut off now?
+            theta, have = _kth_listed(scores, touched, nt, k, mask, use_mask)
+    if ok:
+        theta, have = _kth_listed(scores, touched, nt, k, mask, use_mask)
+    rest = 0.0  # what the units looked up can add
+    for i in range(m):
+        if not whole[order[i]]:
+            rest += ubs[order[i]]
+    cands = np.empty(nt, dtype=np.int64)
+    part = np.empty(nt, dtype=np.float64)
+    c = 0
+    for i in range(nt):  # the candidates, and the scores and marks zeroed
+        r = np.int64(touched[i])
+        s = scores[r]
+        scores[r] = 0.0
+        seen[r] = 0
+        if not ok or s == 0.0 or (use_mask and not mask[r]):
+            continue
+        if have and s + rest * (1.0 + 1e-9) < theta * (1.0 - 1e-9):
+            continue
+        cands[c] = r
+        part[c] = s
+        c += 1
+    if not ok:
+        return cands[:0], False
+    at_sorted = np.argsort(cands[:c])
+    cands = cands[at_sorted]
+    part = part[at_sorted]
+    if rest == 0.0:
+        return cands[:c], True
+    if have and c > 2 * k:
+        # the rows of the best partial scores, looked up in every unit left: their scores are real ones, so the k-th
+        # best of them is near the final theta, and most candidates fail against it before any other look-up
+        cut = _kth_value(part, c, 2 * k)
+        best = np.empty(c, dtype=np.float64)
+        at = np.empty(c, dtype=np.int64)
+        picked = 0
+        for j in range(c):
+            if part[j] >= cut:
+                best[picked] = part[j]
+                at[picked] = cands[j]
+                picked += 1
+        for i in range(m):
+            u = order[i]
+            if not whole[u]:
+                _look_up(rows, weights, los[u], his[u], mults[u], at, picked, best)
+        theta = max(theta, _kth_value(best, picked, k))
+        c = _keep(cands, part, c, rest, theta)
+    for i in range(m):  # the units left, those that can add most first, looked up for the candidates left
+        u = order[i]
+        if whole[u]:
+            continue
+        _look_up(rows, weights, los[u], his[u], mults[u], cands, c, part)
+        rest -= ubs[u]
+        if c >= k:
+            theta = max(theta, _kth_value(part, c, k))
+            have = True
+        if have:
+            c = _keep(cands, part, c, max(rest, 0.0), theta)
+    return cands[:c], True
+
+
+@njit(cache=True, nogil=True)
+def _rescore(cands, rows, weights, los, his, mults):
+    """Each candidate's score, added unit after unit in the query's order (the accumulator's additions for that row,
+    bit for bit): its posting in each unit found by a galloping search over the (increasing) rows."""
+    out = np.zeros(len(cands), dtype=np.float64)
+    for u in range(len(los)):
+        p = los[u]
+        hi = his[u]
+        mu = mults[u]
+        for i in range(len(cands)):
+            p = _gallop(rows, p, hi, cands[i])
+            if p >= hi:
+                break
+            if rows[p] == cands[i]:
+                out[i] += weights[p] if mu == 1.0 else weights[p] * mu
+                p += 1
+    return out
+
+
+@njit(cache=True, nogil=True)
+def _best_of(cands, exact, k):
+    hs = np.empty(k, dtype=np.float64)
+    hr = np.empty(k, dtype=np.int64)
+    size = 0
+    for i in range(len(cands)):
+        s = exact[i]
+        r = cands[i]
+        if s == 0.0:
+            continue
+        if size < k:
+            hs[size] = s
+            hr[size] = r
+            _sift_up(hs, hr, size)
+            size += 1
+        elif _worse(hs[0], hr[0], s, r):
+            hs[0] = s
+            hr[0] = r
+            _sift_down(hs, hr, size, 0)
+    return hs[:size], hr[:size]
+
+
+@njit(cache=True, nogil=True)
+def _maxscore(rows, weights, indptr, max_weight, ids, mults, k, mask, use_mask, scores, seen, touched, budget):
+    """MaxScore in one compiled call (every call from Python costs, the more so in a cold cache): the units' posting
+    ranges and bounds, the candidates, their scores in the query's order, the best k best first (ties by lower row)."""
+    los = np.empty(len(ids), dtype=np.int64)
+    his = np.empty(len(ids), dtype=np.int64)
+    ubs = np.empty(len(ids), dtype=np.float64)
+    for u in range(len(ids)):
+        los[u] = indptr[ids[u]]
+        his[u] = indptr[ids[u] + 1]
+        ubs[u] = max_weight[ids[u]] * mults[u]
+    order = np.argsort(-ubs, kind="mergesort")
+    left = np.empty(len(order), dtype=np.float64)
+    acc = 0.0
+    for i in range(len(order) - 1, -1, -1):
+        acc += ubs[order[i]]
+        left[i] = acc
+    cands, ok = _candidates(rows, weights, los, his, mults, ubs, order, left, k, mask, use_mask, scores, seen, touched,
+                            budget)
+    if not ok:
+        return cands, np.empty(0, dtype=np.float64), False
+    vals, best = _best_of(cands, _rescore(cands, rows, weights, los, his, mults), k)
+    for i in range(1, len(best)):  # best first, ties by lower row (insertion sort: k is small)
+        v, r = vals[i], best[i]
+        j = i - 1
+        while j >= 0 and _worse(vals[j], best[j], v, r):
+            vals[j + 1] = vals[j]
+            best[j + 1] = best[j]
+            j -= 1
+        vals[j + 1] = v
+        best[j + 1] = r
+    return best, vals, True
+
+
+def maxscore(acc: ScoreAccumulator, k: int, mask: np.ndarray | None, rows: np.ndarray, weights: np.ndarray,
+             indptr: np.ndarray, max_weight: np.ndarray, ids: np.ndarray,
+             mults: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """The ``k`` best non-zero rows that ``mask`` allows and their scores, for a query of single terms: unit ``u`` adds
+    ``weights[j] * mults[u]`` for ``j`` in ``[indptr[ids[u]], indptr[ids[u] + 1])`` (every weight >= 0), at most
+    ``max_weight[ids[u]] * mults[u]`` to a row; by MaxScore (Turtle & Flood 1995; see above): best first, ties by lower
+    row, the scores those of a full accumulation bit for bit. ``acc``: a zeroed accumulator, its arrays used and left
+    zeroed. None when more rows would be listed than the accumulator lists (a query of common terms only): accumulate
+    it whole instead."""
+    if acc.n:
+        raise ValueError("maxscore needs a zeroed accumulator")
+    best, vals, ok = _maxscore(rows, weights, indptr, max_weight, ids, mults, k, _NO_MASK if mask is None else mask,
+                               mask is not None, acc.scores, acc.seen, acc.touched, acc.cap)
+    return (best, vals) if ok else None
+
+
+class ScoreAccumulator:
+    """One query's scores per row (``scores``; rows it did not reach hold 0), kept between queries.
+
+    While the rows reached are few (at most ``n_rows * TRACK_FRACTION``) it lists them (:attr:`rows`), and the top k,
+    the route statistics, the merge and :meth:`reset` walk those rows only; an add that would reach more turns the
+    listing off (``tracking`` False), and they scan every row (one pass each, in row order) and the reset zeroes
+    the arrays whole. ``winner`` (the route whose score a row has, -1 for none) exists on the accumulator that merges
+    routes (:meth:`merge`). Not thread-safe: one query at a time (:class:`AccumulatorPool` lends one to each)."""
+
+    TRACK_FRACTION = 0.25
+
+    def __init__(self, n_rows: int) -> None:
+        self.n_rows = n_rows
+        self.scores = np.zeros(n_rows, dtype=np.float64)
+        self.seen = np.zeros(n_rows, dtype=np.uint8)
+        self.touched = np.empty(n_rows + 1, dtype=np.int32)  # one spare: the branch-free append writes past the end
+        self.n = 0  # rows listed in ``touched``
+        self.tracking = True
+        self.nonzero = 0  # rows whose score left 0 (the non-zero rows, unless ``negative``)
+        self.negative = False  # a negative value was added: ``nonzero`` is not a count of the non-zero rows
+        self.cap = int(n_rows * self.TRACK_FRACTION)
+        self._scratch: np.ndarray | None = None  # zeros for a PSQ unit's expected tf, made on first use
+        self.winner: np.ndarray | None = None
+        self._seen_dirty = False  # ``seen`` holds marks that ``touched`` does not list (reset zeroes it whole)
+
+    @property
+    def rows(self) -> np.ndarray:
+        """The rows reached, in the order they were first reached (a view; only while :attr:`tracking`)."""
+        if not self.tracking:
+            raise RuntimeError("the accumulator stopped listing its rows (too many): scan the scores instead")
+        return self.touched[: self.n]
+
+    @property
+    def scratch(self) -> np.ndarray:
+        """Zeros, one per row, for :func:`expected_tf` (which leaves them zeroed)."""
+        if self._scratch is None:
+            self._scratch = np.zeros(self.n_rows, dtype=np.float64)
+        return self._scratch
+
+    def _track(self, reach: int) -> bool:
+        """Whether the next add (of ``reach`` values) is listed; off for good once the rows could exceed the cap."""
+        if self.tracking and self.n + reach > self.cap:
+            self.tracking = False
+        return self.tracking
+
+    def _added(self, out: tuple[int, int, bool]) -> None:
+        self.n, nz, neg = out
+        self.nonzero += nz
+        self.negative |= neg
+
+    def add_postings(self, rows: np.ndarray, weights: np.ndarray, los: np.ndarray, his: np.ndarray,
+                     mults: np.ndarray) -> None:
+        """``scores[rows[j]] += weights[j] * mults[i]`` for ``j`` in ``[los[i], his[i])``, term ``i`` by term ``i``
+        (the stored weight itself when ``mults[i]`` is 1)."""
+        track = self._track(int((his - los).sum()))
+        self._added(_acc_postings(self.scores, self.seen, self.touched, self.n, track, rows, weights, los, his, mults))
+
+    def add_bm25(self, rows: np.ndarray, tf_e: np.ndarray, doc_norm: np.ndarray, idf: float, k1: float,
+                 weight: float) -> None:
+        """``scores[rows] += weight * idf * tf (k1 + 1) / (tf + doc_norm[rows])`` (rows distinct): a PSQ unit's BM25
+        term, the operations of ``_term_weight`` in its order (bit-identical)."""
+        track = self._track(len(rows))
+        self._added(_acc_bm25(self.scores, self.seen, self.touched, self.n, track, rows, tf_e, doc_norm, float(idf),
+                              float(k1), float(weight)))
+
+    def add_values(self, rows: np.ndarray, values: np.ndarray) -> None:
+        """``scores[rows] += values`` (rows distinct)."""
+        track = self._track(len(rows))
+        self._added(_acc_values(self.scores, self.seen, self.touched, self.n, track, rows, values))
+
+    def top_k(self, k: int, mask: np.ndarray | None = None, *, nonzero: bool = True) -> tuple[np.ndarray, int]:
+        """The ``k`` best rows that ``mask`` allows and that score non-zero (``nonzero``; else: that were reached, by
+        :meth:`merge`), best first, ties by lower row, and how many rows qualify."""
+        vals, rows, matched = _top_k(self.scores, self.seen, self.touched, self.n, not self.tracking, k,
+                                     _NO_MASK if mask is None else mask, mask is not None, nonzero)
+        return _best_first(vals, rows), int(matched)
+
+    def top_k_bounded(self, k: int, mask: np.ndarray | None, rows: np.ndarray, los: np.ndarray, his: np.ndarray,
+                      starts: np.ndarray, ubs: np.ndarray) -> np.ndarray:
+        """:meth:`top_k`'s rows (non-zero) by the query's postings, their units' best first, stopping where the
+        units left cannot lift a row into the top ``k`` (see ``_top_k_bounded``; ``ubs[u]``: the most units ``u``
+        and after can add to a row's score). The scores must be complete (every unit added)."""
+        if self.n and not self._seen_dirty:  # the marks of the rows listed before the listing stopped
+            _unmark(self.seen, self.touched, self.n)
+        self._seen_dirty = True
+        vals, out = _top_k_bounded(self.scores, self.seen, rows, los, his, starts, ubs, k,
+                                   _NO_MASK if mask is None else mask, mask is not None)
+        return _best_first(vals, out)
+
+    def matched(self, mask: np.ndarray | None = None) -> int:
+        """How many rows score non-zero and pass ``mask``."""
+        if mask is None and not self.negative:
+            return self.nonzero
+        return self.matched_max(mask)[0]
+
+    def matched_max(self, mask: np.ndarray | None = None) -> tuple[int, float]:
+        """How many rows score non-zero and pass ``mask``, and their best score (0.0 when none)."""
+        n, best = _matched_max(self.scores, self.touched, self.n, not self.tracking,
+                               _NO_MASK if mask is None else mask, mask is not None)
+        return int(n), float(best)
+
+    def merge(self, route: ScoreAccumulator, mask: np.ndarray | None, norm: float, index: int) -> None:
+        """Merge a route's scores on one scale: every row it matched (non-zero, allowed by ``mask``) is reached here,
+        with the best ``score / norm`` of the routes merged so far; ``winner[row] = index`` where this route's is
+        better (the first route merged keeps a tie)."""
+        if self.winner is None:
+            self.winner = np.full(self.n_rows, -1, dtype=np.int16)
+        track = self._track(route.n if route.tracking else self.n_rows)
+        self.n = _merge(self.scores, self.winner, self.seen, self.touched, self.n, track, route.scores,
+                        route.touched, route.n, not route.tracking, _NO_MASK if mask is None else mask,
+                        mask is not None, float(norm), index)
+
+    def reset(self) -> None:
+        """Zero the scores (and marks, winners) of the rows reached, so the next query starts from zeros."""
+        if self.n == 0 and self.tracking and not self._seen_dirty:
+            return  # nothing was added (or MaxScore used the arrays and left them zeroed)
+        if self.tracking and not self._seen_dirty:
+            _reset(self.scores, self.seen, _NO_WINNER if self.winner is None else self.winner,
+                   self.winner is not None, self.touched, self.n)
+        else:
+            self.scores.fill(0.0)
+            self.seen.fill(0)
+            if self.winner is not None:
+                self.winner.fill(-1)
+        self.n = 0
+        self.tracking = True
+        self.nonzero = 0
+        self.negative = False
+        self._seen_dirty = False
+
+
+def _best_first(vals: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    return rows[np.lexsort((rows, -vals))]
+
+
+class AccumulatorPool:
+    """Accumulators of ``n_rows`` rows, lent to queries and taken back zeroed (thread-safe). It keeps as many as the
+    most queries that ran at once needed (each about 17 bytes per row)."""
+
+    def __init__(self, n_rows: int) -> None:
+        self.n_rows = n_rows
+        self._free: list[ScoreAccumulator] = []
+        self._lock = threading.Lock()
+
+    def take(self, count: int) -> list[ScoreAccumulator]:
+        """``count`` zeroed accumulators; give them back with :meth:`give` (in a ``finally``)."""
+        with self._lock:
+            taken = [self._free.pop() for _ in range(min(count, len(self._free)))]
+        return taken + [ScoreAccumulator(self.n_rows) for _ in range(count - len(taken))]
+
+    def give(self, taken: list[ScoreAccumulator]) -> None:
+        """Reset the accumulators :meth:`take` lent and keep them for the next queries."""
+        for acc in taken:
+            acc.reset()
+        with self._lock:
+            self._free.extend(taken)
 
 
 def _readonly(a: np.ndarray) -> np.ndarray:
@@ -239,9 +838,9 @@ def warm() -> None:
         return
     rows, weights = np.array([1, 2], dtype=np.int32), np.array([0.5, 1.5])
     bounds = np.array([0], dtype=np.int64), np.array([2], dtype=np.int64), np.array([1.0])
-    scores = np.zeros(4, dtype=np.float64)
-    add_postings(scores, rows, weights, *bounds)
-    add_postings(scores, _readonly(rows), _readonly(weights), *bounds)
+    acc, merged = ScoreAccumulator(4), ScoreAccumulator(4)
+    acc.add_postings(rows, weights, *bounds)
+    acc.add_postings(_readonly(rows), _readonly(weights), *bounds)
     tf = np.array([1, 3], dtype=np.int32)
     indptr, ids, at = np.array([0, 2], dtype=np.int64), np.array([0], dtype=np.int64), np.array([2], dtype=np.int64)
     contains(indptr, rows, ids, at)
@@ -251,10 +850,25 @@ def warm() -> None:
     norms = np.ones(4)
     for r in (rows, _readonly(rows), np.array([1, 2], dtype=np.int64)):
         for d in (norms, _readonly(norms)):
-            add_bm25(scores, r, np.array([1.0, 2.0]), d, 1.0, 1.2, 1.0)
+            acc.add_bm25(r, np.array([1.0, 2.0]), d, 1.0, 1.2, 1.0)
+        acc.add_values(r, np.array([1.0, 2.0]))
+    for x in (indptr, _readonly(indptr)):
+        for w in (weights, _readonly(weights)):
+            max_per_term(x, w)
     mask = np.ones(4, dtype=np.bool_)
-    for s in (scores, _readonly(scores)):
-        top_k_nonzero(s, 1)
-        top_k_nonzero(s, 1, mask)
-        top_k_nonzero(s, 1, _readonly(mask))
+    starts = np.array([0, 1], dtype=np.int64)
+    for m in (None, mask, _readonly(mask)):
+        acc.top_k(1, m)
+        acc.top_k(1, m, nonzero=False)
+        acc.matched_max(m)
+        merged.merge(acc, m, 2.0, 0)
+        for r in (rows, _readonly(rows)):
+            acc.top_k_bounded(1, m, r, bounds[0], bounds[1], starts, np.array([1.0]))
+    merged.top_k(1, nonzero=False)
+    merged.reset()
+    acc.reset()
+    for r in (rows, _readonly(rows)):
+        for w in (weights, _readonly(weights)):
+            for m in (None, mask, _readonly(mask)):
+                maxscore(acc, 1, m, r, w, indptr, np.array([1.5]), np.array([0], dtype=np.int64), np.array([1.0]))
     _warm = True

@@ -276,8 +276,8 @@ def test_bad_queries(stage: FirstStage) -> None:
 
 
 def test_one_route_search_equals_the_masked_top_k_of_its_scores(stage: FirstStage) -> None:
-    """The one-route path (top_k_matched, no masked copies) gives what the masks gave: every matched and
-    allowed row, best first, ties by row, raw scores, n_matched and max_score over those rows."""
+    """The one-route path (the accumulator's top k over the rows the query reached) gives what masks over the dense
+    scores give: every matched and allowed row, best first, ties by row, raw scores, n_matched and max_score."""
     queries = ["copper winding core spray pump latch", "coil", "the and of", "Rückschlagventil Kolben"]
     for text in queries:
         for filters in ({}, {"codes": ["H"], "code_level": "section"}, {"before": date(2001, 2, 2)}):
@@ -294,6 +294,52 @@ def test_one_route_search_equals_the_masked_top_k_of_its_scores(stage: FirstStag
             (info,) = res.info.routes
             assert info.n_matched == len(rows)
             assert info.max_score == (float(raw[rows].max()) if len(rows) else 0.0)
+
+
+@pytest.mark.parametrize("combine", ["reference", "weight", "max"])
+def test_routes_merged_from_accumulators_equal_the_dense_merge(stage: FirstStage, combine: str,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """Several routes (a German query: de and en:psq): the hits, their merged scores (bit for bit), per-route raw
+    scores, winning routes and route statistics equal a merge of every route's dense score array."""
+    from collections import Counter
+
+    from service.retrieval.first_stage import attainable_score, reference_score
+
+    monkeypatch.setattr(stage, "combine", combine)
+    n = len(stage.docs)
+    for text in ("Rückschlagventil Kolben Flüssigkeit", "Kupferwicklung Wicklung Rotor", "Ventilsitz Dichtring"):
+        for filters in ({}, {"codes": ["F"], "code_level": "section"}, {"before": date(2004, 1, 1)}):
+            q = Query(text=text, lang="de", k=2, depth=6, max_query_terms=0, **filters)
+            resolve(q, stage.docs)
+            res = stage.run(q)
+            routes = stage._routes("de", True, [])
+            assert [r.name for r in res.info.routes] == [r.name for r in routes] == ["de", "en:psq"]
+            counts = dict(Counter(stage.analyzer("de")(text)))
+            final, winner, candidate = np.zeros(n), np.full(n, -1), np.zeros(n, dtype=bool)
+            per_route = []
+            for i, (route, info) in enumerate(zip(routes, res.info.routes, strict=True)):
+                units = route.units(counts)
+                index = stage.indexes[route.index_lang]
+                dense = index.score(units)
+                allowed = dense != 0 if q.r.mask is None else (dense != 0) & q.r.mask
+                best = float(dense[allowed].max()) if allowed.any() else 0.0
+                norm = {"reference": reference_score, "weight": attainable_score}[combine](index, units) \
+                    if combine != "max" else best
+                assert (info.n_matched, info.max_score, info.norm) == (int(allowed.sum()), best, norm)
+                per_route.append((route.name, dense, allowed))
+                if norm > 0 and allowed.any():
+                    rr = np.flatnonzero(allowed)
+                    normed = dense[rr] / norm
+                    better = normed > final[rr]
+                    final[rr[better]], winner[rr[better]] = normed[better], i
+                    candidate |= allowed
+            cand = np.flatnonzero(candidate)
+            want = cand[np.lexsort((cand, -final[cand]))][:6]
+            assert res.rows.tolist() == want.tolist()
+            assert res.scores.tolist() == final[want].tolist()  # exactly
+            assert res.winner.tolist() == winner[want].tolist()
+            for name, dense, allowed in per_route:
+                np.testing.assert_array_equal(res.route_scores[name], np.where(allowed[want], dense[want], np.nan))
 
 
 def test_depth_returns_more_candidates_than_k(stage: FirstStage) -> None:

@@ -11,7 +11,8 @@ import pytest
 from rank_bm25 import BM25Okapi
 
 from service.index.folder import IndexFormatError
-from service.retrieval.sparse import SparseIndex, monolingual_units, top_k, top_k_matched
+from service.retrieval.kernels import AccumulatorPool, ScoreAccumulator
+from service.retrieval.sparse import SparseIndex, monolingual_units
 from service.retrieval.translate import TranslationTable
 from service.text.analysis import Analyzer
 
@@ -47,7 +48,9 @@ def test_empty_and_unknown_queries_score_zero() -> None:
     idx = SparseIndex.build(DOCS)
     assert not idx.score([]).any()
     assert not idx.score(monolingual_units(["nothere", "neither"])).any()
-    assert len(top_k(idx.score([]), 5, idx.score([]) != 0)) == 0
+    acc = ScoreAccumulator(idx.n_rows)
+    idx.accumulate(monolingual_units(["nothere"]), acc)
+    assert acc.n == 0 and acc.top_k(5) == (pytest.approx(np.zeros(0)), 0) and acc.matched_max() == (0, 0.0)
 
 
 def test_empty_rows_do_not_count_in_n_or_avgdl() -> None:
@@ -147,14 +150,200 @@ def test_bad_parameters_are_refused() -> None:
         SparseIndex.build(DOCS, b=1.5)
 
 
-def test_top_k_orders_by_score_then_row_and_respects_mask() -> None:
-    scores = np.array([1.0, 3.0, 2.0, 3.0, 0.0, 2.0])
-    assert top_k(scores, 3).tolist() == [1, 3, 2]
-    assert top_k(scores, 10).tolist() == [1, 3, 2, 5, 0, 4]
+def _brute_top(scores: np.ndarray, allowed: np.ndarray, k: int) -> np.ndarray:
+    cand = np.flatnonzero(allowed)
+    return cand[np.lexsort((cand, -scores[cand]))][:k]
+
+
+def test_accumulator_top_k_orders_by_score_then_row_and_respects_mask() -> None:
+    acc = ScoreAccumulator(6)
+    acc.add_values(np.array([5, 3, 1, 2, 0]), np.array([2.0, 3.0, 3.0, 2.0, 1.0]))
+    assert acc.top_k(3)[0].tolist() == [1, 3, 2]
+    assert acc.top_k(10)[0].tolist() == [1, 3, 2, 5, 0] and acc.top_k(10)[1] == 5  # row 4 was never reached
     mask = np.array([True, False, True, True, True, False])
-    assert top_k(scores, 2, mask).tolist() == [3, 2]
-    with pytest.raises(ValueError):
-        top_k(scores, 0)
+    assert acc.top_k(2, mask)[0].tolist() == [3, 2] and acc.top_k(2, mask)[1] == 3
+    assert acc.matched_max(mask) == (3, 3.0)
+    acc.reset()
+    assert acc.n == 0 and not acc.scores.any() and not acc.seen.any()
+
+
+def test_accumulator_equals_the_dense_sums_and_brute_force_top_k() -> None:
+    """Postings added in any order, some values 0 or negative (an idf floor below zero), ties, masks, few rows reached
+    (listed) or many (scanned): the scores are np.add.at's bit for bit, the top k and counts are brute force's, and
+    a reset leaves zeros."""
+    rng = np.random.default_rng(11)
+    n = 5000
+    acc = ScoreAccumulator(n)
+    modes = set()
+    for trial in range(80):
+        want = np.zeros(n)
+        added: set[int] = set()
+        for _ in range(int(rng.integers(0, 6))):
+            size = int(rng.choice([1, 30, 200, 2000, 5000]))
+            rows = np.sort(rng.choice(n, size=size, replace=False)).astype(np.int32)
+            weights = rng.random(size)
+            if trial % 3 == 0:
+                weights = np.round(weights * 4)  # many ties, zeros
+            if trial % 5 == 0:
+                weights[rng.random(size) < 0.3] *= -1
+            mult = float(rng.choice([1.0, 2.0, 0.5]))
+            acc.add_postings(rows, weights, np.array([0], dtype=np.int64), np.array([size], dtype=np.int64),
+                             np.array([mult]))
+            np.add.at(want, rows, weights if mult == 1.0 else weights * mult)
+            added.update(rows.tolist())
+        modes.add(acc.tracking)
+        np.testing.assert_array_equal(acc.scores, want)
+        if acc.tracking:
+            assert sorted(acc.rows.tolist()) == sorted(added)  # each reached row listed once
+        mask = rng.random(n) < float(rng.choice([0.05, 0.5, 0.95])) if trial % 2 else None
+        allowed = want != 0 if mask is None else (want != 0) & mask
+        for k in (1, 10, 1000):
+            rows, matched = acc.top_k(k, mask)
+            np.testing.assert_array_equal(rows, _brute_top(want, allowed, k))
+            assert matched == int(allowed.sum())
+        assert acc.matched(mask) == int(allowed.sum())
+        assert acc.matched_max(mask) == (int(allowed.sum()), float(want[allowed].max()) if allowed.any() else 0.0)
+        acc.reset()
+        assert acc.n == 0 and acc.tracking and not acc.scores.any() and not acc.seen.any()
+    assert modes == {True, False}  # both the listed and the scanned accumulator were checked
+
+
+@pytest.mark.parametrize("scoring", ["bm25", "tfidf"])
+def test_one_route_top_k_by_the_units_bounds_equals_brute_force(scoring: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """SparseIndex.top_k: rows of common-term queries (most rows reached) enumerated by their units, the units that
+    can add most first, stopping at the bound: the same rows as a brute-force sort of the dense scores, and the
+    count of the matched rows; also with PSQ units, repeated terms and masks."""
+    rng = np.random.default_rng(2)
+    vocab = [f"t{i}" for i in range(60)]
+    p = 1.0 / np.arange(1, len(vocab) + 1) ** 0.9  # Zipfian: a few terms in most documents
+    docs = [list(rng.choice(vocab, size=int(rng.integers(0, 25)), p=p / p.sum())) for _ in range(3000)]
+    idx = SparseIndex.build(docs, scoring=scoring)
+    calls = {"bounded": 0}
+    bounded = ScoreAccumulator.top_k_bounded
+
+    def counting(self: ScoreAccumulator, *args: object) -> np.ndarray:
+        calls["bounded"] += 1
+        return bounded(self, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(ScoreAccumulator, "top_k_bounded", counting)
+    acc = ScoreAccumulator(idx.n_rows)
+    for trial in range(60):
+        terms = list(rng.choice(vocab[:30], size=int(rng.integers(1, 9)), p=p[:30] / p[:30].sum()))
+        units = monolingual_units(terms)
+        if trial % 3 == 0:
+            units.append(({"t40": 0.6, "t2": 0.3, "nothere": 0.1}, 2.0))
+        mask = rng.random(idx.n_rows) < 0.6 if trial % 2 else None
+        dense = idx.score(units)
+        allowed = dense != 0 if mask is None else (dense != 0) & mask
+        for k in (1, 10, 100):
+            reach = idx.accumulate(units, acc)
+            np.testing.assert_array_equal(acc.scores, dense)
+            rows, matched = idx.top_k(acc, reach, k, mask)
+            np.testing.assert_array_equal(rows, _brute_top(dense, allowed, k))
+            assert matched == int(allowed.sum())
+            acc.reset()
+    # most of these queries reach most rows: the units' bounds were used (not for tf-idf's PSQ units: no bound)
+    assert calls["bounded"] > (100 if scoring == "bm25" else 80)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_maxscore_search_equals_the_full_accumulation_bit_for_bit(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """SparseIndex.search without a count (MaxScore: the long lists of common terms only looked up for the rows that
+    can still reach the top k) gives the rows and scores of the full accumulation exactly, for rare and common terms,
+    repeated terms, ties, masks and k up to the MaxScore limit (a query whose rare terms already reach more than a
+    quarter of the rows is accumulated whole: both paths are taken here)."""
+    from service.retrieval import kernels
+
+    rng = np.random.default_rng(seed)
+    vocab = [f"t{i}" for i in range(400)]
+    p = 1.0 / np.arange(1, len(vocab) + 1) ** 1.1
+    docs = [list(rng.choice(vocab, size=int(rng.integers(0, 40)), p=p / p.sum())) for _ in range(4000)]
+    docs[7] = docs[8] = ["t300", "t301"]  # exact ties
+    idx = SparseIndex.build(docs)
+    used = {"maxscore": 0, "whole": 0}
+    original = kernels.maxscore
+
+    def counting(*args: object) -> object:
+        out = original(*args)  # type: ignore[arg-type]
+        used["maxscore" if out is not None else "whole"] += 1
+        return out
+
+    monkeypatch.setattr(kernels, "maxscore", counting)
+    acc = ScoreAccumulator(idx.n_rows)
+    for trial in range(120):
+        n_terms = int(rng.integers(1, 12))
+        terms = list(rng.choice(vocab, size=n_terms, p=p / p.sum())) + list(rng.choice(vocab[100:], size=2))
+        if trial % 10 == 0:
+            terms = ["t300", "t301"]
+        units = monolingual_units(terms)
+        mask = rng.random(idx.n_rows) < 0.5 if trial % 3 == 0 else None
+        k = int(rng.choice([1, 3, 10, 50, 100]))
+        want_rows, want_scores, n_matched = idx.search(units, acc, k, mask, count=True)
+        acc.reset()
+        rows, scores, none = idx.search(units, acc, k, mask, count=False)
+        if none is None:  # MaxScore leaves the accumulator zeroed
+            assert acc.n == 0 and not acc.scores.any() and not acc.seen.any()
+        else:  # accumulated whole (a query of common terms only)
+            assert none == n_matched
+        acc.reset()
+        np.testing.assert_array_equal(rows, want_rows)
+        assert scores.tolist() == want_scores.tolist()  # bit for bit
+        dense = idx.score(units)
+        allowed = dense != 0 if mask is None else (dense != 0) & mask
+        np.testing.assert_array_equal(rows, _brute_top(dense, allowed, k))
+    assert used["maxscore"] > 30 and used["whole"] > 5, used  # both paths taken, often
+
+
+def test_accumulator_merge_equals_the_dense_merge_of_routes() -> None:
+    """Routes merged on one scale: each row's best score/norm over the routes that matched it (first route wins a
+    tie), the route that gave it, and every matched row a candidate even where its merged score stays at 0."""
+    rng = np.random.default_rng(5)
+    n = 3000
+    for trial in range(30):
+        routes = [ScoreAccumulator(n) for _ in range(3)]
+        merged = ScoreAccumulator(n)
+        dense = []
+        for acc in routes:
+            rows = np.sort(rng.choice(n, size=int(rng.integers(0, 1500)), replace=False))
+            values = np.round(rng.random(len(rows)) * 3) - (1.0 if trial % 4 == 0 else 0.0)
+            acc.add_values(rows, values)
+            d = np.zeros(n)
+            d[rows] = values
+            dense.append(d)
+        mask = rng.random(n) < 0.7 if trial % 2 else None
+        norms = [float(x) for x in rng.choice([0.5, 1.0, 2.0], size=3)]
+        final, winner, any_allowed = np.zeros(n), np.full(n, -1), np.zeros(n, dtype=bool)
+        for i, (acc, d) in enumerate(zip(routes, dense, strict=True)):
+            merged.merge(acc, mask, norms[i], i)
+            allowed = (d != 0) if mask is None else (d != 0) & mask
+            rr = np.flatnonzero(allowed)
+            normed = d[rr] / norms[i]
+            better = normed > final[rr]
+            final[rr[better]] = normed[better]
+            winner[rr[better]] = i
+            any_allowed |= allowed
+        np.testing.assert_array_equal(merged.scores, final)
+        assert merged.winner is not None
+        np.testing.assert_array_equal(merged.winner[any_allowed], winner[any_allowed])
+        rows, _ = merged.top_k(200, nonzero=False)
+        np.testing.assert_array_equal(rows, _brute_top(final, any_allowed, 200))
+        merged.reset()
+        assert not merged.scores.any() and (merged.winner == -1).all() and not merged.seen.any()
+
+
+def test_pool_lends_zeroed_accumulators_and_keeps_them() -> None:
+    pool = AccumulatorPool(10)
+    a, b = pool.take(2)
+    a.add_values(np.array([1, 4]), np.array([1.0, 2.0]))
+    b.add_values(np.array([3]), np.array([5.0]))
+    pool.give([a, b])
+    again = pool.take(3)
+    assert {id(x) for x in again[:2]} == {id(a), id(b)}  # reused, not made anew
+    assert all(x.n == 0 and not x.scores.any() and x.tracking for x in again)
+    again[2].add_values(np.arange(10), np.ones(10))  # past the listing cap: zeroed whole when given back
+    assert not again[2].tracking
+    pool.give(again)
+    assert all(x.n == 0 and not x.scores.any() and not x.seen.any() for x in pool.take(3))
 
 
 def test_matched_terms() -> None:
@@ -183,12 +372,16 @@ def test_parity_with_rank_bm25_on_real_patents(ep_dir: Path, us_dir: Path) -> No
     k1, b = 1.2, 0.75
     idx = SparseIndex.build(docs, k1=k1, b=b)
     ref = BM25Okapi(docs, k1=k1, b=b)
+    acc = ScoreAccumulator(idx.n_rows)  # what a search adds into, kept between the queries
     for q in queries:
         want = ref.get_scores(q)
         got = idx.score(monolingual_units(q))
         np.testing.assert_allclose(got, want, rtol=0, atol=1e-6)
+        idx.accumulate(monolingual_units(q), acc)
+        np.testing.assert_array_equal(acc.scores, got)
         n = min(10, int((want != 0).sum()))
-        mine = top_k(got, 10, got != 0)
+        mine, _ = acc.top_k(10)
+        acc.reset()
         assert len(mine) == n
         ref_top = np.sort(want)[::-1][:n]
         np.testing.assert_allclose(got[mine], ref_top, rtol=0, atol=1e-6)
@@ -197,49 +390,6 @@ def test_parity_with_rank_bm25_on_real_patents(ep_dir: Path, us_dir: Path) -> No
         theirs = set(np.argsort(want)[::-1][:n].tolist())
         differ = set(mine.tolist()) ^ theirs
         assert all(abs(want[r] - ref_top[-1]) <= 1e-6 for r in differ), q
-
-
-def test_top_k_equals_brute_force_sort() -> None:
-    rng = np.random.default_rng(7)
-    for trial in range(40):
-        n = int(rng.choice([7, 500, 60_000]))
-        scores = rng.random(n)
-        if trial % 3 == 0:
-            scores = np.round(scores * 10)  # many ties
-        if trial % 4 == 0:
-            scores[rng.random(n) < 0.9] = 0.0
-        mask = rng.random(n) < 0.5 if trial % 2 else None
-        k = int(rng.choice([1, 10, 1000]))
-        rows = np.arange(n) if mask is None else np.flatnonzero(mask)
-        want = rows[np.lexsort((rows, -scores[rows]))][:k]
-        np.testing.assert_array_equal(top_k(scores, k, mask), want)
-
-
-def test_top_k_matched_equals_top_k_of_the_matched_rows() -> None:
-    """The first stage's one-route path: the same rows as the masked top_k it replaced, and their count."""
-    rng = np.random.default_rng(11)
-    for trial in range(80):
-        n = int(rng.choice([9, 700, 60_000, 120_000]))
-        scores = rng.random(n)
-        if trial % 3 == 0:
-            scores = np.round(scores * 10)  # many ties
-        zero = rng.random(n) < float(rng.choice([0.0, 0.5, 0.999, 0.99995, 1.0]))
-        scores[zero] = 0.0  # unmatched rows: from none to nearly all (the sample then holds no matched row)
-        if trial % 5 == 0:
-            scores[rng.random(n) < 0.2] *= -1  # negative scores (an idf floor below zero) stay candidates
-        if trial % 7 == 0:
-            scores[rng.random(n) < 0.01] = -0.0
-        mask = rng.random(n) < float(rng.choice([0.05, 0.5, 0.95])) if trial % 2 else None
-        k = int(rng.choice([1, 10, 1000]))
-        allowed = scores != 0 if mask is None else (scores != 0) & mask
-        rows, n_matched = top_k_matched(scores, k, mask)
-        assert n_matched == int(allowed.sum())
-        want = top_k(scores, k, allowed) if allowed.any() else np.zeros(0, dtype=np.int64)
-        np.testing.assert_array_equal(rows, want)
-        cand = np.flatnonzero(allowed)
-        np.testing.assert_array_equal(rows, cand[np.lexsort((cand, -scores[cand]))][:k])  # brute force
-    with pytest.raises(ValueError):
-        top_k_matched(np.ones(3), 0)
 
 
 def test_matched_terms_for_a_few_and_for_many_rows() -> None:

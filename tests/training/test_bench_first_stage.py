@@ -22,13 +22,14 @@ def test_bench_prints_every_peer_beside_ours_and_reuses_its_cache(tmp_path: Path
     assert row["n_docs"] == 60 and row["top10_checked"] == 5
     assert row["top10_identical"] == 5  # rank-bm25 computes our formula: the same tokens give the same top 10
     table = first_stage.format_table(rows)
-    assert "p50 ms" in table and "p99 ms" in table and "top10 overlap" in table
+    assert "p50 ms" in table and "p99 ms" in table and "warm p50" in table and "top10 overlap" in table
     for name in ("rank-bm25", "bm25s", "pisa", "pisa-core"):
         if name in row["skipped"]:
             assert f"{name:<12} skipped: " in table
         else:
             e = row["engines"][name]
             assert e["timed_queries"] == 5 and 0 <= e["top10_overlap"] <= 1 and e["p99_ms"] >= e["p50_ms"] > 0
+            assert e["warm_rounds"] == 3 and e["warm_p99_ms"] >= e["warm_p50_ms"] > 0
             assert any(line.startswith(name) for line in table.splitlines())
     assert row["engines"]["rank-bm25"]["top10_overlap"] == 1.0
     assert not list(work.iterdir())  # the peers' temporary indexes are removed
@@ -52,7 +53,8 @@ def test_a_peer_not_installed_is_skipped_with_the_reason(monkeypatch: pytest.Mon
     table = first_stage.format_table([{
         "n_docs": 10, "k": 10, "build_docs_per_s": 1.0, "build_docs_per_cpu_s": 1.0, "build_peak_rss_mb": 1.0,
         "index_mb": 1.0, "n_queries": 1, "query_text": "first-claim", "mean_query_terms": 3.0,
-        "engines": {"ours": {"p50_ms": 1.0, "p99_ms": 1.0, "mean_ms": 1.0, "timed_queries": 1}},
+        "engines": {"ours": {"p50_ms": 1.0, "p99_ms": 1.0, "mean_ms": 1.0, "timed_queries": 1, "warm_p50_ms": 1.0,
+                             "warm_p99_ms": 1.0}},
         "skipped": skipped, "top10_identical": None, "top10_checked": 0,
     }])
     assert "missing      skipped: priorart_no_such_engine not installed" in table

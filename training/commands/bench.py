@@ -30,10 +30,11 @@ def first_stage_command(
     cache_dir: Path | None = typer.Option(
         None, "--cache-dir", help="Keep corpus, index and tokens per size here and reuse them on the next run."
     ),
+    rounds: int = typer.Option(3, "--rounds", min=1, help="Warm rounds: each engine's queries in a block, per round."),
     as_json: bool = typer.Option(False, "--json", help="Print the figures as JSON."),
 ) -> None:
     """Index build docs/s and peak memory; first-stage p50/p99 against rank-bm25, bm25s and PISA on the same
-    tokens, with top-10 overlap."""
+    tokens, with top-10 overlap (engines interleaved query by query, and warm: each in a block)."""
     from training.benchmarks.first_stage import QUERY_TEXTS, format_table, run_first_stage_bench
     from training.benchmarks.peers import PEER_NAMES
 
@@ -65,6 +66,7 @@ def first_stage_command(
             cache_dir=cache_dir,
             peers=peer_list,
             query_text=query_text,
+            rounds=rounds,
         )
     typer.echo(json.dumps(rows, indent=1) if as_json else format_table(rows))
 
