@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -50,6 +50,7 @@ from service.schema import (
 )
 from service.settings import Settings
 from service.workflow.families import KEYS as FAMILY_KEYS
+from service.workflow.families import Group as FamilyGroup
 from service.workflow.families import group as family_groups
 from service.workflow.feedback import Feedback
 from service.workflow.notices import explain as explain_notices
@@ -181,30 +182,40 @@ class Engine:
         started = time.perf_counter()
         cands, trace = self.pipeline.run(query)
         lang = query.r.lang
-        results = []
-        records = []
         row_list = cands.rows.tolist()
+        shown = len(row_list) if k is None else min(k, len(row_list))
+        groups: list[FamilyGroup] = []
+        records: list[PatentRecord] = []
+        if collapse:  # every candidate's record groups; the first k groups are shown, with their members
+            records = [self.docs.header_row(row) for row in row_list]
+            groups = family_groups(records)
+            at = sorted({i for g in groups[:shown] for i in (g.head, *g.members)})
+        else:
+            at = list(range(shown))
         if explain and cands.more_matched_terms is not None:  # first-stage rows past query.explain_rows
-            lacking = [row for row, first in zip(row_list, cands.in_first.tolist(), strict=True)
-                       if first and row not in cands.matched_terms]
+            in_first = cands.in_first.tolist()
+            lacking = [row_list[i] for i in at if in_first[i] and row_list[i] not in cands.matched_terms]
             if lacking:
                 cands.matched_terms.update(zip(lacking, cands.more_matched_terms(lacking), strict=True))
-        for i, row in enumerate(row_list):
-            rec = self.docs.header_row(row)
-            records.append(rec)
-            comps: dict[str, float | None] = {
-                name: float(cands.normalised[name][i]) if name in cands.normalised else None for name in COMPONENTS}
-            assert cands.fused is not None
-            comps["fused"] = float(cands.fused[i])
-            results.append(SearchHit(
-                id=rec.id, title=title_of(rec, lang), score=float(cands.fused[i]), components=comps,
+        assert cands.fused is not None
+        fused = cands.fused.tolist()
+        normalised = {name: cands.normalised[name].tolist() for name in COMPONENTS if name in cands.normalised}
+        hits: dict[int, SearchHit] = {}
+        for i in at:
+            row = row_list[i]
+            rec = records[i] if collapse else self.docs.header_row(row)
+            comps: dict[str, float | None] = {name: normalised[name][i] if name in normalised else None
+                                              for name in COMPONENTS}
+            comps["fused"] = fused[i]
+            hits[i] = SearchHit(
+                id=rec.id, title=title_of(rec, lang), score=fused[i], components=comps,
                 matched_terms=cands.matched_terms.get(row, []) if explain else [], route=cands.routes.get(row),
-                codes=record_codes(rec)[:12], publication_date=rec.publication_date))
+                codes=record_codes(rec)[:12], publication_date=rec.publication_date)
         families = None
         if collapse:
-            results, families = _collapse(results, records)
-        if k is not None:
-            results = results[:k]
+            results, families = _collapse(hits, groups, shown)
+        else:
+            results = [hits[i] for i in at]
         fusion = _fusion_info(cands)
         notices = self.notices + query.notes
         return SearchResponse(results=results, stages=self._stages(trace, explain),
@@ -332,11 +343,12 @@ class Engine:
 FAMILY_ROOM = 3
 
 
-def _collapse(hits: list[SearchHit], records: list[PatentRecord]) -> tuple[list[SearchHit], FamiliesInfo]:
-    """Members of one family / application / priority listed under their best-ranked result."""
-    groups = family_groups(records)
+def _collapse(hits: Mapping[int, SearchHit], groups: Sequence[FamilyGroup],
+              shown: int) -> tuple[list[SearchHit], FamiliesInfo]:
+    """The first ``shown`` groups' heads, each with the members of its family / application / priority listed
+    under it (``hits``: theirs, by position in the candidates); the counts are over every group."""
     out: list[SearchHit] = []
-    for g in groups:
+    for g in groups[:shown]:
         head = hits[g.head]
         if g.members:
             head = head.model_copy(update={"family": [

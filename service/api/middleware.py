@@ -75,8 +75,8 @@ class GuardMiddleware:
             elif key and path != "/" and not path.startswith(OPEN_PATHS) and headers.get("x-api-key") != key:
                 await reply(401, "Unauthorized", "missing or wrong X-API-Key header")
             else:
-                await asyncio.wait_for(self.app(scope, limited_receive, send_wrapper),
-                                       timeout=self.settings.request_timeout_s)
+                async with asyncio.timeout(self.settings.request_timeout_s):  # (wait_for made a task per request)
+                    await self.app(scope, limited_receive, send_wrapper)
         except _BodyTooLarge:
             await reply(413, "Payload Too Large", f"request body over {limit} bytes")
         except TimeoutError:

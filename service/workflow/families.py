@@ -49,9 +49,10 @@ def group(records: Sequence[PatentRecord]) -> list[Group]:
             i = parent[i]
         return i
 
+    keys = [_keys(rec) for rec in records]
     first: dict[tuple[str, str], int] = {}
-    for i, rec in enumerate(records):
-        for key in _keys(rec):
+    for i, mine in enumerate(keys):
+        for key in mine:
             j = first.setdefault(key, i)
             if j != i:
                 a, b = find(i), find(j)
@@ -60,14 +61,14 @@ def group(records: Sequence[PatentRecord]) -> list[Group]:
     groups: dict[int, Group] = {}
     for i in range(len(records)):
         root = find(i)
-        g = groups.setdefault(root, Group(head=root))
-        if i != root:
-            g.members.append(i)
-            head_keys = set(_keys(records[root]))
-            mine = set(_keys(records[i]))
-            why = sorted({kind for kind, _ in head_keys & mine}, key=KEYS.index)
-            g.reasons[i] = why or ["linked through another member"]
-    return sorted(groups.values(), key=lambda g: g.head)
+        if i == root:
+            groups[i] = Group(head=i)
+            continue
+        g = groups[root]  # (the root ranks before its members: its group exists)
+        g.members.append(i)
+        why = sorted({kind for kind, _ in set(keys[root]) & set(keys[i])}, key=KEYS.index)
+        g.reasons[i] = why or ["linked through another member"]
+    return list(groups.values())
 
 
 __all__ = ["KEYS", "Group", "group"]

@@ -30,6 +30,9 @@ def test_health_ready_and_openapi(client: TestClient) -> None:
     assert client.get("/ready").json() == {"ready": True}
     spec = client.get("/openapi.json").json()
     assert {"/search", "/passages", "/documents/{doc_id}", "/health", "/ready", "/metrics"} <= set(spec["paths"])
+    for path, model in (("/search", "SearchResponse"), ("/passages", "PassageResponse")):  # (answered as JSON bytes)
+        schema = spec["paths"][path]["post"]["responses"]["200"]["content"]["application/json"]["schema"]
+        assert schema == {"$ref": f"#/components/schemas/{model}"}
 
 
 def test_search_english_finds_the_electrophotographic_grant(client: TestClient) -> None:
