@@ -51,12 +51,14 @@ class Settings(BaseSettings):
     api_key: str | None = Field(None, description="when set, requests must carry it in X-API-Key")
     admin_key: str | None = Field(None, description="key for /admin/* (defaults to api_key)")
     cors_origins: list[str] = Field(default_factory=list, description="allowed CORS origins")
-    request_threads: int = Field(1, ge=1, description="requests the server runs at once in its worker threads "
-                                 "(the others wait their turn; anyio's default is 40). A search holds the GIL for "
-                                 "most of its time, so more threads take turns at it and cost throughput (locust mix "
-                                 "at capacity, real index: 1 thread 45-48 requests/s, 2: 40-41, 4: 34-36, 40: 27.5); "
-                                 "more processes (--workers) use more cores. The Ray ingress, which waits on its "
-                                 "shards, runs 40")
+    request_threads: int = Field(0, ge=0, description="threads that run /search and /passages. 0: in the server's "
+                                 "event loop, one request at a time: the engine holds the GIL for nearly all of a "
+                                 "request, so a worker thread only added two hand-offs per request (locust mix at "
+                                 "capacity, real index: 180 requests/s in 1 thread, 209 in the loop; earlier, 1 thread "
+                                 "45-48, 2: 40-41, 4: 34-36, 40: 27.5); a request over request_timeout_s is answered "
+                                 "504 when it ends. n >= 1: in n worker threads (the loop stays free meanwhile): for "
+                                 "an engine that waits, as the Ray ingress, which waits on its shards, runs 40. More "
+                                 "processes (--workers) use more cores")
     reload_interval_s: float = Field(2.0, ge=0, description="how often the server looks for a new generation of "
                                      "its index (priorart add/delete/compact) and loads it; 0: only on /admin/reload")
     shard_timeout_s: float = Field(10.0, gt=0, description="a sharded index: how long a search waits for a shard "

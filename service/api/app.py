@@ -43,7 +43,9 @@ def create_app(settings: Settings | None = None, *,
         from service.api.routes.admin import watch_generations
         from service.engine import Engine  # heavy imports happen here, not at module import
 
-        anyio.to_thread.current_default_thread_limiter().total_tokens = settings.request_threads
+        # the worker threads of /search and /passages (request_threads 0: they run in the loop) and of the other
+        # plain endpoints (documents, claim charts, reports)
+        anyio.to_thread.current_default_thread_limiter().total_tokens = max(1, settings.request_threads)
         started = time.perf_counter()
         engine = app.state.load_engine(settings) if engine_loader is not None else Engine.load(
             settings.index_dir, settings=settings)

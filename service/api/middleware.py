@@ -14,6 +14,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from service.api.errors import problem
 from service.api.metrics import Metrics
+from service.api.routes.search import INLINE_PATHS
 from service.settings import Settings
 
 OPEN_PATHS = ("/health", "/ready", "/metrics", "/docs", "/redoc", "/openapi.json", "/static", "/favicon", "/admin")
@@ -74,6 +75,10 @@ class GuardMiddleware:
                 await reply(413, "Payload Too Large", f"request body over {limit} bytes")
             elif key and path != "/" and not path.startswith(OPEN_PATHS) and headers.get("x-api-key") != key:
                 await reply(401, "Unauthorized", "missing or wrong X-API-Key header")
+            elif self.settings.request_threads == 0 and path in INLINE_PATHS:
+                # run in the event loop: a cancellation could only land in the middle of sending the answer;
+                # the route checks its own time limit (service.api.routes.search._run)
+                await self.app(scope, limited_receive, send_wrapper)
             else:
                 async with asyncio.timeout(self.settings.request_timeout_s):  # (wait_for made a task per request)
                     await self.app(scope, limited_receive, send_wrapper)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from bisect import bisect_right
 from collections.abc import Collection, Iterator
 
 from service.text.analysis import TOKEN_RE, Analyzer, normalise, stopwords
@@ -25,16 +26,39 @@ def _clusters(text: str) -> Iterator[tuple[int, int]]:
 _NON_ASCII_RE = re.compile(r"[^\x00-\x7f]+")
 
 
-def _normalised_with_positions(text: str) -> tuple[str, list[int], list[int]]:
-    """``normalise(text)`` computed per character cluster, and each output character's cluster span.
+class _Positions:
+    """Where each character of a normalised text came from: runs of ASCII characters map one to one (lower case),
+    each character of a normalised non-ASCII cluster maps to the whole cluster."""
+
+    __slots__ = ("starts", "runs")
+
+    def __init__(self) -> None:
+        self.starts: list[int] = []  # normalised position where each run begins
+        self.runs: list[tuple[int, int, int, bool]] = []  # (its start there, original start, original end, 1:1?)
+
+    def add(self, norm_at: int, orig_start: int, orig_end: int, one_to_one: bool) -> None:
+        self.starts.append(norm_at)
+        self.runs.append((norm_at, orig_start, orig_end, one_to_one))
+
+    def span(self, s: int, e: int) -> tuple[int, int]:
+        """The original span of the normalised characters ``[s, e)``."""
+        a = self.runs[bisect_right(self.starts, s) - 1]
+        b = self.runs[bisect_right(self.starts, e - 1) - 1]
+        start = a[1] + (s - a[0]) if a[3] else a[1]
+        end = b[1] + (e - 1 - b[0]) + 1 if b[3] else b[2]
+        return start, end
+
+
+def _normalised_with_positions(text: str) -> tuple[str, _Positions]:
+    """``normalise(text)`` computed per character cluster, and where each output character came from.
 
     ASCII characters are their own clusters and map one to one (lower case); only the runs of
     non-ASCII characters (with the ASCII letter a combining mark may follow) are normalised cluster by
     cluster.
     """
     parts: list[str] = []
-    starts: list[int] = []
-    ends: list[int] = []
+    where = _Positions()
+    at = 0
     pos = 0
     for m in _NON_ASCII_RE.finditer(text):
         a, b = m.span()
@@ -42,19 +66,19 @@ def _normalised_with_positions(text: str) -> tuple[str, list[int], list[int]]:
             a -= 1  # the mark belongs to the cluster of the preceding ASCII letter
         if a > pos:
             parts.append(text[pos:a].lower())
-            starts.extend(range(pos, a))
-            ends.extend(range(pos + 1, a + 1))
+            where.add(at, pos, a, True)
+            at += a - pos
         for ca, cb in _clusters(text[a:b]):
             piece = normalise(text[a + ca: a + cb])
-            parts.append(piece)
-            starts.extend([a + ca] * len(piece))
-            ends.extend([a + cb] * len(piece))
+            if piece:
+                parts.append(piece)
+                where.add(at, a + ca, a + cb, False)
+                at += len(piece)
         pos = b
     if pos < len(text):
         parts.append(text[pos:].lower())
-        starts.extend(range(pos, len(text)))
-        ends.extend(range(pos + 1, len(text) + 1))
-    return "".join(parts), starts, ends
+        where.add(at, pos, len(text), True)
+    return "".join(parts), where
 
 
 def token_spans(text: str) -> list[tuple[int, int, str]]:
@@ -63,22 +87,21 @@ def token_spans(text: str) -> list[tuple[int, int, str]]:
     The text is normalised cluster by cluster (a base character and its combining marks), so every
     normalised character points back to the characters it came from.
     """
-    orig_start: list[int] | None = None
-    orig_end: list[int] | None = None
-    if text.isascii():  # NFKC is the identity on ASCII and casefold == lower
-        norm = text.lower()
-    else:
-        norm, orig_start, orig_end = _normalised_with_positions(text)
+    norm, where = _normalised(text)
     out: list[tuple[int, int, str]] = []
     for m in TOKEN_RE.finditer(norm):
         tok = m.group(0)
         if "/" in tok:
-            tok = re.sub(r"\s+", "", tok)
+            tok = _SPACES.sub("", tok)
         s, e = m.span()
-        if orig_start is not None and orig_end is not None:
-            s, e = orig_start[s], orig_end[e - 1]
-        out.append((s, e, tok))
+        out.append((*(where.span(s, e) if where is not None else (s, e)), tok))
     return out
+
+
+def _normalised(text: str) -> tuple[str, _Positions | None]:
+    if text.isascii():  # NFKC is the identity on ASCII and casefold == lower
+        return text.lower(), None
+    return _normalised_with_positions(text)
 
 
 def analysed_spans(text: str, analyzer: Analyzer) -> list[tuple[int, int, str]]:
@@ -92,7 +115,23 @@ def analysed_spans(text: str, analyzer: Analyzer) -> list[tuple[int, int, str]]:
 
 
 def highlight_spans(text: str, query_terms: Collection[str], analyzer: Analyzer) -> list[tuple[int, int]]:
-    """Character spans of the tokens of ``text`` whose analysed term is one of ``query_terms``."""
+    """Character spans of the tokens of ``text`` whose analysed term is one of ``query_terms`` (the spans of
+    :func:`analysed_spans` whose term is a query term; each token looked at once, without the lists of every token
+    and span: the highlights were a fifth of a ``/passages`` request)."""
     if not query_terms:
         return []
-    return [(s, e) for s, e, term in analysed_spans(text, analyzer) if term in query_terms]
+    norm, where = _normalised(text)
+    stop = stopwords(analyzer.lang) if analyzer.remove_stopwords else frozenset()
+    term = analyzer.term
+    out: list[tuple[int, int]] = []
+    for m in TOKEN_RE.finditer(norm):
+        tok = m.group(0)
+        if "/" in tok:
+            tok = _SPACES.sub("", tok)
+        if tok not in stop and (len(tok) > 1 or tok.isdigit()) and term(tok) in query_terms:
+            s, e = m.span()
+            out.append(where.span(s, e) if where is not None else (s, e))
+    return out
+
+
+_SPACES = re.compile(r"\s+")

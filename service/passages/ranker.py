@@ -58,13 +58,14 @@ import math
 import threading
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
 
 from service.corpus.record import LANGS
 from service.passages.highlight import highlight_spans
+from service.passages.kernels import passage_propagate, query_entries
 from service.passages.lm import (
     CONTEXT_VARIANTS,
     DEFAULT_MU,
@@ -118,34 +119,27 @@ def _expand(starts: IntArray, counts: IntArray) -> tuple[IntArray, IntArray]:
     return idx, np.repeat(np.arange(counts.size, dtype=np.int64), counts)
 
 
-def _concat(arr: npt.NDArray[Any], starts: IntArray, counts: IntArray) -> npt.NDArray[Any]:
-    """``arr`` over the concatenated ranges (slices + one copy: faster than fancy indexing for long ranges)."""
-    parts = [arr[s: s + c] for s, c in zip(starts.tolist(), counts.tolist(), strict=True) if c]
-    return np.concatenate(parts) if parts else arr[:0].copy()
-
-
 _QMAP_MAX_TERMS = 1 << 22  # above this vocabulary size, no per-thread lookup array (4 bytes per term)
 
 
-def _query_index(term_ids: npt.NDArray[Any], qj: IntArray, vocab_size: int) -> npt.NDArray[np.int64]:
-    """For each term id, the index of the query term it is (``-1`` for other terms).
+def _query_entries(index: PassageArrays, starts: IntArray, counts: IntArray,
+                   qj: IntArray) -> tuple[IntArray, IntArray, IntArray]:
+    """The candidates' term entries (``[starts[d], starts[d] + counts[d])``) of the query terms ``qj``: their
+    positions in the index, their candidate, the query term each is.
 
-    A per-thread array ``term id -> query term`` (all -1; restored after use) makes this one gather;
-    for very large vocabularies a binary search over the sorted query ids keeps memory bounded.
+    A per-thread array ``term id -> query term`` (all -1; restored after use) makes each look-up one read; for very
+    large vocabularies a binary search over the sorted query ids keeps memory bounded.
     """
-    nq = int(qj.size)
+    vocab_size = len(index.vocab)
     if vocab_size > _QMAP_MAX_TERMS:
-        order = np.argsort(qj)
-        ids = qj[order]
-        pos = np.minimum(np.searchsorted(ids, term_ids), nq - 1)
-        return np.where(ids[pos] == term_ids, order[pos], -1)
+        return query_entries(index.term_id, starts, counts, None, qj)
     qmap: npt.NDArray[np.int32] | None = getattr(_scratch, "qmap", None)
     if qmap is None or qmap.size < vocab_size:
         qmap = np.full(max(vocab_size, 1), -1, dtype=np.int32)
         _scratch.qmap = qmap
-    qmap[qj] = np.arange(nq, dtype=np.int32)
+    qmap[qj] = np.arange(qj.size, dtype=np.int32)
     try:
-        return qmap[term_ids].astype(np.int64)
+        return query_entries(index.term_id, starts, counts, qmap, qj)
     finally:
         qmap[qj] = -1
 
@@ -329,12 +323,7 @@ def score_passages(
     po_q = po_c = po_cu = np.zeros(0, dtype=np.int64)
     if nq and n:
         t_cnt = d1[:, 2] - d0[:, 2]
-        qi = _query_index(_concat(index.term_id, d0[:, 2], t_cnt), qj, len(index.vocab))
-        m = np.flatnonzero(qi >= 0)
-        t_end = np.cumsum(t_cnt)
-        em_doc = np.searchsorted(t_end, m, side="right")
-        em = m + (d0[:, 2] - (t_end - t_cnt))[em_doc]  # entries of the index
-        eq = qi[m]
+        em, em_doc, eq = _query_entries(index, d0[:, 2], t_cnt, qj)  # the entries of the query terms
         tend = index.term_end[em].astype(np.int64)
         tstart = np.where(em == d0[em_doc, 2], 0, index.term_end[np.maximum(em - 1, 0)].astype(np.int64))
         pst, pgrp = _expand(d0[em_doc, 3] + tstart, tend - tstart)
@@ -470,33 +459,6 @@ def _section_context(variant: str, sigma: float, st: FloatArray, p_sec: IntArray
     return g[p_sec] / (s_depth[p_sec] + 1)
 
 
-def _sibling_exclusive(values: FloatArray, starts: IntArray) -> FloatArray:
-    """For every row, the sum of the other rows of its run (runs begin at ``starts``: sibling lists).
-
-    Computed as prefix + suffix sums within each run (runs padded per length class), never as
-    "total minus own", so a dominant value cannot cancel the small ones.
-    """
-    n = int(values.shape[0])
-    out = np.zeros_like(values)
-    lens = np.diff(np.r_[starts, n])
-    multi = np.flatnonzero(lens > 1)
-    if not multi.size:
-        return out
-    classes = np.ceil(np.log2(lens[multi])).astype(np.int64)
-    for cls in np.unique(classes):
-        runs = multi[classes == cls]
-        span = int(lens[runs].max())
-        pos = np.arange(span)
-        idx = starts[runs][:, None] + pos[None, :]
-        valid = pos[None, :] < lens[runs][:, None]
-        block = np.where(valid[..., None], values[np.minimum(idx, n - 1)], 0.0)
-        excl = np.zeros_like(block)
-        excl[:, 1:] += np.cumsum(block, axis=1)[:, :-1]
-        excl[:, :-1] += np.cumsum(block[:, ::-1], axis=1)[:, ::-1][:, 1:]
-        out[idx[valid]] = excl[valid]
-    return out
-
-
 def _passage_propagate(sigma: float, st: FloatArray, p_sec: IntArray, p_doc: IntArray, n: int, s_parent: IntArray,
                        s_depth: IntArray) -> FloatArray:
     """``sum_{g' != g} Sim_title(g') w(dist(g, g'))``, divided by the document's passages minus one.
@@ -508,44 +470,12 @@ def _passage_propagate(sigma: float, st: FloatArray, p_sec: IntArray, p_doc: Int
     children ``c`` of ``x_j`` (sibling-exclusive sums of ``F(c, j + 3)``) plus ``x_j`` itself
     (``w(2 + j) S(x_j)``); ``j = 0`` is ``a``'s own subtree. Linear in the sections, sums of non-negative
     terms only (``S(a) - Sim_title(g)`` is exactly 0 for a passage alone in its section).
-    Sections are processed sorted by (depth, parent): a level, and a list of siblings, is a slice.
+    Sections are processed sorted by (depth, parent): a level, and a list of siblings, is a run. Compiled
+    (:func:`service.passages.kernels.passage_propagate`); the sums over a section's other siblings are prefix +
+    suffix sums.
     """
-    n_sec = int(s_parent.size)
-    max_depth = int(s_depth.max())
-    width = 2 * max_depth + 6  # k columns: j + 3 <= max_depth + 3 at the top, one more per level below
-    w = gaussian_weight(np.arange(width + 2), sigma)
-    perm = np.lexsort((s_parent, s_depth))
-    inv = np.empty(n_sec, dtype=np.int64)
-    inv[perm] = np.arange(n_sec)
-    par = s_parent[perm]
-    par = np.where(par >= 0, inv[np.maximum(par, 0)], -1)
-    level = np.searchsorted(s_depth[perm], np.arange(max_depth + 2))
-    runs = np.flatnonzero(np.r_[True, par[1:] != par[:-1]])
-    direct = np.bincount(inv[p_sec], st, minlength=n_sec)
-    down = np.zeros((n_sec, width))  # down[x, k] = sum over c child of x of F(c, k + 1)
-    full = np.zeros((n_sec, width))  # full[c, k] = F(c, k) = w(k) S(c) + down[c, k]
-    for d in range(max_depth, -1, -1):
-        lo, hi = int(level[d]), int(level[d + 1])
-        full[lo:hi] = w[None, :width] * direct[lo:hi, None] + down[lo:hi]
-        if d > 0:  # each sibling list adds its F(., k + 1) to its parent's down(., k)
-            first = runs[(runs >= lo) & (runs < hi)]
-            down[par[first], :-1] += np.add.reduceat(full[lo:hi, 1:], first - lo, axis=0)
-    # only k = j + 3 for j = 1 .. max_depth is read from the siblings' sums (roots have no siblings)
-    others = _sibling_exclusive(full[:, 4: max_depth + 4], runs[par[runs] >= 0])
-    out = down[:, 2].copy()  # j = 0: the sections below a
-    cur = np.arange(n_sec)
-    for j in range(1, max_depth + 1):
-        ok = np.flatnonzero(par[cur] >= 0)
-        if not ok.size:
-            break
-        at = cur[ok]
-        up = par[at]
-        out[ok] += others[at, j - 1] + w[2 + j] * direct[up]
-        cur[ok] = up
-    size = np.bincount(p_doc, minlength=n)[p_doc]
-    sec = inv[p_sec]
-    total = out[sec] + w[2] * (direct[sec] - st)
-    return np.where(size > 1, total / np.maximum(size - 1, 1), 0.0)
+    width = 2 * int(s_depth.max()) + 6  # k columns: j + 3 <= max_depth + 3 at the top, one more per level below
+    return passage_propagate(gaussian_weight(np.arange(width + 2), sigma), st, p_sec, p_doc, n, s_parent, s_depth)
 
 
 def rank_passages(

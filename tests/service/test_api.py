@@ -191,11 +191,57 @@ def test_body_size_limit_applies_to_declared_and_chunked_bodies(real_index: Path
         assert c.post("/search", json={"query": "toner"}).status_code == 200
 
 
-@pytest.mark.parametrize("threads", [1, 3])
-def test_requests_run_in_as_many_threads_as_the_settings_say(real_index: Path, threads: int) -> None:
+@pytest.mark.parametrize("threads", [0, 1, 3])
+def test_requests_run_in_as_many_threads_as_the_settings_say(real_index: Path, threads: int,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """0: /search and /passages run in the event loop's thread; n: in the n worker threads of the thread limiter."""
+    import threading
+
     import anyio.to_thread
 
+    from service.engine import Engine
+
+    ran_in: list[int] = []
+    for name in ("search", "passages"):
+        original = getattr(Engine, name)
+
+        def recording(self: Engine, req: object, _original: object = original) -> object:
+            ran_in.append(threading.get_ident())
+            return _original(self, req)  # type: ignore[operator]
+
+        monkeypatch.setattr(Engine, name, recording)
     with TestClient(create_app(Settings(index_dir=real_index, request_threads=threads))) as c:
         assert c.portal is not None
-        assert c.portal.call(lambda: anyio.to_thread.current_default_thread_limiter().total_tokens) == threads
+        assert c.portal.call(lambda: anyio.to_thread.current_default_thread_limiter().total_tokens) == max(1, threads)
+        loop_thread = c.portal.call(threading.get_ident)
         assert c.post("/search", json={"query": "toner", "k": 3}).status_code == 200
+        assert c.post("/passages", json={"query": "toner", "k": 3}).status_code == 200
+    assert len(ran_in) == 2
+    assert all((t == loop_thread) == (threads == 0) for t in ran_in)
+
+
+@pytest.mark.parametrize("threads", [0, 1])
+def test_a_search_over_the_time_limit_is_a_504_in_the_loop_and_in_a_thread(real_index: Path, threads: int,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """In a worker thread the answer is 504 at the limit; in the loop (nothing can interrupt the engine) when the
+    engine returns: a whole problem document either way, never a 200 cut short; the next request is answered."""
+    import time
+
+    from service.engine import Engine
+
+    original = Engine.search
+    slow = {"on": True}
+
+    def slow_search(self: Engine, req: object) -> object:
+        if slow["on"]:
+            time.sleep(0.5)
+        return original(self, req)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Engine, "search", slow_search)
+    settings = Settings(index_dir=real_index, request_timeout_s=0.2, request_threads=threads)
+    with TestClient(create_app(settings)) as c:
+        r = c.post("/search", json={"query": "toner", "k": 3})
+        assert r.status_code == 504 and r.headers["content-type"].startswith("application/problem+json")
+        assert r.json()["detail"] == "request took over 0.2 s"
+        slow["on"] = False
+        assert c.post("/search", json={"query": "toner", "k": 3}).json()["results"]

@@ -400,6 +400,21 @@ def test_token_spans_equal_the_per_cluster_reference() -> None:
 
 
 @pytest.mark.realdata
+def test_highlights_of_ascii_text_equal_the_analysed_spans_on_real_claims(ep_records: list[PatentRecord]) -> None:
+    """The fast path for ASCII passages gives the spans of the tokens whose analysed term is a query term, exactly
+    as the general path (analysed_spans) does."""
+    from service.passages.highlight import analysed_spans
+
+    an = get_analyzer("en")
+    texts = [c.text for r in ep_records for c in r.claims.get("en", []) if c.text.isascii()]
+    assert len(texts) > 100
+    for i, text in enumerate(texts):
+        query = set(an(texts[(i + 1) % len(texts)])) | set(an(text)[:3]) | {"h01f27/14", "(4)"}
+        want = [(s, e) for s, e, term in analysed_spans(text, an) if term in query]
+        assert highlight_spans(text, query, an) == want
+
+
+@pytest.mark.realdata
 def test_token_spans_equal_the_reference_on_real_non_ascii_text(ep_records: list[PatentRecord]) -> None:
     from service.passages.highlight import token_spans
     from training.benchmarks.passages_reference import token_spans as reference_spans

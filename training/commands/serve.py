@@ -24,6 +24,9 @@ def serve_command(
     ray_address: str | None = typer.Option(None, "--ray-address", help="The Ray cluster to serve on (e.g. auto); "
                                            "implies --ray."),
     shard_replicas: int = typer.Option(1, "--shard-replicas", min=1, help="With --ray: replicas per shard."),
+    access_log: bool = typer.Option(False, "--access-log/--no-access-log", envvar="PRIORART_ACCESS_LOG",
+                                    help="Log a line per request (off by default: /metrics counts every request and "
+                                    "its latency; a line per request cost about 3 % of the throughput)."),
 ) -> None:
     """Serve /search, /passages, /documents, /health, /ready, /metrics, /docs and the web UI."""
     import uvicorn
@@ -44,9 +47,10 @@ def serve_command(
         _serve_ray(index_dir, ray_address or "local", host, port, shard_replicas)
         return
     if workers > 1:
-        uvicorn.run("service.api.main:app", host=host, port=port, workers=workers, log_level="info")
+        uvicorn.run("service.api.main:app", host=host, port=port, workers=workers, log_level="info",
+                    access_log=access_log)
     else:
-        uvicorn.run(create_app(Settings()), host=host, port=port, log_level="info")
+        uvicorn.run(create_app(Settings()), host=host, port=port, log_level="info", access_log=access_log)
 
 
 def _serve_ray(index_dir: Path, address: str, host: str, port: int, shard_replicas: int) -> None:

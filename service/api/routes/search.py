@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import TypeVar
 
+import anyio.to_thread
 from fastapi import APIRouter, HTTPException, Response
 
 from service.api.deps import EngineDep, MetricsDep, SettingsDep
@@ -42,13 +44,31 @@ def _answer(run: Callable[[Req], Resp], req: Req, settings: Settings, metrics: M
     return Response(result.model_dump_json(), media_type="application/json")
 
 
+INLINE_PATHS = ("/search", "/passages")  # run in the event loop when request_threads is 0
+
+
+async def _run(run: Callable[[Req], Resp], req: Req, settings: Settings, metrics: Metrics) -> Response:
+    """:func:`_answer` in the event loop (``request_threads`` 0) or in a worker thread (``request_threads``).
+
+    In the loop nothing can interrupt the engine, so the time limit is checked when it returns (the guard middleware
+    leaves these routes to it): an answer over the limit is a 504, as a worker thread's would have been, only late.
+    """
+    if settings.request_threads > 0:
+        return await anyio.to_thread.run_sync(_answer, run, req, settings, metrics)
+    started = time.perf_counter()
+    response = _answer(run, req, settings, metrics)
+    if time.perf_counter() - started > settings.request_timeout_s:
+        raise HTTPException(504, f"request took over {settings.request_timeout_s} s")
+    return response
+
+
 @router.post("/search", response_model=SearchResponse, summary="Rank prior-art documents for a query")
-def search(req: SearchRequest, engine: EngineDep, settings: SettingsDep, metrics: MetricsDep) -> Response:
+async def search(req: SearchRequest, engine: EngineDep, settings: SettingsDep, metrics: MetricsDep) -> Response:
     """Query text (claims, title+abstract) or a publication number, in en/de/fr, with optional filters."""
-    return _answer(engine.search, req, settings, metrics)
+    return await _run(engine.search, req, settings, metrics)
 
 
 @router.post("/passages", response_model=PassageResponse, summary="Rank passages, scored in their document context")
-def passages(req: PassageRequest, engine: EngineDep, settings: SettingsDep, metrics: MetricsDep) -> Response:
+async def passages(req: PassageRequest, engine: EngineDep, settings: SettingsDep, metrics: MetricsDep) -> Response:
     """Structure-aware passage ranking (QSF variants of the passage-retrieval-in-context paper)."""
-    return _answer(engine.passages, req, settings, metrics)
+    return await _run(engine.passages, req, settings, metrics)
