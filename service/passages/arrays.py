@@ -16,6 +16,7 @@ import numpy.typing as npt
 
 import service.passages.format as fmt
 from service.index.folder import IndexFormatError
+from service.passages.kernels import warm as warm_kernels
 from service.passages.tree import lang_mask
 
 
@@ -110,6 +111,7 @@ class PassageArrays:
     def __init__(self, folder: Path, arrays: Mapping[str, npt.NDArray[Any]],
                  blobs: Mapping[str, tuple[npt.NDArray[np.uint8], npt.NDArray[np.int64]]],
                  info: Mapping[str, Any] | None = None) -> None:
+        warm_kernels()  # compiled (or read from numba's cache) now, not at the first query
         self.folder = folder
         self.info = dict(info or {})
         a = arrays

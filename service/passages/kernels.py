@@ -155,3 +155,30 @@ def passage_propagate(w: np.ndarray, st: np.ndarray, p_sec: np.ndarray, p_doc: n
     ``2 * max depth + 8`` of them). See :func:`service.passages.ranker._passage_propagate` for the method."""
     return _passage_propagate(w, st, p_sec.astype(np.int64), p_doc.astype(np.int64), n, s_parent.astype(np.int64),
                               s_depth.astype(np.int64))
+
+
+def _readonly(a: np.ndarray) -> np.ndarray:
+    a = a.view()
+    a.flags.writeable = False
+    return a
+
+
+_warm = False
+
+
+def warm() -> None:
+    """Compile (or load from numba's cache) the kernels for the arrays a passage index gives them (memory-mapped,
+    read-only, or in memory), so that a process's first ``/passages`` does not wait for the compiler. Once per
+    process; every :class:`service.passages.arrays.PassageArrays` calls it when made."""
+    global _warm
+    if _warm:
+        return
+    starts, counts = np.array([0], dtype=np.int64), np.array([2], dtype=np.int64)
+    qj = np.array([1], dtype=np.int64)
+    for term_id in (np.array([1, 3], dtype=np.int32), _readonly(np.array([1, 3], dtype=np.int32))):
+        query_entries(term_id, starts, counts, np.array([-1, 0, -1, -1], dtype=np.int32), qj)
+        query_entries(term_id, starts, counts, None, qj)
+    # one document: a root section with one child, a passage in each
+    passage_propagate(np.ones(16), np.array([1.0, 2.0]), np.array([0, 1]), np.array([0, 0]), 1,
+                      np.array([-1, 0]), np.array([0, 1]))
+    _warm = True

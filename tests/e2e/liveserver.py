@@ -99,6 +99,7 @@ def live_server(index_dir: Path, log_path: Path, *, ready_timeout: float = 90.0,
         cmd += ["--cpc", str(CPC_TITLES)]
     env = {k: v for k, v in os.environ.items() if k not in ("PRIORART_API_KEY", "PRIORART_ADMIN_KEY")}
     env["PRIORART_LOG_LEVEL"] = "INFO"
+    env["PRIORART_ACCESS_LOG"] = "1"  # the tests count the server's answers in its access log (off by default)
     env.update(extra_env or {})
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with log_path.open("wb") as log:

@@ -37,23 +37,27 @@ def _free_port() -> int:
 
 
 @contextmanager
-def served(index_dir: str | Path, *, poll_s: float = 0.1,
-           timeout_s: float = 900.0) -> Iterator[tuple[httpx.Client, float, int]]:
+def served(index_dir: str | Path, *, poll_s: float = 0.1, timeout_s: float = 900.0, code: Path | None = None,
+           ready_path: str = "/ready") -> Iterator[tuple[httpx.Client, float, int]]:
     """A fresh ``priorart serve INDEX`` on a free port: yields an HTTP client, the seconds it took to be ready
-    (``/ready`` answers 200) and the server's process id; the server's process group is stopped on exit."""
+    (``ready_path`` answers 200) and the server's process id; the server's process group is stopped on exit.
+    ``code``: a checkout whose ``training``/``service`` packages serve (another commit's, ``priorart bench load``)."""
     import httpx
 
     port = _free_port()
     env = {**os.environ, "PRIORART_LOG_LEVEL": "WARNING"}
+    if code is not None:
+        env["PYTHONPATH"] = str(code)
     started = time.perf_counter()
     proc = subprocess.Popen([sys.executable, "-m", "training.cli", "serve", str(index_dir), "--port", str(port)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, start_new_session=True)
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, start_new_session=True,
+                            cwd=code)
     try:
         with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=60.0) as client:
             deadline = time.time() + timeout_s
             while True:
                 try:
-                    if client.get("/ready").status_code == 200:
+                    if client.get(ready_path).status_code == 200:
                         break
                 except httpx.HTTPError:
                     pass

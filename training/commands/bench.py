@@ -114,6 +114,34 @@ def passages_command(
     typer.echo(json.dumps(report, indent=1) if as_json else format_report(report))
 
 
+@bench_app.command("load")
+def load_command(
+    corpus: Path = typer.Argument(..., help="Corpus JSONL (e.g. `priorart ingest ../shared/data/patents`)."),
+    baseline: str = typer.Option("f18968c^1", "--baseline", help="The commit to compare with (default: the code "
+                                 "before the passage index, issue 14's 'today')."),
+    users: int = typer.Option(20, "--users", min=1, help="Locust users (no think time)."),
+    seconds: int = typer.Option(30, "--seconds", min=1, help="Length of each run."),
+    rounds: int = typer.Option(2, "--rounds", min=1, help="Runs per code, alternating."),
+    work_dir: Path | None = typer.Option(None, "--work-dir", help="Keep the worktree, indexes and CSVs here."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+) -> None:
+    """The locust mix at capacity against this code and a baseline commit's, each its own build of the corpus,
+    served one after the other: requests/s, failures, p50/p99, the throughput ratio."""
+    from training.benchmarks.load import format_report, run_load_bench
+
+    if not corpus.is_file():
+        typer.echo(f"error: {corpus} is not a corpus file (JSONL); make one with `priorart ingest` or `priorart synth`",
+                   err=True)
+        raise typer.Exit(2)
+    try:
+        report = run_load_bench(corpus.resolve(), baseline=baseline, users=users, seconds=seconds, rounds=rounds,
+                                work_dir=work_dir)
+    except RuntimeError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from exc
+    typer.echo(json.dumps(report, indent=1) if as_json else format_report(report))
+
+
 @bench_app.command("add")
 def add_command(
     n_base: int = typer.Option(100_000, "--n-base", help="Synthetic documents in the index before the add."),

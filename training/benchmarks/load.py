@@ -1,0 +1,150 @@
+"""``priorart bench load``: the locust mix at capacity, this code against another commit's, back to back.
+
+Issue 14 asks for the locust mix (20 users, searches and passages) at 10x or more of "today's" throughput, with 0
+errors. Today is the commit before the passage index (:data:`BASELINE_REF`). One command measures both:
+
+1. a worktree of the baseline commit (``git worktree add --detach``; removed at the end);
+2. each code builds its own index of the same corpus (``priorart build`` run in its own tree, with its defaults);
+3. ``rounds`` times: the baseline served (``priorart serve`` from its tree, its defaults), its own locustfile run
+   headless (``users``, no think time, ``seconds``), the server stopped; then this code the same way, with this
+   tree's locustfile. Each code runs its own scenario because the responses changed (a baseline answer carries no
+   ``generation``); both draw the same kinds of queries from their index (``tests/load/locustfile.py``).
+4. per run: requests/s, failures, p50/p99 (all requests, searches, passages), and the ratio of the mean
+   throughputs.
+
+Locust runs on the same machine, so the server and the load generator share its cores; the two codes alternate so
+that a busy moment of the machine falls on both.
+"""
+
+from __future__ import annotations
+
+import csv
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import typer
+
+# the commit before the passage index (f18968c): the code issue 14 measured ("today")
+BASELINE_REF = "f18968c^1"
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _git(*args: str, cwd: Path = REPO) -> str:
+    proc = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        raise RuntimeError(f"git {' '.join(args)}: {proc.stderr.strip() or proc.stdout.strip()}")
+    return proc.stdout.strip()
+
+
+def _build(code: Path, corpus: Path, out: Path) -> float:
+    """``priorart build CORPUS -o OUT`` with the packages of ``code``; seconds taken."""
+    started = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-m", "training.cli", "build", str(corpus), "-o", str(out)], cwd=code,
+                          env=_env(code), capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        raise RuntimeError(f"the build of {code} failed:\n{proc.stderr[-2000:]}")
+    return time.perf_counter() - started
+
+
+def _env(code: Path) -> dict[str, str]:
+    import os
+
+    return {**os.environ, "PYTHONPATH": str(code)}
+
+
+def _rows(prefix: Path) -> dict[str, dict[str, str]]:
+    with open(f"{prefix}_stats.csv", encoding="utf-8", newline="") as f:
+        return {row["Name"]: row for row in csv.DictReader(f)}
+
+
+def _figures(rows: dict[str, dict[str, str]], kind: str | None) -> dict[str, float]:
+    """Requests, failures, requests/s, p50/p99 of the aggregate (None) or of the request names starting with kind."""
+    if kind is None:
+        picked = [rows["Aggregated"]]
+    else:
+        picked = [r for name, r in rows.items() if name.startswith(kind)]
+    n = sum(int(r["Request Count"]) for r in picked)
+    if not n:
+        return {"requests": 0, "failures": 0, "requests_per_s": 0.0, "p50_ms": float("nan"), "p99_ms": float("nan")}
+    # percentiles of a kind: the request-weighted mean of its names' (locust reports per name)
+    return {"requests": n, "failures": sum(int(r["Failure Count"]) for r in picked),
+            "requests_per_s": sum(float(r["Requests/s"]) for r in picked),
+            "p50_ms": sum(float(r["50%"]) * int(r["Request Count"]) for r in picked) / n,
+            "p99_ms": sum(float(r["99%"]) * int(r["Request Count"]) for r in picked) / n}
+
+
+def _locust(code: Path, index: Path, users: int, seconds: int, out: Path) -> dict[str, Any]:
+    """Serve ``index`` with ``code``, run ``code``'s locust scenario headless against it, stop the server."""
+    from training.benchmarks.service import served
+
+    with served(index, poll_s=0.2, code=code, ready_path="/health") as (client, ready_s, _pid):
+        port = int(str(client.base_url).rsplit(":", 1)[1].strip("/"))
+        proc = subprocess.run(
+            [sys.executable, "-m", "locust", "-f", str(code / "tests" / "load" / "locustfile.py"), "--headless",
+             "-u", str(users), "-r", str(max(1, users // 2)), "-t", f"{seconds}s", "--host",
+             f"http://127.0.0.1:{port}", "--csv", str(out), "--only-summary"],
+            cwd=code, env={**_env(code), "PRIORART_LOAD_INDEX": str(index), "PRIORART_LOAD_WAIT": "0,0"},
+            capture_output=True, text=True, check=False)
+    if not Path(f"{out}_stats.csv").exists():
+        raise RuntimeError(f"locust wrote no statistics for {code}:\n{proc.stderr[-2000:]}")
+    rows = _rows(out)
+    return {"ready_s": ready_s, "all": _figures(rows, None), "search": _figures(rows, "/search"),
+            "passages": _figures(rows, "/passages")}
+
+
+def run_load_bench(corpus: Path, *, baseline: str = BASELINE_REF, users: int = 20, seconds: int = 30,
+                   rounds: int = 2, work_dir: Path | None = None, progress: bool = True) -> dict[str, Any]:
+    """Build, serve and load both codes (module docstring); returns the figures of every run."""
+    def echo(msg: str) -> None:
+        if progress:
+            typer.echo(msg, err=True)
+
+    commit = _git("rev-parse", "--verify", f"{baseline}^{{commit}}")
+    work = Path(tempfile.mkdtemp(prefix="priorart-load-", dir=work_dir))
+    tree = work / "baseline"
+    try:
+        _git("worktree", "add", "--detach", str(tree), commit)
+        codes = {"baseline": tree, "current": REPO}
+        built = {}
+        for name, code in codes.items():
+            echo(f"building the {name} index with {code} ...")
+            built[name] = _build(code, corpus, work / f"index-{name}")
+        runs: list[dict[str, Any]] = []
+        for rnd in range(1, rounds + 1):
+            for name, code in codes.items():
+                echo(f"round {rnd}: {name}, {users} users for {seconds} s ...")
+                fig = _locust(code, work / f"index-{name}", users, seconds, work / f"locust-{name}-{rnd}")
+                runs.append({"round": rnd, "code": name, **fig})
+        mean = {name: sum(r["all"]["requests_per_s"] for r in runs if r["code"] == name) / rounds for name in codes}
+        return {"corpus": str(corpus), "baseline": baseline, "baseline_commit": commit,
+                "current_commit": _git("rev-parse", "HEAD"), "users": users, "seconds": seconds, "rounds": rounds,
+                "build_s": built, "runs": runs, "mean_requests_per_s": mean,
+                "speedup": mean["current"] / mean["baseline"] if mean["baseline"] else float("inf"),
+                "failures": sum(r["all"]["failures"] for r in runs)}
+    finally:
+        subprocess.run(["git", "worktree", "remove", "--force", str(tree)], cwd=REPO, capture_output=True,
+                       check=False)
+        if work_dir is None:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def format_report(r: dict[str, Any]) -> str:
+    lines = [f"locust mix at capacity: {r['users']} users, no think time, {r['seconds']} s per run, "
+             f"corpus {r['corpus']}; baseline {r['baseline']} ({r['baseline_commit'][:10]}) against "
+             f"{r['current_commit'][:10]}, each serving its own build of the corpus",
+             f"{'round':>5} {'code':<9} {'req/s':>8} {'failed':>7} {'p50 ms':>7} {'p99 ms':>7} "
+             f"{'search p50':>10} {'passages p50':>12} {'passages req/s':>14}"]
+    for x in r["runs"]:
+        a, s, p = x["all"], x["search"], x["passages"]
+        lines.append(f"{x['round']:>5} {x['code']:<9} {a['requests_per_s']:>8.1f} {a['failures']:>7} "
+                     f"{a['p50_ms']:>7.0f} {a['p99_ms']:>7.0f} {s['p50_ms']:>10.0f} {p['p50_ms']:>12.0f} "
+                     f"{p['requests_per_s']:>14.1f}")
+    m = r["mean_requests_per_s"]
+    lines.append(f"mean throughput: baseline {m['baseline']:.1f}, current {m['current']:.1f} requests/s: "
+                 f"{r['speedup']:.1f}x; failed requests {r['failures']}")
+    return "\n".join(lines)
