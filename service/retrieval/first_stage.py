@@ -524,7 +524,7 @@ class FirstStage:
                 for i, rinfo in enumerate(infos):
                     if rinfo.norm > 0 and rinfo.n_matched:
                         merged.merge(accs[i], mask, rinfo.norm, i)
-                rows, _ = merged.top_k(n, nonzero=False)  # every row a route matched, even at 0 after the merge
+                rows = merged.top_k(n, nonzero=False)  # every row a route matched, even at 0 after the merge
                 final = merged.scores[rows]
                 won = np.zeros(0, dtype=np.int64)
                 if len(rows):

@@ -246,35 +246,39 @@ def _acc_values(scores, seen, touched, nt, track, rows, values):
 
 
 @njit(cache=True, nogil=True)
+def _qualifies(s, r, seen, mask, use_mask, nonzero):
+    if nonzero:
+        if s == 0.0:
+            return False
+    elif not seen[r]:
+        return False
+    return not (use_mask and not mask[r])
+
+
+@njit(cache=True, nogil=True)
 def _top_k(scores, seen, touched, nt, dense, k, mask, use_mask, nonzero):
     """The k best (score, lower row) of the rows that ``mask`` allows and that score non-zero (``nonzero``) or were
-    reached (``seen``), in any order, and how many rows qualified."""
+    reached (``seen``), in any order. Once k are kept, a row is looked at further only when it beats the worst kept
+    (rarely, and predictably so: a test of every row for whether it qualifies was mispredicted on many of them)."""
     hs = np.empty(k, dtype=np.float64)
     hr = np.empty(k, dtype=np.int64)
     size = 0
-    matched = 0
     n = len(scores) if dense else nt
     for i in range(n):
-        r = i if dense else np.int64(touched[i])
+        r = i if dense else int(touched[i])
         s = scores[r]
-        if nonzero:
-            if s == 0.0:
+        if size == k:
+            if not _worse(hs[0], hr[0], s, r) or not _qualifies(s, r, seen, mask, use_mask, nonzero):
                 continue
-        elif not seen[r]:
-            continue
-        if use_mask and not mask[r]:
-            continue
-        matched += 1
-        if size < k:
+            hs[0] = s
+            hr[0] = r
+            _sift_down(hs, hr, size, 0)
+        elif _qualifies(s, r, seen, mask, use_mask, nonzero):
             hs[size] = s
             hr[size] = r
             _sift_up(hs, hr, size)
             size += 1
-        elif _worse(hs[0], hr[0], s, r):
-            hs[0] = s
-            hr[0] = r
-            _sift_down(hs, hr, size, 0)
-    return hs[:size], hr[:size], matched
+    return hs[:size], hr[:size]
 
 
 @njit(cache=True, nogil=True)
@@ -313,29 +317,45 @@ def _top_k_bounded(scores, seen, rows, los, his, starts, ubs, k, mask, use_mask)
 
 @njit(cache=True, nogil=True)
 def _matched_max(scores, touched, nt, dense, mask, use_mask):
-    """How many rows score non-zero and pass ``mask``, and their best score (0 when none)."""
+    """How many rows score non-zero and pass ``mask``, and their best score (0 when none); branch-free (a row every
+    way goes through the same instructions: vectorised over every row when ``dense``)."""
     found = 0
-    best = 0.0
+    best = -np.inf
     n = len(scores) if dense else nt
-    for i in range(n):
-        r = i if dense else np.int64(touched[i])
-        s = scores[r]
-        if s == 0.0 or (use_mask and not mask[r]):
-            continue
-        if found == 0 or s > best:
-            best = s
-        found += 1
-    return found, best
+    if use_mask:
+        for i in range(n):
+            r = i if dense else int(touched[i])
+            s = scores[r]
+            ok = (s != 0.0) & mask[r]
+            found += ok
+            best = max(best, s if ok else -np.inf)
+    else:
+        for i in range(n):
+            s = scores[i if dense else int(touched[i])]
+            ok = s != 0.0
+            found += ok
+            best = max(best, s if ok else -np.inf)
+    return found, (best if found else 0.0)
 
 
 @njit(cache=True, nogil=True)
 def _merge(final, winner, fseen, ftouched, fnt, ftrack, scores, touched, nt, dense, mask, use_mask, norm, route):
     """Routes merged on one scale: a row's ``final`` is its best ``score / norm`` over the routes that matched it
     (non-zero, allowed by ``mask``; ``fseen`` marks every such row), ``winner`` the route that gave it; the first
-    route to reach a score keeps it on a tie."""
+    route to reach a score keeps it on a tie. Branch-free in the dense case (vectorised over every row)."""
+    if dense and not ftrack:
+        for r in range(len(scores)):
+            s = scores[r]
+            ok = (s != 0.0) & (mask[r] if use_mask else True)
+            normed = s / norm
+            better = ok & (normed > final[r])
+            final[r] = normed if better else final[r]
+            winner[r] = route if better else winner[r]
+            fseen[r] |= ok
+        return fnt
     n = len(scores) if dense else nt
     for i in range(n):
-        r = i if dense else np.int64(touched[i])
+        r = i if dense else int(touched[i])
         s = scores[r]
         if s == 0.0 or (use_mask and not mask[r]):
             continue
@@ -459,7 +479,7 @@ def _kth_listed(scores, touched, nt, k, mask, use_mask):
     hr = np.empty(k, dtype=np.int64)
     size = 0
     for i in range(nt):
-        r = np.int64(touched[i])
+        r = int(touched[i])
         if use_mask and not mask[r]:
             continue
         s = scores[r]
@@ -521,7 +541,7 @@ def _candidates(rows, weights, los, his, mults, ubs, order, left, k, mask, use_m
     part = np.empty(nt, dtype=np.float64)
     c = 0
     for i in range(nt):  # the candidates, and the scores and marks zeroed
-        r = np.int64(touched[i])
+        r = int(touched[i])
         s = scores[r]
         scores[r] = 0.0
         seen[r] = 0
@@ -732,12 +752,12 @@ class ScoreAccumulator:
         track = self._track(len(rows))
         self._added(_acc_values(self.scores, self.seen, self.touched, self.n, track, rows, values))
 
-    def top_k(self, k: int, mask: np.ndarray | None = None, *, nonzero: bool = True) -> tuple[np.ndarray, int]:
+    def top_k(self, k: int, mask: np.ndarray | None = None, *, nonzero: bool = True) -> np.ndarray:
         """The ``k`` best rows that ``mask`` allows and that score non-zero (``nonzero``; else: that were reached, by
-        :meth:`merge`), best first, ties by lower row, and how many rows qualify."""
-        vals, rows, matched = _top_k(self.scores, self.seen, self.touched, self.n, not self.tracking, k,
-                                     _NO_MASK if mask is None else mask, mask is not None, nonzero)
-        return _best_first(vals, rows), int(matched)
+        :meth:`merge`), best first, ties by lower row."""
+        vals, rows = _top_k(self.scores, self.seen, self.touched, self.n, not self.tracking, k,
+                            _NO_MASK if mask is None else mask, mask is not None, nonzero)
+        return _best_first(vals, rows)
 
     def top_k_bounded(self, k: int, mask: np.ndarray | None, rows: np.ndarray, los: np.ndarray, his: np.ndarray,
                       starts: np.ndarray, ubs: np.ndarray) -> np.ndarray:

@@ -603,7 +603,7 @@ class SparseIndex:
         if k <= 0:
             raise ValueError(f"k must be positive, got {k}")
         if acc.tracking or not reach.bounded or acc.negative:
-            return acc.top_k(k, mask)
+            return acc.top_k(k, mask), acc.matched(mask)
         order = sorted(range(len(reach.ubs)), key=lambda u: -reach.ubs[u])
         los: list[int] = []
         his: list[int] = []

@@ -50,7 +50,7 @@ def test_empty_and_unknown_queries_score_zero() -> None:
     assert not idx.score(monolingual_units(["nothere", "neither"])).any()
     acc = ScoreAccumulator(idx.n_rows)
     idx.accumulate(monolingual_units(["nothere"]), acc)
-    assert acc.n == 0 and acc.top_k(5) == (pytest.approx(np.zeros(0)), 0) and acc.matched_max() == (0, 0.0)
+    assert acc.n == 0 and len(acc.top_k(5)) == 0 and acc.matched() == 0 and acc.matched_max() == (0, 0.0)
 
 
 def test_empty_rows_do_not_count_in_n_or_avgdl() -> None:
@@ -158,10 +158,10 @@ def _brute_top(scores: np.ndarray, allowed: np.ndarray, k: int) -> np.ndarray:
 def test_accumulator_top_k_orders_by_score_then_row_and_respects_mask() -> None:
     acc = ScoreAccumulator(6)
     acc.add_values(np.array([5, 3, 1, 2, 0]), np.array([2.0, 3.0, 3.0, 2.0, 1.0]))
-    assert acc.top_k(3)[0].tolist() == [1, 3, 2]
-    assert acc.top_k(10)[0].tolist() == [1, 3, 2, 5, 0] and acc.top_k(10)[1] == 5  # row 4 was never reached
+    assert acc.top_k(3).tolist() == [1, 3, 2]
+    assert acc.top_k(10).tolist() == [1, 3, 2, 5, 0] and acc.matched() == 5  # row 4 was never reached
     mask = np.array([True, False, True, True, True, False])
-    assert acc.top_k(2, mask)[0].tolist() == [3, 2] and acc.top_k(2, mask)[1] == 3
+    assert acc.top_k(2, mask).tolist() == [3, 2] and acc.matched(mask) == 3
     assert acc.matched_max(mask) == (3, 3.0)
     acc.reset()
     assert acc.n == 0 and not acc.scores.any() and not acc.seen.any()
@@ -198,9 +198,7 @@ def test_accumulator_equals_the_dense_sums_and_brute_force_top_k() -> None:
         mask = rng.random(n) < float(rng.choice([0.05, 0.5, 0.95])) if trial % 2 else None
         allowed = want != 0 if mask is None else (want != 0) & mask
         for k in (1, 10, 1000):
-            rows, matched = acc.top_k(k, mask)
-            np.testing.assert_array_equal(rows, _brute_top(want, allowed, k))
-            assert matched == int(allowed.sum())
+            np.testing.assert_array_equal(acc.top_k(k, mask), _brute_top(want, allowed, k))
         assert acc.matched(mask) == int(allowed.sum())
         assert acc.matched_max(mask) == (int(allowed.sum()), float(want[allowed].max()) if allowed.any() else 0.0)
         acc.reset()
@@ -325,8 +323,7 @@ def test_accumulator_merge_equals_the_dense_merge_of_routes() -> None:
         np.testing.assert_array_equal(merged.scores, final)
         assert merged.winner is not None
         np.testing.assert_array_equal(merged.winner[any_allowed], winner[any_allowed])
-        rows, _ = merged.top_k(200, nonzero=False)
-        np.testing.assert_array_equal(rows, _brute_top(final, any_allowed, 200))
+        np.testing.assert_array_equal(merged.top_k(200, nonzero=False), _brute_top(final, any_allowed, 200))
         merged.reset()
         assert not merged.scores.any() and (merged.winner == -1).all() and not merged.seen.any()
 
@@ -380,7 +377,7 @@ def test_parity_with_rank_bm25_on_real_patents(ep_dir: Path, us_dir: Path) -> No
         idx.accumulate(monolingual_units(q), acc)
         np.testing.assert_array_equal(acc.scores, got)
         n = min(10, int((want != 0).sum()))
-        mine, _ = acc.top_k(10)
+        mine = acc.top_k(10)
         acc.reset()
         assert len(mine) == n
         ref_top = np.sort(want)[::-1][:n]

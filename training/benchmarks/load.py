@@ -104,6 +104,9 @@ def run_load_bench(corpus: Path, *, baseline: str = BASELINE_REF, users: int = 2
         if progress:
             typer.echo(msg, err=True)
 
+    import logging
+
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # (a line per readiness poll)
     commit = _git("rev-parse", "--verify", f"{baseline}^{{commit}}")
     work = Path(tempfile.mkdtemp(prefix="priorart-load-", dir=work_dir))
     tree = work / "baseline"
