@@ -13,6 +13,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from service.retrieval.kernels import readonly
+
 
 @njit(cache=True, nogil=True)
 def _query_entries(term_id, starts, counts, qmap, use_map, q_sorted, q_order):
@@ -157,12 +159,6 @@ def passage_propagate(w: np.ndarray, st: np.ndarray, p_sec: np.ndarray, p_doc: n
                               s_depth.astype(np.int64))
 
 
-def _readonly(a: np.ndarray) -> np.ndarray:
-    a = a.view()
-    a.flags.writeable = False
-    return a
-
-
 _warm = False
 
 
@@ -175,7 +171,7 @@ def warm() -> None:
         return
     starts, counts = np.array([0], dtype=np.int64), np.array([2], dtype=np.int64)
     qj = np.array([1], dtype=np.int64)
-    for term_id in (np.array([1, 3], dtype=np.int32), _readonly(np.array([1, 3], dtype=np.int32))):
+    for term_id in (np.array([1, 3], dtype=np.int32), readonly(np.array([1, 3], dtype=np.int32))):
         query_entries(term_id, starts, counts, np.array([-1, 0, -1, -1], dtype=np.int32), qj)
         query_entries(term_id, starts, counts, None, qj)
     # one document: a root section with one child, a passage in each

@@ -246,6 +246,21 @@ def _acc_values(scores, seen, touched, nt, track, rows, values):
 
 
 @njit(cache=True, nogil=True)
+def _offer(hs, hr, size, k, s, r):
+    """Keep (s, r) in the heap of the k best seen so far (``size`` kept); returns the new size."""
+    if size < k:
+        hs[size] = s
+        hr[size] = r
+        _sift_up(hs, hr, size)
+        return size + 1
+    if _worse(hs[0], hr[0], s, r):
+        hs[0] = s
+        hr[0] = r
+        _sift_down(hs, hr, size, 0)
+    return size
+
+
+@njit(cache=True, nogil=True)
 def _qualifies(s, r, seen, mask, use_mask, nonzero):
     if nonzero:
         if s == 0.0:
@@ -269,15 +284,12 @@ def _top_k(scores, seen, touched, nt, dense, k, mask, use_mask, nonzero):
         s = scores[r]
         if size == k:
             if not _worse(hs[0], hr[0], s, r) or not _qualifies(s, r, seen, mask, use_mask, nonzero):
-                continue
+                continue  # (most rows, once k are kept, at the first test)
             hs[0] = s
             hr[0] = r
             _sift_down(hs, hr, size, 0)
         elif _qualifies(s, r, seen, mask, use_mask, nonzero):
-            hs[size] = s
-            hr[size] = r
-            _sift_up(hs, hr, size)
-            size += 1
+            size = _offer(hs, hr, size, k, s, r)
     return hs[:size], hr[:size]
 
 
@@ -303,15 +315,7 @@ def _top_k_bounded(scores, seen, rows, los, his, starts, ubs, k, mask, use_mask)
                 s = scores[r]
                 if s == 0.0 or (use_mask and not mask[r]):
                     continue
-                if size < k:
-                    hs[size] = s
-                    hr[size] = r
-                    _sift_up(hs, hr, size)
-                    size += 1
-                elif _worse(hs[0], hr[0], s, r):
-                    hs[0] = s
-                    hr[0] = r
-                    _sift_down(hs, hr, size, 0)
+                size = _offer(hs, hr, size, k, s, r)
     return hs[:size], hr[:size]
 
 
@@ -483,15 +487,7 @@ def _kth_listed(scores, touched, nt, k, mask, use_mask):
         if use_mask and not mask[r]:
             continue
         s = scores[r]
-        if size < k:
-            hs[size] = s
-            hr[size] = r
-            _sift_up(hs, hr, size)
-            size += 1
-        elif _worse(hs[0], hr[0], s, r):
-            hs[0] = s
-            hr[0] = r
-            _sift_down(hs, hr, size, 0)
+        size = _offer(hs, hr, size, k, s, r)
     return (hs[0], True) if size == k else (0.0, False)
 
 
@@ -620,15 +616,7 @@ def _best_of(cands, exact, k):
         r = cands[i]
         if s == 0.0:
             continue
-        if size < k:
-            hs[size] = s
-            hr[size] = r
-            _sift_up(hs, hr, size)
-            size += 1
-        elif _worse(hs[0], hr[0], s, r):
-            hs[0] = s
-            hr[0] = r
-            _sift_down(hs, hr, size, 0)
+        size = _offer(hs, hr, size, k, s, r)
     return hs[:size], hr[:size]
 
 
@@ -840,7 +828,8 @@ class AccumulatorPool:
             self._free.extend(taken)
 
 
-def _readonly(a: np.ndarray) -> np.ndarray:
+def readonly(a: np.ndarray) -> np.ndarray:
+    """A read-only view of ``a`` (memory-mapped arrays are read-only: the kernels are compiled for both kinds)."""
     a = a.view()
     a.flags.writeable = False
     return a
@@ -860,35 +849,35 @@ def warm() -> None:
     bounds = np.array([0], dtype=np.int64), np.array([2], dtype=np.int64), np.array([1.0])
     acc, merged = ScoreAccumulator(4), ScoreAccumulator(4)
     acc.add_postings(rows, weights, *bounds)
-    acc.add_postings(_readonly(rows), _readonly(weights), *bounds)
+    acc.add_postings(readonly(rows), readonly(weights), *bounds)
     tf = np.array([1, 3], dtype=np.int32)
     indptr, ids, at = np.array([0, 2], dtype=np.int64), np.array([0], dtype=np.int64), np.array([2], dtype=np.int64)
     contains(indptr, rows, ids, at)
-    contains(_readonly(indptr), _readonly(rows), ids, at)
+    contains(readonly(indptr), readonly(rows), ids, at)
     expected_tf(np.zeros(4), rows, tf, *bounds)
-    expected_tf(np.zeros(4), _readonly(rows), _readonly(tf), *bounds)
+    expected_tf(np.zeros(4), readonly(rows), readonly(tf), *bounds)
     norms = np.ones(4)
-    for r in (rows, _readonly(rows), np.array([1, 2], dtype=np.int64)):
-        for d in (norms, _readonly(norms)):
+    for r in (rows, readonly(rows), np.array([1, 2], dtype=np.int64)):
+        for d in (norms, readonly(norms)):
             acc.add_bm25(r, np.array([1.0, 2.0]), d, 1.0, 1.2, 1.0)
         acc.add_values(r, np.array([1.0, 2.0]))
-    for x in (indptr, _readonly(indptr)):
-        for w in (weights, _readonly(weights)):
+    for x in (indptr, readonly(indptr)):
+        for w in (weights, readonly(weights)):
             max_per_term(x, w)
     mask = np.ones(4, dtype=np.bool_)
     starts = np.array([0, 1], dtype=np.int64)
-    for m in (None, mask, _readonly(mask)):
+    for m in (None, mask, readonly(mask)):
         acc.top_k(1, m)
         acc.top_k(1, m, nonzero=False)
         acc.matched_max(m)
         merged.merge(acc, m, 2.0, 0)
-        for r in (rows, _readonly(rows)):
+        for r in (rows, readonly(rows)):
             acc.top_k_bounded(1, m, r, bounds[0], bounds[1], starts, np.array([1.0]))
     merged.top_k(1, nonzero=False)
     merged.reset()
     acc.reset()
-    for r in (rows, _readonly(rows)):
-        for w in (weights, _readonly(weights)):
-            for m in (None, mask, _readonly(mask)):
+    for r in (rows, readonly(rows)):
+        for w in (weights, readonly(weights)):
+            for m in (None, mask, readonly(mask)):
                 maxscore(acc, 1, m, r, w, indptr, np.array([1.5]), np.array([0], dtype=np.int64), np.array([1.0]))
     _warm = True
