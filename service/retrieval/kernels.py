@@ -163,82 +163,63 @@ def max_per_term(indptr: np.ndarray, weights: np.ndarray) -> np.ndarray:
 
 
 # ---------------------------------------------------------------------------- into the accumulator
-# Every add returns (rows listed, rows that became non-zero, whether a negative value was added). While ``track``, a row
-# reached for the first time is listed: ``touched[nt] = r; nt += 1 - seen[r]``, branch-free (written always, kept when
-# the row is new; a branch would be mispredicted on a good part of the postings). ``nz`` counts the rows whose score
-# leaves 0: the number of non-zero rows as long as nothing negative was added (then each row leaves 0 once).
+# Every add returns the number of rows listed. While ``track``, a row reached for the first time is listed:
+# ``touched[nt] = r; nt += 1 - seen[r]``, branch-free (written always, kept when the row is new; a branch would be
+# mispredicted on a good part of the postings).
 
 
 @njit(cache=True, nogil=True)
 def _acc_postings(scores, seen, touched, nt, track, rows, weights, los, his, mults):
-    nz = 0
-    neg = False
     for i in range(len(los)):
         m = mults[i]
-        neg |= m < 0.0
         if m == 1.0:
-            for j in range(los[i], his[i]):
-                r = rows[j]
-                w = weights[j]
-                s = scores[r]
-                nz += (s == 0.0) & (w != 0.0)
-                neg |= w < 0.0
-                if track:
+            if track:
+                for j in range(los[i], his[i]):
+                    r = rows[j]
                     touched[nt] = r
                     nt += 1 - seen[r]
                     seen[r] = 1
-                scores[r] = s + w
+                    scores[r] += weights[j]
+            else:
+                for j in range(los[i], his[i]):
+                    scores[rows[j]] += weights[j]
+        elif track:
+            for j in range(los[i], his[i]):
+                r = rows[j]
+                touched[nt] = r
+                nt += 1 - seen[r]
+                seen[r] = 1
+                scores[r] += weights[j] * m
         else:
             for j in range(los[i], his[i]):
-                r = rows[j]
-                w = weights[j] * m
-                s = scores[r]
-                nz += (s == 0.0) & (w != 0.0)
-                neg |= weights[j] < 0.0
-                if track:
-                    touched[nt] = r
-                    nt += 1 - seen[r]
-                    seen[r] = 1
-                scores[r] = s + w
-    return nt, nz, neg
+                scores[rows[j]] += weights[j] * m
+    return nt
 
 
 @njit(cache=True, nogil=True)
 def _acc_bm25(scores, seen, touched, nt, track, rows, tf_e, doc_norm, idf, k1, weight):
     k1p1 = k1 + 1.0
-    nz = 0
-    neg = False
     for i in range(len(rows)):
         r = rows[i]
         tf = tf_e[i]
-        w = weight * (idf * (tf * k1p1 / (tf + doc_norm[r])))
-        s = scores[r]
-        nz += (s == 0.0) & (w != 0.0)
-        neg |= w < 0.0
         if track:
             touched[nt] = r
             nt += 1 - seen[r]
             seen[r] = 1
-        scores[r] = s + w
-    return nt, nz, neg
+        scores[r] += weight * (idf * (tf * k1p1 / (tf + doc_norm[r])))
+    return nt
 
 
 @njit(cache=True, nogil=True)
 def _acc_values(scores, seen, touched, nt, track, rows, values):
-    nz = 0
-    neg = False
     for i in range(len(rows)):
         r = rows[i]
-        w = values[i]
-        s = scores[r]
-        nz += (s == 0.0) & (w != 0.0)
-        neg |= w < 0.0
         if track:
             touched[nt] = r
             nt += 1 - seen[r]
             seen[r] = 1
-        scores[r] = s + w
-    return nt, nz, neg
+        scores[r] += values[i]
+    return nt
 
 
 # ---------------------------------------------------------------------------- out of the accumulator
@@ -688,8 +669,6 @@ class ScoreAccumulator:
         self.touched = np.empty(n_rows + 1, dtype=np.int32)  # one spare: the branch-free append writes past the end
         self.n = 0  # rows listed in ``touched``
         self.tracking = True
-        self.nonzero = 0  # rows whose score left 0 (the non-zero rows, unless ``negative``)
-        self.negative = False  # a negative value was added: ``nonzero`` is not a count of the non-zero rows
         self.cap = int(n_rows * self.TRACK_FRACTION)
         self._scratch: np.ndarray | None = None  # zeros for a PSQ unit's expected tf, made on first use
         self.winner: np.ndarray | None = None
@@ -715,30 +694,25 @@ class ScoreAccumulator:
             self.tracking = False
         return self.tracking
 
-    def _added(self, out: tuple[int, int, bool]) -> None:
-        self.n, nz, neg = out
-        self.nonzero += nz
-        self.negative |= neg
-
     def add_postings(self, rows: np.ndarray, weights: np.ndarray, los: np.ndarray, his: np.ndarray,
                      mults: np.ndarray) -> None:
         """``scores[rows[j]] += weights[j] * mults[i]`` for ``j`` in ``[los[i], his[i])``, term ``i`` by term ``i``
         (the stored weight itself when ``mults[i]`` is 1)."""
         track = self._track(int((his - los).sum()))
-        self._added(_acc_postings(self.scores, self.seen, self.touched, self.n, track, rows, weights, los, his, mults))
+        self.n = _acc_postings(self.scores, self.seen, self.touched, self.n, track, rows, weights, los, his, mults)
 
     def add_bm25(self, rows: np.ndarray, tf_e: np.ndarray, doc_norm: np.ndarray, idf: float, k1: float,
                  weight: float) -> None:
         """``scores[rows] += weight * idf * tf (k1 + 1) / (tf + doc_norm[rows])`` (rows distinct): a PSQ unit's BM25
         term, the operations of ``_term_weight`` in its order (bit-identical)."""
         track = self._track(len(rows))
-        self._added(_acc_bm25(self.scores, self.seen, self.touched, self.n, track, rows, tf_e, doc_norm, float(idf),
-                              float(k1), float(weight)))
+        self.n = _acc_bm25(self.scores, self.seen, self.touched, self.n, track, rows, tf_e, doc_norm, float(idf),
+                           float(k1), float(weight))
 
     def add_values(self, rows: np.ndarray, values: np.ndarray) -> None:
         """``scores[rows] += values`` (rows distinct)."""
         track = self._track(len(rows))
-        self._added(_acc_values(self.scores, self.seen, self.touched, self.n, track, rows, values))
+        self.n = _acc_values(self.scores, self.seen, self.touched, self.n, track, rows, values)
 
     def top_k(self, k: int, mask: np.ndarray | None = None, *, nonzero: bool = True) -> np.ndarray:
         """The ``k`` best rows that ``mask`` allows and that score non-zero (``nonzero``; else: that were reached, by
@@ -761,8 +735,6 @@ class ScoreAccumulator:
 
     def matched(self, mask: np.ndarray | None = None) -> int:
         """How many rows score non-zero and pass ``mask``."""
-        if mask is None and not self.negative:
-            return self.nonzero
         return self.matched_max(mask)[0]
 
     def matched_max(self, mask: np.ndarray | None = None) -> tuple[int, float]:
@@ -796,8 +768,6 @@ class ScoreAccumulator:
                 self.winner.fill(-1)
         self.n = 0
         self.tracking = True
-        self.nonzero = 0
-        self.negative = False
         self._seen_dirty = False
 
 

@@ -556,10 +556,10 @@ class SparseIndex:
         row), their scores, and how many rows those are (``count``; None when not counted).
 
         Without ``count``, a query of single terms (no PSQ unit; every weight >= 0) for at most ``MAXSCORE_MAX_K`` rows
-        is searched by MaxScore
-        (:meth:`ScoreAccumulator.maxscore`): the long posting lists of its common terms are not added whole, only
-        looked up for the rows that can still reach the top k, so the rows it matches are not counted. Same rows and
-        the same scores, bit for bit, as accumulating the whole query (``count``, or any other query)."""
+        is searched by MaxScore (:func:`service.retrieval.kernels.maxscore`): the long posting lists of its common
+        terms are not added whole, only looked up for the rows that can still reach the top k, so the rows it matches
+        are not counted. Same rows and the same scores, bit for bit, as accumulating the whole query (``count``, or
+        any other query)."""
         if k <= 0:
             raise ValueError(f"k must be positive, got {k}")
         if not count and k <= MAXSCORE_MAX_K and self.nonnegative:
@@ -602,7 +602,7 @@ class SparseIndex:
         a query of common terms reaches most rows, and a scan of every row was most of its time."""
         if k <= 0:
             raise ValueError(f"k must be positive, got {k}")
-        if acc.tracking or not reach.bounded or acc.negative:
+        if acc.tracking or not reach.bounded:  # (bounded: no unit adds a negative value)
             return acc.top_k(k, mask), acc.matched(mask)
         order = sorted(range(len(reach.ubs)), key=lambda u: -reach.ubs[u])
         los: list[int] = []
