@@ -228,7 +228,10 @@ def _acc_values(scores, seen, touched, nt, track, rows, values):
 
 @njit(cache=True, nogil=True)
 def _offer(hs, hr, size, k, s, r):
-    """Keep (s, r) in the heap of the k best seen so far (``size`` kept); returns the new size."""
+    """Keep (s, r) in the heap of the k best seen so far (``size`` kept); returns the new size. The scans over many
+    rows (:func:`_top_k`, :func:`_top_k_bounded`, :func:`_kth_listed`) write its test out in their loop instead: a
+    call per row there (``inline="always"`` too) took the first stage's warm p99 on 100k documents from 0.28 to
+    0.46 ms (``priorart bench first-stage``)."""
     if size < k:
         hs[size] = s
         hr[size] = r
@@ -296,7 +299,15 @@ def _top_k_bounded(scores, seen, rows, los, his, starts, ubs, k, mask, use_mask)
                 s = scores[r]
                 if s == 0.0 or (use_mask and not mask[r]):
                     continue
-                size = _offer(hs, hr, size, k, s, r)
+                if size < k:  # (_offer, written out: see there)
+                    hs[size] = s
+                    hr[size] = r
+                    _sift_up(hs, hr, size)
+                    size += 1
+                elif _worse(hs[0], hr[0], s, r):
+                    hs[0] = s
+                    hr[0] = r
+                    _sift_down(hs, hr, size, 0)
     return hs[:size], hr[:size]
 
 
@@ -468,7 +479,15 @@ def _kth_listed(scores, touched, nt, k, mask, use_mask):
         if use_mask and not mask[r]:
             continue
         s = scores[r]
-        size = _offer(hs, hr, size, k, s, r)
+        if size < k:  # (_offer, written out: see there)
+            hs[size] = s
+            hr[size] = r
+            _sift_up(hs, hr, size)
+            size += 1
+        elif _worse(hs[0], hr[0], s, r):
+            hs[0] = s
+            hr[0] = r
+            _sift_down(hs, hr, size, 0)
     return (hs[0], True) if size == k else (0.0, False)
 
 

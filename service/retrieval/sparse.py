@@ -569,7 +569,7 @@ class SparseIndex:
                 if found is not None:
                     return found[0], found[1], None
         reach = self.accumulate(units, acc)
-        rows, n_matched = self.top_k(acc, reach, k, mask)
+        rows, n_matched = self.top_k(acc, reach, k, mask, count=count)
         return rows, acc.scores[rows], n_matched
 
     def _single_terms(self, units: Sequence[QueryUnit]) -> tuple[np.ndarray, np.ndarray] | None:
@@ -592,10 +592,11 @@ class SparseIndex:
                 mults.append(weight)
         return np.array(ids, dtype=np.int64), np.array(mults, dtype=np.float64)
 
-    def top_k(self, acc: kernels.ScoreAccumulator, reach: Reach, k: int,
-              mask: np.ndarray | None = None) -> tuple[np.ndarray, int]:
+    def top_k(self, acc: kernels.ScoreAccumulator, reach: Reach, k: int, mask: np.ndarray | None = None, *,
+              count: bool = True) -> tuple[np.ndarray, int | None]:
         """The ``k`` best rows of a query accumulated in ``acc`` (:meth:`accumulate` returned ``reach``) that score
-        non-zero and ``mask`` allows, best first, ties by lower row, and how many rows those are.
+        non-zero and ``mask`` allows, best first, ties by lower row, and how many rows those are (``count``; else
+        None: counting is a scan of every row the query reached, of every row once it reached many).
 
         Rows the accumulator lists are few: their scan. Else the rows of the query's units, the units that can add
         most first, until the units left cannot lift a row into the top k (:meth:`ScoreAccumulator.top_k_bounded`):
@@ -603,7 +604,7 @@ class SparseIndex:
         if k <= 0:
             raise ValueError(f"k must be positive, got {k}")
         if acc.tracking or not reach.bounded:  # (bounded: no unit adds a negative value)
-            return acc.top_k(k, mask), acc.matched(mask)
+            return acc.top_k(k, mask), (acc.matched(mask) if count else None)
         order = sorted(range(len(reach.ubs)), key=lambda u: -reach.ubs[u])
         los: list[int] = []
         his: list[int] = []
@@ -617,7 +618,7 @@ class SparseIndex:
         left = np.cumsum(ubs[::-1])[::-1]  # what units u, u+1, ... can add to a row together
         rows = acc.top_k_bounded(k, mask, self.rows, np.array(los, dtype=np.int64), np.array(his, dtype=np.int64),
                                  np.array(starts, dtype=np.int64), left)
-        return rows, acc.matched(mask)
+        return rows, (acc.matched(mask) if count else None)
 
     def _add_terms(self, acc: kernels.ScoreAccumulator, los: list[int], his: list[int], mults: list[float]) -> None:
         acc.add_postings(self.rows, self.weights, np.array(los, dtype=np.int64), np.array(his, dtype=np.int64),
