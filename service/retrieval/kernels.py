@@ -79,6 +79,20 @@ def expected_tf(scratch: np.ndarray, rows: np.ndarray, tf: np.ndarray, los: np.n
 
 
 @njit(cache=True, nogil=True)
+def lower_bound(a, lo, hi, x):
+    """The first position in ``[lo, hi)`` whose value is >= ``x`` (``hi`` when none), ``a[lo:hi]`` increasing: a
+    bisection (compiled: call it from compiled code). The passage kernels' look-up of a query term keeps its own
+    loop: calling this from there measured 3-5 % slower per /passages (``priorart bench passages``, 100k)."""
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if a[mid] < x:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+@njit(cache=True, nogil=True)
 def _contains(indptr, postings, term_ids, rows):
     found = np.zeros((len(rows), len(term_ids)), dtype=np.bool_)
     for j in range(len(term_ids)):
@@ -89,14 +103,7 @@ def _contains(indptr, postings, term_ids, rows):
             continue
         for i in range(len(rows)):
             r = rows[i]
-            a = lo
-            b = hi
-            while a < b:  # the first posting >= r
-                m = (a + b) >> 1
-                if postings[m] < r:
-                    a = m + 1
-                else:
-                    b = m
+            a = lower_bound(postings, lo, hi, r)
             found[i, j] = a < hi and postings[a] == r
     return found
 
@@ -401,15 +408,8 @@ def _gallop(rows, p, hi, c):
     step = 1
     while p + step < hi and rows[p + step] < c:
         step *= 2
-    a = p + step // 2 + 1  # rows[p + step // 2] < c
-    b = min(p + step, hi)  # rows[b] >= c, or the end
-    while a < b:
-        mid = (a + b) >> 1
-        if rows[mid] < c:
-            a = mid + 1
-        else:
-            b = mid
-    return a
+    # rows[p + step // 2] < c; rows[p + step] >= c, or the end
+    return lower_bound(rows, p + step // 2 + 1, min(p + step, hi), c)
 
 
 @njit(cache=True, nogil=True)
