@@ -26,7 +26,7 @@ def serve_command(
     shard_replicas: int = typer.Option(1, "--shard-replicas", min=1, help="With --ray: replicas per shard."),
     access_log: bool = typer.Option(False, "--access-log/--no-access-log", envvar="PRIORART_ACCESS_LOG",
                                     help="Log a line per request (off by default: /metrics counts every request and "
-                                    "its latency; a line per request cost about 3 % of the throughput)."),
+                                    "its latency; what the log costs was not separated from the noise, README)."),
 ) -> None:
     """Serve /search, /passages, /documents, /health, /ready, /metrics, /docs and the web UI."""
     import uvicorn
