@@ -395,6 +395,16 @@ def _reset(scores, seen, winner, has_winner, touched, nt):
 # units left cannot lift a row that only they reach into the top k, those are looked up for the listed rows that can
 # still make it (galloping search over their long lists), cutting rows as the k-th best rises, and the last rows'
 # scores are added up unit after unit in the query's order: bit for bit what a full accumulation adds.
+#
+# The partial scores of the units added whole are float32 (the accumulator's ``partial``: half the float64 array's
+# cache lines, and a row is new where its partial score is still 0, with no array of marks). They only decide which
+# rows are cut, with bounds that hold whatever their rounding: a sum of ``m`` float32 weights (each rounded, then each
+# addition) is within ``m * 2**-23`` of the float64 sum, relatively, so the bounds widen by ``eps = (m + 2) * 2**-23``
+# (lower bounds of the k-th best shrink by it, upper bounds of a row grow by it); the scores returned are always the
+# float64 ones of the last rows. A weight rounded to float32 is raised to ``TINY32`` at least (a partial score of 0
+# means "not reached"), which the bounds allow for as ``m * TINY32`` absolutely. The slowest queries on 100k documents
+# (middle-frequency terms only: every list added whole) were most of the first stage's p99 (``priorart bench
+# first-stage``: interleaved 0.66-0.68 ms with float64 partial scores and marks, 0.50 with these; README).
 
 LOOKUP_RATIO = 2  # a unit that could be cut off is still merged whole when it has at most this many postings per row
 #                   merged so far (looking it up for the candidates would cost more)
@@ -457,11 +467,12 @@ def _look_up(rows, weights, lo, hi, mu, cands, c, part):
 
 
 @njit(cache=True, nogil=True)
-def _keep(cands, part, c, rest, theta):
-    """Keep the candidates whose partial score plus ``rest`` reaches theta (margins for rounding); their new count."""
+def _keep(cands, part, c, rest, theta, eps):
+    """Keep the candidates whose partial score (within ``eps`` relatively) plus ``rest`` can reach ``theta`` (a lower
+    bound of the k-th best score); their new count."""
     kept = 0
     for j in range(c):
-        if part[j] + rest * (1.0 + 1e-9) >= theta * (1.0 - 1e-9):
+        if part[j] * (1.0 + eps) + rest * (1.0 + 1e-9) >= theta:
             cands[kept] = cands[j]
             part[kept] = part[j]
             kept += 1
@@ -491,44 +502,52 @@ def _kth_listed(scores, touched, nt, k, mask, use_mask):
     return (hs[0], True) if size == k else (0.0, False)
 
 
+TINY32 = np.float32(1e-30)  # the least float32 weight added (see above)
+
+
 @njit(cache=True, nogil=True)
-def _candidates(rows, weights, los, his, mults, ubs, order, left, k, mask, use_mask, scores, seen, touched,
-                budget):
+def _candidates(rows, weights, los, his, mults, ubs, order, left, k, mask, use_mask, partial, touched, budget):
     """The candidates of MaxScore (see above), in increasing order, or ``ok`` False when more than ``budget`` rows
     would be listed. ``order``: the units, those that can add most first; ``left[i]``: what ``order[i:]`` can add to
-    a row together. Partial scores only grow (every weight is >= 0), so the k-th best partial score (theta) is a lower
-    bound of the k-th best score, and a row whose partial score plus what its units left can add is below it is out.
-    The units added whole go into ``scores`` (zeros, one per row: left zeroed), listing the rows they reach in
-    ``touched`` (``seen`` marks them; room for ``budget`` + 1 rows)."""
+    a row together. Partial scores only grow (every weight is >= 0), so the k-th best partial score (theta, lowered by
+    the float32 bound) is a lower bound of the k-th best score, and a row whose partial score plus what its units left
+    can add is below it is out. The units added whole go into ``partial`` (float32 zeros, one per row: left zeroed),
+    listing the rows they reach in ``touched`` (room for ``budget`` + 1 rows)."""
     m = len(order)
+    eps = (m + 2) * 2.0**-23  # relative bound of a float32 partial score (see above)
+    tiny = m * 1e-30  # ... and absolute (m * TINY32)
     whole = np.zeros(m, dtype=np.bool_)
     nt = 0
     theta = 0.0
     have = False
-    top = 0.0
+    top = np.float32(0.0)
     ok = True
     for i in range(m):
         u = order[i]
         essential = not (have and left[i] * (1.0 + 1e-9) < theta)
         if not essential and his[u] - los[u] > LOOKUP_RATIO * nt:
             continue  # looked up below
+        whole[u] = True
+        if ubs[u] == 0.0:
+            continue  # adds 0 to every row (the last rows' scores still add its zeros, in order)
         if nt + (his[u] - los[u]) > budget:
             ok = False
             break
-        whole[u] = True
         mu = mults[u]
         for j in range(los[u], his[u]):
             r = rows[j]
-            touched[nt] = r  # branch-free: written always, kept when the row is new
-            nt += 1 - seen[r]
-            seen[r] = 1
-            s = scores[r] + (weights[j] if mu == 1.0 else weights[j] * mu)
-            scores[r] = s
+            s0 = partial[r]
+            touched[nt] = r  # branch-free: written always, kept when the row is new (its partial score still 0)
+            nt += s0 == 0.0
+            s = s0 + max(np.float32(weights[j] if mu == 1.0 else weights[j] * mu), TINY32)
+            partial[r] = s
             top = max(top, s)
-        if essential and i + 1 < m and left[i + 1] * (1.0 + 1e-9) < top:  # might the units left be cut off now?
-            theta, have = _kth_listed(scores, touched, nt, k, mask, use_mask)
+        if essential and i + 1 < m and left[i + 1] * (1.0 + 1e-9) < top * (1.0 - eps):  # may the units left be cut?
+            kth, have = _kth_listed(partial, touched, nt, k, mask, use_mask)
+            theta = kth * (1.0 - eps) - tiny
     if ok:
-        theta, have = _kth_listed(scores, touched, nt, k, mask, use_mask)
+        kth, have = _kth_listed(partial, touched, nt, k, mask, use_mask)
+        theta = kth * (1.0 - eps) - tiny
     rest = 0.0  # what the units looked up can add
     for i in range(m):
         if not whole[order[i]]:
@@ -536,14 +555,13 @@ def _candidates(rows, weights, los, his, mults, ubs, order, left, k, mask, use_m
     cands = np.empty(nt, dtype=np.int64)
     part = np.empty(nt, dtype=np.float64)
     c = 0
-    for i in range(nt):  # the candidates, and the scores and marks zeroed
+    for i in range(nt):  # the candidates, and the partial scores zeroed
         r = int(touched[i])
-        s = scores[r]
-        scores[r] = 0.0
-        seen[r] = 0
+        s = np.float64(partial[r])
+        partial[r] = 0.0
         if not ok or s == 0.0 or (use_mask and not mask[r]):
             continue
-        if have and s + rest * (1.0 + 1e-9) < theta * (1.0 - 1e-9):
+        if have and s * (1.0 + eps) + rest * (1.0 + 1e-9) < theta:
             continue
         cands[c] = r
         part[c] = s
@@ -555,6 +573,7 @@ def _candidates(rows, weights, los, his, mults, ubs, order, left, k, mask, use_m
     part = part[at_sorted]
     if rest == 0.0:
         return cands[:c], True
+    # from here ``part`` is a float32 partial score plus float64 weights looked up: within eps of the float64 sum
     if have and c > 2 * k:
         # the rows of the best partial scores, looked up in every unit left: their scores are real ones, so the k-th
         # best of them is near the final theta, and most candidates fail against it before any other look-up
@@ -571,8 +590,8 @@ def _candidates(rows, weights, los, his, mults, ubs, order, left, k, mask, use_m
             u = order[i]
             if not whole[u]:
                 _look_up(rows, weights, los[u], his[u], mults[u], at, picked, best)
-        theta = max(theta, _kth_value(best, picked, k))
-        c = _keep(cands, part, c, rest, theta)
+        theta = max(theta, _kth_value(best, picked, k) * (1.0 - eps) - tiny)
+        c = _keep(cands, part, c, rest, theta, eps)
     for i in range(m):  # the units left, those that can add most first, looked up for the candidates left
         u = order[i]
         if whole[u]:
@@ -580,10 +599,10 @@ def _candidates(rows, weights, los, his, mults, ubs, order, left, k, mask, use_m
         _look_up(rows, weights, los[u], his[u], mults[u], cands, c, part)
         rest -= ubs[u]
         if c >= k:
-            theta = max(theta, _kth_value(part, c, k))
+            theta = max(theta, _kth_value(part, c, k) * (1.0 - eps) - tiny)
             have = True
         if have:
-            c = _keep(cands, part, c, max(rest, 0.0), theta)
+            c = _keep(cands, part, c, max(rest, 0.0), theta, eps)
     return cands[:c], True
 
 
@@ -621,7 +640,7 @@ def _best_of(cands, exact, k):
 
 
 @njit(cache=True, nogil=True)
-def _maxscore(rows, weights, indptr, max_weight, ids, mults, k, mask, use_mask, scores, seen, touched, budget):
+def _maxscore(rows, weights, indptr, max_weight, ids, mults, k, mask, use_mask, partial, touched, budget):
     """MaxScore in one compiled call (every call from Python costs, the more so in a cold cache): the units' posting
     ranges and bounds, the candidates, their scores in the query's order, the best k best first (ties by lower row)."""
     los = np.empty(len(ids), dtype=np.int64)
@@ -637,7 +656,7 @@ def _maxscore(rows, weights, indptr, max_weight, ids, mults, k, mask, use_mask, 
     for i in range(len(order) - 1, -1, -1):
         acc += ubs[order[i]]
         left[i] = acc
-    cands, ok = _candidates(rows, weights, los, his, mults, ubs, order, left, k, mask, use_mask, scores, seen, touched,
+    cands, ok = _candidates(rows, weights, los, his, mults, ubs, order, left, k, mask, use_mask, partial, touched,
                             budget)
     if not ok:
         return cands, np.empty(0, dtype=np.float64), False
@@ -660,13 +679,13 @@ def maxscore(acc: ScoreAccumulator, k: int, mask: np.ndarray | None, rows: np.nd
     """The ``k`` best non-zero rows that ``mask`` allows and their scores, for a query of single terms: unit ``u`` adds
     ``weights[j] * mults[u]`` for ``j`` in ``[indptr[ids[u]], indptr[ids[u] + 1])`` (every weight >= 0), at most
     ``max_weight[ids[u]] * mults[u]`` to a row; by MaxScore (Turtle & Flood 1995; see above): best first, ties by lower
-    row, the scores those of a full accumulation bit for bit. ``acc``: a zeroed accumulator, its arrays used and left
-    zeroed. None when more rows would be listed than the accumulator lists (a query of common terms only): accumulate
+    row, the scores those of a full accumulation bit for bit. ``acc``: a zeroed accumulator (MaxScore uses its
+    ``partial`` and ``touched`` arrays and leaves ``partial`` zeroed). None when more rows would be listed than the accumulator lists (a query of common terms only): accumulate
     it whole instead."""
     if acc.n:
         raise ValueError("maxscore needs a zeroed accumulator")
     best, vals, ok = _maxscore(rows, weights, indptr, max_weight, ids, mults, k, _NO_MASK if mask is None else mask,
-                               mask is not None, acc.scores, acc.seen, acc.touched, acc.cap)
+                               mask is not None, acc.partial, acc.touched, acc.cap)
     return (best, vals) if ok else None
 
 
@@ -677,7 +696,7 @@ class ScoreAccumulator:
     the route statistics, the merge and :meth:`reset` walk those rows only; an add that would reach more turns the
     listing off (``tracking`` False), and they scan every row (one pass each, in row order) and the reset zeroes
     the arrays whole. ``winner`` (the route whose score a row has, -1 for none) exists on the accumulator that merges
-    routes (:meth:`merge`). Not thread-safe: one query at a time (:class:`AccumulatorPool` lends one to each)."""
+    routes (:meth:`merge`); ``partial`` (float32, zeros between queries) is :func:`maxscore`'s. Not thread-safe: one query at a time (:class:`AccumulatorPool` lends one to each)."""
 
     TRACK_FRACTION = 0.25
 
@@ -686,6 +705,7 @@ class ScoreAccumulator:
         self.scores = np.zeros(n_rows, dtype=np.float64)
         self.seen = np.zeros(n_rows, dtype=np.uint8)
         self.touched = np.empty(n_rows + 1, dtype=np.int32)  # one spare: the branch-free append writes past the end
+        self.partial = np.zeros(n_rows, dtype=np.float32)  # MaxScore's partial scores (see :func:`maxscore`)
         self.n = 0  # rows listed in ``touched``
         self.tracking = True
         self.cap = int(n_rows * self.TRACK_FRACTION)
@@ -796,7 +816,7 @@ def _best_first(vals: np.ndarray, rows: np.ndarray) -> np.ndarray:
 
 class AccumulatorPool:
     """Accumulators of ``n_rows`` rows, lent to queries and taken back zeroed (thread-safe). It keeps as many as the
-    most queries that ran at once needed (each about 17 bytes per row)."""
+    most queries that ran at once needed (each about 21 bytes per row)."""
 
     def __init__(self, n_rows: int) -> None:
         self.n_rows = n_rows

@@ -287,7 +287,7 @@ def test_maxscore_search_equals_the_full_accumulation_bit_for_bit(seed: int, mon
         rows, scores, none = idx.search(units, acc, k, mask, count=False)
         assert none is None  # not counted, whichever path
         if used["maxscore"] > before:  # MaxScore leaves the accumulator zeroed
-            assert acc.n == 0 and not acc.scores.any() and not acc.seen.any()
+            assert acc.n == 0 and not acc.scores.any() and not acc.seen.any() and not acc.partial.any()
         acc.reset()
         np.testing.assert_array_equal(rows, want_rows)
         assert scores.tolist() == want_scores.tolist()  # bit for bit
@@ -295,6 +295,48 @@ def test_maxscore_search_equals_the_full_accumulation_bit_for_bit(seed: int, mon
         allowed = dense != 0 if mask is None else (dense != 0) & mask
         np.testing.assert_array_equal(rows, _brute_top(dense, allowed, k))
     assert used["maxscore"] > 30 and used["whole"] > 5, used  # both paths taken, often
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+def test_maxscore_float32_partial_scores_never_cut_a_row_of_the_top_k(seed: int) -> None:
+    """MaxScore decides on float32 partial scores: rows whose float64 scores differ far below float32's resolution
+    (one part in 1e12), weights below the float32 floor it adds (1e-35, 1e-45: rounded to 0 in float32) and units
+    that add 0 everywhere still give exactly the top k of the float64 accumulation, scores bit for bit."""
+    from service.retrieval import kernels
+
+    rng = np.random.default_rng(seed)
+    n_rows, n_terms = 8000, 24
+    rows_l, weights_l = [], []
+    for t in range(n_terms):
+        rows_t = np.sort(rng.choice(n_rows, size=int(rng.integers(10, 500)), replace=False)).astype(np.int32)
+        base = rng.choice([0.0, 1e-45, 1e-35, 0.7, 1.3, 2.9]) if t % 3 == 0 else float(rng.uniform(0.5, 3.0))
+        weights_l.append(base * (1.0 + rng.integers(0, 4, size=len(rows_t)) * 1e-12))  # float32 cannot tell apart
+        rows_l.append(rows_t)
+    indptr = np.concatenate([[0], np.cumsum([len(r) for r in rows_l])]).astype(np.int64)
+    rows, weights = np.concatenate(rows_l), np.concatenate(weights_l)
+    max_weight = kernels.max_per_term(indptr, weights)
+    acc = ScoreAccumulator(n_rows)
+    searched = 0
+    for trial in range(60):
+        ids = rng.choice(n_terms, size=int(rng.integers(1, 10)), replace=False).astype(np.int64)
+        mults = rng.choice([1.0, 1.0, 2.0, 0.5], size=len(ids))
+        mask = rng.random(n_rows) < 0.7 if trial % 4 == 0 else None
+        k = int(rng.choice([1, 5, 10, 40]))
+        dense = np.zeros(n_rows)
+        for t, mu in zip(ids.tolist(), mults.tolist(), strict=True):  # the query's order, as the accumulator adds
+            lo, hi = indptr[t], indptr[t + 1]
+            dense[rows[lo:hi]] += weights[lo:hi] if mu == 1.0 else weights[lo:hi] * mu
+        allowed = dense != 0 if mask is None else (dense != 0) & mask
+        found = kernels.maxscore(acc, k, mask, rows, weights, indptr, max_weight, ids, mults)
+        if found is None:  # (its rare terms reach more than a quarter of the rows: accumulated whole instead)
+            assert acc.n == 0 and not acc.partial.any()
+            continue
+        searched += 1
+        want = _brute_top(dense, allowed, k)
+        np.testing.assert_array_equal(found[0], want)
+        assert found[1].tolist() == dense[want].tolist()  # bit for bit
+        assert acc.n == 0 and not acc.partial.any()
+    assert searched > 40
 
 
 def test_accumulator_merge_equals_the_dense_merge_of_routes() -> None:
