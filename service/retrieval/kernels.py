@@ -680,8 +680,8 @@ def maxscore(acc: ScoreAccumulator, k: int, mask: np.ndarray | None, rows: np.nd
     ``weights[j] * mults[u]`` for ``j`` in ``[indptr[ids[u]], indptr[ids[u] + 1])`` (every weight >= 0), at most
     ``max_weight[ids[u]] * mults[u]`` to a row; by MaxScore (Turtle & Flood 1995; see above): best first, ties by lower
     row, the scores those of a full accumulation bit for bit. ``acc``: a zeroed accumulator (MaxScore uses its
-    ``partial`` and ``touched`` arrays and leaves ``partial`` zeroed). None when more rows would be listed than the accumulator lists (a query of common terms only): accumulate
-    it whole instead."""
+    ``partial`` and ``touched`` arrays and leaves ``partial`` zeroed). None when more rows would be listed than the
+    accumulator lists (a query of common terms only): accumulate it whole instead."""
     if acc.n:
         raise ValueError("maxscore needs a zeroed accumulator")
     best, vals, ok = _maxscore(rows, weights, indptr, max_weight, ids, mults, k, _NO_MASK if mask is None else mask,
@@ -696,7 +696,8 @@ class ScoreAccumulator:
     the route statistics, the merge and :meth:`reset` walk those rows only; an add that would reach more turns the
     listing off (``tracking`` False), and they scan every row (one pass each, in row order) and the reset zeroes
     the arrays whole. ``winner`` (the route whose score a row has, -1 for none) exists on the accumulator that merges
-    routes (:meth:`merge`); ``partial`` (float32, zeros between queries) is :func:`maxscore`'s. Not thread-safe: one query at a time (:class:`AccumulatorPool` lends one to each)."""
+    routes (:meth:`merge`); ``partial`` (float32, zeros between queries) is :func:`maxscore`'s. Not thread-safe: one
+    query at a time (:class:`AccumulatorPool` lends one to each)."""
 
     TRACK_FRACTION = 0.25
 
