@@ -300,7 +300,7 @@ def test_maxscore_search_equals_the_full_accumulation_bit_for_bit(seed: int, mon
 @pytest.mark.parametrize("seed", [0, 1, 2, 3])
 def test_maxscore_float32_partial_scores_never_cut_a_row_of_the_top_k(seed: int) -> None:
     """MaxScore decides on float32 partial scores: rows whose float64 scores differ far below float32's resolution
-    (one part in 1e12), weights below the float32 floor it adds (1e-35, 1e-45: rounded to 0 in float32) and units
+    (one part in 1e12), weights below the floor it adds (1e-35; 1e-46, which float32 rounds to 0) and units
     that add 0 everywhere still give exactly the top k of the float64 accumulation, scores bit for bit."""
     from service.retrieval import kernels
 
@@ -309,7 +309,7 @@ def test_maxscore_float32_partial_scores_never_cut_a_row_of_the_top_k(seed: int)
     rows_l, weights_l = [], []
     for t in range(n_terms):
         rows_t = np.sort(rng.choice(n_rows, size=int(rng.integers(10, 500)), replace=False)).astype(np.int32)
-        base = rng.choice([0.0, 1e-45, 1e-35, 0.7, 1.3, 2.9]) if t % 3 == 0 else float(rng.uniform(0.5, 3.0))
+        base = rng.choice([0.0, 1e-46, 1e-35, 0.7, 1.3, 2.9]) if t % 3 == 0 else float(rng.uniform(0.5, 3.0))
         weights_l.append(base * (1.0 + rng.integers(0, 4, size=len(rows_t)) * 1e-12))  # float32 cannot tell apart
         rows_l.append(rows_t)
     indptr = np.concatenate([[0], np.cumsum([len(r) for r in rows_l])]).astype(np.int64)
