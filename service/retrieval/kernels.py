@@ -506,6 +506,13 @@ TINY32 = np.float32(1e-30)  # the least float32 weight added (see above)
 
 
 @njit(cache=True, nogil=True)
+def _lowered(v, eps, tiny):
+    """A lower bound of a score whose float32-based estimate (a partial score, or one plus weights looked up) is ``v``:
+    ``eps`` relative, ``tiny`` absolute (see above)."""
+    return v * (1.0 - eps) - tiny
+
+
+@njit(cache=True, nogil=True)
 def _candidates(rows, weights, los, his, mults, ubs, order, left, k, mask, use_mask, partial, touched, budget):
     """The candidates of MaxScore (see above), in increasing order, or ``ok`` False when more than ``budget`` rows
     would be listed. ``order``: the units, those that can add most first; ``left[i]``: what ``order[i:]`` can add to
@@ -515,7 +522,7 @@ def _candidates(rows, weights, los, his, mults, ubs, order, left, k, mask, use_m
     listing the rows they reach in ``touched`` (room for ``budget`` + 1 rows)."""
     m = len(order)
     eps = (m + 2) * 2.0**-23  # relative bound of a float32 partial score (see above)
-    tiny = m * 1e-30  # ... and absolute (m * TINY32)
+    tiny = m * np.float64(TINY32)  # ... and absolute
     whole = np.zeros(m, dtype=np.bool_)
     nt = 0
     theta = 0.0
@@ -544,10 +551,10 @@ def _candidates(rows, weights, los, his, mults, ubs, order, left, k, mask, use_m
             top = max(top, s)
         if essential and i + 1 < m and left[i + 1] * (1.0 + 1e-9) < top * (1.0 - eps):  # may the units left be cut?
             kth, have = _kth_listed(partial, touched, nt, k, mask, use_mask)
-            theta = kth * (1.0 - eps) - tiny
+            theta = _lowered(kth, eps, tiny)
     if ok:
         kth, have = _kth_listed(partial, touched, nt, k, mask, use_mask)
-        theta = kth * (1.0 - eps) - tiny
+        theta = _lowered(kth, eps, tiny)
     rest = 0.0  # what the units looked up can add
     for i in range(m):
         if not whole[order[i]]:
@@ -590,7 +597,7 @@ def _candidates(rows, weights, los, his, mults, ubs, order, left, k, mask, use_m
             u = order[i]
             if not whole[u]:
                 _look_up(rows, weights, los[u], his[u], mults[u], at, picked, best)
-        theta = max(theta, _kth_value(best, picked, k) * (1.0 - eps) - tiny)
+        theta = max(theta, _lowered(_kth_value(best, picked, k), eps, tiny))
         c = _keep(cands, part, c, rest, theta, eps)
     for i in range(m):  # the units left, those that can add most first, looked up for the candidates left
         u = order[i]
@@ -599,7 +606,7 @@ def _candidates(rows, weights, los, his, mults, ubs, order, left, k, mask, use_m
         _look_up(rows, weights, los[u], his[u], mults[u], cands, c, part)
         rest -= ubs[u]
         if c >= k:
-            theta = max(theta, _kth_value(part, c, k) * (1.0 - eps) - tiny)
+            theta = max(theta, _lowered(_kth_value(part, c, k), eps, tiny))
             have = True
         if have:
             c = _keep(cands, part, c, max(rest, 0.0), theta, eps)
