@@ -72,7 +72,7 @@ class Query:
         return self.resolved
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Resolved:
     """What the query is, decided once: language, text, query document, codes and the filter mask."""
 

@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import logging
 import math
-from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import date
@@ -79,7 +78,7 @@ class Hit:
     route: str | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class RouteInfo:
     name: str  # e.g. "de", "en:psq", "en:raw"
     index_lang: str
@@ -90,7 +89,7 @@ class RouteInfo:
     norm: float = 0.0  # the score a document would need to reach 1 after normalisation (0: raw scores)
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class SearchInfo:
     lang: str
     lang_detected: bool
@@ -265,6 +264,8 @@ class FirstStage:
             if idx.n_rows != len(docs):
                 raise IndexFormatError(f"bm25/{lang} has {idx.n_rows} rows, the doc store {len(docs)}")
         self._accumulators = AccumulatorPool(len(docs))  # the queries' score arrays, kept between queries
+        # the routes (and their notes) of a query language and translate=True/False: the same for every query
+        self._route_cache: dict[tuple[str, bool], tuple[list[_Route], tuple[str, ...]]] = {}
 
     @classmethod
     def load(
@@ -354,6 +355,18 @@ class FirstStage:
         return (table, str(translate)) if table.tgt == tgt else (None, None)
 
     def _routes(self, lang: str, translate: bool | str, notes: list[str]) -> list[_Route]:
+        """The routes of a query in ``lang`` (see the module docstring), their notes appended to ``notes``; made once
+        per language and translate=True/False (a table given by name or path is looked up each time)."""
+        if isinstance(translate, bool):
+            cached = self._route_cache.get((lang, translate))
+            if cached is None:
+                made: list[str] = []
+                cached = self._route_cache[(lang, translate)] = (self._make_routes(lang, translate, made), tuple(made))
+            notes.extend(cached[1])
+            return cached[0]
+        return self._make_routes(lang, translate, notes)
+
+    def _make_routes(self, lang: str, translate: bool | str, notes: list[str]) -> list[_Route]:
         routes: list[_Route] = []
         if lang in self.indexes:
             routes.append(_Route(lang, lang, "mono"))
@@ -473,7 +486,9 @@ class FirstStage:
         analyzer = self.analyzer(lang)
         groups = analyzer.groups(text) if analyzer.splitter is not None else []
         terms = [t for whole, parts in groups for t in (whole, *parts)] if groups else analyzer(text)
-        counts: dict[str, int] = dict(Counter(terms))
+        counts: dict[str, int] = {}  # (a dict loop, not Counter: Counter's type checks cost ~10 us in a cold cache)
+        for t in terms:
+            counts[t] = counts.get(t, 0) + 1
         n_before = len(counts)
         if max_query_terms and len(counts) > max_query_terms:
             first = routes[0]
@@ -543,7 +558,6 @@ class FirstStage:
         # explanations: per-route scores and the winning route as arrays (Hit objects only if asked for); the matched
         # terms only when asked (query.explain), and only for the top query.explain_rows hits (a /search shows
         # k of its depth 1000): the others on demand (FirstStageResult.terms_of, e.g. rows the rerankers lift)
-        row_list = rows.tolist()
         indexes = self.indexes
 
         def terms_of(of_rows: Sequence[int]) -> list[list[str]]:
@@ -561,15 +575,19 @@ class FirstStage:
 
         n_explain = 0
         if query.explain:
-            n_explain = len(row_list) if query.explain_rows is None else min(len(row_list), query.explain_rows)
-        matched_terms = terms_of(row_list[:n_explain]) if n_explain else []
+            n_explain = len(rows) if query.explain_rows is None else min(len(rows), query.explain_rows)
+        matched_terms = terms_of(rows[:n_explain].tolist()) if n_explain else []
         if not counts:
             notes.append("the query has no index terms after analysis (only stop words or punctuation)")
-        used_tables = [r.table_name for r in routes if r.table_name]
+        translation: str | None = None  # the first route's table
+        for route in routes:
+            if route.table_name:
+                translation = route.table_name
+                break
         info = SearchInfo(
             lang=lang,
             lang_detected=r.lang_detected,
-            translation=used_tables[0] if used_tables else None,
+            translation=translation,
             routes=infos,
             query_terms=list(counts),
             n_terms_before_reduction=n_before,

@@ -833,9 +833,14 @@ class AccumulatorPool:
 
     def take(self, count: int) -> list[ScoreAccumulator]:
         """``count`` zeroed accumulators; give them back with :meth:`give` (in a ``finally``)."""
+        free = self._free
         with self._lock:
-            taken = [self._free.pop() for _ in range(min(count, len(self._free)))]
-        return taken + [ScoreAccumulator(self.n_rows) for _ in range(count - len(taken))]
+            cut = max(len(free) - count, 0)
+            taken = free[cut:]
+            del free[cut:]
+        while len(taken) < count:
+            taken.append(ScoreAccumulator(self.n_rows))
+        return taken
 
     def give(self, taken: list[ScoreAccumulator]) -> None:
         """Reset the accumulators :meth:`take` lent and keep them for the next queries."""

@@ -218,6 +218,23 @@ def test_untranslatable_language_falls_back_to_raw_terms(tmp_path: Path) -> None
     assert res.hits[0].doc_id == "US05000003A"  # 'pump' is the same stem in both languages
 
 
+def test_routes_made_once_per_language_give_every_query_its_notes(tmp_path: Path) -> None:
+    """The routes of a language and translate=True/False are made once: each later query still gets the notes (a
+    list of its own), and the routes equal freshly made ones for every language and setting."""
+    st = FirstStage.load(make_index(tmp_path / "en-only", RECORDS, langs=("en",)))
+    first, second = (st.search("Kolben Pumpe", lang="de") for _ in range(2))
+    assert first.info.notes == second.info.notes and "no de-en translation table" in first.info.notes[0]
+    first.info.notes.append("changed by the caller")
+    assert st.search("Kolben Pumpe", lang="de").info.notes == second.info.notes
+    for lang in ("en", "de", "fr"):
+        for translate in (True, False):
+            made: list[str] = []
+            fresh = st._make_routes(lang, translate, made)
+            for _ in range(2):
+                notes: list[str] = []
+                assert st._routes(lang, translate, notes) == fresh and notes == made
+
+
 def test_patent_number_query_uses_the_document_and_excludes_it(stage: FirstStage) -> None:
     res = stage.search("ep 0000001 b1", k=4)
     assert res.info.query_doc == "EP0000001B1" and res.info.filters["exclude"] == "EP0000001B1"
