@@ -249,6 +249,42 @@ def xling_tasks_command(
         typer.echo(format_task_table(r) + "\n")
 
 
+@experiment_app.command("xling-passages")
+def xling_passages_command(
+    data: Path = typer.Option(..., "--data", help="The shared data folder (with patents/ep and patents/us)."),
+    folds: int = typer.Option(5, "--folds", help="Cross-fitting folds: a fold's grants hold one language only in "
+                              "its indexes, so no table or compound list is trained on them."),
+    directions: str = typer.Option("de-en,fr-en,en-de,en-fr,de-fr,fr-de", "--directions",
+                                   help="Query language - language the grant keeps."),
+    variants: str = typer.Option(",".join(_VARIANTS), "--variants", help="QSF variants to run."),
+    k: int = typer.Option(100, "--k", help="Passages returned per topic."),
+    words_only: bool = typer.Option(False, "--words-only", help="Drop numbers and codes from the topics too."),
+    baseline: Path | None = typer.Option(None, "--baseline", help="A result file of an earlier run (another "
+                                         "commit's ranker): paired p-values of MRR against it."),
+    out: Path | None = typer.Option(None, "--out", help="Write the result (JSON, per topic included) here."),
+    as_json: bool = typer.Option(False, "--json", help="Print the result as JSON instead of a table."),
+    progress: bool | None = typer.Option(None, "--progress/--no-progress", help="Progress bars on stderr."),
+) -> None:
+    """Claims against their aligned twin claim in another language, in every direction, on /passages."""
+    from training.experiments.xling import ExperimentError
+    from training.experiments.xling_passages import XlingPassageSettings, format_table, run_xling_passages
+
+    try:
+        dirs = tuple(tuple(d.strip().split("-", 1)) for d in directions.split(",") if d.strip())
+        settings = XlingPassageSettings(folds=folds, k=k, words_only=words_only,
+                                        variants=tuple(v.strip() for v in variants.split(",") if v.strip()),
+                                        directions=dirs)  # type: ignore[arg-type]
+        base = json.loads(baseline.read_text(encoding="utf-8")) if baseline is not None else None
+        result = run_xling_passages(data, settings, baseline=base, out=out, progress=progress)
+    except (ExperimentError, ValueError, OSError) as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from exc
+    if as_json:
+        typer.echo(json.dumps({k: v for k, v in result.to_dict().items() if k != "per_query"}, indent=1))
+        return
+    typer.echo(format_table(result))
+
+
 @experiment_app.command("feedback")
 def feedback_command(
     data: Path = typer.Option(..., "--data", help="The shared data folder (with patents/ep and patents/us)."),

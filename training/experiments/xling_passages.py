@@ -1,0 +1,303 @@
+"""Cross-lingual passages: does ``/passages`` find a claim's twin in another language? (``priorart experiment
+xling-passages``).
+
+Relevance from real structure: an EP grant publishes its claims in English, German and French, aligned claim by
+claim, so German claim N and English claim N state the same thing. For a direction ``S -> T`` the topics are the
+claims in ``S`` of the trilingual grants (drawing reference signs stripped) and each is run against an index in
+which its grant holds **only its ``T`` text** (title, abstract and claims in ``T``; the description only when it is
+written in ``T``) among every other publication of the real data, left as published (German- and French-text
+documents included, so own-language passages compete). The relevant passage is claim N of the grant (passage id
+``<grant>/claims/<N>``), in ``T``.
+
+Directions: de->en, fr->en (the grant holds English only), en->de, fr->de (German only), en->fr, de->fr (French
+only; de<->fr tables are composed through English).
+
+Honesty (as ``priorart experiment xling-tasks``): grants are split into ``folds`` folds; a fold's grants are the
+ones stripped to one language, so the translation tables built by ``priorart build`` for that index never see
+their aligned claims, and the German compound splitter of that index never counts their words. Every other
+document is indexed as published. Each (fold, target language) is one index built by the plain ``build_index``
+(tables of every direction, compounds) and searched through :class:`service.engine.Engine`, the API's own path.
+
+Measured per direction and QSF variant (``/passages`` at the request's defaults but ``k`` = ``settings.k``):
+
+* ``mrr`` -- reciprocal rank of the aligned claim (0 past ``k``), ``success@1``, ``success@10``;
+* ``top_from_grant`` -- share of topics whose top passage belongs to the grant;
+* ``grant_mrr`` -- reciprocal rank of the grant's first passage;
+* ``search@1`` -- share of topics for which ``/search`` ranks the grant first (the same query, the same index):
+  the goal is ``top_from_grant`` within 2 points of it.
+
+``baseline``: a result file of an earlier run (another commit's ranker); each variant's per-topic reciprocal
+ranks are compared with its own in a paired randomisation test (10,000 permutations).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tqdm import tqdm
+
+from service.corpus.record import PatentRecord
+from service.evaluation.significance import randomisation_test
+from service.passages.lm import VARIANTS
+from training.experiments.xling import ExperimentError, trilingual_grants, words_only
+
+log = logging.getLogger(__name__)
+
+DIRECTIONS: tuple[tuple[str, str], ...] = (("de", "en"), ("fr", "en"), ("en", "de"), ("en", "fr"), ("de", "fr"),
+                                           ("fr", "de"))
+MEASURES = ("mrr", "success@1", "success@10", "top_from_grant", "grant_mrr", "search@1")
+DEFAULT_VARIANT = "qsf_passage_propagate"
+
+
+@dataclass
+class XlingPassageSettings:
+    folds: int = 5
+    k: int = 100  # passages returned per query (the aligned claim's rank is looked for in them)
+    variants: tuple[str, ...] = VARIANTS
+    directions: tuple[tuple[str, str], ...] = DIRECTIONS
+    words_only: bool = False  # drop numbers and codes from the topics too
+    max_claims: int = 0  # claims per grant and language (0: all; tests use a few)
+
+    def __post_init__(self) -> None:
+        if self.folds < 2:
+            raise ExperimentError(f"folds must be >= 2 (cross-fitting needs held-out grants), got {self.folds}")
+        if self.k < 10:
+            raise ExperimentError(f"k must be >= 10 (success@10 is reported), got {self.k}")
+        bad = [v for v in self.variants if v not in VARIANTS]
+        if bad:
+            raise ExperimentError(f"unknown passage variant(s) {bad}; valid: {', '.join(VARIANTS)}")
+        bad_dirs = [d for d in self.directions if d not in DIRECTIONS]
+        if bad_dirs:
+            raise ExperimentError(f"unknown direction(s) {bad_dirs}; valid: "
+                                  f"{', '.join(f'{s}-{t}' for s, t in DIRECTIONS)}")
+
+
+@dataclass
+class Topic:
+    qid: str  # <grant>-<claim num>-<lang>
+    grant: str
+    lang: str
+    text: str
+    relevant: str  # passage id of the aligned claim
+
+
+@dataclass
+class XlingPassageResult:
+    settings: dict[str, Any]
+    grants: list[str]
+    topics: dict[str, int]  # direction -> topics run
+    rows: dict[str, dict[str, dict[str, float]]]  # direction -> variant -> measure -> value
+    per_query: dict[str, dict[str, dict[str, float]]] = field(repr=False)  # variant -> qid -> measure -> value
+    p_values: dict[str, dict[str, float]] = field(default_factory=dict)  # direction -> variant -> p vs baseline
+    baseline: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)  # the baseline's rows
+    skipped: dict[str, int] = field(default_factory=dict)  # direction -> topics the engine refused (no terms)
+    seconds: dict[str, float] = field(default_factory=dict)
+    commit: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def keep_langs(rec: PatentRecord, langs: Sequence[str]) -> PatentRecord:
+    """The record as a publication in ``langs`` only: its other titles, abstracts and claims removed, and its
+    description unless written in one of ``langs`` (a grant as a German- or French-only application looks)."""
+    keep = set(langs)
+    update: dict[str, Any] = {
+        "title": {k: v for k, v in rec.title.items() if k in keep},
+        "abstract": {k: v for k, v in rec.abstract.items() if k in keep},
+        "claims": {k: v for k, v in rec.claims.items() if k in keep},
+    }
+    if (rec.lang or "en") not in keep:
+        update["description"] = []
+        update["lang"] = langs[0]
+    return rec.model_copy(update=update)
+
+
+def claim_topics(grant: PatentRecord, lang: str, *, only_words: bool = False, max_claims: int = 0) -> list[Topic]:
+    """The grant's claims in ``lang`` as topics; the relevant passage is the claim of the same number."""
+    from training.tasks import strip_reference_signs
+
+    out: list[Topic] = []
+    seen: set[int] = set()
+    for claim in sorted(grant.claims.get(lang, []), key=lambda c: c.num):
+        if claim.num in seen:  # a repeated number has no aligned twin to speak of
+            continue
+        seen.add(claim.num)
+        text = strip_reference_signs(claim.text)
+        if only_words:
+            text = words_only(text)
+        if not text.strip():
+            continue
+        out.append(Topic(f"{grant.id}-{claim.num}-{lang}", grant.id, lang, text, f"{grant.id}/claims/{claim.num}"))
+        if max_claims and len(out) >= max_claims:
+            break
+    return out
+
+
+def _measure(topic: Topic, passages: Sequence[tuple[str, str]], search_ids: Sequence[str]) -> dict[str, float]:
+    """One topic's measures from its ranked ``(doc_id, passage_id)`` and the ``/search`` ids."""
+    rank = next((i + 1 for i, (_, pid) in enumerate(passages) if pid == topic.relevant), 0)
+    grank = next((i + 1 for i, (doc, _) in enumerate(passages) if doc == topic.grant), 0)
+    return {
+        "mrr": 1.0 / rank if rank else 0.0,
+        "success@1": float(rank == 1),
+        "success@10": float(0 < rank <= 10),
+        "top_from_grant": float(bool(passages) and passages[0][0] == topic.grant),
+        "grant_mrr": 1.0 / grank if grank else 0.0,
+        "search@1": float(bool(search_ids) and search_ids[0] == topic.grant),
+    }
+
+
+def run_xling_passages(
+    data: str | Path,
+    settings: XlingPassageSettings | None = None,
+    *,
+    records: Sequence[PatentRecord] | None = None,
+    baseline: dict[str, Any] | None = None,
+    out: str | Path | None = None,
+    progress: bool | None = None,
+) -> XlingPassageResult:
+    """Run the experiment (module docstring); with ``out`` write the result JSON there."""
+    from service.engine import Engine
+    from service.query import QueryError
+    from service.schema import PassageRequest, SearchRequest
+    from service.settings import Settings
+    from training.build import build_index
+    from training.ingest import iter_records
+    from training.translation.compounds import build_splitter
+
+    s = settings or XlingPassageSettings()
+    t0 = time.perf_counter()
+    if records is None:
+        roots = [Path(data) / "patents" / "ep", Path(data) / "patents" / "us"]
+        missing = [str(p) for p in roots if not p.is_dir()]
+        if missing:
+            raise ExperimentError(f"patent folders not found: {', '.join(missing)} (pass --data: the shared data)")
+        records = list(iter_records(roots, progress=progress))
+    grants = trilingual_grants(records)
+    if len(grants) < s.folds:
+        raise ExperimentError(f"{len(grants)} trilingual EP grants found; need at least {s.folds} (one per fold)")
+    fold_of = {g.id: i % s.folds for i, g in enumerate(grants)}
+    targets = sorted({t for _, t in s.directions})
+    per_query: dict[str, dict[str, dict[str, float]]] = {v: {} for v in s.variants}
+    direction_of: dict[str, str] = {}
+    skipped: dict[str, int] = {f"{a}-{b}": 0 for a, b in s.directions}
+    t_build = t_run = 0.0
+    bar = tqdm(total=s.folds * len(targets), desc="xling-passages indexes", file=sys.stderr,
+               disable=None if progress is None else not progress)
+    with tempfile.TemporaryDirectory(prefix="xling-passages-") as tmp:
+        for fold in range(s.folds):
+            held = [g for g in grants if fold_of[g.id] == fold]
+            held_ids = {g.id for g in held}
+            splitters = {"de": build_splitter(records, "de", exclude_ids=held_ids)}
+            for tgt in targets:
+                t = time.perf_counter()
+                index_records = [keep_langs(r, [tgt]) if r.id in held_ids else r for r in records]
+                idx = Path(tmp) / f"index-{fold}-{tgt}"
+                build_index(index_records, idx, splitters=splitters, progress=False)
+                engine = Engine.load(idx, settings=Settings(index_dir=idx), verify=False)
+                t_build += time.perf_counter() - t
+                t = time.perf_counter()
+                try:
+                    for src, dst in s.directions:
+                        if dst != tgt:
+                            continue
+                        name = f"{src}-{dst}"
+                        for g in held:
+                            for topic in claim_topics(g, src, only_words=s.words_only, max_claims=s.max_claims):
+                                try:
+                                    found = engine.search(SearchRequest(query=topic.text, lang=src, k=10))
+                                    ids = [h.id for h in found.results]
+                                    for variant in s.variants:
+                                        res = engine.passages(PassageRequest(query=topic.text, lang=src, k=s.k,
+                                                                             variant=variant))
+                                        ranked = [(h.doc_id, h.passage_id) for h in res.results]
+                                        per_query[variant][topic.qid] = _measure(topic, ranked, ids)
+                                except QueryError:
+                                    skipped[name] += 1
+                                    continue
+                                direction_of[topic.qid] = name
+                finally:
+                    engine.close()
+                t_run += time.perf_counter() - t
+                bar.update(1)
+        bar.close()
+
+    rows: dict[str, dict[str, dict[str, float]]] = {}
+    topics: dict[str, int] = {}
+    for src, dst in s.directions:
+        name = f"{src}-{dst}"
+        qids = [q for q, d in direction_of.items() if d == name]
+        topics[name] = len(qids)
+        rows[name] = {v: {m: sum(per_query[v][q][m] for q in qids) / max(len(qids), 1) for m in MEASURES}
+                      for v in s.variants}
+    p_values: dict[str, dict[str, float]] = {}
+    base_rows: dict[str, dict[str, dict[str, float]]] = {}
+    if baseline is not None:
+        base_pq = baseline.get("per_query", {})
+        base_rows = baseline.get("rows", {})
+        for name in rows:
+            qids = [q for q, d in direction_of.items() if d == name]
+            p_values[name] = {}
+            for v in s.variants:
+                theirs = base_pq.get(v, {})
+                common = [q for q in qids if q in theirs]
+                if common:
+                    p_values[name][v] = randomisation_test({q: per_query[v][q]["mrr"] for q in common},
+                                                           {q: theirs[q]["mrr"] for q in common})
+    result = XlingPassageResult(
+        settings={**asdict(s), "directions": [f"{a}-{b}" for a, b in s.directions]},
+        grants=[g.id for g in grants], topics=topics, rows=rows, per_query=per_query, p_values=p_values,
+        baseline=base_rows, skipped=skipped,
+        seconds={"indexes": t_build, "queries": t_run, "total": time.perf_counter() - t0}, commit=_commit())
+    if out is not None:
+        path = Path(out)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(result.to_dict(), indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    return result
+
+
+def _commit() -> str | None:
+    """The repository's commit (a result file says which ranker made it), or None outside a checkout."""
+    import subprocess
+
+    try:
+        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=5,
+                             cwd=Path(__file__).resolve().parent, check=True)
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True,
+                               text=True, timeout=5, cwd=Path(__file__).resolve().parent, check=True)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
+
+
+def format_table(result: XlingPassageResult) -> str:
+    """Markdown table: per direction and variant, the measures (and the baseline's MRR and p when given)."""
+    base = bool(result.baseline)
+    head = ("| direction | topics | variant | MRR | S@1 | S@10 | top passage from grant | grant MRR | /search @1 |"
+            + (" MRR before | p |" if base else ""))
+    lines = [head, "|" + "---|" * (head.count("|") - 1)]
+    for name, by_variant in result.rows.items():
+        for v, m in by_variant.items():
+            cells = (f"| {name} | {result.topics[name]} | {v} | {m['mrr']:.3f} | {m['success@1']:.2f} | "
+                     f"{m['success@10']:.2f} | {m['top_from_grant']:.2f} | {m['grant_mrr']:.3f} | "
+                     f"{m['search@1']:.2f} |")
+            if base:
+                before = result.baseline.get(name, {}).get(v, {}).get("mrr")
+                p = result.p_values.get(name, {}).get(v)
+                cells += (f" {before:.3f} |" if before is not None else " - |") + (f" {p:.4f} |" if p is not None
+                                                                                    else " - |")
+            lines.append(cells)
+    skipped = {k: v for k, v in result.skipped.items() if v}
+    if skipped:
+        lines.append("")
+        lines.append("Topics without index terms (not run): " + ", ".join(f"{k} {v}" for k, v in skipped.items()))
+    return "\n".join(lines)
