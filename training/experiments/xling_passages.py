@@ -82,7 +82,7 @@ class XlingPassageSettings:
 
 @dataclass
 class Topic:
-    qid: str  # <grant>-<claim num>-<lang>
+    qid: str  # <grant>-<claim num>-<lang>-<target lang>
     grant: str
     lang: str
     text: str
@@ -121,8 +121,10 @@ def keep_langs(rec: PatentRecord, langs: Sequence[str]) -> PatentRecord:
     return rec.model_copy(update=update)
 
 
-def claim_topics(grant: PatentRecord, lang: str, *, only_words: bool = False, max_claims: int = 0) -> list[Topic]:
-    """The grant's claims in ``lang`` as topics; the relevant passage is the claim of the same number."""
+def claim_topics(grant: PatentRecord, lang: str, target: str, *, only_words: bool = False,
+                 max_claims: int = 0) -> list[Topic]:
+    """The grant's claims in ``lang`` as topics against its ``target`` text; the relevant passage is the claim of the
+    same number."""
     from training.tasks import strip_reference_signs
 
     out: list[Topic] = []
@@ -136,7 +138,8 @@ def claim_topics(grant: PatentRecord, lang: str, *, only_words: bool = False, ma
             text = words_only(text)
         if not text.strip():
             continue
-        out.append(Topic(f"{grant.id}-{claim.num}-{lang}", grant.id, lang, text, f"{grant.id}/claims/{claim.num}"))
+        out.append(Topic(f"{grant.id}-{claim.num}-{lang}-{target}", grant.id, lang, text,
+                         f"{grant.id}/claims/{claim.num}"))
         if max_claims and len(out) >= max_claims:
             break
     return out
@@ -212,7 +215,7 @@ def run_xling_passages(
                             continue
                         name = f"{src}-{dst}"
                         for g in held:
-                            for topic in claim_topics(g, src, only_words=s.words_only, max_claims=s.max_claims):
+                            for topic in claim_topics(g, src, dst, only_words=s.words_only, max_claims=s.max_claims):
                                 try:
                                     found = engine.search(SearchRequest(query=topic.text, lang=src, k=10))
                                     ids = [h.id for h in found.results]
