@@ -219,6 +219,14 @@ def xling_tasks_command(
         "without translation)."
     ),
     compounds: str = typer.Option("de", "--compounds", help="Languages whose compounds the +compounds row splits."),
+    lexicons: str | None = typer.Option(
+        None, "--lexicons", help="Dictionaries of the tables: freedict, ding, both (comma-separated) or '' for "
+        "none (default: the build's)."
+    ),
+    splitter_lexicons: str | None = typer.Option(
+        None, "--splitter-lexicons", help="Dictionaries whose headwords the compound splitter knows (default: "
+        "the build's)."
+    ),
     out: Path | None = typer.Option(None, "--out", help="Folder for runs/, <task>-qrels.txt and <task>.json."),
     as_json: bool = typer.Option(False, "--json", help="Print the results as JSON."),
     progress: bool | None = typer.Option(None, "--progress/--no-progress", help="Progress bars on stderr."),
@@ -228,10 +236,15 @@ def xling_tasks_command(
     from training.experiments.xling import ExperimentError
     from training.experiments.xling_tasks import XlingTaskSettings, format_task_table, run_xling_task
     from training.ingest import iter_records
+    from training.translation.lexicons import parse_lexicons
 
     try:
         settings = XlingTaskSettings(folds=folds, depth=depth, words_only=words_only,
                                      compounds=tuple(c.strip() for c in compounds.split(",") if c.strip()))
+        if lexicons is not None:
+            settings.lexicons = parse_lexicons(lexicons)
+        if splitter_lexicons is not None:
+            settings.splitter_lexicons = parse_lexicons(splitter_lexicons)
         roots = [data / "patents" / "ep", data / "patents" / "us"]
         missing = [str(p) for p in roots if not p.is_dir()]
         if missing:
@@ -262,6 +275,8 @@ def xling_passages_command(
     baseline: Path | None = typer.Option(None, "--baseline", help="A result file of an earlier run (another "
                                          "commit's ranker): paired p-values of MRR against it."),
     out: Path | None = typer.Option(None, "--out", help="Write the result (JSON, per topic included) here."),
+    work: Path | None = typer.Option(None, "--work", help="Keep the built indexes here and reuse them in later "
+                                     "runs (empty the folder when the build changes)."),
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON instead of a table."),
     progress: bool | None = typer.Option(None, "--progress/--no-progress", help="Progress bars on stderr."),
 ) -> None:
@@ -275,7 +290,7 @@ def xling_passages_command(
                                         variants=tuple(v.strip() for v in variants.split(",") if v.strip()),
                                         directions=dirs)  # type: ignore[arg-type]
         base = json.loads(baseline.read_text(encoding="utf-8")) if baseline is not None else None
-        result = run_xling_passages(data, settings, baseline=base, out=out, progress=progress)
+        result = run_xling_passages(data, settings, baseline=base, out=out, work=work, progress=progress)
     except (ExperimentError, ValueError, OSError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from exc

@@ -166,9 +166,12 @@ def run_xling_passages(
     records: Sequence[PatentRecord] | None = None,
     baseline: dict[str, Any] | None = None,
     out: str | Path | None = None,
+    work: str | Path | None = None,
     progress: bool | None = None,
 ) -> XlingPassageResult:
-    """Run the experiment (module docstring); with ``out`` write the result JSON there."""
+    """Run the experiment (module docstring); with ``out`` write the result JSON there. ``work``: keep the built
+    indexes in this folder and reuse those already there (for runs of another ranker on the same indexes; empty
+    it when the build changes)."""
     from service.engine import Engine
     from service.query import QueryError
     from service.schema import PassageRequest, SearchRequest
@@ -197,15 +200,19 @@ def run_xling_passages(
     bar = tqdm(total=s.folds * len(targets), desc="xling-passages indexes", file=sys.stderr,
                disable=None if progress is None else not progress)
     with tempfile.TemporaryDirectory(prefix="xling-passages-") as tmp:
+        folder = Path(work) if work is not None else Path(tmp)
         for fold in range(s.folds):
             held = [g for g in grants if fold_of[g.id] == fold]
             held_ids = {g.id for g in held}
-            splitters = {"de": build_splitter(records, "de", exclude_ids=held_ids)}
+            splitters: dict[str, Any] | None = None
             for tgt in targets:
                 t = time.perf_counter()
-                index_records = [keep_langs(r, [tgt]) if r.id in held_ids else r for r in records]
-                idx = Path(tmp) / f"index-{fold}-{tgt}"
-                build_index(index_records, idx, splitters=splitters, progress=False)
+                idx = folder / f"index-{fold}-{tgt}"
+                if not (idx / "meta.json").is_file():
+                    if splitters is None:
+                        splitters = {"de": build_splitter(records, "de", exclude_ids=held_ids)}
+                    index_records = [keep_langs(r, [tgt]) if r.id in held_ids else r for r in records]
+                    build_index(index_records, idx, splitters=splitters, progress=False, overwrite=True)
                 engine = Engine.load(idx, settings=Settings(index_dir=idx), verify=False)
                 t_build += time.perf_counter() - t
                 t = time.perf_counter()
