@@ -17,7 +17,8 @@ example, note, synonym or cross-reference line, are the translations: comma-sepa
 German lexicon has one entry per sense (the same headword repeats); the French one numbers its
 senses (``1. abasement``, ``2. decrease, lowering``) inside one entry.
 
-Turning entries into ``p(target term | source term)`` over *index terms* (the English -> German/French
+Turning entries into ``p(target term | source term)`` over *index terms* (conventions shared with every lexicon
+source, in :mod:`training.translation.dictionary`; the English -> German/French
 lexicons have the same format and are read the same way, with the languages swapped):
 
 * the headword is analysed with ``get_analyzer(src)``; headwords that are phrases (more than one
@@ -37,19 +38,23 @@ lexicons have the same format and are read the same way, with the languages swap
 from __future__ import annotations
 
 import gzip
-import hashlib
-import json
 import logging
-import os
 import re
-from collections import defaultdict
 from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from tqdm import tqdm
 
-from service.text.analysis import get_analyzer, stopwords, tokenize
+from service.text.analysis import normalise
+from training.translation.dictionary import (
+    MARKS_RE,
+    LexiconNotFoundError,
+    SenseMasses,
+    SourceTerms,
+    cached_table,
+    target_terms,
+)
 
 log = logging.getLogger(__name__)
 
@@ -67,14 +72,7 @@ DEBIAN_PACKAGES = {pair: f"dict-{name}" for pair, name in LEXICONS.items()}
 _B64 = {c: i for i, c in enumerate("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/")}
 _NOT_TRANSLATION_RE = re.compile(r'^\s*(?:"|Note:|Synonyms?:|see:|Antonyms?:|Example|Usage:)')
 _SENSE_NUM_RE = re.compile(r"^\s*\d+\.\s+")
-_MARKS_RE = re.compile(r"<[^>]*>|\[[^\]]*\]|\([^)]*\)|\{[^}]*\}")
 _PRON_RE = re.compile(r"\s/[^/]*/")
-# English placeholders for arguments ("hitch sth.", "grip sb./sth.", "one's") that are no content
-_PLACEHOLDERS = frozenset({"sth", "sb", "so", "one", "oneself", "someone", "something", "s", "etw", "jdn", "jdm"})
-
-
-class LexiconNotFoundError(FileNotFoundError):
-    """The FreeDict files for a language are not installed."""
 
 
 def decode_b64_number(text: str) -> int:
@@ -157,28 +155,13 @@ def parse_entry(text: str) -> DictEntry | None:
         if _NOT_TRANSLATION_RE.match(line):
             continue  # examples, notes, synonyms, cross-references
         line = _SENSE_NUM_RE.sub("", line)
-        cleaned = _MARKS_RE.sub(" ", line)
+        cleaned = MARKS_RE.sub(" ", line)
         alts = tuple(a for a in (re.sub(r"\s+", " ", x).strip(" .;:") for x in re.split(r"[,;]", cleaned)) if a)
         if alts:
             senses.append(alts)
     if not headword or not senses:
         return None
     return DictEntry(headword=headword, senses=tuple(senses))
-
-
-def _target_terms(sense: tuple[str, ...], tgt: str = "en") -> list[str]:
-    """Index terms a sense translates to (single-word translations, else heads of multi-word ones)."""
-    analyzer = get_analyzer(tgt)
-    single: list[str] = []
-    heads: list[str] = []
-    for alt in sense:
-        terms = [t for t in analyzer(alt) if t not in _PLACEHOLDERS]
-        if len(terms) == 1:
-            single.append(terms[0])
-        elif terms:
-            heads.append(terms[-1])
-    chosen = single or heads
-    return list(dict.fromkeys(chosen))
 
 
 def lexicon_table(
@@ -200,9 +183,8 @@ def lexicon_table(
             f"FreeDict lexicon {index.with_suffix('')} not found; install {DEBIAN_PACKAGES[(src, tgt)]} "
             "(scripts/setup.sh)"
         )
-    analyzer = get_analyzer(src)
-    stop = stopwords(src)
-    mass: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+    source_term = SourceTerms(src)
+    masses = SenseMasses()
     n_entries = 0
     for _head, text in tqdm(
         read_dictd(index, data),
@@ -210,27 +192,16 @@ def lexicon_table(
         unit=" entries",
         disable=None if progress is None else not progress,
     ):
-        headword = parse_headword(text.split("\n", 1)[0])
-        if not headword or "…" in headword or "..." in headword:
-            continue  # affixes ("…fach", "Fach…")
-        src_terms = analyzer(headword)
-        if len(src_terms) != 1 or (only is not None and src_terms[0] not in only):
+        s = source_term(parse_headword(text.split("\n", 1)[0]))
+        if s is None or (only is not None and s not in only):
             continue
-        if sum(1 for tok in tokenize(headword) if tok not in stop) != 1:
-            continue  # a phrase ("zur Schau stellen", "x-fach") or a stop word: the table maps single terms
         entry = parse_entry(text)
         if entry is None:
             continue
-        s = src_terms[0]
         n_entries += 1
         for sense in entry.senses:
-            terms = _target_terms(sense, tgt)
-            for t in terms:
-                mass[s][t] += 1.0 / len(terms)
-    table = {}
-    for s, row in mass.items():
-        total = sum(row.values())
-        table[s] = {t: v / total for t, v in row.items()}
+            masses.add(s, target_terms(sense, tgt))
+    table = masses.table()
     log.info("FreeDict %s-%s: %d entries -> %d source terms", src, tgt, n_entries, len(table))
     return table
 
@@ -256,12 +227,26 @@ def load_lexicon(
         return None
 
 
+def freedict_headwords(lang: str, dictd_dir: str | Path = DICTD_DIR, *, min_len: int = 4) -> set[str]:
+    """Single-word headwords (letters only, at least ``min_len``) of the FreeDict ``lang``-English lexicon, read
+    from its ``.index`` (for the compound splitter); empty for English. Raises ``LexiconNotFoundError`` when
+    the lexicon is not installed."""
+    name = LEXICONS.get((lang, "en"))
+    if name is None:
+        return set()
+    index = Path(dictd_dir) / f"{name}.index"
+    if not index.is_file():
+        raise LexiconNotFoundError(f"FreeDict index {index} not found; install {DEBIAN_PACKAGES[(lang, 'en')]}")
+    words: set[str] = set()
+    with open(index, encoding="utf-8", errors="replace") as fh:
+        for line in fh:
+            head = normalise(line.split("\t", 1)[0]).strip()
+            if len(head) >= min_len and head.isalpha():  # one word of letters only (a token of its own)
+                words.add(head)
+    return words
+
+
 LEXICON_CACHE_VERSION = 1  # bump when the parsing or the analysers change what a lexicon table holds
-
-
-def cache_dir() -> Path:
-    """Where parsed lexicons are cached: ``$PRIORART_CACHE_DIR`` or ``~/.cache/priorart``."""
-    return Path(os.environ.get("PRIORART_CACHE_DIR") or Path.home() / ".cache" / "priorart")
 
 
 def cached_lexicon(
@@ -277,20 +262,9 @@ def cached_lexicon(
     index, data = lexicon_paths(src, dictd_dir, tgt=tgt)
     if not index.exists() or not data.exists():
         return load_lexicon(src, tgt=tgt, dictd_dir=dictd_dir, progress=progress)  # warns, returns None
-    stamp = "|".join(f"{p.resolve()}:{p.stat().st_size}:{p.stat().st_mtime_ns}" for p in (index, data))
-    key = hashlib.sha256(f"{LEXICON_CACHE_VERSION}|{stamp}".encode()).hexdigest()[:16]
-    path = cache_dir() / "lexicons" / f"{LEXICONS[(src, tgt)]}-{key}.json"
-    try:
-        cached: dict[str, dict[str, float]] = json.loads(path.read_text(encoding="utf-8"))
-        return cached
-    except (OSError, ValueError):
-        pass
-    table = lexicon_table(src, tgt=tgt, dictd_dir=dictd_dir, progress=progress)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(table, ensure_ascii=False, separators=(",", ":")), encoding="utf-8")
-        os.replace(tmp, path)
-    except OSError as exc:
-        log.warning("cannot cache the parsed lexicon in %s: %s", path.parent, exc)
-    return table
+    return cached_table(
+        LEXICONS[(src, tgt)],
+        (index, data),
+        LEXICON_CACHE_VERSION,
+        lambda: lexicon_table(src, tgt=tgt, dictd_dir=dictd_dir, progress=progress),
+    )

@@ -1,0 +1,132 @@
+"""Bilingual dictionaries as ``p(target index term | source index term)``: the conventions every lexicon source
+follows (FreeDict in :mod:`training.translation.freedict`, Ding in :mod:`training.translation.ding`), and the
+on-disk cache of the parsed tables.
+
+A source's parser only finds, per entry, the headwords and the senses (each a tuple of translation strings
+with the grammar and comment marks removed); the rest is shared:
+
+* :class:`SourceTerms`: a headword counts when it is one content term under ``get_analyzer(src)`` (phrases
+  such as ``zur Schau stellen``, stop words and affixes such as ``…fach`` are skipped: a table maps single
+  terms; ``sich drehen`` counts as ``dreh``);
+* :func:`target_terms`: a sense translates to the terms of its single-content-word translations; only when
+  it has none, to the heads (last content word) of its multi-word ones (``turning moment`` -> ``moment``;
+  English noun compounds and German adjective + noun phrases are head-final); argument placeholders
+  (``sth.``, ``sb.``, ``etw.``, ``jdn.``) are no content;
+* :class:`SenseMasses`: each sense carries the same mass, shared uniformly by its distinct terms; the masses
+  of all senses of a source term are summed and normalised, so a term that translates many senses outranks a
+  one-off sense (dictionary order is not a usable signal).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import re
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+
+from service.text.analysis import get_analyzer, stopwords, tokenize
+
+log = logging.getLogger(__name__)
+
+Entries = dict[str, dict[str, float]]
+
+# grammar <...>, domains [...], comments (...), cross-references {...}
+MARKS_RE = re.compile(r"<[^>]*>|\[[^\]]*\]|\([^)]*\)|\{[^}]*\}")
+# placeholders for arguments ("hitch sth.", "grip sb./sth.", "one's", "etw. drehen", "jds.") that are no content
+PLACEHOLDERS = frozenset({"sth", "sb", "so", "one", "oneself", "someone", "something", "s", "etw", "jdn", "jdm"})
+
+
+class LexiconNotFoundError(FileNotFoundError):
+    """The files of a lexicon are not installed."""
+
+
+def is_affix(headword: str) -> bool:
+    """``…fach``, ``Fach...``: a part of words, not a word."""
+    return "…" in headword or "..." in headword
+
+
+class SourceTerms:
+    """``headword -> its one content term or None`` in a language (memoised: dictionaries repeat headwords)."""
+
+    def __init__(self, lang: str) -> None:
+        self._analyzer = get_analyzer(lang)
+        self._stop = stopwords(lang)
+        self._memo: dict[str, str | None] = {}
+
+    def __call__(self, headword: str) -> str | None:
+        try:
+            return self._memo[headword]
+        except KeyError:
+            pass
+        term = None
+        if headword and not is_affix(headword):
+            terms = self._analyzer(headword)
+            if len(terms) == 1 and sum(1 for tok in tokenize(headword) if tok not in self._stop) == 1:
+                term = terms[0]
+        self._memo[headword] = term
+        return term
+
+
+def target_terms(sense: Iterable[str], tgt: str) -> list[str]:
+    """Index terms a sense translates to (single-word translations, else heads of multi-word ones)."""
+    analyzer = get_analyzer(tgt)
+    single: list[str] = []
+    heads: list[str] = []
+    for alt in sense:
+        terms = [t for t in analyzer(alt) if t not in PLACEHOLDERS]
+        if len(terms) == 1:
+            single.append(terms[0])
+        elif terms:
+            heads.append(terms[-1])
+    return list(dict.fromkeys(single or heads))
+
+
+class SenseMasses:
+    """Sums the senses of each source term: a sense carries mass 1, shared by its distinct target terms."""
+
+    def __init__(self) -> None:
+        self._mass: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+
+    def add(self, source: str, terms: Sequence[str]) -> None:
+        for t in terms:
+            self._mass[source][t] += 1.0 / len(terms)
+
+    def table(self) -> Entries:
+        """``{source: {target: p}}``, each row normalised."""
+        out: Entries = {}
+        for s, row in self._mass.items():
+            total = sum(row.values())
+            out[s] = {t: v / total for t, v in row.items()}
+        return out
+
+
+def cache_dir() -> Path:
+    """Where parsed lexicons are cached: ``$PRIORART_CACHE_DIR`` or ``~/.cache/priorart``."""
+    return Path(os.environ.get("PRIORART_CACHE_DIR") or Path.home() / ".cache" / "priorart")
+
+
+def cached_table(name: str, files: Sequence[Path], version: int, build: Callable[[], Entries]) -> Entries:
+    """``build()``, cached on disk as ``lexicons/<name>-<key>.json``; the key is ``version`` and the ``files``'
+    size and mtime (bump a source's version when its parsing or the analysers change what a table holds). An
+    unwritable cache folder only costs the parse."""
+    stamp = "|".join(f"{p.resolve()}:{p.stat().st_size}:{p.stat().st_mtime_ns}" for p in files)
+    key = hashlib.sha256(f"{version}|{stamp}".encode()).hexdigest()[:16]
+    path = cache_dir() / "lexicons" / f"{name}-{key}.json"
+    try:
+        cached: Entries = json.loads(path.read_text(encoding="utf-8"))
+        return cached
+    except (OSError, ValueError):
+        pass
+    table = build()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(table, ensure_ascii=False, separators=(",", ":")), encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError as exc:
+        log.warning("cannot cache the parsed lexicon in %s: %s", path.parent, exc)
+    return table
