@@ -46,6 +46,7 @@ from training.translation.index_step import (
     prepare_analysis,
     write_analysis,
 )
+from training.translation.lexicons import DEFAULT_LEXICONS, DEFAULT_SPLITTER_LEXICONS, parse_lexicons
 
 log = logging.getLogger(__name__)
 
@@ -140,15 +141,19 @@ def _output_folder(out_dir: str | Path, overwrite: bool) -> Path:
 
 
 def _translation_options(compounds: str | Sequence[str], langs: Sequence[str], translation: bool,
-                         translation_dir: str | Path | None) -> tuple[list[str], TranslationOptions]:
+                         translation_dir: str | Path | None, lexicons: str | Sequence[str] = DEFAULT_LEXICONS,
+                         splitter_lexicons: str | Sequence[str] = DEFAULT_SPLITTER_LEXICONS,
+                         ) -> tuple[list[str], TranslationOptions]:
     """The compound languages a build splits (those indexed, or all when tables are built or reused) and its
-    cross-lingual options."""
+    cross-lingual options (``lexicons``: the dictionaries of the tables, ``splitter_lexicons``: those whose
+    headwords the compound splitter knows; names of ``training.translation.lexicons.SOURCES``)."""
     compound_langs = [c for c in _parse_list(compounds, COMPOUND_LANGS, "compound language(s)", allow_empty=True)
                       if c in langs or translation or translation_dir is not None]
     try:
         xopts = TranslationOptions(build=translation, reuse_dir=Path(translation_dir) if translation_dir else None,
-                                   compounds=tuple(compound_langs))
-    except TranslationBuildError as exc:
+                                   compounds=tuple(compound_langs), lexicons=parse_lexicons(lexicons),
+                                   splitter_lexicons=parse_lexicons(splitter_lexicons))
+    except ValueError as exc:  # TranslationBuildError, or an unknown lexicon
         raise BuildError(str(exc)) from exc
     return compound_langs, xopts
 
@@ -166,6 +171,8 @@ def build_index(
     translation_dir: str | Path | None = None,
     translation: bool = True,
     compounds: str | Sequence[str] = DEFAULT_COMPOUND_LANGS,
+    lexicons: str | Sequence[str] = DEFAULT_LEXICONS,
+    splitter_lexicons: str | Sequence[str] = DEFAULT_SPLITTER_LEXICONS,
     splitters: Mapping[str, CompoundSplitter] | None = None,
     overwrite: bool = False,
     progress: bool | None = None,
@@ -178,7 +185,9 @@ def build_index(
     """Build an index folder from a corpus JSONL path (or an iterable of records).
 
     Cross-lingual part (:mod:`training.translation.index_step`): ``translation`` trains translation tables
-    of every direction into an indexed language from the corpus' aligned claims and the FreeDict lexicons;
+    of every direction into an indexed language from the corpus' aligned claims and the ``lexicons``
+    (FreeDict by default; ``"freedict,ding"`` adds Ding, docs/RESULTS.md says why it is not the default);
+    ``splitter_lexicons`` are the dictionaries whose headwords the compound splitter knows;
     ``translation_dir`` reuses tables instead; ``compounds`` lists the languages whose compounds are split
     (for indexing, queries and translation; ``""`` for none); ``splitters`` gives them ready-made instead
     (experiments: splitters that never saw the topics' claims).
@@ -209,7 +218,8 @@ def build_index(
     except ValueError as exc:
         raise BuildError(str(exc)) from exc
     out = _output_folder(out_dir, overwrite)
-    compound_langs, xopts = _translation_options(compounds, langs, translation, translation_dir)
+    compound_langs, xopts = _translation_options(compounds, langs, translation, translation_dir, lexicons,
+                                                 splitter_lexicons)
     records: Iterable[PatentRecord]
     if isinstance(corpus, str | Path):
         if not Path(corpus).is_file():
@@ -247,7 +257,7 @@ def build_index(
         bm25 = components["bm25"]
         # cross-lingual part, step 2: translation tables of every direction into an indexed language
         tables, xreport = _translation_tables(tmp, xopts, langs, collector, vocabs, show)
-        xreport["compounds"] = {lang: sp.settings() for lang, sp in splitters.items()}
+        xreport["compounds"] = {lang: {**sp.settings(), "sources": sp.sources} for lang, sp in splitters.items()}
         components["translation"] = tables
         components["build"] = {"n_docs": n_docs, "corpus": str(corpus) if isinstance(corpus, str | Path) else None}
         folder = IndexFolder(tmp, write_meta(tmp, settings, components))  # the build wrote and hashed every file
@@ -490,6 +500,8 @@ def build_sharded_index(
     translation_dir: str | Path | None = None,
     translation: bool = True,
     compounds: str | Sequence[str] = DEFAULT_COMPOUND_LANGS,
+    lexicons: str | Sequence[str] = DEFAULT_LEXICONS,
+    splitter_lexicons: str | Sequence[str] = DEFAULT_SPLITTER_LEXICONS,
     overwrite: bool = False,
     progress: bool | None = None,
     models_dir: str | Path | None = None,
@@ -520,7 +532,8 @@ def build_sharded_index(
         raise BuildError(f"corpus file {corpus} does not exist")
     langs = _parse_list(index_langs, LANGS, "index language(s)")
     out = _output_folder(out_dir, overwrite)
-    compound_langs, xopts = _translation_options(compounds, langs, translation, translation_dir)
+    compound_langs, xopts = _translation_options(compounds, langs, translation, translation_dir, lexicons,
+                                                 splitter_lexicons)
     show = sys.stderr.isatty() if progress is None else progress
     options = {"index_langs": langs, "fields": fields, "scoring": scoring, "k1": k1, "b": b, "epsilon": epsilon,
                "compounds": compound_langs, "models_dir": str(models_dir) if models_dir else None,
@@ -576,7 +589,7 @@ def build_sharded_index(
         tables_dir = tmp / ".tables"
         tables_dir.mkdir()
         tables, xreport = _translation_tables(tables_dir, xopts, langs, collector, vocabs, show)
-        xreport["compounds"] = {lang: sp.settings() for lang, sp in splitters.items()}
+        xreport["compounds"] = {lang: {**sp.settings(), "sources": sp.sources} for lang, sp in splitters.items()}
         if tables:
             for o in outs:
                 entries, _ = copy_tables(tables_dir / Layout.TRANSLATION, Path(o), langs)

@@ -153,9 +153,15 @@ def test_no_translation_and_reused_tables(corpus: Path, tmp_path: Path) -> None:
 def test_missing_lexicons_fall_back_to_aligned_claims_with_a_warning(
     corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    import training.translation.index_step as step
+    import dataclasses
 
-    monkeypatch.setattr(step, "cached_lexicon", lambda *a, **k: None)
+    from training.translation import lexicons
+    from training.translation.dictionary import LexiconNotFoundError
+
+    def absent(*args: object) -> dict[str, dict[str, float]]:
+        raise LexiconNotFoundError("not installed")
+
+    monkeypatch.setitem(lexicons.SOURCES, "freedict", dataclasses.replace(lexicons.SOURCES["freedict"], table=absent))
     monkeypatch.setenv("PRIORART_CACHE_DIR", str(tmp_path / "cache"))
     with caplog.at_level(logging.WARNING):
         report = build_index(corpus, tmp_path / "idx", compounds="", progress=False)

@@ -29,10 +29,18 @@ def build_command(
     ),
     build_translation: bool = typer.Option(
         True, "--build-translation/--no-translation", help="Build translation tables of every direction into an "
-        "indexed language from the corpus' aligned claims and the FreeDict lexicons (default), or none."
+        "indexed language from the corpus' aligned claims and the --lexicons (default), or none."
     ),
     compounds: str = typer.Option(
         "de", "--compounds", help="Languages whose compounds are split into known parts (de, fr; '' for none)."
+    ),
+    lexicons: str = typer.Option(
+        "freedict", "--lexicons", help="Dictionaries merged into the translation tables: freedict, ding (Debian "
+        "trans-de-en: de<->en only) or both, comma-separated; '' for none (docs/RESULTS.md: Translation coverage)."
+    ),
+    splitter_lexicons: str = typer.Option(
+        "freedict", "--splitter-lexicons", help="Dictionaries whose headwords the compound splitter knows (freedict, "
+        "ding; '' for the corpus' words only)."
     ),
     force: bool = typer.Option(False, "--force", help="Replace an existing index folder."),
     as_json: bool = typer.Option(False, "--json", help="Print the build report as one JSON object."),
@@ -75,6 +83,7 @@ def build_command(
     if shards is not None or ray is not None:
         _build_sharded(corpus, output, shards, ray, index_langs=index_langs, fields=fields, scoring=scoring, k1=k1,
                        b=b, translation_dir=translation, translation=build_translation, compounds=compounds,
+                       lexicons=lexicons, splitter_lexicons=splitter_lexicons,
                        overwrite=force, progress=progress, models_dir=models, dense_index=dense_index, device=device,
                        as_json=as_json)
         return
@@ -90,6 +99,8 @@ def build_command(
             translation_dir=translation,
             translation=build_translation,
             compounds=compounds,
+            lexicons=lexicons,
+            splitter_lexicons=splitter_lexicons,
             overwrite=force,
             progress=progress,
             models_dir=models,
@@ -167,8 +178,9 @@ def _echo_translation(files: list[str], info: dict[str, Any]) -> None:
     elif mode == "reused":
         typer.echo(f"  translation: reused from {info.get('from')}: {', '.join(files) or 'no table'}")
     else:
+        used = list(dict.fromkeys(name for names in info.get("lexicons", {}).values() for name in names))
         typer.echo(f"  translation: built from {info.get('aligned_documents', 0)} multilingual records' aligned "
-                   "claims + FreeDict")
+                   f"claims + lexicons: {', '.join(used) or 'none'}")
         for name, d in info.get("directions", {}).items():
             if "composed" in d:
                 typer.echo(f"    {name}: through English ({name[:2]}-en + en-{name[3:]}, composed at query time)")
@@ -176,8 +188,9 @@ def _echo_translation(files: list[str], info: dict[str, Any]) -> None:
                 sources = " + ".join(d.get("sources", []))
                 typer.echo(f"    {name}: {d.get('source_terms', 0)} source terms from {sources}")
     for lang, c in info.get("compounds", {}).items():
+        lexicons = ", ".join(x for x in c.get("sources", []) if x != "corpus") or "none"
         typer.echo(f"  compounds ({lang}): split into parts known from {c['corpus_words']} corpus words and "
-                   f"{c['dictionary_words']} dictionary words")
+                   f"{c['dictionary_words']} dictionary words (lexicons: {lexicons})")
     for w in info.get("warnings", []):
         typer.echo(f"  warning: {w}")
 

@@ -23,9 +23,11 @@ best score found, for comparison with the query-weight merge).
 Honesty, as in ``training/experiments/xling.py``: grants are split into ``folds`` folds; the aligned-claims
 models *and the compound splitter* used for a fold's topics never saw the claims of that fold's grants
 (the splitter's word counts leave them out too, so the German index of that fold is analysed with that
-fold's splitter). The dictionaries do not depend on the fold. Drawing reference signs ``(12)`` are
-stripped from the topics; ``words_only`` also drops numbers and codes. p-values: paired randomisation
-test on MRR against ``none`` and, for ``all+compounds``, against ``all``.
+fold's splitter). The dictionaries do not depend on the fold (``lexicons``: those of the tables,
+``splitter_lexicons``: those whose headwords the splitter knows; ``training.translation.lexicons``).
+Drawing reference signs ``(12)`` are stripped from the topics; ``words_only`` also drops numbers and
+codes. p-values: paired randomisation test on MRR against ``none`` and, for ``all+compounds``, against
+``all``.
 """
 
 from __future__ import annotations
@@ -52,8 +54,16 @@ from service.text.analysis import Analyzer, get_analyzer
 from service.text.compounds import CompoundSplitter
 from training.experiments.xling import ExperimentError, first_claim, trilingual_grants, words_only
 from training.translation.compounds import build_splitter
-from training.translation.freedict import DICTD_DIR, cached_lexicon
+from training.translation.ding import TRANS_DIR
+from training.translation.freedict import DICTD_DIR
 from training.translation.index_step import TranslationOptions, build_index_tables
+from training.translation.lexicons import (
+    DEFAULT_LEXICONS,
+    DEFAULT_SPLITTER_LEXICONS,
+    Lexicon,
+    load_lexicon,
+    parse_lexicons,
+)
 from training.translation.tables import TableSettings
 
 log = logging.getLogger(__name__)
@@ -75,9 +85,14 @@ class XlingTaskSettings:
     depth: int = 100
     words_only: bool = False
     compounds: tuple[str, ...] = ("de",)
+    lexicons: tuple[str, ...] = DEFAULT_LEXICONS  # dictionaries of the tables
+    splitter_lexicons: tuple[str, ...] = DEFAULT_SPLITTER_LEXICONS  # dictionaries of the compound splitter
     dictd_dir: str = str(DICTD_DIR)
+    trans_dir: str = str(TRANS_DIR)
 
     def __post_init__(self) -> None:
+        self.lexicons = parse_lexicons(self.lexicons)
+        self.splitter_lexicons = parse_lexicons(self.splitter_lexicons)
         if self.folds < 2:
             raise ExperimentError(f"folds must be >= 2 (cross-fitting needs held-out grants), got {self.folds}")
         if self.depth < 10:
@@ -172,11 +187,13 @@ def run_xling_task(
 
     # compound splitters per fold: their word counts never include the claims of the fold's grants
     t = time.perf_counter()
+    dirs = {"freedict": Path(s.dictd_dir), "ding": Path(s.trans_dir)}
     splitters: dict[int, dict[str, CompoundSplitter]] = {}
     for fold in range(s.folds):
         held = {gid for gid, f in fold_of.items() if f == fold}
         splitters[fold] = {
-            lang: build_splitter(records, lang, exclude_ids=held, dictd_dir=s.dictd_dir) for lang in s.compounds
+            lang: build_splitter(records, lang, exclude_ids=held, lexicons=s.splitter_lexicons, dirs=dirs)
+            for lang in s.compounds
         }
     seconds["splitters"] = time.perf_counter() - t
 
@@ -188,13 +205,14 @@ def run_xling_task(
         for fold in range(s.folds):
             if lang in splitters[fold]:
                 qterms[lang].update(Analyzer(lang, splitter=splitters[fold][lang])(text))
-    lexicons: dict[tuple[str, str], dict[str, dict[str, float]] | None] = {}
-    for pair in (("de", "en"), ("fr", "en"), ("en", "de"), ("en", "fr")):
-        full = cached_lexicon(pair[0], tgt=pair[1], dictd_dir=s.dictd_dir, progress=progress)
-        keep_all = pair[0] == "en" and "en" not in setup["topic_langs"]  # a pivot leg: rows of pivot terms
-        lexicons[pair] = full if full is None or keep_all else {k: v for k, v in full.items() if k in qterms[pair[0]]}
+    lexicons: dict[tuple[str, str], Lexicon] = {}
+    for src, tgt in (("de", "en"), ("fr", "en"), ("en", "de"), ("en", "fr")):
+        full = load_lexicon(src, tgt, s.lexicons, dirs=dirs, progress=progress)
+        keep_all = src == "en" and "en" not in setup["topic_langs"]  # a pivot leg: rows of pivot terms
+        lexicons[(src, tgt)] = full if keep_all else full.restricted(qterms[src])
     seconds["dictionary"] = time.perf_counter() - t
-    notes = [f"FreeDict {a}-{b} not installed: aligned claims only" for (a, b), lex in lexicons.items() if lex is None]
+    notes = [f"{w}: {a}-{b} without it" for (a, b), lex in lexicons.items() for w in lex.warnings]
+    notes += [f"{a}-{b}: aligned claims only" for (a, b), lex in lexicons.items() if lex.entries is None]
 
     runs: dict[str, dict[str, dict[str, float]]] = {}
     won: dict[str, dict[str, int]] = {}
@@ -225,7 +243,7 @@ def run_xling_task(
                 tdir = Path(tmp) / f"tables-{fold}-{tag}"
                 entries, report = build_index_tables(
                     tdir, multilingual, setup["index_langs"], vocabs,
-                    TranslationOptions(compounds=tuple(sp), dictd_dir=Path(s.dictd_dir),
+                    TranslationOptions(compounds=tuple(sp), lexicons=s.lexicons, lexicon_dirs=dirs,
                                        table_settings=TableSettings(langs=("de", "fr"))),
                     exclude_ids=held, lexicons=lexicons, progress=False,
                 )
@@ -307,8 +325,11 @@ def format_task_table(result: XlingTaskResult) -> str:
     langs = [k for k in next(iter(result.rows.values())) if k != "all"]
     head = (f"{'row':<24} {'MRR':>6} {'S@1':>5} {'S@10':>5} | " + " | ".join(f"{x} MRR" for x in langs)
             + " | p vs none | p vs all | routes of the relevant document")
+    lex = "+".join(result.settings.get("lexicons", ())) or "none"
+    split_lex = "+".join(result.settings.get("splitter_lexicons", ())) or "none"
     lines = [f"task {result.task}: {result.topics} topics, {len(result.grants)} grants, "
-             f"{result.settings['folds']} folds, {result.seconds.get('total', 0):.0f} s", head, "-" * len(head)]
+             f"{result.settings['folds']} folds, lexicons {lex} (splitter: {split_lex}), "
+             f"{result.seconds.get('total', 0):.0f} s", head, "-" * len(head)]
     for row, res in result.rows.items():
         a = res["all"]
         p = result.p_values.get(row, {})

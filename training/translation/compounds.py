@@ -1,23 +1,23 @@
 """Build the compound splitter's word list (``service.text.compounds.CompoundSplitter``) from a corpus.
 
 Known words are the surface tokens of the corpus' text in the language (every field, counted), plus
-the headwords of the FreeDict lexicon from that language (count 1 each, when installed): the corpus
-knows the domain's words and how often they occur, the dictionary knows the general vocabulary the
-corpus is too small to have seen. Claims of ``exclude_ids`` records are not counted (evaluation
-topics: the splitter must not have seen the query text).
+the single-word headwords of the chosen lexicons in that language (count 1 each, when installed; FreeDict
+by default, Ding too on request: ``training.translation.lexicons``): the corpus knows the domain's words and
+how often they occur, the dictionary knows the general vocabulary the corpus is too small to have seen.
+Claims of ``exclude_ids`` records are not counted (evaluation topics: the splitter must not have seen the
+query text).
 """
 
 from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Collection, Iterable
-from pathlib import Path
+from collections.abc import Collection, Iterable, Sequence
 
 from service.corpus.record import PatentRecord
-from service.text.analysis import normalise, stopwords, tokenize
+from service.text.analysis import stopwords, tokenize
 from service.text.compounds import LINKERS, CompoundSplitter
-from training.translation.freedict import DICTD_DIR, LEXICONS
+from training.translation.lexicons import DEFAULT_SPLITTER_LEXICONS, LexiconDirs, dictionary_headwords
 
 log = logging.getLogger(__name__)
 
@@ -53,41 +53,26 @@ class WordCounter:
             self.counts.update(t for t in tokenize(text) if _word(t, self.min_len))
 
 
-def dictionary_words(lang: str, dictd_dir: str | Path = DICTD_DIR, *, min_len: int = MIN_PART) -> set[str]:
-    """Single-word headwords of the FreeDict ``lang``-English lexicon (read from its ``.index``); empty if absent."""
-    name = LEXICONS.get((lang, "en"))
-    if name is None:
-        return set()
-    index = Path(dictd_dir) / f"{name}.index"
-    if not index.is_file():
-        log.warning("FreeDict index %s not found: the %s compound splitter knows the corpus' words only", index, lang)
-        return set()
-    words: set[str] = set()
-    with open(index, encoding="utf-8", errors="replace") as fh:
-        for line in fh:
-            head = normalise(line.split("\t", 1)[0]).strip()
-            if _word(head, min_len):  # one word of letters only (a token of its own)
-                words.add(head)
-    return words
-
-
 def splitter_from_counts(
     counts: Counter[str],
     lang: str,
     *,
     use_dict: bool = True,
-    dictd_dir: str | Path = DICTD_DIR,
+    lexicons: Sequence[str] = DEFAULT_SPLITTER_LEXICONS,
+    dirs: LexiconDirs | None = None,
     min_part: int = MIN_PART,
 ) -> CompoundSplitter:
-    """A splitter knowing ``counts`` (corpus words) plus the dictionary's headwords (count 1 each)."""
+    """A splitter knowing ``counts`` (corpus words) plus the headwords of ``lexicons`` (count 1 each); a lexicon
+    that is not installed is left out with a warning (``sources`` says which ones were used)."""
     if lang not in COMPOUND_LANGS:
         raise ValueError(f"no compound splitting for {lang!r}; choose from {', '.join(COMPOUND_LANGS)}")
     sources = ["corpus"] if counts else []
     extra: set[str] = set()
     if use_dict:
-        extra = dictionary_words(lang, dictd_dir, min_len=min_part)
-        if extra:
-            sources.append("freedict")
+        extra, used, warnings = dictionary_headwords(lang, lexicons, dirs=dirs, min_len=min_part)
+        for w in warnings:
+            log.warning("%s: the %s compound splitter does without it", w, lang)
+        sources += used
     if not counts and not extra:
         raise ValueError(f"no {lang} words to build a compound splitter from (no {lang} text and no dictionary)")
     return CompoundSplitter(
@@ -101,11 +86,13 @@ def build_splitter(
     *,
     exclude_ids: Collection[str] = (),
     use_dict: bool = True,
-    dictd_dir: str | Path = DICTD_DIR,
+    lexicons: Sequence[str] = DEFAULT_SPLITTER_LEXICONS,
+    dirs: LexiconDirs | None = None,
     min_part: int = MIN_PART,
 ) -> CompoundSplitter:
     """Count the words of ``records`` in ``lang`` and build a splitter (see the module docstring)."""
     counter = WordCounter(lang, exclude_ids=exclude_ids, min_len=min_part)
     for rec in records:
         counter.add(rec)
-    return splitter_from_counts(counter.counts, lang, use_dict=use_dict, dictd_dir=dictd_dir, min_part=min_part)
+    return splitter_from_counts(counter.counts, lang, use_dict=use_dict, lexicons=lexicons, dirs=dirs,
+                                min_part=min_part)

@@ -10,10 +10,11 @@
    with the pairs);
 3. after indexing, :func:`build_index_tables` trains one table per direction into an indexed language:
    ``de-en``, ``fr-en``, ``en-de``, ``en-fr`` from the aligned claims (read in that direction) merged with
-   the FreeDict lexicon of that direction; ``de-fr``/``fr-de`` go through English, composed by the first
-   stage at query time from the stored legs (``service.retrieval.translate.PivotTable``). A
-   missing lexicon leaves aligned-claims-only tables and a warning in the build report; a direction with
-   no resource at all is skipped with a warning.
+   the dictionary lexicons of that direction (``TranslationOptions.lexicons``, FreeDict by default; see
+   ``training.translation.lexicons``); ``de-fr``/``fr-de`` go through English, composed by the first
+   stage at query time from the stored legs (``service.retrieval.translate.PivotTable``). The report
+   names the lexicons each direction used; a missing lexicon leaves the other sources (or aligned-claims-only
+   tables) and a warning in the build report; a direction with no resource at all is skipped with a warning.
 
 ``--translation DIR`` reuses tables (``<src>-<tgt>.json``, e.g. from ``priorart translate-train``) instead,
 ``--no-translation`` builds none.
@@ -37,7 +38,13 @@ from service.retrieval.translate import TRANSLATION_LANGS, TranslationTable
 from service.text.analysis import tokenize
 from service.text.compounds import ANALYSIS_VERSION, CompoundSplitter
 from training.translation.compounds import COMPOUND_LANGS, MIN_PART, splitter_from_counts
-from training.translation.freedict import DEBIAN_PACKAGES, DICTD_DIR, cached_lexicon
+from training.translation.lexicons import (
+    DEFAULT_LEXICONS,
+    DEFAULT_SPLITTER_LEXICONS,
+    Lexicon,
+    load_lexicon,
+    parse_lexicons,
+)
 from training.translation.tables import DIRECT_PAIRS, PIVOT, TableSettings, build_direction
 
 log = logging.getLogger(__name__)
@@ -54,13 +61,15 @@ class TranslationBuildError(ValueError):
 class TranslationOptions:
     """How ``priorart build`` makes the index cross-lingual."""
 
-    build: bool = True  # train tables from the corpus + FreeDict (ignored when reuse_dir is given)
+    build: bool = True  # train tables from the corpus + lexicons (ignored when reuse_dir is given)
     reuse_dir: Path | None = None  # copy <src>-<tgt>.json tables from this folder instead
     compounds: tuple[str, ...] = DEFAULT_COMPOUND_LANGS  # languages whose compounds are split
     use_dict: bool = True
     use_aligned: bool = True
     max_aligned_docs: int = MAX_ALIGNED_DOCS
-    dictd_dir: Path = DICTD_DIR
+    lexicons: tuple[str, ...] = DEFAULT_LEXICONS  # dictionaries merged into the tables
+    splitter_lexicons: tuple[str, ...] = DEFAULT_SPLITTER_LEXICONS  # dictionaries whose headwords the splitter knows
+    lexicon_dirs: dict[str, Path] = field(default_factory=dict)  # source name -> folder (default: Debian's)
     table_settings: TableSettings = field(default_factory=lambda: TableSettings(langs=("de", "fr")))
 
     def __post_init__(self) -> None:
@@ -71,6 +80,11 @@ class TranslationOptions:
             )
         if self.max_aligned_docs < 1:
             raise TranslationBuildError(f"max_aligned_docs must be >= 1, got {self.max_aligned_docs}")
+        try:
+            self.lexicons = parse_lexicons(self.lexicons)
+            self.splitter_lexicons = parse_lexicons(self.splitter_lexicons)
+        except ValueError as exc:
+            raise TranslationBuildError(str(exc)) from exc
 
 
 # ------------------------------------------------------------------------------ 1. analysis (compounds)
@@ -152,7 +166,8 @@ def prepare_analysis(
     out = {}
     for lang in options.compounds:
         try:
-            out[lang] = splitter_from_counts(counts[lang], lang, use_dict=options.use_dict, dictd_dir=options.dictd_dir)
+            out[lang] = splitter_from_counts(counts[lang], lang, use_dict=options.use_dict,
+                                             lexicons=options.splitter_lexicons, dirs=options.lexicon_dirs)
         except ValueError as exc:
             log.warning("no %s compound splitting: %s", lang, exc)
     return out
@@ -230,36 +245,38 @@ def build_index_tables(
     options: TranslationOptions,
     *,
     exclude_ids: Collection[str] = (),
-    lexicons: Mapping[tuple[str, str], Mapping[str, Mapping[str, float]] | None] | None = None,
+    lexicons: Mapping[tuple[str, str], Lexicon] | None = None,
     progress: bool | None = None,
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Train and write the tables into ``index_dir/translation``; returns (meta entries, report).
 
-    ``lexicons`` (per direction, ``None`` = not installed) skips loading them (experiments share them).
+    ``lexicons`` (per direction, from ``training.translation.lexicons.load_lexicon``) skips loading them
+    (experiments share them); otherwise ``options.lexicons`` are loaded. ``report["lexicons"]`` names the
+    dictionaries each direction used.
     The aligned-claims models read the claims without compound splitting: trained on split text they
     translated measurably worse in ``priorart experiment xling-tasks`` (the table keys are the words' own
     terms either way, which the split analysis keeps).
     """
     direct, pivots = needed_directions(index_langs)
     settings = options.table_settings
-    report: dict[str, Any] = {"mode": "built", "aligned_documents": len(records), "directions": {}, "warnings": []}
+    report: dict[str, Any] = {"mode": "built", "aligned_documents": len(records), "directions": {}, "lexicons": {},
+                              "warnings": []}
     if not options.use_dict:
         settings = TableSettings(**{**settings.__dict__, "use_dict": False})
     if not options.use_aligned:
         settings = TableSettings(**{**settings.__dict__, "use_aligned": False})
     built: dict[tuple[str, str], TranslationTable] = {}
     for src, tgt in direct:
-        lexicon: Mapping[str, Mapping[str, float]] | None = None
+        lexicon = Lexicon(src, tgt, None)
         if settings.use_dict:
             if lexicons is not None and (src, tgt) in lexicons:
                 lexicon = lexicons[(src, tgt)]
             else:
-                lexicon = cached_lexicon(src, tgt=tgt, dictd_dir=options.dictd_dir, progress=progress)
-            if lexicon is None:
-                report["warnings"].append(
-                    f"FreeDict {src}-{tgt} lexicon not installed ({DEBIAN_PACKAGES[(src, tgt)]}, scripts/setup.sh): "
-                    f"{src}-{tgt} translates with the aligned claims only"
-                )
+                lexicon = load_lexicon(src, tgt, options.lexicons, dirs=options.lexicon_dirs, progress=progress)
+            report["lexicons"][f"{src}-{tgt}"] = list(lexicon.sources)
+            for w in lexicon.warnings:
+                rest = " + ".join(lexicon.sources) if lexicon.sources else "the aligned claims only"
+                report["warnings"].append(f"{w}: {src}-{tgt} translates with {rest}")
         try:
             table, info = build_direction(
                 records,
@@ -267,7 +284,8 @@ def build_index_tables(
                 tgt,
                 settings,
                 exclude_ids=exclude_ids,
-                lexicon=lexicon,
+                lexicon=lexicon.entries,
+                lexicon_sources=lexicon.sources,
                 target_vocab=target_vocabs.get(tgt, ()),
                 progress=progress,
             )

@@ -31,7 +31,7 @@ log = logging.getLogger(__name__)
 Entries = dict[str, dict[str, float]]
 META_FILE = "translation-meta.json"
 SOURCE_ALIGNED = "aligned-claims"
-SOURCE_DICT = "freedict"
+SOURCE_DICT = "freedict"  # the default dictionary's name (others: ``training.translation.lexicons.SOURCES``)
 
 
 @dataclass
@@ -40,7 +40,7 @@ class TableSettings:
 
     langs: tuple[str, ...] = ("de", "fr")
     use_aligned: bool = True  # IBM model 1 on aligned EP claims (+ titles)
-    use_dict: bool = True  # FreeDict lexicons
+    use_dict: bool = True  # dictionary lexicons (which ones: ``training.translation.lexicons``)
     lam: float = 0.5  # weight of the aligned model where both resources know a term
     iterations: int = 10  # EM iterations
     symmetric: bool = True  # combine with the reverse alignment model
@@ -224,12 +224,14 @@ def build_direction(
     *,
     exclude_ids: Collection[str] = (),
     lexicon: Mapping[str, Mapping[str, float]] | None = None,
+    lexicon_sources: Sequence[str] = (SOURCE_DICT,),
     target_vocab: Collection[str] = (),
     splitters: Mapping[str, CompoundSplitter] | None = None,
     progress: bool | None = None,
 ) -> tuple[TranslationTable, dict[str, Any]]:
     """One direct table ``src``-``tgt``: IBM-1 on the aligned claims of ``records`` (read in that direction)
-    merged with the dictionary ``lexicon`` (``None``: not available), pruned, cognates self-translated.
+    merged with the dictionary ``lexicon`` (``None``: not available; ``lexicon_sources``: the names of the
+    dictionaries it combines, for the table's ``sources``), pruned, cognates self-translated.
 
     Raises ``ValueError`` when neither resource gives anything.
     """
@@ -264,8 +266,8 @@ def build_direction(
     if dictionary is not None:
         if settings.target_filter and target_vocab:
             dictionary = restrict_targets(dictionary, target_vocab)
-        sources.append(SOURCE_DICT)
-        info["dictionary"] = {"source_terms": len(dictionary)}
+        sources.extend(lexicon_sources)
+        info["dictionary"] = {"source_terms": len(dictionary), "lexicons": list(lexicon_sources)}
     if not sources:
         raise ValueError(
             f"no translation resource for {src}-{tgt}: no aligned {src}/{tgt} claims to train on and the "

@@ -1,0 +1,256 @@
+"""Lexicon sources: the Ding (``trans-de-en``) parser and tables, the registry that combines it with FreeDict,
+the splitter's dictionary words and the build's lexicon choice and report."""
+
+from __future__ import annotations
+
+import logging
+from datetime import date
+from pathlib import Path
+
+import pytest
+
+from service.corpus.record import Claim, PatentRecord
+from service.text.analysis import get_analyzer
+from training.translation.compounds import splitter_from_counts
+from training.translation.dictionary import LexiconNotFoundError
+from training.translation.ding import (
+    DingEntry,
+    cached_ding_table,
+    ding_entries_table,
+    ding_headwords,
+    ding_table,
+    parse_line,
+)
+from training.translation.index_step import TranslationBuildError, TranslationOptions, build_index_tables
+from training.translation.lexicons import combine, dictionary_headwords, load_lexicon, parse_lexicons
+
+DING = """\
+# Version :: devel 2023-01-30
+# Copyright (c) :: Frank Richter <frank.richter.tu-chemnitz.de>,
+Gehäuse {n}; Umhüllung {f} [techn.] | Gehäuse {pl}; Umhüllungen {pl} | Metallgehäuse {n} | robustes Gehäuse :: \
+case; casing box; housing; chassis; cladding | cases; casing boxes; housings; chassis; claddings | metal casing | \
+strong housing
+Gehäuse {n}; Kasten {m} | Gehäuse {pl}; Kästen {pl} :: cabinet | cabinets
+Antiblockiersystem {n} /ABS/ [auto] :: anti-lock braking system /ABS/
+drehen {vt} | drehend | etw. um … Grad drehen [math.] :: to turn | turning | to turn sth. by … degree
+Drehmoment… :: torsional; torquing {adj}
+Armenrecht {n} [jur.] ~Prozesskostenhilfe :: in forma pauperis /IFP/ ~legal aid
+Kolben {m} | Kolben {pl} :: piston | pistons | flasks
+"""
+
+en, de = get_analyzer("en"), get_analyzer("de")
+
+
+def E(word: str) -> str:  # noqa: N802 - the English index term of a word
+    return en(word)[0]
+
+
+def D(word: str) -> str:  # noqa: N802 - the German index term of a word
+    return de(word)[0]
+
+
+@pytest.fixture()
+def trans_dir(tmp_path: Path) -> Path:
+    folder = tmp_path / "trans"
+    folder.mkdir()
+    (folder / "de-en").write_text(DING, encoding="utf-8")
+    return folder
+
+
+@pytest.fixture(autouse=True)
+def _private_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PRIORART_CACHE_DIR", str(tmp_path / "cache"))
+
+
+# ----------------------------------------------------------------------------- Ding format
+
+
+def test_parse_line_aligns_subentries_and_strips_marks() -> None:
+    lines = DING.splitlines()
+    assert parse_line(lines[0]) is None and parse_line("") is None  # comments, blank lines
+    entry = parse_line(lines[2])
+    assert entry == DingEntry((
+        (("Gehäuse", "Umhüllung"), ("case", "casing box", "housing", "chassis", "cladding")),
+        (("Gehäuse", "Umhüllungen"), ("cases", "casing boxes", "housings", "chassis", "claddings")),
+        (("Metallgehäuse",), ("metal casing",)),
+        (("robustes Gehäuse",), ("strong housing",)),
+    ))
+    assert list(entry.side("en"))[2] == (("metal casing",), ("Metallgehäuse",))
+    # abbreviations /ABS/ and see-also references ~Wort go; "er/sie" style slashes inside words stay
+    assert parse_line(lines[4]) == DingEntry(((("Antiblockiersystem",), ("anti-lock braking system",)),))
+    assert parse_line(lines[7]) == DingEntry(((("Armenrecht",), ("in forma pauperis",)),))
+    assert parse_line("er/sie dreht :: he/she turns") == DingEntry(((("er/sie dreht",), ("he/she turns",)),))
+    assert parse_line(lines[8]) is None  # 2 German sub-entries, 3 English ones: cannot be aligned
+    assert parse_line("Wort ohne Übersetzung") is None
+
+
+def test_ding_table_german_to_english() -> None:
+    table = ding_entries_table(DING.splitlines(), "de", "en")
+    # line 1 is one sense of "Gehäuse" (singular and plural sub-entries share it): case, housing, chassis,
+    # cladding (the multi-word "casing box" is dropped: the sense has single words); line 2 a second: cabinet
+    one = 0.5 / 4
+    assert table[D("Gehäuse")] == pytest.approx(
+        {E("case"): one, E("housing"): one, E("chassis"): one, E("cladding"): one, E("cabinet"): 0.5})
+    assert table[D("Umhüllung")] == pytest.approx({E(w): 0.25 for w in ("case", "housing", "chassis", "cladding")})
+    assert table[D("Metallgehäuse")] == {E("casing"): 1.0}  # only a multi-word translation: its head
+    assert table[D("Antiblockiersystem")] == {E("system"): 1.0}
+    assert table[D("drehen")] == {E("turn"): 1.0}  # "to turn", "turning": one sense, one term
+    assert D("robustes") not in table and D("Drehmoment") not in table  # phrases and affixes are no headwords
+    assert D("Kolben") not in table  # its line cannot be aligned
+    for row in table.values():
+        assert sum(row.values()) == pytest.approx(1.0)
+    only = ding_entries_table(DING.splitlines(), "de", "en", only={D("Kasten")})
+    assert only == {D("Kasten"): {E("cabinet"): 1.0}}
+
+
+def test_ding_table_english_to_german_reads_the_lines_the_other_way() -> None:
+    table = ding_entries_table(DING.splitlines(), "en", "de")
+    assert table[E("housing")] == pytest.approx({D("Gehäuse"): 0.5, D("Umhüllung"): 0.5})
+    assert table[E("cabinet")] == pytest.approx({D("Gehäuse"): 0.5, D("Kasten"): 0.5})
+    # "to turn" ("to" is a stop word) and "turning" are both "turn": one sense, the terms of both sub-entries
+    assert table[E("turn")] == pytest.approx({D("drehen"): 0.5, D("drehend"): 0.5})
+    assert all(D("Metallgehäuse") not in row for row in table.values())  # "metal casing": a phrase
+    assert E("system") not in table
+    with pytest.raises(ValueError, match="no fr-en direction; choose one of de-en, en-de"):
+        ding_entries_table([], "fr", "en")
+
+
+def test_ding_file_missing_raises_and_cache_is_used(trans_dir: Path, tmp_path: Path) -> None:
+    with pytest.raises(LexiconNotFoundError, match="install trans-de-en"):
+        ding_table("de", trans_dir=tmp_path / "nowhere")
+    first = cached_ding_table("de", trans_dir=trans_dir)
+    assert first == ding_table("de", trans_dir=trans_dir, progress=False)
+    assert [p.name.startswith("ding-de-en-") for p in (tmp_path / "cache" / "lexicons").iterdir()] == [True]
+    assert cached_ding_table("de", trans_dir=trans_dir) == first  # read back from the cache
+
+
+def test_ding_headwords_are_single_words_of_one_side(trans_dir: Path) -> None:
+    words = ding_headwords("de", trans_dir)
+    assert {"gehäuse", "umhüllung", "umhüllungen", "metallgehäuse", "kasten", "antiblockiersystem"} <= words
+    assert "robustes gehäuse" not in words and "drehmoment…" not in words and "case" not in words
+    assert "housing" in ding_headwords("en", trans_dir)
+
+
+# ----------------------------------------------------------------------------- registry and combination
+
+
+def test_combine_averages_rows_where_several_tables_know_a_term() -> None:
+    a = {"gehaus": {"hous": 1.0}, "stahl": {"steel": 1.0}}
+    b = {"gehaus": {"hous": 0.5, "case": 0.5}, "fach": {"compart": 1.0}}
+    out = combine([a, b])
+    assert out["gehaus"] == pytest.approx({"hous": 0.75, "case": 0.25})
+    assert out["stahl"] == {"steel": 1.0} and out["fach"] == {"compart": 1.0}
+    assert combine([a]) == a and combine([]) == {}
+
+
+def test_parse_lexicons_validates_names() -> None:
+    assert parse_lexicons("freedict, ding") == ("freedict", "ding")
+    assert parse_lexicons("") == () and parse_lexicons(["ding", "ding"]) == ("ding",)
+    with pytest.raises(ValueError, match="unknown lexicon.*wiktionary.*choose from freedict, ding"):
+        parse_lexicons("freedict,wiktionary")
+    with pytest.raises(TranslationBuildError, match="unknown lexicon"):
+        TranslationOptions(lexicons=("babel",))
+
+
+def test_load_lexicon_uses_what_is_installed_and_warns_about_the_rest(trans_dir: Path, tmp_path: Path) -> None:
+    dirs = {"freedict": tmp_path / "no-dictd", "ding": trans_dir}
+    lex = load_lexicon("de", "en", ("freedict", "ding"), dirs=dirs)
+    assert lex.sources == ["ding"] and lex.entries == ding_table("de", trans_dir=trans_dir, progress=False)
+    assert lex.warnings == ["FreeDict de-en lexicon not installed (dict-freedict-deu-eng, scripts/setup.sh)"]
+    fr = load_lexicon("fr", "en", ("freedict", "ding"), dirs=dirs)  # Ding has no French: no warning for it
+    assert fr.entries is None and fr.sources == []
+    assert fr.warnings == ["FreeDict fr-en lexicon not installed (dict-freedict-fra-eng, scripts/setup.sh)"]
+    none = load_lexicon("de", "en", ("freedict",), dirs={"freedict": tmp_path / "no-dictd"})
+    assert none.entries is None and none.sources == [] and len(none.warnings) == 1
+    assert lex.restricted({D("Kasten")}).entries == {D("Kasten"): {E("cabinet"): 1.0}}
+
+
+def test_splitter_knows_ding_headwords_when_asked(trans_dir: Path, tmp_path: Path,
+                                                 caplog: pytest.LogCaptureFixture) -> None:
+    from collections import Counter
+
+    dirs = {"freedict": tmp_path / "no-dictd", "ding": trans_dir}
+    counts = Counter({"metall": 3, "gehäuse": 2})
+    with caplog.at_level(logging.WARNING):
+        splitter = splitter_from_counts(counts, "de", lexicons=("freedict", "ding"), dirs=dirs)
+    assert splitter.sources == ["corpus", "ding"]
+    assert splitter.in_dictionary("antiblockiersystem") and splitter.in_dictionary("umhüllung")
+    assert "FreeDict de headwords not installed (dict-freedict-deu-eng" in caplog.text
+    words, used, warnings = dictionary_headwords("fr", ("ding",), dirs=dirs)
+    assert (words, used, warnings) == (set(), [], [])  # Ding has no French
+
+
+# ----------------------------------------------------------------------------- the build's tables
+
+
+def _rec(i: int, claims: dict[str, str]) -> PatentRecord:
+    return PatentRecord(
+        id=f"EP{i:07d}B1", country="EP", number=f"{i:07d}", kind="B1", source="synth", lang="en",
+        publication_date=date(2000, 1, i), title={k: v.split(",")[0] for k, v in claims.items()},
+        claims={k: [Claim(num=1, text=v)] for k, v in claims.items()},
+    )
+
+
+RECORDS = [
+    _rec(1, {"en": "A housing with a piston", "de": "Gehäuse mit einem Kolben"}),
+    _rec(2, {"en": "A cabinet with a door", "de": "Kasten mit einer Tür"}),
+]
+
+
+def test_build_tables_report_the_lexicons_of_each_direction(trans_dir: Path, tmp_path: Path) -> None:
+    options = TranslationOptions(lexicons=("freedict", "ding"),
+                                 lexicon_dirs={"freedict": tmp_path / "no-dictd", "ding": trans_dir})
+    vocabs = {"en": {E("housing"), E("cabinet"), E("piston")}}
+    entries, report = build_index_tables(tmp_path / "idx", RECORDS, ["en", "de"], vocabs, options, progress=False)
+    assert report["lexicons"] == {"de-en": ["ding"], "fr-en": [], "en-de": ["ding"]}  # fr-de goes through en
+    sources = {(e["src"], e["tgt"]): e["sources"] for e in entries}
+    assert sources[("de", "en")][:2] == ["aligned-claims", "ding"]
+    assert report["directions"]["de-en"]["dictionary"]["lexicons"] == ["ding"]
+    assert any(w.startswith("FreeDict de-en lexicon not installed") and w.endswith("de-en translates with ding")
+               for w in report["warnings"])
+    assert any(w.startswith("FreeDict fr-en lexicon not installed") and "aligned claims only" in w
+               for w in report["warnings"])
+
+
+REAL_DING = Path("/usr/share/trans/de-en")
+
+
+@pytest.mark.skipif(not REAL_DING.is_file(), reason=f"{REAL_DING} absent: install trans-de-en (scripts/setup.sh)")
+def test_real_ding_file() -> None:
+    lines = REAL_DING.read_text(encoding="utf-8").splitlines()
+    entries = [ln for ln in lines if ln.strip() and not ln.startswith("#")]
+    assert len(entries) > 150_000
+    assert sum(parse_line(ln) is not None for ln in entries) > 0.99 * len(entries)  # sub-entries align
+    terms = {D(w) for w in ("Gehäuse", "Ausdehnungsgefäß", "Drehmoment", "Transformator")}
+    table = ding_entries_table(lines, "de", "en", only=terms)
+    assert {E("housing"), E("case")} <= set(table[D("Gehäuse")])
+    assert {E("vessel"), E("tank")} <= set(table[D("Ausdehnungsgefäß")])
+    assert E("torque") in table[D("Drehmoment")] and table[D("Transformator")] == {E("transformer"): 1.0}
+    back = ding_entries_table(lines, "en", "de", only={E("housing")})
+    assert D("Gehäuse") in back[E("housing")]
+
+
+def test_build_cli_chooses_lexicons_and_prints_them(trans_dir: Path, tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    import dataclasses
+
+    from typer.testing import CliRunner
+
+    from service.corpus.jsonl import write_corpus
+    from training.build import BuildError, build_index
+    from training.cli import app
+    from training.translation import lexicons
+
+    for name, folder in (("freedict", tmp_path / "no-dictd"), ("ding", trans_dir)):  # independent of what is installed
+        monkeypatch.setitem(lexicons.SOURCES, name, dataclasses.replace(lexicons.SOURCES[name], default_dir=folder))
+    corpus = tmp_path / "corpus.jsonl"
+    write_corpus(RECORDS, corpus)
+    res = CliRunner().invoke(app, ["build", str(corpus), "-o", str(tmp_path / "i"), "--index-langs", "en",
+                                   "--lexicons", "freedict,ding", "--splitter-lexicons", "ding", "--no-progress"])
+    assert res.exit_code == 0, res.output
+    assert "aligned claims + lexicons: ding" in res.output
+    assert "de-en: " in res.output and "from aligned-claims + ding" in res.output
+    assert "dictionary words (lexicons: ding)" in res.output
+    assert "warning: FreeDict de-en lexicon not installed (dict-freedict-deu-eng" in res.output  # a warning only
+    with pytest.raises(BuildError, match="unknown lexicon"):
+        build_index(corpus, tmp_path / "x", lexicons="freedict,babel", progress=False)

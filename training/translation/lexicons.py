@@ -1,0 +1,185 @@
+"""Which bilingual dictionaries feed the translation tables and the compound splitter: the registry of lexicon
+sources, and how the tables of several sources are combined.
+
+Sources (each a Debian package, read where Debian installs it):
+
+* ``freedict``: the FreeDict dictd lexicons de->en, fr->en, en->de, en->fr (``dict-freedict-*``,
+  :mod:`training.translation.freedict`);
+* ``ding``: the Ding German-English dictionary, de->en and en->de (``trans-de-en``,
+  :mod:`training.translation.ding`). FreeDict's German lexicons are themselves converted from an older Ding
+  release (1.9-fd1, 2022), so the two overlap heavily; Ding adds the newer entries and groups a word's senses
+  differently (a line per sense with its compounds, where FreeDict splits the sub-entries into entries).
+
+A missing package is a warning, never a failure: the direction then uses the other sources (or the aligned
+claims alone). Where several sources have a row for a term, :func:`combine` averages their rows (each
+dictionary an equal voice, whatever its size or how finely it splits senses).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from training.translation import ding, freedict
+from training.translation.dictionary import Entries, LexiconNotFoundError
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class LexiconSource:
+    """One dictionary: the directions it has, where it is installed, how to read it."""
+
+    name: str  # in build reports and the tables' ``sources``
+    label: str
+    pairs: tuple[tuple[str, str], ...]
+    default_dir: Path
+    # the whole table of a direction, cached (src, tgt, folder, progress); LexiconNotFoundError when absent
+    table: Callable[[str, str, Path, bool | None], Entries]
+    # single-word headwords of a language (lang, folder, min_len); LexiconNotFoundError when absent
+    headwords: Callable[[str, Path, int], set[str]]
+    package: Callable[[str, str], str]  # the Debian package of a direction
+
+
+def _freedict_table(src: str, tgt: str, folder: Path, progress: bool | None) -> Entries:
+    index, data = freedict.lexicon_paths(src, folder, tgt=tgt)
+    if not index.exists() or not data.exists():
+        raise LexiconNotFoundError(f"FreeDict lexicon {index.with_suffix('')} not found")
+    table = freedict.cached_lexicon(src, tgt=tgt, dictd_dir=folder, progress=progress)
+    if table is None:  # removed in between
+        raise LexiconNotFoundError(f"FreeDict lexicon {index.with_suffix('')} not found")
+    return table
+
+
+SOURCES: dict[str, LexiconSource] = {
+    "freedict": LexiconSource(
+        name="freedict",
+        label="FreeDict",
+        pairs=tuple(freedict.LEXICONS),
+        default_dir=freedict.DICTD_DIR,
+        table=_freedict_table,
+        headwords=lambda lang, folder, min_len: freedict.freedict_headwords(lang, folder, min_len=min_len),
+        package=lambda src, tgt: freedict.DEBIAN_PACKAGES[(src, tgt)],
+    ),
+    "ding": LexiconSource(
+        name="ding",
+        label="Ding",
+        pairs=ding.PAIRS,
+        default_dir=ding.TRANS_DIR,
+        table=lambda src, tgt, folder, progress: ding.cached_ding_table(src, tgt=tgt, trans_dir=folder,
+                                                                        progress=progress),
+        headwords=lambda lang, folder, min_len: ding.ding_headwords(lang, folder, min_len=min_len),
+        package=lambda src, tgt: ding.DEBIAN_PACKAGE,
+    ),
+}
+DEFAULT_LEXICONS: tuple[str, ...] = ("freedict",)
+"""Lexicons of the translation tables by default (``docs/RESULTS.md``: Translation coverage)."""
+DEFAULT_SPLITTER_LEXICONS: tuple[str, ...] = ("freedict",)
+"""Lexicons whose headwords the compound splitter knows by default."""
+
+LexiconDirs = Mapping[str, Path]  # source name -> folder (missing names: the source's default folder)
+
+
+def parse_lexicons(value: str | Sequence[str]) -> tuple[str, ...]:
+    """``"freedict,ding"`` (or a sequence) -> validated names in the given order; ``""`` -> none."""
+    names = [v.strip() for v in (value.split(",") if isinstance(value, str) else value) if v.strip()]
+    bad = [n for n in names if n not in SOURCES]
+    if bad:
+        raise ValueError(f"unknown lexicon(s) {', '.join(bad)}; choose from {', '.join(SOURCES)}")
+    return tuple(dict.fromkeys(names))
+
+
+def _folder(name: str, dirs: LexiconDirs | None) -> Path:
+    return Path((dirs or {}).get(name, SOURCES[name].default_dir))
+
+
+def combine(tables: Sequence[Mapping[str, Mapping[str, float]]]) -> Entries:
+    """One table from several: a term's row is the mean of the rows the tables have for it (an equal voice per
+    table that knows the term); a term only one table knows keeps that row."""
+    rows: dict[str, list[Mapping[str, float]]] = {}
+    for table in tables:
+        for s, row in table.items():
+            if row:
+                rows.setdefault(s, []).append(row)
+    out: Entries = {}
+    for s, found in rows.items():
+        if len(found) == 1:
+            out[s] = dict(found[0])
+            continue
+        merged: dict[str, float] = {}
+        for row in found:
+            for t, p in row.items():
+                merged[t] = merged.get(t, 0.0) + p / len(found)
+        out[s] = merged
+    return out
+
+
+@dataclass
+class Lexicon:
+    """The dictionary table of one direction and where it came from."""
+
+    src: str
+    tgt: str
+    entries: Entries | None  # None: no source of this direction is installed (or none was asked for)
+    sources: list[str] = field(default_factory=list)  # names of the sources in ``entries``
+    warnings: list[str] = field(default_factory=list)  # the asked-for sources that are not installed
+
+    def restricted(self, terms: set[str]) -> Lexicon:
+        """The same lexicon with only the rows of ``terms`` (experiments: the rows their topics need)."""
+        if self.entries is None:
+            return self
+        return Lexicon(self.src, self.tgt, {s: r for s, r in self.entries.items() if s in terms}, list(self.sources),
+                       list(self.warnings))
+
+
+def load_lexicon(
+    src: str,
+    tgt: str,
+    names: Sequence[str] = DEFAULT_LEXICONS,
+    *,
+    dirs: LexiconDirs | None = None,
+    progress: bool | None = None,
+) -> Lexicon:
+    """The combined table of the sources ``names`` that have the direction ``src``-``tgt`` (a source without
+    that direction, such as Ding for French, is left out silently; one not installed, with a warning)."""
+    tables: dict[str, Entries] = {}
+    warnings = []
+    for name in parse_lexicons(names):
+        source = SOURCES[name]
+        if (src, tgt) not in source.pairs:
+            continue
+        try:
+            tables[name] = source.table(src, tgt, _folder(name, dirs), progress)
+        except LexiconNotFoundError:
+            warnings.append(f"{source.label} {src}-{tgt} lexicon not installed ({source.package(src, tgt)}, "
+                            "scripts/setup.sh)")
+    entries = combine(list(tables.values())) if tables else None
+    return Lexicon(src, tgt, entries, list(tables), warnings)
+
+
+def dictionary_headwords(
+    lang: str,
+    names: Sequence[str] = DEFAULT_SPLITTER_LEXICONS,
+    *,
+    dirs: LexiconDirs | None = None,
+    min_len: int = 4,
+) -> tuple[set[str], list[str], list[str]]:
+    """Single-word headwords of ``lang`` in the sources ``names``: (words, sources used, warnings)."""
+    words: set[str] = set()
+    used: list[str] = []
+    warnings = []
+    for name in parse_lexicons(names):
+        source = SOURCES[name]
+        if not any(lang in pair for pair in source.pairs):
+            continue
+        try:
+            words |= source.headwords(lang, _folder(name, dirs), min_len)
+        except LexiconNotFoundError:
+            pair = (lang, "en") if (lang, "en") in source.pairs else next(p for p in source.pairs if lang in p)
+            warnings.append(f"{source.label} {lang} headwords not installed ({source.package(*pair)}, "
+                            "scripts/setup.sh)")
+        else:
+            used.append(name)
+    return words, used, warnings
