@@ -17,6 +17,7 @@ from service.index.folder import (
 )
 from service.index.store import (
     MISSING_DATE,
+    DamagedRecordError,
     DocStore,
     DocStoreWriter,
     UnknownDocumentError,
@@ -31,6 +32,7 @@ __all__ = [
     "INDEX_VERSION",
     "MISSING_DATE",
     "SCORINGS",
+    "DamagedRecordError",
     "DocStore",
     "DocStoreWriter",
     "IndexFolder",

@@ -23,13 +23,16 @@ This module is the one home of the indexing of a batch of records (:func:`index_
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import logging
 import os
+import re
 import shutil
 import sys
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -43,11 +46,13 @@ from service.index.folder import (
     IndexFormatError,
     Layout,
     ShardSet,
+    current_generation,
     generation_numbers,
     is_sharded,
+    load_meta,
     write_meta,
 )
-from service.index.store import DocStore, DocStoreWriter
+from service.index.store import DamagedRecordError, DocStore, DocStoreWriter
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +64,33 @@ ENCODE_BATCH = 256
 
 
 class LiveIndexError(ValueError):
-    """An add/delete/compact that cannot be done; the index is unchanged (the message says why)."""
+    """An add/delete/compact that was not done: nothing was committed, the index is unchanged (the message says why).
+
+    Never raised once the operation's generation is committed: a failure after the commit is an
+    :class:`AfterCommitError`.
+    """
+
+
+class BatchError(LiveIndexError):
+    """The batch itself is refused (no records, an id twice): nothing written."""
+
+
+class NotInIndexError(LiveIndexError):
+    """Ids to delete that are not live in the index: nothing deleted."""
+
+
+class StorageError(LiveIndexError):
+    """A write (or a read) of the index folder failed before the commit: the disk is full, or the device failed.
+
+    Nothing was committed: the index is unchanged at ``generation``. ``disk_full``: no space (or quota) left,
+    as opposed to an I/O error or a read-only file system.
+    """
+
+    def __init__(self, message: str, *, generation: int, disk_full: bool, reason: str = "") -> None:
+        super().__init__(message)
+        self.generation = generation
+        self.disk_full = disk_full
+        self.reason = reason or message  # what failed, without what it means for the index
 
 
 class EmptyBatchError(ValueError):
@@ -80,9 +111,72 @@ class LiveReport:
     live_documents: int = 0
     seconds: float = 0.0
     compacted: bool = False
+    rolled_back: str | None = None  # a damaged newest generation set aside before this change (what and why)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+class AfterCommitError(Exception):
+    """The change was committed (``report.generation``: readers get it now), then a later step failed.
+
+    ``step``: what failed (the compaction after an add, the fsync that makes the new manifest durable, the
+    next shard of a sharded index); ``cause``: its error. Nothing of the committed change is undone.
+    ``disk_full``: the step failed for lack of space.
+    """
+
+    def __init__(self, report: LiveReport, step: str, cause: BaseException) -> None:
+        self.report = report
+        self.step = step
+        self.cause = cause
+        if isinstance(cause, OSError):
+            reason, self.disk_full = storage_failure(cause, Path(report.index_dir))
+        else:
+            if isinstance(cause, StorageError):
+                reason = f"{cause.reason} (it wrote nothing)"
+            elif isinstance(cause, LiveIndexError | AfterCommitError):
+                reason = str(cause)
+            else:
+                reason = f"{type(cause).__name__}: {cause}"
+            self.disk_full = bool(getattr(cause, "disk_full", False))
+        super().__init__(f"committed at generation {report.generation}; {step} failed: {reason}")
+
+
+_PARTIAL_WRITE = re.compile(r"\d+ requested and \d+ written")
+LOW_SPACE_BYTES = 64 << 20
+"""Free space under which a partial write is taken for a full disk."""
+
+
+def storage_failure(exc: OSError, where: Path) -> tuple[str, bool]:
+    """What a failed write says about the storage, in words, and whether the disk is full.
+
+    ``ENOSPC``/``EDQUOT``: full. An ``OSError`` without an errno saying "N requested and M written" is numpy's
+    partial write (``ndarray.tofile``): full when the device has under :data:`LOW_SPACE_BYTES` free.
+    """
+    free = _free_bytes(where)
+    room = f"{free / 1e6:.1f} MB free on the device" if free is not None else "free space unknown"
+    if exc.errno == errno.ENOSPC:
+        return f"the disk is full (no space left on the device, {room}: {exc})", True
+    if exc.errno == errno.EDQUOT:
+        return f"the disk quota is exceeded ({room}: {exc})", True
+    if exc.errno is None and _PARTIAL_WRITE.search(str(exc)):
+        if free is None or free < LOW_SPACE_BYTES:
+            return f"the disk is full (a partial write: {exc}; {room})", True
+        return f"a partial write ({exc}) with {room}: the device failed", False
+    if exc.errno == errno.EIO:
+        return f"an I/O error on the device ({exc})", False
+    if exc.errno == errno.EROFS:
+        return f"the file system is read-only ({exc})", False
+    return f"a file operation failed ({exc})", False
+
+
+def _free_bytes(where: Path) -> int | None:
+    for p in (where, *where.parents):
+        try:
+            return shutil.disk_usage(p).free
+        except OSError:
+            continue
+    return None
 
 
 # ------------------------------------------------------------------------------------------ indexing
@@ -258,30 +352,127 @@ def _cleanup(folder: IndexFolder) -> None:
                 shutil.rmtree(p, ignore_errors=True)
 
 
-def _open_for_write(index_dir: str | Path) -> IndexFolder:
+_ANY_GENERATION = re.compile(r"^gen-(\d{6})\.json(?:\.damaged)?$")
+DAMAGED_SUFFIX = ".damaged"
+"""A damaged manifest that a writer set aside is renamed ``gen-NNNNNN.json.damaged`` (readers skip it)."""
+
+
+@dataclass
+class _Turn:
+    """One writer's turn under the lock: the generation it starts from and the number it commits."""
+
+    root: Path
+    folder: IndexFolder | None = None
+    number: int = 0
+    rolled_back: str | None = None
+    committed: bool = False
+
+
+@contextmanager
+def _writing(index_dir: str | Path) -> Iterator[_Turn]:
+    """The writer lock, the newest good generation under it (a damaged newer one set aside) and the cleanup of
+    what no kept generation names; an ``OSError`` before the commit becomes a :class:`StorageError` (the index
+    unchanged), so that a full disk or a failing device is said as such whatever step it hits."""
+    root = Path(index_dir)
+    turn = _Turn(root)
     try:
-        folder = IndexFolder.open(index_dir, verify=False)
+        try:
+            base = IndexFolder(root, load_meta(root, verify=False))  # the build's folder: the lock's home
+        except IndexFormatError as exc:
+            raise LiveIndexError(str(exc)) from exc
+        with base.writer_lock():
+            turn.folder, turn.rolled_back = _open_for_write(root)
+            turn.number = _next_number(root)
+            _cleanup(turn.folder)
+            yield turn
+    except OSError as exc:
+        if turn.committed:  # (never: _commit returns a failure after its rename instead of raising it)
+            raise
+        gen = turn.folder.generation if turn.folder is not None else _generation_or_none(root)
+        reason, full = storage_failure(exc, root)
+        where = f"generation {gen}" if gen is not None else "its previous generation"
+        raise StorageError(f"{reason}: nothing was committed; the index {root} is unchanged at {where}",
+                           generation=gen if gen is not None else -1, disk_full=full, reason=reason) from exc
+
+
+def _generation_or_none(root: Path) -> int | None:
+    try:
+        return current_generation(root)
+    except OSError:
+        return None
+
+
+def _next_number(root: Path) -> int:
+    """The number of the next generation: past every manifest, set-aside damaged ones included (a server that
+    failed to load generation n skips n until a newer one appears)."""
+    d = root / Layout.GENERATIONS
+    if not d.is_dir():
+        return 1
+    return max((int(m.group(1)) for p in d.iterdir() if (m := _ANY_GENERATION.match(p.name))), default=0) + 1
+
+
+def _open_for_write(root: Path) -> tuple[IndexFolder, str | None]:
+    """The newest generation that opens, and what was rolled back to reach it (None: nothing)."""
+    try:
+        folder = IndexFolder.open(root, verify=False)
+        rolled = None
     except IndexFormatError as exc:
-        raise LiveIndexError(str(exc)) from exc
+        folder, message = _roll_back(root, exc)
+        rolled = message or None
     if folder.has("ltr"):
         raise LiveIndexError(f"{folder.root} has learning-to-rank stores (ltr/) built for its documents: they do not "
                              "cover added ones; rebuild with `priorart build` instead")
-    return folder
+    return folder, rolled
 
 
-def _commit(folder: IndexFolder, segments: list[dict[str, Any]], operation: dict[str, Any]) -> int:
-    number = folder.generation + 1
+def _roll_back(root: Path, error: IndexFormatError) -> tuple[IndexFolder, str]:
+    """The newest generation is damaged (its manifest, or a segment it names): set aside every newer manifest
+    that does not open (renamed ``*.damaged``) and go on from the newest one that does, with a message."""
+    damaged: list[tuple[int, IndexFormatError]] = []
+    folder: IndexFolder | None = None
+    for n in [*reversed(generation_numbers(root)), 0]:
+        try:
+            folder = IndexFolder._open_generation(root, n, verify=False)
+            break
+        except IndexFormatError as exc:
+            damaged.append((n, exc))
+    if folder is None:
+        raise LiveIndexError(str(error)) from error  # the build's own folder is damaged: nothing to go back to
+    if not damaged:  # it opens now (a reader's retry window): nothing to roll back
+        return folder, ""
+    for n, _ in damaged:
+        manifest = root / Layout.generation(n)
+        os.replace(manifest, manifest.with_name(manifest.name + DAMAGED_SUFFIX))
+    numbers = ", ".join(str(n) for n, _ in reversed(damaged))
+    message = (f"generation {numbers} of {root} {'is' if len(damaged) == 1 else 'are'} damaged ({damaged[0][1]}): "
+               f"set aside as {Layout.GENERATIONS}/gen-NNNNNN.json{DAMAGED_SUFFIX}; rolled back to generation "
+               f"{folder.generation}, the last good one, which this change starts from")
+    log.warning("%s", message)
+    return folder, message
+
+
+def _commit(turn: _Turn, segments: list[dict[str, Any]], operation: dict[str, Any]) -> OSError | None:
+    """Write the manifest of ``turn.number``: the commit point (fsynced, renamed into place, the folder fsynced).
+
+    Raises an ``OSError`` of a step before the rename (nothing committed); returns that of a step after it (the
+    rename done: committed, the folder's fsync failed), None when every step succeeded.
+    """
+    assert turn.folder is not None
+    path = turn.root / Layout.generation(turn.number)
     try:
-        folder.write_generation(number, segments, operation)
+        turn.folder.write_generation(turn.number, segments, operation)
     except OSError as exc:
-        (folder.root / Layout.generation(number)).with_name(f"gen-{number:06d}.json.tmp").unlink(missing_ok=True)
-        raise LiveIndexError(_disk_message(exc, folder)) from exc
-    return number
+        if path.exists():  # renamed into place: readers get it now
+            turn.committed = True
+            return exc
+        with contextlib.suppress(OSError):
+            path.with_name(path.name + ".tmp").unlink(missing_ok=True)
+        raise
+    turn.committed = True
+    return None
 
 
-def _disk_message(exc: OSError, folder: IndexFolder) -> str:
-    what = "no space left on the device" if exc.errno == errno.ENOSPC else f"write failed ({exc})"
-    return f"{what}: the index {folder.root} is unchanged at generation {folder.generation}"
+UNSYNCED_STEP = "the fsync that makes it durable (it is served now; a power loss before the next sync may undo it)"
 
 
 # ------------------------------------------------------------------------------------------ operations
@@ -298,43 +489,54 @@ def add_documents(
     """Add a batch (a live id is replaced) as a new segment and commit a new generation.
 
     The records are read completely first (a corrupt record: the error, nothing written). Compacts when
-    the generation would hold more than ``max_segments`` segments.
+    the generation would hold more than ``max_segments`` segments. Raises :class:`LiveIndexError` when
+    nothing was committed, :class:`AfterCommitError` when the batch was committed and a later step (the
+    compaction) failed.
     """
     t0 = time.perf_counter()
     show = sys.stderr.isatty() if progress is None else progress
     batch = list(records)  # a reading error happens here, before anything is written
     if not batch:
-        raise LiveIndexError("the batch holds no records: nothing to add")
+        raise BatchError("the batch holds no records: nothing to add")
     seen: set[str] = set()
     for rec in batch:
         if rec.id in seen:
-            raise LiveIndexError(f"publication {rec.id!r} appears twice in the batch; nothing added")
+            raise BatchError(f"publication {rec.id!r} appears twice in the batch; nothing added")
         seen.add(rec.id)
     if is_sharded(index_dir):
         return _add_sharded(Path(index_dir), batch, device=device, progress=show, max_segments=max_segments)
-    folder = _open_for_write(index_dir)
-    with folder.writer_lock():
-        folder = _open_for_write(index_dir)  # the newest generation, under the lock
-        _cleanup(folder)
+    with _writing(index_dir) as turn:
+        assert turn.folder is not None
+        folder = turn.folder
         docs = DocStore.of_folder(folder)
-        replaced = _live_rows(docs, [r.id for r in batch], missing_ok=True)
-        docs.close()
-        number = folder.generation + 1
         try:
-            seg = _write_segment(folder, number, batch, device=device, progress=show)
-        except OSError as exc:
-            raise LiveIndexError(_disk_message(exc, folder)) from exc
+            replaced = _live_rows(docs, [r.id for r in batch], missing_ok=True)
+        finally:
+            docs.close()
+        seg = _write_segment(folder, turn.number, batch, device=device, progress=show)
         entries = _entries(folder, replaced)
-        entries.append({"dir": Layout.segment(number), "n_docs": len(batch), "deleted": [],
+        entries.append({"dir": Layout.segment(turn.number), "n_docs": len(batch), "deleted": [],
                         "meta_sha256": _sha(seg / Layout.META)})
-        gen = _commit(folder, entries, {"kind": "add", "added": len(batch) - len(replaced),
-                                        "replaced": len(replaced)})
-    report = LiveReport(str(folder.root), gen, folder.generation, added=len(batch) - len(replaced),
-                        replaced=len(replaced), segments=len(entries))
+        unsynced = _commit(turn, entries, {"kind": "add", "added": len(batch) - len(replaced),
+                                           "replaced": len(replaced)})
+    report = LiveReport(str(folder.root), turn.number, folder.generation, added=len(batch) - len(replaced),
+                        replaced=len(replaced), segments=len(entries),
+                        live_documents=folder.n_live - len(replaced) + len(batch), rolled_back=turn.rolled_back)
+    if unsynced is not None:
+        report.seconds = time.perf_counter() - t0
+        raise AfterCommitError(report, UNSYNCED_STEP, unsynced)
     if len(entries) > max_segments:
-        done = compact(index_dir, progress=show, device=device)
+        try:
+            done = compact(index_dir, progress=show, device=device)
+        except AfterCommitError as exc:  # the compaction committed too; its fsync failed
+            report.generation, report.segments, report.compacted = exc.report.generation, exc.report.segments, True
+            report.seconds = time.perf_counter() - t0
+            raise AfterCommitError(report, f"the compaction after it committed, and {exc.step}", exc.cause) from exc
+        except Exception as exc:  # noqa: BLE001 - the batch is committed: no failure now may read as a failed add
+            report.seconds = time.perf_counter() - t0
+            raise AfterCommitError(report, "the compaction after it (the batch stays committed, in "
+                                   f"{report.segments} segments)", exc) from exc
         report.generation, report.segments, report.compacted = done.generation, done.segments, True
-    report.live_documents = IndexFolder.open(index_dir, verify=False).n_live
     report.seconds = time.perf_counter() - t0
     return report
 
@@ -343,20 +545,25 @@ def delete_documents(index_dir: str | Path, ids: Sequence[str], *, missing_ok: b
     """Delete publications (exact ids) in a new generation; unknown ids are an error unless ``missing_ok``."""
     t0 = time.perf_counter()
     if not ids:
-        raise LiveIndexError("no publication id to delete")
+        raise BatchError("no publication id to delete")
     if is_sharded(index_dir):
         return _delete_sharded(Path(index_dir), ids, missing_ok=missing_ok)
-    folder = _open_for_write(index_dir)
-    with folder.writer_lock():
-        folder = _open_for_write(index_dir)
-        _cleanup(folder)
+    with _writing(index_dir) as turn:
+        assert turn.folder is not None
+        folder = turn.folder
         docs = DocStore.of_folder(folder)
-        rows = _live_rows(docs, list(ids), missing_ok=missing_ok)
-        docs.close()
+        try:
+            rows = _live_rows(docs, list(ids), missing_ok=missing_ok)
+        finally:
+            docs.close()
         entries = _entries(folder, rows)
-        gen = _commit(folder, entries, {"kind": "delete", "deleted": len(rows)})
-    return LiveReport(str(folder.root), gen, folder.generation, deleted=len(rows), segments=len(entries),
-                      live_documents=folder.n_live - len(rows), seconds=time.perf_counter() - t0)
+        unsynced = _commit(turn, entries, {"kind": "delete", "deleted": len(rows)})
+    report = LiveReport(str(folder.root), turn.number, folder.generation, deleted=len(rows), segments=len(entries),
+                        live_documents=folder.n_live - len(rows), seconds=time.perf_counter() - t0,
+                        rolled_back=turn.rolled_back)
+    if unsynced is not None:
+        raise AfterCommitError(report, UNSYNCED_STEP, unsynced)
+    return report
 
 
 def compact(index_dir: str | Path, *, device: str = "auto", progress: bool | None = None) -> LiveReport:
@@ -364,24 +571,23 @@ def compact(index_dir: str | Path, *, device: str = "auto", progress: bool | Non
     t0 = time.perf_counter()
     show = sys.stderr.isatty() if progress is None else progress
     if is_sharded(index_dir):
-        shards = _open_shards(index_dir)
-        done = [compact(f.root, device=device, progress=show) for f in shards.shards]
-        return LiveReport(str(index_dir), shards.generation + len(done), shards.generation, segments=len(done),
-                          live_documents=sum(d.live_documents for d in done), seconds=time.perf_counter() - t0,
-                          compacted=True)
-    folder = _open_for_write(index_dir)
-    with folder.writer_lock():
-        folder = _open_for_write(index_dir)
-        _cleanup(folder)
+        return _compact_sharded(Path(index_dir), device=device, progress=show)
+    with _writing(index_dir) as turn:
+        assert turn.folder is not None
+        folder = turn.folder
         docs = DocStore.of_folder(folder)
         rows = np.flatnonzero(docs.live) if docs.live is not None else np.arange(len(docs))
-        number = folder.generation + 1
+        if not len(rows):
+            docs.close()
+            raise LiveIndexError(f"no live documents: nothing to compact; the index is unchanged at generation "
+                                 f"{folder.generation}")
+        number = turn.number
         final = folder.root / Layout.segment(number)
         tmp = final.parent / f".{final.name}.building-{os.getpid()}"
-        final.parent.mkdir(exist_ok=True)
-        shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir()
         try:
+            final.parent.mkdir(exist_ok=True)
+            shutil.rmtree(tmp, ignore_errors=True)
+            tmp.mkdir()
             records = (docs.get_row(int(r)) for r in rows.tolist())
             components, _ = index_documents(tmp, records, folder.settings, _analyzers(folder), progress=show)
             components["segment"] = {"generation": number, "analysis": folder.settings.get("analysis"),
@@ -390,9 +596,10 @@ def compact(index_dir: str | Path, *, device: str = "auto", progress: bool | Non
                 components.update(_copy_vectors(folder, tmp, rows))
             write_meta(tmp, _segment_settings(folder), components)
             os.replace(tmp, final)
-        except OSError as exc:
+        except DamagedRecordError as exc:
             shutil.rmtree(tmp, ignore_errors=True)
-            raise LiveIndexError(_disk_message(exc, folder)) from exc
+            raise LiveIndexError(f"cannot compact: {exc}; nothing was committed, the index is unchanged at "
+                                 f"generation {folder.generation}") from exc
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
@@ -400,9 +607,12 @@ def compact(index_dir: str | Path, *, device: str = "auto", progress: bool | Non
             docs.close()
         entries = [{"dir": Layout.segment(number), "n_docs": len(rows), "deleted": [],
                     "meta_sha256": _sha(final / Layout.META)}]
-        gen = _commit(folder, entries, {"kind": "compact", "segments_before": len(folder.segments)})
-    return LiveReport(str(folder.root), gen, folder.generation, segments=1, live_documents=len(rows),
-                      seconds=time.perf_counter() - t0, compacted=True)
+        unsynced = _commit(turn, entries, {"kind": "compact", "segments_before": len(folder.segments)})
+    report = LiveReport(str(folder.root), number, folder.generation, segments=1, live_documents=len(rows),
+                        seconds=time.perf_counter() - t0, compacted=True, rolled_back=turn.rolled_back)
+    if unsynced is not None:
+        raise AfterCommitError(report, UNSYNCED_STEP, unsynced)
+    return report
 
 
 def _copy_vectors(folder: IndexFolder, out: Path, rows: np.ndarray) -> dict[str, Any]:
@@ -448,7 +658,7 @@ def _live_rows(docs: DocStore, ids: Sequence[str], *, missing_ok: bool) -> list[
     missing = [i for i in ids if i not in live]
     if missing and not missing_ok:
         shown = ", ".join(missing[:5]) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
-        raise LiveIndexError(f"not in the index: {shown}; nothing deleted")
+        raise NotInIndexError(f"not in the index: {shown}; nothing deleted")
     return sorted({live[i] for i in ids if i in live})
 
 
@@ -489,6 +699,35 @@ def _live_shard_of(shards: ShardSet) -> dict[str, int]:
     return out
 
 
+def _after_shards(root: Path, report: LiveReport, t0: float) -> LiveReport:
+    """Fill ``report`` with the shards' state once every shard committed (a read; its failure is after the commit)."""
+    try:
+        after = _open_shards(root)
+    except Exception as exc:  # noqa: BLE001 - every shard committed: a failed read must not read as a failed change
+        report.seconds = time.perf_counter() - t0
+        raise AfterCommitError(report, "reading the shards back", exc) from exc
+    report.generation, report.live_documents = after.generation, sum(f.n_live for f in after.shards)
+    report.segments = sum(len(f.segments) for f in after.shards)
+    report.seconds = time.perf_counter() - t0
+    return report
+
+
+def _shard_failed(root: Path, report: LiveReport, shard: int, n_shards: int, exc: Exception, done: list[int],
+                  t0: float) -> Exception:
+    """The error to raise when shard ``shard`` fails: as it is when no shard committed before it (nothing changed),
+    else an :class:`AfterCommitError` (the shards in ``done`` committed)."""
+    if isinstance(exc, AfterCommitError):
+        done = [*done, shard]
+        step, cause = f"in shard {shard} of {n_shards}, {exc.step}", exc.cause
+    else:
+        if not done:
+            return exc
+        step, cause = f"shard {shard} of {n_shards} (unchanged; shards {', '.join(map(str, done))} committed)", exc
+    report.generation = current_generation(root)
+    report.seconds = time.perf_counter() - t0
+    return AfterCommitError(report, step, cause)
+
+
 def _add_sharded(root: Path, batch: list[PatentRecord], *, device: str, progress: bool,
                  max_segments: int) -> LiveReport:
     """A batch into a sharded index: a record whose id is live in a shard replaces it there, a new one goes to
@@ -500,17 +739,19 @@ def _add_sharded(root: Path, batch: list[PatentRecord], *, device: str, progress
     for rec in batch:
         parts.setdefault(live.get(rec.id, shards.shard_for(family_key(rec))), []).append(rec)
     report = LiveReport(str(root), shards.generation, shards.generation)
+    done: list[int] = []
     for i in sorted(parts):
-        done = add_documents(shards.shards[i].root, parts[i], device=device, progress=progress,
-                             max_segments=max_segments)
-        report.added += done.added
-        report.replaced += done.replaced
-        report.compacted = report.compacted or done.compacted
-    after = _open_shards(root)
-    report.generation, report.live_documents = after.generation, sum(f.n_live for f in after.shards)
-    report.segments = sum(len(f.segments) for f in after.shards)
-    report.seconds = time.perf_counter() - t0
-    return report
+        try:
+            part = add_documents(shards.shards[i].root, parts[i], device=device, progress=progress,
+                                 max_segments=max_segments)
+        except Exception as exc:
+            raise _shard_failed(root, report, i, shards.n_shards, exc, done, t0) from exc
+        done.append(i)
+        report.added += part.added
+        report.replaced += part.replaced
+        report.compacted = report.compacted or part.compacted
+        report.rolled_back = "; ".join(filter(None, [report.rolled_back, part.rolled_back])) or None
+    return _after_shards(root, report, t0)
 
 
 def _delete_sharded(root: Path, ids: Sequence[str], *, missing_ok: bool) -> LiveReport:
@@ -520,17 +761,35 @@ def _delete_sharded(root: Path, ids: Sequence[str], *, missing_ok: bool) -> Live
     missing = [i for i in ids if i not in live]
     if missing and not missing_ok:
         shown = ", ".join(missing[:5]) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
-        raise LiveIndexError(f"not in the index: {shown}; nothing deleted")
+        raise NotInIndexError(f"not in the index: {shown}; nothing deleted")
     report = LiveReport(str(root), shards.generation, shards.generation)
+    done: list[int] = []
     for shard in sorted({live[i] for i in ids if i in live}):
-        done = delete_documents(shards.shards[shard].root, [i for i in ids if live.get(i) == shard])
-        report.deleted += done.deleted
-    after = _open_shards(root)
-    report.generation, report.live_documents = after.generation, sum(f.n_live for f in after.shards)
-    report.segments = sum(len(f.segments) for f in after.shards)
-    report.seconds = time.perf_counter() - t0
-    return report
+        try:
+            part = delete_documents(shards.shards[shard].root, [i for i in ids if live.get(i) == shard])
+        except Exception as exc:
+            raise _shard_failed(root, report, shard, shards.n_shards, exc, done, t0) from exc
+        done.append(shard)
+        report.deleted += part.deleted
+        report.rolled_back = "; ".join(filter(None, [report.rolled_back, part.rolled_back])) or None
+    return _after_shards(root, report, t0)
 
 
-__all__ = ["MAX_SEGMENTS", "EmptyBatchError", "LiveIndexError", "LiveReport", "add_documents", "compact",
-           "delete_documents", "encode_documents", "index_documents"]
+def _compact_sharded(root: Path, *, device: str, progress: bool) -> LiveReport:
+    t0 = time.perf_counter()
+    shards = _open_shards(root)
+    report = LiveReport(str(root), shards.generation, shards.generation, compacted=True)
+    done: list[int] = []
+    for i, f in enumerate(shards.shards):
+        try:
+            part = compact(f.root, device=device, progress=progress)
+        except Exception as exc:
+            raise _shard_failed(root, report, i, shards.n_shards, exc, done, t0) from exc
+        done.append(i)
+        report.rolled_back = "; ".join(filter(None, [report.rolled_back, part.rolled_back])) or None
+    return _after_shards(root, report, t0)
+
+
+__all__ = ["MAX_SEGMENTS", "AfterCommitError", "BatchError", "EmptyBatchError", "LiveIndexError", "LiveReport",
+           "NotInIndexError", "StorageError", "add_documents", "compact", "delete_documents", "encode_documents",
+           "index_documents", "storage_failure"]

@@ -45,11 +45,31 @@ HEAVY_FIELDS = ("abstract", "claims", "description", "citations")
 HEADER_CACHE_ROWS = 8192  # parsed header records kept per doc store (a few KiB each)
 
 
+class DamagedRecordError(IndexFormatError):
+    """A stored record that cannot be read back (a damaged ``docs.jsonl`` / ``docs.headers.jsonl`` or offsets).
+
+    ``doc_id``: the publication of the row; ``segment``: its segment relative to the index folder (``"."``: the
+    build's own); ``file``: the file read. The message names all three, and no path on disk.
+    """
+
+    def __init__(self, doc_id: str, row: int, segment: str, file: str, cause: BaseException) -> None:
+        self.doc_id, self.row, self.segment, self.file = doc_id, row, segment, file
+        super().__init__(f"the stored record of {doc_id} is damaged ({file} of segment {segment!r}, row {row}: "
+                         f"{type(cause).__name__})")
+
+
 class UnknownDocumentError(KeyError):
     """A publication id that is not in the doc store (or matches several documents)."""
 
     def __str__(self) -> str:  # KeyError would quote the message
         return str(self.args[0]) if self.args else ""
+
+
+def _relative(seg_dir: Path, root: Path) -> str:
+    try:
+        return str(seg_dir.relative_to(root))
+    except ValueError:
+        return seg_dir.name
 
 
 # ------------------------------------------------------------------------------- ids and codes
@@ -216,6 +236,7 @@ class DocStore:
         self.index_dir = d
         parts = list(segments) if segments is not None else [(d, np.zeros(0, np.int64))]
         self._offsets: list[np.ndarray] = []
+        self._segment_names = [_relative(seg_dir, d) for seg_dir, _ in parts]
         self._codes_parts: list[dict[str, tuple[dict[str, int], np.ndarray, np.ndarray]]] = []
         starts = [0]
         ids: list[str] = []
@@ -328,7 +349,7 @@ class DocStore:
         """Like :meth:`find` but raises :class:`UnknownDocumentError` when absent."""
         row = self.find(doc_id)
         if row is None:
-            raise UnknownDocumentError(f"publication {doc_id!r} is not in this index ({len(self)} documents)")
+            raise UnknownDocumentError(f"publication {doc_id!r} is not in this index ({self.n_live} live documents)")
         return row
 
     def _locate(self, row: int) -> tuple[int, int]:
@@ -342,10 +363,13 @@ class DocStore:
         """The record stored at a row."""
         seg, local = self._locate(row)
         offsets = self._offsets[seg]
-        start, end = int(offsets[local]), int(offsets[local + 1])
         # one descriptor per segment opened at load and read with pread: thread-safe, and a folder swapped
         # or deleted under a running service keeps serving the records it was loaded with
-        return PatentRecord.model_validate_json(os.pread(self._fds[seg], end - start, start))
+        try:
+            start, end = int(offsets[local]), int(offsets[local + 1])
+            return PatentRecord.model_validate_json(os.pread(self._fds[seg], end - start, start))
+        except (ValueError, OSError) as exc:  # a damaged record (invalid JSON, a bad offset) or an unreadable file
+            raise self._damaged(row, seg, Layout.DOCS, exc) from exc
 
     def header_row(self, row: int) -> PatentRecord:
         """The record at a row without its texts (``HEAVY_FIELDS`` left out): what a hit list shows (id, titles,
@@ -362,13 +386,21 @@ class DocStore:
         offsets, fd = self._header_offsets[seg], self._header_fds[seg]
         if offsets is None or fd is None:  # an index built before headers were stored: the whole record
             return self.get_row(row)
-        start, end = int(offsets[local]), int(offsets[local + 1])
-        rec = PatentRecord.model_validate_json(os.pread(fd, end - start, start))
+        try:
+            start, end = int(offsets[local]), int(offsets[local + 1])
+            rec = PatentRecord.model_validate_json(os.pread(fd, end - start, start))
+        except (ValueError, OSError) as exc:
+            raise self._damaged(row, seg, Layout.HEADERS, exc) from exc
         with self._header_lock:
             self._header_cache[row] = rec
             while len(self._header_cache) > HEADER_CACHE_ROWS:
                 self._header_cache.popitem(last=False)
         return rec
+
+    def _damaged(self, row: int, seg: int, file: str, exc: BaseException) -> DamagedRecordError:
+        err = DamagedRecordError(self.ids[row], row, self._segment_names[seg], file, exc)
+        log.error("%s (%s): %s", err, self.index_dir, exc)
+        return err
 
     def close(self) -> None:
         """Release the records files (also done when the store is garbage-collected)."""

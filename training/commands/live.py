@@ -1,18 +1,26 @@
 """``priorart add INDEX CORPUS``, ``priorart delete INDEX ID...``, ``priorart compact INDEX``: the live index
-(service/index/live.py): publications added, replaced and withdrawn without a rebuild."""
+(service/index/live.py): publications added, replaced and withdrawn without a rebuild.
+
+Exit status: 0 done; :data:`EXIT_UNCHANGED` (2) nothing was committed, the index is unchanged (the message says
+why: a bad batch, unknown ids, a full disk...); :data:`EXIT_AFTER_COMMIT` (3) the change was committed (the
+report is printed) and a step after it failed (the compaction after an add, the fsync of the manifest).
+"""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 import typer
 
 if TYPE_CHECKING:
     from service.corpus.record import PatentRecord
-    from service.index.live import LiveReport
+    from service.index.live import AfterCommitError, LiveReport
+
+EXIT_UNCHANGED = 2
+EXIT_AFTER_COMMIT = 3
 
 
 def _records(corpus: Path) -> Iterable[PatentRecord]:
@@ -30,6 +38,8 @@ def _records(corpus: Path) -> Iterable[PatentRecord]:
 
 
 def _print(report: LiveReport, as_json: bool) -> None:
+    if report.rolled_back:
+        typer.echo(f"warning: {report.rolled_back}", err=True)
     if as_json:
         typer.echo(json.dumps(report.to_dict(), indent=1))
         return
@@ -43,6 +53,21 @@ def _print(report: LiveReport, as_json: bool) -> None:
     typer.echo(", ".join(parts))
 
 
+def _unchanged(exc: Exception) -> NoReturn:
+    """Nothing was committed: the error, and that the index is unchanged (exit 2)."""
+    text = str(exc)
+    typer.echo(f"error: {text}" + ("" if "unchanged" in text else " (nothing was committed: the index is unchanged)"),
+               err=True)
+    raise typer.Exit(EXIT_UNCHANGED) from exc
+
+
+def _committed(exc: AfterCommitError, as_json: bool) -> NoReturn:
+    """Committed, then a later step failed: the report of what was committed, then the error (exit 3)."""
+    _print(exc.report, as_json)
+    typer.echo(f"error: {exc}", err=True)
+    raise typer.Exit(EXIT_AFTER_COMMIT) from exc
+
+
 def add_command(
     index: Path = typer.Argument(..., help="Index folder built by `priorart build`."),
     corpus: Path = typer.Argument(..., help="Records to add: corpus JSONL (.gz), or a folder of EP/US XML."),
@@ -53,14 +78,15 @@ def add_command(
 ) -> None:
     """Add publications to an index as a new segment (an id already in the index is replaced)."""
     from service.corpus.jsonl import CorpusFormatError
-    from service.index.live import LiveIndexError, add_documents
+    from service.index.live import AfterCommitError, LiveIndexError, add_documents
     from training.ingest.errors import DocumentError
 
     try:
         report = add_documents(index, _records(corpus), device=device, progress=progress, max_segments=max_segments)
+    except AfterCommitError as exc:
+        _committed(exc, as_json)
     except (LiveIndexError, CorpusFormatError, DocumentError, FileNotFoundError) as exc:
-        typer.echo(f"error: {exc} (the index is unchanged)", err=True)
-        raise typer.Exit(2) from exc
+        _unchanged(exc)
     _print(report, as_json)
 
 
@@ -71,13 +97,14 @@ def delete_command(
     as_json: bool = typer.Option(False, "--json", help="Print the report as one JSON object."),
 ) -> None:
     """Withdraw publications: they disappear from every result, filter and /documents."""
-    from service.index.live import LiveIndexError, delete_documents
+    from service.index.live import AfterCommitError, LiveIndexError, delete_documents
 
     try:
         report = delete_documents(index, ids, missing_ok=missing_ok)
+    except AfterCommitError as exc:
+        _committed(exc, as_json)
     except LiveIndexError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from exc
+        _unchanged(exc)
     _print(report, as_json)
 
 
@@ -88,13 +115,14 @@ def compact_command(
     progress: bool | None = typer.Option(None, "--progress/--no-progress", help="Progress bars on stderr."),
 ) -> None:
     """Merge the segments of an index into one (deleted documents dropped)."""
-    from service.index.live import LiveIndexError, compact
+    from service.index.live import AfterCommitError, LiveIndexError, compact
 
     try:
         report = compact(index, device=device, progress=progress)
+    except AfterCommitError as exc:
+        _committed(exc, as_json)
     except LiveIndexError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from exc
+        _unchanged(exc)
     _print(report, as_json)
 
 
