@@ -2,6 +2,7 @@
 
 They live outside the API layer so that :class:`service.engine.Engine` takes typed requests and
 returns typed responses without importing FastAPI; the routes in service/api/ use the same classes.
+Integer fields are strict: ``true`` or ``"5"`` for ``k`` is a 422, not 1 or 5.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ class FeedbackRequest(BaseModel):
 
     relevant: list[str] = Field(default_factory=list, max_length=50, description="ids marked relevant")
     nonrelevant: list[str] = Field(default_factory=list, max_length=50, description="ids marked not relevant")
-    terms: int = Field(10, ge=1, le=50, description="expansion terms added per language")
+    terms: int = Field(10, ge=1, le=50, strict=True, description="expansion terms added per language")
 
 
 class SearchRequest(BaseModel):
@@ -38,8 +39,8 @@ class SearchRequest(BaseModel):
         "none", description="keep only documents sharing a code with `codes` at this level"
     )
     before: date | None = Field(None, description="keep only documents published before this date")
-    k: int = Field(10, ge=1, description="results to return")
-    depth: int | None = Field(None, ge=1, description="first-stage candidates (default from settings)")
+    k: int = Field(10, ge=1, strict=True, description="results to return")
+    depth: int | None = Field(None, ge=1, strict=True, description="first-stage candidates (default from settings)")
     weights: dict[str, float] | None = Field(
         None, description="fusion weight override, e.g. {'bm25': 1}; components that do not apply to the query "
         "are left out and the rest renormalised")
@@ -235,11 +236,12 @@ class ClaimChartRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     claim_text: str = Field(..., min_length=1, description="claim text; '1. ... 2. The device of claim 1, ...'")
-    claim: int | None = Field(None, ge=1, le=500, description="which numbered claim to chart (default: the first)")
+    claim: int | None = Field(None, ge=1, le=500, strict=True,
+                              description="which numbered claim to chart (default: the first)")
     lang: Lang = "auto"
     documents: list[str] = Field(default_factory=list, max_length=20,
                                  description="publication ids to chart; empty: the top k of a search with the claim")
-    k: int = Field(5, ge=1, le=20, description="documents charted when none are given")
+    k: int = Field(5, ge=1, le=20, strict=True, description="documents charted when none are given")
     codes: list[str] = Field(default_factory=list, max_length=50)
     code_filter: Literal["none", "section", "class", "subclass", "main_group", "subgroup"] = "none"
     before: date | None = None
@@ -319,7 +321,7 @@ class ReportRequest(BaseModel):
     queries: list[SearchRequest] = Field(default_factory=list, max_length=50)
     documents: list[ReportDocument] = Field(default_factory=list, max_length=100)
     claim_chart: ClaimChartResponse | None = None
-    passages: int = Field(2, ge=0, le=5, description="relevant passages listed per document")
+    passages: int = Field(2, ge=0, le=5, strict=True, description="relevant passages listed per document")
     format: Literal["json", "csv", "html"] = "json"
 
 

@@ -1,8 +1,14 @@
-"""Problem-details (RFC 9457) error responses; HTTP errors are raised only in the API layer."""
+"""Problem-details (RFC 9457) error responses; HTTP errors are raised only in the API layer.
+
+Public replies name no path on the server's disk: :func:`public` turns the index folder's paths into paths
+relative to it and any other absolute path into its last part.
+"""
 
 from __future__ import annotations
 
 import logging
+import re
+from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -12,20 +18,49 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 PROBLEM_TYPE = "application/problem+json"
 log = logging.getLogger(__name__)
+TITLES = {400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found", 405: "Method Not Allowed",
+          408: "Request Timeout", 409: "Conflict", 413: "Payload Too Large", 422: "Unprocessable Content",
+          500: "Internal Server Error", 503: "Service Unavailable", 504: "Gateway Timeout",
+          507: "Insufficient Storage"}
+_ABSOLUTE = re.compile(r"(?<![\w.:/~-])/(?:[^\s/'\",:;()]+/)+([^\s/'\",:;()]*)")
 
 
-def problem(status: int, title: str, detail: str, **extra: Any) -> JSONResponse:
+def public(value: Any, index_dir: str | Path) -> Any:
+    """``value`` (a string, or the strings in a JSON-like structure) without paths on the server's disk: the
+    index folder's own paths become relative to it (``segments/seg-000003/meta.json``), any other absolute path
+    is cut to its last part."""
+    if isinstance(value, str):
+        text = value
+        for root in sorted({str(Path(index_dir)), str(Path(index_dir).resolve())}, key=len, reverse=True):
+            text = text.replace(root + "/", "").replace(root, "the index folder")
+        return _ABSOLUTE.sub(lambda m: m.group(1) or "(a folder)", text)
+    if isinstance(value, dict):
+        return {k: public(v, index_dir) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [public(v, index_dir) for v in value]
+    return value
+
+
+def problem(status: int, title: str, detail: str, *, headers: dict[str, str] | None = None,
+            **extra: Any) -> JSONResponse:
     body = {"type": "about:blank", "title": title, "status": status, "detail": detail, **extra}
-    return JSONResponse(body, status_code=status, media_type=PROBLEM_TYPE)
+    return JSONResponse(body, status_code=status, media_type=PROBLEM_TYPE, headers=headers)
 
 
 def install_error_handlers(app: FastAPI) -> None:
+    from service.index.store import DamagedRecordError
+
     @app.exception_handler(StarletteHTTPException)
     async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
-        title = {400: "Bad Request", 401: "Unauthorized", 404: "Not Found", 405: "Method Not Allowed",
-                 409: "Conflict", 413: "Payload Too Large", 422: "Unprocessable Content",
-                 503: "Service Unavailable", 504: "Gateway Timeout"}.get(exc.status_code, "Error")
-        return problem(exc.status_code, title, str(exc.detail))
+        return problem(exc.status_code, TITLES.get(exc.status_code, "Error"), str(exc.detail),
+                       headers=getattr(exc, "headers", None))
+
+    @app.exception_handler(DamagedRecordError)
+    async def _damaged(request: Request, exc: DamagedRecordError) -> JSONResponse:
+        # logged by the doc store with the file on disk; the reply names the record and its segment only
+        log.error("answered 503 on %s %s: %s", request.method, request.url.path, exc)
+        return problem(503, "Service Unavailable", f"{exc}: this server cannot read it; the index needs a repair "
+                       "(the error is logged)", record=exc.doc_id, segment=exc.segment)
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:

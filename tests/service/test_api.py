@@ -152,7 +152,7 @@ def test_ui_is_served(client: TestClient) -> None:
 def test_api_key_and_reload(real_index: Path, tmp_path: Path) -> None:
     live = tmp_path / "live"
     shutil.copytree(real_index, live)
-    settings = Settings(index_dir=live, api_key="secret")
+    settings = Settings(index_dir=live, api_key="secret", admin_key="admin-secret")
     with TestClient(create_app(settings)) as c:
         assert c.post("/search", json={"query": "toner"}).status_code == 401
         ok = c.post("/search", json={"query": "toner"}, headers={"X-API-Key": "secret"})
@@ -164,14 +164,15 @@ def test_api_key_and_reload(real_index: Path, tmp_path: Path) -> None:
         tmp = victim.with_suffix(".tmp")
         tmp.write_bytes(victim.read_bytes()[:-8] + b"corrupt!")
         tmp.replace(victim)
-        r = c.post("/admin/reload", headers={"X-API-Key": "secret"})
+        assert c.post("/admin/reload", headers={"X-API-Key": "secret"}).status_code == 401  # the API key: no admin
+        r = c.post("/admin/reload", headers={"X-API-Key": "admin-secret"})
         assert r.status_code == 409 and "old one kept" in r.json()["detail"]
         assert c.post("/search", json={"query": "toner"}, headers={"X-API-Key": "secret"}).status_code == 200
         assert c.post("/admin/reload").status_code == 401
         # swap a good index in: reload picks it up
         shutil.rmtree(live)
         shutil.copytree(real_index, live)
-        r = c.post("/admin/reload", headers={"X-API-Key": "secret"})
+        r = c.post("/admin/reload", headers={"X-API-Key": "admin-secret"})
         assert r.status_code == 200 and r.json()["reloaded"] is True
 
 
