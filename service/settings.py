@@ -47,9 +47,21 @@ class Settings(BaseSettings):
     max_depth: int = Field(1000, ge=1, le=HARD_MAX_DEPTH, description="largest candidate depth")
     default_depth: int = Field(1000, ge=1, description="candidate depth when the request gives none")
     max_body_bytes: int = Field(256_000, ge=1024, description="largest accepted request body")
-    request_timeout_s: float = Field(30.0, gt=0, description="per-request time limit")
+    request_timeout_s: float = Field(30.0, gt=0, description="per-request time limit, reading the body included: a "
+                                     "body not received in time is answered 408 and the connection closed")
+    header_timeout_s: float = Field(10.0, gt=0, description="a connection must send a request's complete headers "
+                                    "within this time of its opening or of its previous answer, else it is closed "
+                                    "(408 if part of a request came): silent and slow-header (slowloris) connections")
+    keep_alive_s: float = Field(5.0, gt=0, description="an idle keep-alive connection is closed after this time "
+                                "(uvicorn's timeout_keep_alive)")
+    max_connections: int = Field(1000, ge=16, description="open connections per server process; past it the "
+                                 "connection idle longest (no request in flight) is closed to make room, and with "
+                                 "none idle the new one is answered 503. Lowered at start to what the open-files "
+                                 "limit leaves (ulimit -n, less twice the files the index holds open, less 64)")
+    max_header_bytes: int = Field(32_768, ge=1024, description="largest request line and headers (431 past it)")
     api_key: str | None = Field(None, description="when set, requests must carry it in X-API-Key")
-    admin_key: str | None = Field(None, description="key for /admin/* (defaults to api_key)")
+    admin_key: str | None = Field(None, description="key for /admin/* (X-API-Key); unset: the admin routes are off "
+                                  "(403). The API key never opens them")
     cors_origins: list[str] = Field(default_factory=list, description="allowed CORS origins")
     request_threads: int = Field(0, ge=0, description="threads that run /search and /passages. 0: in the server's "
                                  "event loop, one request at a time: the engine holds the GIL for nearly all of a "

@@ -4,9 +4,15 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
+
+if TYPE_CHECKING:
+    from service.engine import Engine
+    from service.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -28,10 +34,15 @@ def serve_command(
                                     help="Log a line per request (off by default: /metrics counts every request and "
                                     "its latency; what the log costs was not separated from the noise, README)."),
 ) -> None:
-    """Serve /search, /passages, /documents, /health, /ready, /metrics, /docs and the web UI."""
+    """Serve /search, /passages, /documents, /health, /ready, /metrics, /docs and the web UI.
+
+    The connection limits (header and body timeouts, keep-alive, the connection cap) come from the settings
+    (service/api/server.py). An index that cannot be loaded is one line on stderr and exit status 2.
+    """
     import uvicorn
 
     from service.api import create_app
+    from service.api.server import uvicorn_options
     from service.settings import Settings
 
     if not (index_dir / "meta.json").exists():
@@ -46,11 +57,68 @@ def serve_command(
     if use_ray or ray_address:
         _serve_ray(index_dir, ray_address or "local", host, port, shard_replicas)
         return
-    if workers > 1:
+    settings = Settings()
+    _raise_open_files_limit()
+    limits = uvicorn_options(settings)
+    if workers > 1:  # each worker loads the index: check it here once, so that a bad one is one line, not N crashes
+        _check_index(index_dir)
         uvicorn.run("service.api.main:app", host=host, port=port, workers=workers, log_level="info",
-                    access_log=access_log)
-    else:
-        uvicorn.run(create_app(Settings()), host=host, port=port, log_level="info", access_log=access_log)
+                    access_log=access_log, **limits)
+    else:  # loaded before the server starts: a bad index is one line, not the traceback of a failed lifespan
+        loader = _preloaded(index_dir, settings)
+        uvicorn.run(create_app(settings, engine_loader=loader), host=host, port=port, log_level="info",
+                    access_log=access_log, **limits)
+
+
+def _load_error(index_dir: Path, exc: Exception) -> typer.Exit:
+    typer.echo(f"error: the index {index_dir} cannot be loaded: {exc}", err=True)
+    return typer.Exit(2)
+
+
+def _check_index(index_dir: Path) -> None:
+    """Open the index as the workers will (every checksum), or exit with one line."""
+    from service.index.folder import IndexFolder, ShardSet, is_sharded
+
+    try:
+        if is_sharded(index_dir):
+            ShardSet.open(index_dir, verify=True)
+        else:
+            IndexFolder.open(index_dir, verify=True)
+    except (ValueError, OSError) as exc:  # IndexFormatError and the like: what is wrong with the folder
+        raise _load_error(index_dir, exc) from None
+
+
+def _preloaded(index_dir: Path, settings: Settings) -> Callable[[Settings], Engine]:
+    """The engine loaded now (or exit with one line), handed to the app at its start; later loads (reloads,
+    new generations) load the folder again."""
+    from service.engine import Engine
+
+    try:
+        first: list[Engine] = [Engine.load(index_dir, settings=settings)]
+    except (ValueError, OSError) as exc:
+        raise _load_error(index_dir, exc) from None
+
+    def load(s: Settings) -> Engine:
+        return first.pop() if first else Engine.load(s.index_dir, settings=s)
+
+    return load
+
+
+def _raise_open_files_limit() -> None:
+    """The soft open-files limit up to the hard one: each connection is a file; the connection cap is lowered
+    to what the limit leaves (service/api/server.py)."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = hard if hard != resource.RLIM_INFINITY else 1 << 16
+    if soft == resource.RLIM_INFINITY or soft >= target:
+        return
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+    except (ValueError, OSError) as exc:
+        log.warning("open-files limit stays at %d (raising it to %d was refused: %s)", soft, target, exc)
+        return
+    log.info("open-files limit raised from %d to %d", soft, target)
 
 
 def _serve_ray(index_dir: Path, address: str, host: str, port: int, shard_replicas: int) -> None:
