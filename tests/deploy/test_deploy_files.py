@@ -97,3 +97,27 @@ def test_rayservice_serve_config_and_pod_templates_validate(tmp_path: Path) -> N
                                         "template": template}))
         res = subprocess.run([_tool("kubernetes-validate"), "--strict", str(path)], capture_output=True, text=True)
         assert res.returncode == 0, res.stdout + res.stderr
+
+
+# ------------------------------------------------------------------------------------------ limits (issue 29)
+
+LIMITS = ("header_timeout_s", "keep_alive_s", "max_connections", "max_header_bytes", "request_timeout_s",
+          "max_body_bytes")
+
+
+@pytest.mark.parametrize("name", LIMITS)
+def test_the_deployment_docs_and_configmap_list_each_limit_with_its_default(name: str) -> None:
+    """docs/DEPLOYMENT.md's table and the ConfigMap name every connection and request limit with the default
+    of service/settings.py (a default changed there and not in the docs fails here)."""
+    import re
+
+    yaml = pytest.importorskip("yaml")
+    from service.settings import Settings
+
+    default = Settings.model_fields[name].default
+    shown = f"{default:g}" if isinstance(default, float) else str(default)
+    docs = (REPO / "docs" / "DEPLOYMENT.md").read_text()
+    row = re.search(rf"^\| `{name.upper()}` \| ([^|]+) \|", docs, re.M)
+    assert row and row.group(1).strip() == shown, f"{name}: docs say {row and row.group(1)!r}, settings {shown}"
+    config = yaml.safe_load((K8S / "configmap.yaml").read_text())["data"]
+    assert float(config[f"PRIORART_{name.upper()}"]) == float(default)
