@@ -164,7 +164,7 @@ def _not_committed(settings: Settings, exc: LiveIndexError) -> JSONResponse:
             generation = current_generation(settings.index_dir)
         except OSError:
             generation = None
-    log.error("index change not committed (%d): %s", status, exc)
+    log.log(logging.ERROR if status >= 500 else logging.INFO, "index change not committed (%d): %s", status, exc)
     return problem(status, TITLES[status], public(str(exc), settings.index_dir), committed=False,
                    generation=generation, disk_full=bool(getattr(exc, "disk_full", False)))
 
