@@ -302,6 +302,7 @@ class Engine:
             codes_from=r.codes_from, translated=bool(info and info.translation), translation=info.translation if info
             else None, routes=[x.name for x in info.routes] if info else [],
             route_tables={x.name: x.table for x in info.routes if x.table} if info else {},
+            translated_to=list(dict.fromkeys(x.index_lang for x in info.routes if x.kind == "psq")) if info else [],
             terms=list(info.query_terms) if info else [], terms_before_reduction=info.n_terms_before_reduction
             if info else 0, filters=dict(r.filters), feedback=_feedback_info(query, self.docs.ids))
 
@@ -361,7 +362,8 @@ def _collapse(hits: Mapping[int, SearchHit], groups: Sequence[FamilyGroup],
 
 
 def _explained(notices: list[str], fusion: FusionInfo) -> list[Notice]:
-    return [Notice(text=e.text, detail=e.detail, kind=e.kind) for e in explain_notices(notices, fusion.weights)]
+    return [Notice(text=e.text, detail=e.detail, kind=e.kind)
+            for e in explain_notices(notices, fusion.weights, profile=fusion.profile, source=fusion.source)]
 
 
 def _feedback_info(query: Query, ids: Any) -> FeedbackInfo | None:

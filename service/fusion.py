@@ -71,6 +71,8 @@ REQUIRES = {
 }
 """What each component needs from the query to count."""
 BM25_ONLY: dict[str, float] = {"bm25": 1.0}
+REQUEST_WEIGHTS = "the request's weights"
+"""The ``source`` of a request's own weights (the explanations say them as asked for, not as a fallback)."""
 
 
 class FusionError(ValueError):
@@ -320,7 +322,7 @@ class FusionStep:
         if query.weights is not None:
             if method not in self.model.methods:
                 self.model.weights(method, profile, query.depth)  # raises the QueryError
-            return method, profile, _weights(query.weights, "request weights"), "the request's weights", None
+            return method, profile, _weights(query.weights, "request weights"), REQUEST_WEIGHTS, None
         weights, source, depth = self.model.weights(method, profile, query.depth)
         return method, profile, weights, source, depth
 
@@ -364,6 +366,6 @@ class FusionStep:
                 "borda": m.borda, "linlearn": m.linlearn}
 
 
-__all__ = ["BM25_ONLY", "COMPONENTS", "FUSION_FORMAT", "FUSION_VERSION", "METHODS", "PROFILES", "REQUIRES",
-           "FusionError", "FusionModel", "FusionStep", "ProfileWeights", "fuse", "linear_grid",
+__all__ = ["BM25_ONLY", "COMPONENTS", "FUSION_FORMAT", "FUSION_VERSION", "METHODS", "PROFILES", "REQUEST_WEIGHTS",
+           "REQUIRES", "FusionError", "FusionModel", "FusionStep", "ProfileWeights", "fuse", "linear_grid",
            "minmax", "sum_normalise"]

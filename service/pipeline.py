@@ -24,7 +24,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -97,6 +97,8 @@ class Pipeline:
             cands = Candidates.empty()
             trace: list[StageTrace] = []
             for stage in stages:
+                if stage is self.stages[-1]:
+                    self._filtered_out(query, cands)
                 started = time.perf_counter()
                 cands = stage.run(query, cands)
                 trace.append(StageTrace(stage.name, (time.perf_counter() - started) * 1000.0, len(cands),
@@ -113,6 +115,35 @@ class Pipeline:
         cands.take(order)
         return cands, trace
 
+    def _filtered_out(self, query: Query, cands: Candidates) -> None:
+        """Before the fusion: when the filters leave no document that contains a query term (no candidate of the
+        first stage), no candidate is ranked (the dense stage's nearest documents match nothing, and ranked by
+        word match they would all tie), and a note says which filter emptied the search: the first stage is run
+        again at depth 1 without each filter in turn."""
+        r = query.r
+        if not r.filter_masks or "bm25" in cands.skipped or bool(cands.in_first.any()):
+            return
+        first = self.stages[0]
+
+        def matches(mask: np.ndarray | None) -> bool:
+            probe = replace(query, k=1, depth=1, explain=False, notes=[], resolved=replace(r, mask=mask))
+            return bool(first.run(probe, Candidates.empty()).in_first.any())
+
+        names = list(r.filter_masks)
+        if not matches(r.mask_without(*names)):
+            query.note("no document contains a query term (with or without the filters)")
+        else:
+            culprits = [n for n in names if matches(r.mask_without(n))] if len(names) > 1 else names
+            named = culprits or names
+            said = " and ".join(_filter_phrase(r.filters, n) for n in named)
+            passing = int(np.logical_and.reduce([r.filter_masks[n] for n in named]).sum())
+            count = ("no document passes" if passing == 0 else "1 document passes" if passing == 1
+                     else f"{passing} documents pass") + (" that filter" if len(named) == 1 else " those filters")
+            without = ("without it" if len(culprits) == 1 else "without either of them" if culprits
+                       else "without both")
+            query.note(f"filtered out: no document {said} contains a query term ({count}); {without}, documents match")
+        cands.take(np.zeros(0, dtype=np.int64))
+
     def features(self, query: Query) -> Candidates:
         """Every candidate (first stage top depth united with the dense top depth, in that order) with every
         component's raw score and ``skipped`` for the ones that do not apply: what fusion learning reads."""
@@ -121,6 +152,14 @@ class Pipeline:
 
     def describe(self) -> dict[str, Any]:
         return {s.name: s.describe() for s in self.stages}
+
+
+def _filter_phrase(filters: Mapping[str, Any], name: str) -> str:
+    """A filter of the resolved query's ``filters`` in words: 'published before 2000-01-01'."""
+    if name == "before":
+        return f"published before {filters['before']}"
+    level = str(filters.get("code_level", "subclass")).replace("_", " ")
+    return f"sharing a {level} code with {', '.join(filters.get('codes') or [])}"
 
 
 def compose(folder: IndexFolder, settings: Settings, docs: DocStore | None = None, *,

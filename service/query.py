@@ -85,6 +85,10 @@ class Resolved:
     codes_from: Literal["request", "query document"] | None = None
     mask: np.ndarray | None = None  # rows allowed by the filters (None: every row)
     filters: dict[str, Any] = field(default_factory=dict)
+    # each filter's own rows ("codes", "before"), and the rows every search leaves out (the query document,
+    # deleted rows; None: none): what :meth:`mask_without` recombines to say which filter emptied a search
+    filter_masks: dict[str, np.ndarray] = field(default_factory=dict)
+    base_mask: np.ndarray | None = None
 
     @property
     def has_codes(self) -> bool:
@@ -93,6 +97,15 @@ class Resolved:
     def allowed(self, n_rows: int) -> np.ndarray:
         """The mask, or all rows allowed."""
         return self.mask if self.mask is not None else np.ones(n_rows, dtype=bool)
+
+    def mask_without(self, *names: str) -> np.ndarray | None:
+        """The filter mask without the filters ``names`` (of :attr:`filter_masks`); the query document and deleted
+        rows stay out. None: every row."""
+        mask = None if self.base_mask is None else self.base_mask.copy()
+        for name, m in self.filter_masks.items():
+            if name not in names:
+                mask = m.copy() if mask is None else mask & m
+        return mask
 
 
 def _number_query(docs: DocStore, text: str, lang: str | None, form: str) -> tuple[PatentRecord, int, str, str]:
@@ -156,30 +169,35 @@ def resolve(query: Query, docs: DocStore) -> Resolved:
         lang = detect_language(text)
     mask: np.ndarray | None = None
     filters: dict[str, Any] = {}
+    filter_masks: dict[str, np.ndarray] = {}
     if filter_codes and level:
         try:
-            mask = docs.code_mask(filter_codes, level)
+            filter_masks["codes"] = docs.code_mask(filter_codes, level)
             filters["codes"] = docs.query_codes(filter_codes, level)
         except ValueError as exc:
             raise QueryError(str(exc)) from exc
         filters["code_level"] = level
+        mask = filter_masks["codes"]
     if query.before is not None:
-        dmask = docs.date_mask(query.before)
+        dmask = filter_masks["before"] = docs.date_mask(query.before)
         mask = dmask if mask is None else mask & dmask
         filters["before"] = query.before.isoformat()
+    base: np.ndarray | None = None
     if query_row is not None:
-        if mask is None:
-            mask = np.ones(len(docs), dtype=bool)
-        mask[query_row] = False
+        base = np.ones(len(docs), dtype=bool)
+        base[query_row] = False
+        mask = base if mask is None else mask & base
         filters["exclude"] = query_doc
     filtered = mask is not None
     live = getattr(docs, "live", None)
     if live is not None:  # a live index with deleted rows: they are never candidates
         mask = live.copy() if mask is None else mask & live
+        base = live if base is None else base & live
     if filtered and mask is not None:
         filters["n_allowed"] = int(mask.sum())
     query.resolved = Resolved(lang=lang, lang_detected=detected, text=text, query_doc=query_doc, query_row=query_row,
-                              codes=tuple(codes), codes_from=codes_from, mask=mask, filters=filters)
+                              codes=tuple(codes), codes_from=codes_from, mask=mask, filters=filters,
+                              filter_masks=filter_masks, base_mask=base)
     return query.resolved
 
 

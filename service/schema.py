@@ -162,6 +162,8 @@ class QueryInfo(BaseModel):
     route_tables: dict[str, str] = Field(
         default_factory=dict, description="table of each translated route, e.g. {'fr:psq': 'de-fr via en'}"
     )
+    translated_to: list[str] = Field(
+        default_factory=list, description="languages the query was translated into (its PSQ routes), e.g. ['de', 'fr']")
     terms: list[str] = Field(default_factory=list)
     terms_before_reduction: int = 0
     filters: dict[str, Any] = Field(default_factory=dict)

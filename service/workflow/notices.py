@@ -12,6 +12,8 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from service.fusion import REQUEST_WEIGHTS
+
 LANG_NAMES = {"en": "English", "de": "German", "fr": "French"}
 
 
@@ -25,6 +27,12 @@ class Explained:
 _RULES: list[tuple[re.Pattern[str], str, str]] = [
     (re.compile(r"^no models in this index"), "ranking",
      "Ranked by word match only: no learned model (meaning-based search, neural re-ranking) exists for this index."),
+    (re.compile(r"^queries (with|without) classification codes are ranked by BM25 alone: no learned fusion weights"),
+     "ranking", "Ranked by word match only: the learned models' scores are not combined with it, as no combination "
+     "was learned for this index."),
+    (re.compile(r"^queries (with|without) classification codes are ranked by BM25 alone: too few dev topics"),
+     "ranking", "Ranked by word match only: there were too few test queries to learn how to combine the learned "
+     "models with it."),
     (re.compile(r"^queries (with|without) classification codes are ranked by BM25 alone"), "ranking",
      "Ranked by word match only: no learned model applies to this query (the learned combination did not "
      "do better than word match on test queries like it)."),
@@ -46,6 +54,10 @@ _RULES: list[tuple[re.Pattern[str], str, str]] = [
      "{n} of the documents found have no text in a language your query reaches: their passages are not shown."),
     (re.compile(r"has no passage index|/passages needs it"), "passages",
      "Passages (and claim charts) are not available for this index."),
+    (re.compile(r"^filtered out: no document (.+) contains a query term \((.+)\); (without [^,]+), documents match"),
+     "query", "No results: no document {n} contains your words or their translations ({g2}); {g3}, some do."),
+    (re.compile(r"^no document contains a query term \(with or without the filters\)"), "query",
+     "No results: no document contains your words or their translations, with or without the filters."),
     (re.compile(r"^the query has no index terms after analysis"), "query",
      "The query has no searchable words (only stop words or punctuation): nothing could be matched by words."),
     (re.compile(r"^device cuda asked for"), "system",
@@ -71,12 +83,23 @@ def _operator(notice: str) -> str:
     return notice
 
 
-def explain(notices: Sequence[str], weights: Mapping[str, float] | None = None) -> list[Explained]:
-    """Analyst notices for a response's ``notices`` and its fusion ``weights`` (components that counted)."""
+_PROFILE = re.compile(r"^queries (with|without) classification codes are ")
+
+
+def explain(notices: Sequence[str], weights: Mapping[str, float] | None = None, *, profile: str | None = None,
+            source: str | None = None) -> list[Explained]:
+    """Analyst notices for a response's ``notices`` and its fusion ``weights`` (components that counted), ``profile``
+    (``codes`` / ``nocodes``: a notice about the other profile's queries is not about this ranking) and ``source``
+    (where the weights came from: a request's own weights are said as such)."""
     out: list[Explained] = []
     seen: set[str] = set()
     word_match_only = weights is not None and {c for c, w in weights.items() if w > 0} == {"bm25"}
     ranking: list[str] = []
+    if profile is not None:
+        mine = "with" if profile == "codes" else "without"
+        notices = [n for n in notices if (m := _PROFILE.match(n)) is None or m.group(1) == mine]
+    if source == REQUEST_WEIGHTS:  # the request chose its weights: the index's fallbacks did not rank it
+        notices = [n for n in notices if _PROFILE.match(n) is None]
     for notice in notices:
         for pattern, kind, text in _RULES:
             m = pattern.search(notice)
@@ -88,7 +111,8 @@ def explain(notices: Sequence[str], weights: Mapping[str, float] | None = None) 
             groups = m.groups()
             fill = {"n": groups[0] if groups else "",
                     "src": LANG_NAMES.get(groups[0], groups[0]) if groups else "",
-                    "tgt": LANG_NAMES.get(groups[1], groups[1]) if len(groups) > 1 else ""}
+                    "tgt": LANG_NAMES.get(groups[1], groups[1]) if len(groups) > 1 else "",
+                    **{f"g{i}": g for i, g in enumerate(groups, 1)}}
             said = text.format(**fill)
             if said not in seen:
                 seen.add(said)
@@ -98,7 +122,8 @@ def explain(notices: Sequence[str], weights: Mapping[str, float] | None = None) 
             out.append(Explained(notice, "", "other"))
     if word_match_only or ranking:
         first = next((t for p, k, t in _RULES for n in ranking if k == "ranking" and p.search(n)), None)
-        text = first or "Ranked by word match only (BM25): no learned model applies to this query."
+        text = first or ("Ranked by word match only (BM25), as the request's weights ask." if source == REQUEST_WEIGHTS
+                         else "Ranked by word match only (BM25): no learned model applies to this query.")
         detail = "; ".join(_operator(n) for n in ranking) or "fusion weights: bm25 1.0"
         out.insert(0, Explained(text, detail, "ranking"))
     return out

@@ -186,3 +186,62 @@ def test_hits_lifted_from_deep_in_the_first_stage_list_their_matched_terms(index
             assert h.matched_terms and h.matched_terms == every[h.id]
     engine.close()
 
+
+
+def _cut_before_every_match(p: Pipeline) -> tuple[str, list[str], date]:
+    """A query and a date with documents published before it, none of which contains a query term."""
+    docs = p.docs
+    epoch = date(1970, 1, 1).toordinal()
+    for row in range(len(docs)):
+        rec = docs.get_row(row)
+        text, codes = rec.title.get("en", ""), record_codes(rec)
+        if not text:
+            continue
+        every = p.features(Query(text=text, lang="en", k=len(docs), depth=len(docs)))
+        first = int(docs.dates[every.rows[every.in_first]].min())
+        cut = date.fromordinal(epoch + first)
+        if docs.date_mask(cut).sum() and codes:
+            return text, codes, cut
+    raise AssertionError("no query of the tiny corpus has documents published before its first match")
+
+
+def test_filters_that_leave_no_matching_document_give_no_results_and_say_which(pipeline: Pipeline) -> None:
+    """Issue 30: a date filter that left no document containing a query term returned the dense stage's nearest
+    documents (each at score 1.0 ranked by word match, matching nothing), and no notice said why."""
+    text, codes, cut = _cut_before_every_match(pipeline)
+    q = Query(text=text, lang="en", k=10, depth=50, before=cut)
+    assert len(pipeline.features(q)) > 0  # the dense stage still finds neighbours among the earlier documents
+    q = Query(text=text, lang="en", k=10, depth=50, before=cut)
+    cands, _ = pipeline.run(q)
+    assert len(cands) == 0
+    n = int(pipeline.docs.date_mask(cut).sum())
+    passing = "1 document passes" if n == 1 else f"{n} documents pass"
+    assert [n for n in q.notes if n.startswith("filtered out:")] == [
+        f"filtered out: no document published before {cut.isoformat()} contains a query term "
+        f"({passing} that filter); without it, documents match"]
+    # with a code filter that leaves matches, the date is the filter named
+    q = Query(text=text, lang="en", k=10, depth=50, before=cut, codes=codes, code_level="subclass")
+    cands, _ = pipeline.run(q)
+    said = [n for n in q.notes if n.startswith("filtered out:")]
+    assert len(cands) == 0 and len(said) == 1 and f"published before {cut.isoformat()}" in said[0]
+    assert "sharing" not in said[0]
+    # a filter that leaves matches ranks them as before
+    q = Query(text=text, lang="en", k=10, depth=50, codes=codes, code_level="subclass")
+    cands, _ = pipeline.run(q)
+    assert len(cands) > 0 and cands.in_first.any() and not [n for n in q.notes if n.startswith("filtered out:")]
+
+
+def test_an_index_without_learned_fusion_says_so(index: Path) -> None:
+    """Issue 30: on an index where no fusion was ever learned, the explanation said the learned combination did no
+    better than word match."""
+    from service.engine import Engine
+    from service.schema import SearchRequest
+
+    engine = Engine.load(index, settings=Settings(index_dir=index, device="cpu"))
+    text, codes = _query_of(engine.pipeline, 3)
+    for req in (SearchRequest(query=text, lang="en"), SearchRequest(query=text, lang="en", codes=codes)):
+        r = engine.search(req)
+        assert r.fusion.weights == {"bm25": 1.0} and r.explained[0].kind == "ranking"
+        assert "no combination was learned" in r.explained[0].text
+        assert "did not do better" not in " ".join(e.text for e in r.explained)
+    engine.close()

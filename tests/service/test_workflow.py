@@ -104,6 +104,30 @@ def test_notices_in_an_analysts_words() -> None:
     assert explain([], {"bm25": 0.5, "dense": 0.5}) == []
 
 
+def test_notices_say_why_word_match_ranks_and_what_filter_emptied_a_search() -> None:
+    """Issue 30: an index where no fusion was ever learned was said to have learned one that did no better."""
+    from service.fusion import REQUEST_WEIGHTS
+
+    never = "queries without classification codes are ranked by BM25 alone: no learned fusion weights in this index"
+    lost = ("queries without classification codes are ranked by BM25 alone: learned weights did not beat BM25 on "
+            "held-out dev topics (5-fold CV nDCG 0.70 vs BM25 0.72)")
+    few = "queries with classification codes are ranked by BM25 alone: too few dev topics (12; at least 30)"
+    said = explain([never], {"bm25": 1.0}, profile="nocodes")[0].text
+    assert "no combination was learned" in said and "did not do better" not in said
+    assert "did not do better" in explain([lost], {"bm25": 1.0}, profile="nocodes")[0].text
+    assert "too few test queries" in explain([few], {"bm25": 1.0}, profile="codes")[0].text
+    # a notice about the other profile's queries is not about this ranking (learned weights ranked it)
+    assert explain([few], {"bm25": 0.4, "dense": 0.6}, profile="nocodes") == []
+    # the request's own weights: said as asked for, not as the index's fallback
+    out = explain([never], {"bm25": 1.0}, profile="nocodes", source=REQUEST_WEIGHTS)
+    assert [e.text for e in out] == ["Ranked by word match only (BM25), as the request's weights ask."]
+    emptied = explain(["filtered out: no document published before 2000-01-01 contains a query term (4 documents "
+                       "pass that filter); without it, documents match"], {"bm25": 1.0}, profile="nocodes")
+    assert emptied[1].text == ("No results: no document published before 2000-01-01 contains your words or their "
+                               "translations (4 documents pass that filter); without it, some do.")
+    assert emptied[1].kind == "query"
+
+
 # ---------------------------------------------------------------------------------------------- API
 def _doc(i: int, words: str, **kw: object) -> PatentRecord:
     number = kw.pop("number", f"{1000 + i:07d}")

@@ -196,7 +196,7 @@ async function run(kind, push = true) {
     renderNotices(data);
     const q = data.query || {};
     setStatus(`${data.results.length} ${kind === "search" ? "documents" : "passages"} in ${data.took_ms.toFixed(0)} ms` +
-      (q.lang ? ` · query language ${q.lang}` : "") + (q.translated ? " · translated to English" : ""));
+      (q.lang ? ` · query language ${q.lang}` : "") + ((q.translated_to || []).length ? ` · translated to ${q.translated_to.join(", ")}` : ""));
     $("#export-csv").disabled = $("#export-json").disabled = data.results.length === 0;
   } catch (err) {
     // Drop the previous answer: it must not stay on screen (or in the export) as if it answered this query.
