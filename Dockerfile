@@ -16,7 +16,7 @@ RUN python -m pip install --no-cache-dir --upgrade pip==25.3 \
  && if [ "$VARIANT" = "gpu" ]; then EXTRAS="gpu"; else EXTRAS="service"; fi \
  && python -m pip wheel --no-cache-dir --wheel-dir /wheels ".[${EXTRAS}]" \
  && if [ "$VARIANT" = "gpu" ]; then python -m pip wheel --no-cache-dir --wheel-dir /wheels \
-      fastapi uvicorn orjson prometheus-client ir-measures; fi
+      fastapi uvicorn orjson prometheus-client ir-measures swagger-ui-bundle-v2; fi
 
 # ---- runtime bases ----
 FROM python:${PYTHON_VERSION}-slim-bookworm AS runtime-cpu

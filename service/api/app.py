@@ -20,7 +20,7 @@ from service.api.deps import EngineHolder
 from service.api.errors import install_error_handlers
 from service.api.metrics import Metrics
 from service.api.middleware import GuardMiddleware
-from service.api.routes import admin, documents, health, search, workflow
+from service.api.routes import admin, apidocs, documents, health, search, workflow
 from service.settings import Settings
 
 if TYPE_CHECKING:
@@ -66,6 +66,8 @@ def create_app(settings: Settings | None = None, *,
         description="Cross-lingual patent prior-art search: BM25 + query translation, dense retrieval, "
         "neural reranking with text and classification embeddings, weighted fusion, passages.",
         lifespan=lifespan,
+        docs_url=None,  # /docs with Swagger UI's files served here, not from a CDN (routes/apidocs.py)
+        redoc_url=None,  # ReDoc loads from a CDN too: left out
     )
     app.state.settings = settings
     app.state.metrics = Metrics()
@@ -83,5 +85,6 @@ def create_app(settings: Settings | None = None, *,
     app.include_router(health.router)
     app.include_router(admin.router)
     app.include_router(workflow.router)
+    apidocs.install(app)
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
     return app

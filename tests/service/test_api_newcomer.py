@@ -39,3 +39,21 @@ def test_the_query_summary_names_the_languages_it_was_translated_into(client: Te
     assert plain["translated_to"] == []
     page = client.get("/static/app.js").text  # the page's status line says what the server says
     assert "translated to English" not in page and "q.translated_to" in page
+
+
+def test_api_docs_page_loads_nothing_from_another_host(client: TestClient) -> None:
+    """/docs was blank offline: Swagger UI's files came from a CDN. Every file it references is served here."""
+    import re
+
+    page = client.get("/docs")
+    assert page.status_code == 200 and "SwaggerUIBundle" in page.text
+    refs = re.findall(r"""(?:src|href)\s*=\s*["']([^"']+)["']""", page.text)
+    refs += re.findall(r"""url:\s*["']([^"']+)["']""", page.text)  # the OpenAPI document Swagger UI reads
+    assert refs and "/openapi.json" in refs
+    for ref in refs:
+        assert ref.startswith("/") and not ref.startswith("//"), f"/docs loads {ref} from elsewhere"
+        got = client.get(ref)
+        assert got.status_code == 200 and got.content, ref
+    types = {ref.rsplit(".", 1)[-1]: client.get(ref).headers["content-type"] for ref in refs}
+    assert types["js"].startswith(("text/javascript", "application/javascript")) and types["css"].startswith("text/css")
+    assert client.get("/docs/oauth2-redirect").status_code == 200
