@@ -245,3 +245,21 @@ def test_an_index_without_learned_fusion_says_so(index: Path) -> None:
         assert "no combination was learned" in r.explained[0].text
         assert "did not do better" not in " ".join(e.text for e in r.explained)
     engine.close()
+
+
+def test_the_query_graphs_run_on_one_thread_by_default(index: Path) -> None:
+    """Issue 30: a publication-number query took 107 ms (others 5-25 ms). Its long text gives the ONNX graphs the most
+    work, and onnxruntime's default thread pool (one spinning thread per core) competed with the server for a busy
+    2-core machine's cores: 108.6 ms p50 with it, 10.0 ms on one thread (``priorart search INDEX EP0640886B1
+    --repeat 30``, with PRIORART_ONNX_THREADS=0 and unset). The service's graphs run on one intra-op thread unless
+    the settings say otherwise."""
+    from service.stages.dense import DenseStep
+    from service.stages.rerank import RerankStep
+
+    p = compose(IndexFolder.open(index), Settings(index_dir=index, device="cpu"))
+    models = {id(s.models): s.models for s in p.stages if isinstance(s, DenseStep | RerankStep)}
+    graphs = [g for m in models.values() for g in (*m.graphs.values(), *(x for d in m.query_graphs.values()
+                                                                          for x in d.values()))]
+    assert graphs
+    assert {g.sess.get_session_options().intra_op_num_threads for g in graphs} == {1}
+    assert Settings(index_dir=index, onnx_threads=0).onnx_threads == 0  # onnxruntime's own default, when asked

@@ -5,8 +5,12 @@ from __future__ import annotations
 import json
 from datetime import date
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
+
+if TYPE_CHECKING:
+    from service.schema import SearchResponse
 
 
 def _parse_date(value: str | None) -> date | None:
@@ -42,6 +46,8 @@ def search_command(
     weights: str | None = typer.Option(None, "--weights", help='Fusion weights as JSON, e.g. \'{"bm25": 1}\'.'),
     verify: bool = typer.Option(True, "--verify/--no-verify", help="Checksum the index files on load."),
     device: str = typer.Option("auto", "--device", help="auto, cpu or cuda (neural stages)."),
+    repeat: int = typer.Option(0, "--repeat", min=0, help="Run the search this many more times and print its "
+                               "latency (p50, p90 and each stage's p50, ms) on stderr."),
 ) -> None:
     """Search an index and print rank, id, score, title and the components that shaped the ranking (or JSON)."""
     from pydantic import ValidationError
@@ -59,12 +65,18 @@ def search_command(
             "before": _parse_date(before), "translate": not no_translate, "explain": True,
             "weights": json.loads(weights) if weights else None})
         engine = Engine.load(index_dir, settings=Settings(index_dir=index_dir, device=device), verify=verify)
-        q = engine.query(req)
-        if table:
-            q.translate = table
-        q.max_query_terms = max_query_terms
-        q.use_doc_codes = query_doc_codes
-        resp = engine.run(q, explain=True)
+
+        def once() -> SearchResponse:
+            q = engine.query(req)
+            if table:
+                q.translate = table
+            q.max_query_terms = max_query_terms
+            q.use_doc_codes = query_doc_codes
+            return engine.run(q, explain=True)
+
+        resp = once()
+        if repeat:
+            _latency([once() for _ in range(repeat)])
     except (IndexFormatError, QueryError, ValidationError, json.JSONDecodeError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from exc
@@ -87,6 +99,20 @@ def search_command(
     typer.echo(f"{'rank':>4}  {'id':<16} {'score':>7}  title")
     for i, hit in enumerate(resp.results, 1):
         typer.echo(f"{i:>4}  {hit.id:<16} {hit.score:>7.4f}  {(hit.title or '')[:80]}")
+
+
+def _latency(runs: list[SearchResponse]) -> None:
+    """The runs' latency on stderr: p50 and p90 of the engine's time, and each stage's p50 (ms)."""
+    import numpy as np
+
+    took = np.array([r.took_ms for r in runs])
+    stages: dict[str, list[float]] = {}
+    for r in runs:
+        for st in r.stages:
+            stages.setdefault(st.name, []).append(st.ms)
+    per = ", ".join(f"{name} {np.median(ms):.1f}" for name, ms in stages.items())
+    typer.echo(f"latency over {len(runs)} runs: p50 {np.median(took):.1f} ms, p90 {np.percentile(took, 90):.1f} ms; "
+               f"stages p50: {per}", err=True)
 
 
 def register(app: typer.Typer) -> None:
