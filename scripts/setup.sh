@@ -29,8 +29,13 @@ fi
 . .venv/bin/activate
 python -m pip install -q --disable-pip-version-check --upgrade pip >/dev/null
 # torch is pinned (2.13.0 CPU wheel on the machine); a looser pin would pull CUDA wheels.
-python -m pip install -q --disable-pip-version-check -e ".[service,training,ray,dev,bench]" 2>&1 \
-  | grep -v "is ignored: it is neither a file nor a directory" || true
+# pip's output (and the build backend's notes, e.g. setuptools' "Editable installation" warning) goes to a log,
+# shown only when the install fails; the import check below says what is missing either way
+if ! python -m pip install -q --disable-pip-version-check -e ".[service,training,ray,dev,bench]" \
+    > .venv/pip-install.log 2>&1; then
+  grep -v "is ignored: it is neither a file nor a directory" .venv/pip-install.log >&2 || true
+  echo "setup: pip install failed (log: .venv/pip-install.log)" >&2
+fi
 python -c "import service, training, torch, onnxruntime, faiss, gensim, ray.serve, numba" \
   || { echo "setup: dependency check failed" >&2; exit 1; }
 # the [bench] extra: peers of `priorart bench first-stage`, which skips (and names) any that does not import

@@ -42,6 +42,8 @@ def main() -> None:
         level=os.environ.get("PRIORART_LOG_LEVEL", "INFO"),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    # faiss logs every instruction-set build it tries and cannot load (ModuleNotFoundError lines) at INFO
+    logging.getLogger("faiss.loader").setLevel(logging.WARNING)
     app()
 
 

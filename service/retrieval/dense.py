@@ -282,11 +282,12 @@ class DenseIndex:
                 index.nprobe = params["nprobe"]
             log.info("dense index (%s, %d vectors) on GPU 0", info["kind"], index.ntotal)
         else:
-            if reason and device != "cpu":
+            if reason and device == "cuda":
                 log.warning(reason)
-                if device == "cuda":
-                    notes.append(f"device cuda asked for, but {reason}")
-            log.info("dense index (%s, %d vectors) on CPU", info["kind"], index.ntotal)
+                notes.append(f"device cuda asked for, but {reason}")
+            elif reason and device != "cpu":  # auto without a GPU: CPU as asked (the pipeline's log names it)
+                log.debug(reason)
+            log.debug("dense index (%s, %d vectors) on CPU", info["kind"], index.ntotal)
         return cls(vectors, index, info, device="cuda" if where == "gpu" else "cpu", notes=notes,
                    gpu_resources=resources)
 

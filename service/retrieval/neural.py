@@ -67,10 +67,11 @@ def _ort() -> Any:
 
 
 def providers_for(device: str) -> tuple[list[str], str | None]:
-    """:func:`select_providers` over what this onnxruntime offers; the warning is logged."""
+    """:func:`select_providers` over what this onnxruntime offers; the warning is logged as one when ``cuda`` was
+    asked for (``auto`` on a machine without CUDA is what was asked: the pipeline's log line names the device)."""
     providers, warning = select_providers(device, list(_ort().get_available_providers()))
     if warning:
-        log.warning(warning)
+        log.log(logging.WARNING if device == "cuda" else logging.DEBUG, warning)
     return providers, warning
 
 
@@ -157,7 +158,7 @@ class Models:
                 raise
             raise ModelsFolderError(f"{root / 'meta.json'}: models folder incomplete or unreadable ({exc!r})") from exc
         self.providers = next(iter(self.graphs.values())).providers
-        log.info("models loaded from %s (%s); onnxruntime providers %s", root, "+".join(sides), self.providers)
+        log.debug("models loaded from %s (%s); onnxruntime providers %s", root, "+".join(sides), self.providers)
 
     @property
     def on_cuda(self) -> bool:

@@ -127,7 +127,7 @@ class TrainOutput:
 
 
 def resolve_device(requested: str) -> str:
-    """``cuda`` when asked for or (``auto``) available; otherwise ``cpu`` with a logged warning."""
+    """``cuda`` when asked for or (``auto``) available; otherwise ``cpu`` (logged once)."""
     import torch
 
     if requested == "cuda":
@@ -137,8 +137,7 @@ def resolve_device(requested: str) -> str:
     if requested == "auto" and torch.cuda.is_available():
         log.info("training on CUDA (%s)", torch.cuda.get_device_name(0))
         return "cuda"
-    if requested == "auto":
-        log.warning("no CUDA device: training on CPU")
+    log.info("training on CPU%s", " (no CUDA device)" if requested == "auto" else "")
     return "cpu"
 
 
