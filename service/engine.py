@@ -26,6 +26,8 @@ from service.fusion import COMPONENTS
 from service.index.folder import IndexFolder, ShardSet, is_sharded
 from service.index.store import DocStore, UnknownDocumentError
 from service.passages import DEFAULT_PARAMS, PassageIndex, PassageIndexMissingError
+from service.passages.highlight import query_words
+from service.passages.lm import QueryImage
 from service.pipeline import Pipeline, compose
 from service.query import Query, QueryError
 from service.schema import (
@@ -237,12 +239,13 @@ class Engine:
                   for name, default in DEFAULT_PASSAGE_PARAMS.items()}
         t0 = time.perf_counter()
         lang = query.r.lang
-        readable = self.passage_langs(lang)
+        images, words = self.passage_query(query.r.text, lang, translate=query.translate is not False)
+        readable = set(images)
         try:
             ranking = self._passages.rank(
-                query.r.text, lang, cands.rows, cands.fused, translations=self.first_stage.tables,
+                images, lang, cands.rows, cands.fused, analyzers=self.first_stage.analyzers, words=words,
                 variant=req.variant, k=req.k, langs=readable, alpha=params["alpha"], beta=params["beta"],
-                sigma=params["sigma"])
+                sigma=params["sigma"], mu=params["mu"], mu_translated=params["mu_translated"])
         except ValueError as exc:
             raise QueryError(str(exc)) from exc
         if ranking.skipped:
@@ -274,10 +277,22 @@ class Engine:
             raise QueryError(self._passages_missing or "this index has no passage index")
         if not rows or k < 1:
             return []
-        readable = self.passage_langs(lang)
-        ranking = self._passages.rank(text, lang, np.asarray(rows, dtype=np.int64), None,
-                                      translations=self.first_stage.tables, k=k, langs=readable)
+        images, words = self.passage_query(text, lang)
+        ranking = self._passages.rank(images, lang, np.asarray(rows, dtype=np.int64), None,
+                                      analyzers=self.first_stage.analyzers, words=words, k=k, langs=set(images))
         return list(ranking.hits)
+
+    def passage_query(self, text: str, lang: str, *,
+                      translate: bool = True) -> tuple[dict[str, QueryImage], dict[str, list[str]]]:
+        """What the passage ranker reads of a query: its image in every language it reaches, rendered as the first
+        stage's routes render it (the index's analysis and translation tables), and the query words behind each
+        of its terms (for the highlights). Raises ``QueryError`` when the query has no index term."""
+        fs = self.first_stage
+        units = fs.query_units(text, lang, translate=translate)
+        if not units.get(lang):
+            raise QueryError("the query has no index terms after analysis (only stop words or punctuation?)")
+        images = {tgt: QueryImage.of_units(tgt, u) for tgt, u in units.items() if any(w > 0 for _, (_, w) in u)}
+        return images, query_words(text, fs.analyzer(lang))
 
     def report(self, req: ReportRequest) -> ReportResponse:
         """A search report of the session (service/workflow/report.py renders it as CSV and HTML)."""
@@ -286,9 +301,9 @@ class Engine:
         return build_report(self, req)
 
     def passage_langs(self, lang: str) -> set[str]:
-        """Languages whose passages a ``lang`` query can be scored against: its own, and English through the
-        index's ``lang``-en table when there is one."""
-        return {lang} | ({"en"} if lang in self.first_stage.tables else set())
+        """Languages whose passages a ``lang`` query reaches: its own, and every language a translation route of
+        this index reaches (de/fr <-> en, de <-> fr through English)."""
+        return set(self.first_stage.query_units("", lang)) | {lang}
 
     @staticmethod
     def _stages(trace: list[StageTrace], explain: bool) -> list[StageInfo]:

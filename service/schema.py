@@ -88,6 +88,9 @@ class PassageRequest(SearchRequest):
     alpha: float | None = Field(None, ge=0, le=1)
     beta: float | None = Field(None, ge=0, le=1)
     sigma: float | None = Field(None, gt=0, le=100)
+    mu: float | None = Field(None, gt=0, le=100_000, description="Dirichlet prior of text in the query's language")
+    mu_translated: float | None = Field(None, gt=0, le=100_000,
+                                        description="Dirichlet prior of text reached through a translation")
 
 
 class SearchHit(BaseModel):
@@ -197,6 +200,17 @@ class SearchResponse(BaseModel):
     families: FamiliesInfo | None = None
 
 
+class PassageMatch(BaseModel):
+    """A highlighted word of a passage: where it is, the index term it matched, and the query words it renders."""
+
+    start: int
+    end: int
+    term: str = Field(description="the index term of the passage word that matched (a stem)")
+    query_words: list[str] = Field(description="the query's words (as written) this term renders: the word itself "
+                                   "in the query's language, its source words through a translation table")
+    translated: bool = Field(description="matched through a translation table (the passage is in another language)")
+
+
 class PassageHit(BaseModel):
     doc_id: str
     passage_id: str
@@ -207,6 +221,7 @@ class PassageHit(BaseModel):
     highlights: list[tuple[int, int]]
     title: str | None = None
     lang: str | None = None
+    matches: list[PassageMatch] = Field(default_factory=list, description="the highlights with what each matched")
 
 
 class PassageResponse(BaseModel):
@@ -280,7 +295,8 @@ class ChartCell(BaseModel):
     score: float = 0.0
     highlights: list[tuple[int, int]] = Field(default_factory=list)
     lang: str | None = None
-    overlap: float = Field(0.0, description="share of the element's terms found in the passage (or its translation)")
+    matches: list[PassageMatch] = Field(default_factory=list, description="the highlights with what each matched")
+    overlap: float = Field(0.0, description="share of the element's words found in the passage (or its translation)")
     status: Literal["disclosed", "partly", "not found"] = "not found"
 
 

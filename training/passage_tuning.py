@@ -107,7 +107,7 @@ class _Judged:
         beats the k-th best, or ties it at a low enough index (the ranker's tie order).
         """
         sc = self.scores
-        scores = sc.combine(alpha, beta)
+        scores = sc.key(sc.combine(alpha, beta))  # the ranker's order: passages with a query term first
         n = int(scores.size)
         kth = -np.inf
         room = n

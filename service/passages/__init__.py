@@ -4,7 +4,7 @@ The passage trees of all documents are written at build time (:mod:`service.pass
 ranked at query time with array operations (:mod:`service.passages.ranker`):
 
 - :mod:`~service.passages.tree`: a record's passage tree in every language (ids, sections, units)
-- :mod:`~service.passages.lm`: Dirichlet LM pieces, query models (PSQ), variants and parameters
+- :mod:`~service.passages.lm`: Dirichlet LM pieces, the query's image per language, variants and parameters
 - :mod:`~service.passages.format`: file names, format tag and version of the passage index
 - :mod:`~service.passages.builder`: writes the passage index (``priorart build``)
 - :mod:`~service.passages.index`: :class:`PassageIndex`, the memory-mapped reader the engine loads
@@ -12,8 +12,8 @@ ranked at query time with array operations (:mod:`service.passages.ranker`):
 - :mod:`~service.passages.highlight`: character spans of query-term matches
 
 The engine needs two things: ``PassageIndex.load(index_dir)`` and ``PassageIndex.rank(...)``.
-Tuning (grid search, reference-sign proxy) lives in ``training/passage_tuning.py``; the previous
-per-record ranker, kept as the reference oracle, in ``training/benchmarks/passages_reference.py``.
+Tuning (grid search, reference-sign proxy) lives in ``training/passage_tuning.py``; a per-record ranker of the
+same definition, the reference oracle, in ``training/benchmarks/passages_reference.py``.
 """
 
 from service.passages.index import PassageIndex, PassageIndexError, PassageIndexMissingError

@@ -15,6 +15,7 @@ import numpy as np
 import numpy.typing as npt
 
 import service.passages.format as fmt
+from service.corpus.record import LANGS
 from service.index.folder import IndexFormatError
 from service.passages.kernels import warm as warm_kernels
 from service.passages.tree import lang_mask
@@ -130,6 +131,8 @@ class PassageArrays:
         self.term_end = a[fmt.TERM_END]
         self.post_unit = a[fmt.POST_UNIT]
         self.post_count = a[fmt.POST_COUNT]
+        self.vocab_cf = a[fmt.VOCAB_CF]
+        self.lang_tokens: npt.NDArray[np.int64] = a[fmt.LANG_TOKENS]
         self.doc_ids = Blob(*blobs[fmt.DOC_IDS])
         self.texts = Blob(*blobs[fmt.TEXT])
         self.pids = Blob(*blobs[fmt.PID])
@@ -156,6 +159,8 @@ class PassageArrays:
             f"{fmt.DOC_IDS}.npy": ((len(self.doc_ids),), (n,)), f"{fmt.TEXT}.npy": ((len(self.texts),),
                                                                                   (totals[0],)),
             f"{fmt.PID}.npy": ((len(self.pids),), (totals[0],)),
+            fmt.VOCAB_CF: (self.vocab_cf.shape, (len(self.vocab),)),
+            fmt.LANG_TOKENS: (self.lang_tokens.shape, (len(LANGS),)),
         }
         for name, (got, want) in expect.items():
             if tuple(got) != tuple(want):
@@ -168,7 +173,7 @@ class PassageArrays:
         folder = Path(folder)
         if not folder.is_dir():
             raise PassageIndexError(f"passage index folder {folder} is missing; rebuild with `priorart build`")
-        arrays = {name: _load_array(folder / name, mmap) for name in fmt.ARRAYS}
+        arrays = {name: _load_array(folder / name, mmap) for name in (*fmt.ARRAYS, *fmt.COLLECTION)}
         blobs = {name: _load_blob(folder, name, mmap) for name in fmt.BLOBS}
         return cls(folder, arrays, blobs, info)
     # ------------------------------------------------------------------ lookups

@@ -77,6 +77,8 @@ class PassageIndexBuilder:
         self._analyze: list[Analyze] = [given.get(lang) or get_analyzer(lang) for lang in LANGS]
         self._vocab: list[dict[str, int]] = [{} for _ in LANGS]  # term -> provisional id (order of first sight)
         self._n_terms = 0
+        self._cf = array("q")  # per provisional id, the term's count (the collection model)
+        self._tokens = [0] * len(LANGS)
         self._files: dict[str, BinaryIO] = {}
         self._bufs: dict[str, array[int]] = {}
         for name, code in _STREAMS.items():
@@ -119,12 +121,16 @@ class PassageIndexBuilder:
         for ui, unit in enumerate(lay.units):
             terms = self._analyze[unit.lang](unit.text)
             lens.append(len(terms))
+            self._tokens[unit.lang] += len(terms)
             vocab = self._vocab[unit.lang]
+            cf = self._cf
             for term, n in Counter(terms).items():
                 tid = vocab.get(term)
                 if tid is None:
                     tid = vocab[term] = self._n_terms
                     self._n_terms += 1
+                    cf.append(0)
+                cf[tid] += n
                 lst = entries.get(tid)
                 if lst is None:
                     entries[tid] = [ui, n]
@@ -197,6 +203,11 @@ class PassageIndexBuilder:
                 remap[tid] = rank
         np.save(self.out / f"{fmt.VOCAB}.npy", offsets)
         del keyed
+        cf = np.zeros(len(remap), dtype=np.int64)
+        cf[remap] = np.frombuffer(self._cf, dtype=np.int64) if len(self._cf) else cf
+        np.save(self.out / fmt.VOCAB_CF, compact(cf))
+        np.save(self.out / fmt.LANG_TOKENS, np.asarray(self._tokens, dtype=np.int64))
+        del self._cf[:]
         for name, code in _STREAMS.items():
             raw = self.out / f"{name}.raw"
             values = np.fromfile(raw, dtype=np.dtype(code))
@@ -338,6 +349,11 @@ def concat_passage_indexes(parts: Sequence[str | Path], out_dir: str | Path) -> 
                 fh.write(x.tobytes())
         np.save(out / f"{b}.npy", np.concatenate([offs[0], *(o[1:] + s for o, s in zip(offs[1:], base[1:],
                                                                                       strict=True))]))
+    cf = np.zeros(len(merged), dtype=np.int64)
+    for f, ks in zip(folders, keys, strict=True):
+        np.add.at(cf, np.asarray([rank[k] for k in ks], dtype=np.int64), np.load(f / fmt.VOCAB_CF).astype(np.int64))
+    np.save(out / fmt.VOCAB_CF, compact(cf))
+    np.save(out / fmt.LANG_TOKENS, np.sum([np.load(f / fmt.LANG_TOKENS) for f in folders], axis=0).astype(np.int64))
     for name in fmt.ARRAYS:
         arrays = [np.load(f / name) for f in folders]
         if name == fmt.DOCS:

@@ -5,10 +5,12 @@ The passage index is one folder of plain ``.npy`` arrays and two UTF-8 blobs, wr
 :class:`~service.passages.index.PassageIndex`. It is registered in the index's ``meta.json`` under
 ``components["passages"]`` (``{"format": PASSAGES_FORMAT, "version": PASSAGES_VERSION, "dir": ...}``).
 
-Every array is *per collection of rows*: pointers are relative to the folder's own rows, and nothing
-is computed over the whole collection (the collection model of the passage LM is the candidate set
-of each query). A folder built for a batch of documents can therefore be concatenated with another
-one (offset the pointers, merge the vocabularies: :func:`~service.passages.builder.concat_passage_indexes`).
+Every array is *per collection of rows*: pointers are relative to the folder's own rows. Two arrays hold
+the folder's collection statistics, the collection model of the passage LM (each term's count in its
+language, and each language's number of tokens: every title, heading and passage counted); they add up
+when folders are joined. A folder built for a batch of documents can therefore be concatenated with another
+one (offset the pointers, merge the vocabularies, add the counts:
+:func:`~service.passages.builder.concat_passage_indexes`).
 
 ====================  ==========  ===================================================================
 file                  dtype       content (``n`` documents, ``U`` units, ``S`` sections, ``T`` term
@@ -38,6 +40,8 @@ file                  dtype       content (``n`` documents, ``U`` units, ``S`` s
 ``post_unit.npy``     uint        per posting, the unit (within the document) holding the term
 ``post_count.npy``    uint        per posting, the term count in that unit
 ``vocab.bin/.npy``    bytes/i64   sorted ``lang \\0 term`` keys; a term's joint id is its rank
+``vocab_cf.npy``      uint        per joint term id, its count in all the text of its language
+``lang_tokens.npy``   int64       per language (en, de, fr), its number of tokens (analysed terms)
 ====================  ==========  ===================================================================
 
 "uint"/"int" arrays use the smallest dtype that holds their values (uint8/16/32, int8/16/32).
@@ -50,7 +54,7 @@ from service.index.folder import Layout
 PASSAGES_DIR = Layout.PASSAGES  # the folder inside an index folder (named in service/index/folder.py)
 PASSAGES_COMPONENT = "passages"
 PASSAGES_FORMAT = "priorart-passages"
-PASSAGES_VERSION = 1
+PASSAGES_VERSION = 2  # 2: vocab_cf and lang_tokens (the collection model)
 
 DOCS = "docs.npy"
 DOC_META = "doc_meta.npy"
@@ -71,17 +75,22 @@ TERM_END = "term_end.npy"
 POST_UNIT = "post_unit.npy"
 POST_COUNT = "post_count.npy"
 VOCAB = "vocab"  # .bin + .npy
+VOCAB_CF = "vocab_cf.npy"
+LANG_TOKENS = "lang_tokens.npy"
 
 DOC_COLUMNS = 4  # units, sections, term entries, postings
 
 BLOBS = (DOC_IDS, TEXT, PID, VOCAB)
 ARRAYS = (DOCS, DOC_META, UNIT_TAG, UNIT_LEN, UNIT_SEC, SEC_PARENT, SEC_DEPTH, SEC_KIND, SEC_END, SEC_UNIT,
           SEC_HEAD_LEN, TERM_ID, TERM_END, POST_UNIT, POST_COUNT)
+COLLECTION = (VOCAB_CF, LANG_TOKENS)
+"""The collection statistics (not per document: added up, not concatenated, when folders are joined)."""
 SCORING_ARRAYS = (DOCS, DOC_META, UNIT_TAG, UNIT_LEN, UNIT_SEC, SEC_PARENT, SEC_DEPTH, SEC_KIND, SEC_END,
                   SEC_HEAD_LEN, TERM_ID, TERM_END, POST_UNIT, POST_COUNT)
-"""The arrays a query reads for its candidates (the rest is read only for the returned passages)."""
+"""The arrays a query reads for its candidates (the rest is read only for the returned passages; of the
+collection statistics, one value per query term)."""
 
 
 def files() -> list[str]:
     """Every file of a passage index folder, relative to it."""
-    return [*ARRAYS, *(f"{b}.bin" for b in BLOBS), *(f"{b}.npy" for b in BLOBS)]
+    return [*ARRAYS, *COLLECTION, *(f"{b}.bin" for b in BLOBS), *(f"{b}.npy" for b in BLOBS)]

@@ -115,22 +115,47 @@ def analysed_spans(text: str, analyzer: Analyzer) -> list[tuple[int, int, str]]:
 
 
 def highlight_spans(text: str, query_terms: Collection[str], analyzer: Analyzer) -> list[tuple[int, int]]:
-    """Character spans of the tokens of ``text`` whose analysed term is one of ``query_terms`` (the spans of
-    :func:`analysed_spans` whose term is a query term; each token looked at once, without the lists of every token
-    and span: the highlights were a fifth of a ``/passages`` request)."""
+    """Character spans of the tokens of ``text`` whose analysed term is one of ``query_terms``."""
+    return [(s, e) for s, e, _ in highlight_matches(text, query_terms, analyzer)]
+
+
+def highlight_matches(text: str, query_terms: Collection[str], analyzer: Analyzer) -> list[tuple[int, int, str]]:
+    """``(start, end, term)`` of the tokens of ``text`` with an analysed term in ``query_terms``: the spans of
+    :func:`analysed_spans` whose term is a query term, or, with a compound splitter, one of whose parts' terms is
+    (``term``: the first that is). Each token is looked at once, without the lists of every token and span (the
+    highlights were a fifth of a ``/passages`` request)."""
     if not query_terms:
         return []
     norm, where = _normalised(text)
     stop = stopwords(analyzer.lang) if analyzer.remove_stopwords else frozenset()
-    term = analyzer.term
-    out: list[tuple[int, int]] = []
+    of = analyzer.terms if analyzer.splitter is not None else (lambda tok: (analyzer.term(tok),))
+    out: list[tuple[int, int, str]] = []
     for m in TOKEN_RE.finditer(norm):
         tok = m.group(0)
         if "/" in tok:
             tok = _SPACES.sub("", tok)
-        if tok not in stop and (len(tok) > 1 or tok.isdigit()) and term(tok) in query_terms:
+        if tok in stop or not (len(tok) > 1 or tok.isdigit()):
+            continue
+        hit = next((t for t in of(tok) if t in query_terms), None)
+        if hit is not None:
             s, e = m.span()
-            out.append(where.span(s, e) if where is not None else (s, e))
+            out.append((*(where.span(s, e) if where is not None else (s, e)), hit))
+    return out
+
+
+def query_words(text: str, analyzer: Analyzer) -> dict[str, list[str]]:
+    """The words of a query text (as written) behind each of its index terms, a compound's parts included."""
+    out: dict[str, list[str]] = {}
+    stop = stopwords(analyzer.lang) if analyzer.remove_stopwords else frozenset()
+    of = analyzer.terms if analyzer.splitter is not None else (lambda tok: (analyzer.term(tok),))
+    for s, e, tok in token_spans(text):
+        if tok in stop or not (len(tok) > 1 or tok.isdigit()):
+            continue
+        word = text[s:e]
+        for term in of(tok):
+            words = out.setdefault(term, [])
+            if word not in words:
+                words.append(word)
     return out
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -22,11 +22,13 @@ import service.passages.format as fmt
 from service.corpus.record import PatentRecord
 from service.index.folder import IndexFolder, Layout
 from service.passages.arrays import PassageArrays, PassageIndexError, PassageIndexMissingError
+from service.passages.lm import DEFAULT_DOC_SCORE, DEFAULT_MU, DEFAULT_MU_TRANSLATED
 
 if TYPE_CHECKING:
     from service.passages.builder import Analyze
+    from service.passages.lm import QueryModels, Tables
     from service.passages.ranker import PassageRanking, PassageScores
-    from service.retrieval.translate import TranslationTable
+    from service.text.analysis import Analyzer
 
 __all__ = ["PassageIndex", "PassageIndexError", "PassageIndexMissingError"]
 
@@ -96,49 +98,59 @@ class PassageIndex(PassageArrays):
     # ------------------------------------------------------------------ ranking
     def score(
         self,
-        query: str,
+        query: str | QueryModels,
         lang: str,
         rows: npt.ArrayLike,
         first_stage: npt.ArrayLike | None = None,
         *,
         variant: str = "qsf_passage_propagate",
         sigma: float = 1.0,
-        doc_score: str = "lm",
-        translations: Mapping[str, TranslationTable] | None = None,
+        doc_score: str = DEFAULT_DOC_SCORE,
+        translations: Tables | None = None,
+        analyzers: Mapping[str, Analyzer] | None = None,
         exclude_claims: npt.ArrayLike | None = None,
-        mu: float = 1000.0,
+        mu: float = DEFAULT_MU,
+        mu_translated: float = DEFAULT_MU_TRANSLATED,
     ) -> PassageScores:
         """Every score component of every passage of the candidate ``rows`` (see :mod:`service.passages.ranker`)."""
         from service.passages.ranker import score_passages
 
         return score_passages(self, query, lang, rows, first_stage, variant=variant, sigma=sigma,
-                              doc_score=doc_score, translations=translations, exclude_claims=exclude_claims, mu=mu)
+                              doc_score=doc_score, translations=translations, analyzers=analyzers,
+                              exclude_claims=exclude_claims, mu=mu, mu_translated=mu_translated)
 
     def rank(
         self,
-        query: str,
+        query: str | QueryModels,
         lang: str,
         rows: npt.ArrayLike,
         doc_scores: npt.ArrayLike | None = None,
         *,
-        translations: Mapping[str, TranslationTable] | None = None,
+        translations: Tables | None = None,
+        analyzers: Mapping[str, Analyzer] | None = None,
+        words: Mapping[str, Sequence[str]] | None = None,
         variant: str = "qsf_passage_propagate",
         alpha: float = 0.5,
         beta: float = 0.5,
         sigma: float = 1.0,
         k: int = 1500,
-        doc_score: str = "lm",
+        doc_score: str = DEFAULT_DOC_SCORE,
         langs: Collection[str] | None = None,
         highlight: bool = True,
+        mu: float = DEFAULT_MU,
+        mu_translated: float = DEFAULT_MU_TRANSLATED,
     ) -> PassageRanking:
         """The ``k`` best passages of the candidate ``rows`` (first-stage order, ``doc_scores`` their scores).
 
-        ``langs``: candidates without any text in these languages are left out (counted in
-        ``skipped``), and only passages in these languages are returned; the other passages of a
-        candidate still shape its scores.
+        ``query``: the query's images per language it reaches (the engine's), or its text (analysed with
+        ``analyzers``, translated with ``translations``). ``words``: the query words behind each query term (the
+        highlights say which query words a passage word renders). ``langs``: candidates without any text in these
+        languages are left out (counted in ``skipped``), and only passages in these languages are returned; the
+        other passages of a candidate still shape its scores.
         """
         from service.passages.ranker import rank_passages
 
-        return rank_passages(self, query, lang, rows, doc_scores, translations=translations, variant=variant,
-                             alpha=alpha, beta=beta, sigma=sigma, k=k, doc_score=doc_score, langs=langs,
-                             highlight=highlight)
+        return rank_passages(self, query, lang, rows, doc_scores, translations=translations, analyzers=analyzers,
+                             words=words, variant=variant, alpha=alpha, beta=beta, sigma=sigma, k=k,
+                             doc_score=doc_score, langs=langs, highlight=highlight, mu=mu,
+                             mu_translated=mu_translated)

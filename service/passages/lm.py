@@ -1,7 +1,8 @@
-"""Dirichlet language-model similarity pieces shared by the passage ranker: query models, weights, norms.
+"""Dirichlet language-model similarity pieces shared by the passage ranker: query images, weights, norms.
 
-``Sim(q, x) = exp(-CE(theta_q^MLE || theta_x^Dir))`` with
-``p_Dir(w | x) = (c(w, x) + mu * p(w | C)) / (|x| + mu)``, ``mu = 1000`` (paper, Zhai & Lafferty).
+``Sim(q, x) = exp(-CE(theta_q || theta_x^Dir))`` with
+``p_Dir(w | x) = (c(w, x) + mu * p(w | C)) / (|x| + mu)``, ``mu = 1000`` (paper, Zhai & Lafferty) in the query's
+language; ``theta_q`` is the query's image in ``x``'s language (:class:`QueryImage`).
 In log form, summed over the query terms ``w`` with ``p(w | q) > 0``::
 
     log Sim(q, x) = sum_w p(w|q) log(mu p(w|C)) - log(|x| + mu) + sum_{w in x} p(w|q) log1p(c(w, x) / (mu p(w|C)))
@@ -13,7 +14,8 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -30,8 +32,17 @@ VARIANTS = ("qsf_v", "qsf_v_title", "qsf_section", "qsf_section_propagate", "qsf
 """Valid ``variant`` names, in the paper's order."""
 CONTEXT_VARIANTS = ("qsf_section", "qsf_section_propagate", "qsf_passage_propagate")
 DOC_SCORES = ("lm", "first_stage")
+DEFAULT_DOC_SCORE = "first_stage"
+"""The document component: the first stage's (fused) score, which merges the languages on one scale; ``lm``: the
+paper's ``Sim(q, doc)``."""
 DEFAULT_MU = 1000.0
-DEFAULT_PARAMS: dict[str, float] = {"alpha": 0.5, "beta": 0.5, "sigma": 1.0}
+DEFAULT_MU_TRANSLATED = 100.0
+"""The Dirichlet prior of text reached through a translation (``mu`` of the query language's text stays the
+paper's): a smaller prior judges a text by how many of the query's terms it renders rather than by how often it
+repeats a few (a translated term spreads over alternatives, so repetition is weak evidence). Chosen by
+``priorart experiment xling-passages --mu-translated ...``, cross-fitted (docs/RESULTS.md)."""
+DEFAULT_PARAMS: dict[str, float] = {"alpha": 0.5, "beta": 0.5, "sigma": 1.0, "mu": DEFAULT_MU,
+                                    "mu_translated": DEFAULT_MU_TRANSLATED}
 """The service's defaults (``priorart experiment passages`` reports them against tuned values)."""
 PAPER_SIGMAS = (0.5, 1.0, 2.0, 5.0)
 PAPER_PARAMS: dict[str, tuple[float, float | None]] = {
@@ -75,33 +86,77 @@ def minmax(values: npt.ArrayLike) -> FloatArray:
     return (v - lo) / (hi - lo)
 
 
-def query_models(
-    query: str, lang: str, langs: Iterable[str], translations: Mapping[str, TranslationTable] | None = None
-) -> dict[str, dict[str, float]]:
-    """Maximum-likelihood query model in ``lang`` and, for every other language of ``langs``, its image.
+@dataclass(frozen=True)
+class QueryImage:
+    """A query in one language: ``p(w | q)`` over that language's index terms (summing to 1), the term counts of
+    its *ideal text* there (each query term rendered once per occurrence by its most probable translation; in the
+    query's own language, the query itself), and the query terms each index term renders (for highlights and
+    claim charts). The ranker measures a text against the ideal text of its language, which puts every
+    language on one scale (module :mod:`service.passages.ranker`)."""
 
-    The image in another language is the PSQ translation of the model when ``translations[lang]``
-    translates into that language (``sum_s p(s|q) p(t|s)``), else the query text analysed with that
-    language's analyzer (codes, numbers, formulas and names still match; an empty model when nothing
-    is left). Raises ``ValueError`` when the query has no index term in ``lang``.
-    """
-    terms = get_analyzer(lang)(query)
+    lang: str
+    probs: Mapping[str, float]
+    ideal: Mapping[str, float]
+    sources: Mapping[str, tuple[str, ...]]
+
+    @classmethod
+    def of_units(cls, lang: str, units: Iterable[tuple[str, tuple[Mapping[str, float], float]]]) -> QueryImage:
+        """The image of weighted query units ``(query term, ({index term: p}, weight))`` (a PSQ route's units;
+        ``{term: 1.0}`` for an untranslated term). Raises ``ValueError`` when there is no unit with a weight."""
+        items = [(src, mapping, float(w)) for src, (mapping, w) in units if w > 0 and mapping]
+        total = sum(w for _, _, w in items)
+        if not total > 0:
+            raise ValueError("the query has no index terms after analysis (only stop words or punctuation?)")
+        probs: dict[str, float] = {}
+        ideal: dict[str, float] = {}
+        sources: dict[str, list[str]] = {}
+        for src, mapping, w in items:
+            mass = sum(mapping.values())
+            for term, p in mapping.items():
+                probs[term] = probs.get(term, 0.0) + w * p / (mass * total)
+                if src not in sources.setdefault(term, []):
+                    sources[term].append(src)
+            best = min(mapping.items(), key=lambda kv: (-kv[1], kv[0]))[0]
+            ideal[best] = ideal.get(best, 0.0) + w
+        return cls(lang, probs, ideal, {t: tuple(v) for t, v in sources.items()})
+
+    @classmethod
+    def of_terms(cls, lang: str, terms: Iterable[str]) -> QueryImage:
+        """The maximum-likelihood model of analysed query terms (the query in its own language)."""
+        counts = Counter(terms)
+        return cls.of_units(lang, [(t, ({t: 1.0}, float(n))) for t, n in counts.items()])
+
+
+QueryModels = Mapping[str, QueryImage]
+"""A query's image per language it reaches (:meth:`service.retrieval.first_stage.FirstStage.query_units` gives the
+units an engine turns into images)."""
+
+
+Tables = Mapping[str, "TranslationTable"] | Mapping[tuple[str, str], "TranslationTable"]
+"""Translation tables by ``(source, target)``, or by source language (a table into its ``tgt``)."""
+
+
+def query_models(
+    query: str,
+    lang: str,
+    translations: Tables | None = None,
+    analyzers: Mapping[str, Callable[[str], list[str]]] | None = None,
+) -> dict[str, QueryImage]:
+    """The images of a query text without an index's routes (tests, experiments): its own language analysed with
+    ``analyzers[lang]`` (default analyzer otherwise), and each language a table of ``translations`` translates it
+    into, term by term (keys ``(src, tgt)``, or a source language for a table into ``table.tgt``).
+    Raises ``ValueError`` when the query has no index term in ``lang``."""
+    analyze = (analyzers or {}).get(lang) or get_analyzer(lang)
+    terms = analyze(query)
     if not terms:
         raise ValueError("the query has no index terms after analysis (only stop words or punctuation?)")
-    base = {t: n / len(terms) for t, n in Counter(terms).items()}
-    models = {lang: base}
-    tables = translations or {}
-    for other in langs:
-        if other == lang:
+    own = QueryImage.of_terms(lang, terms)
+    models = {lang: own}
+    for key, table in (translations or {}).items():
+        src = key[0] if isinstance(key, tuple) else key
+        if src != lang or table.tgt == lang or table.tgt in models:
             continue
-        table = tables.get(lang)
-        if table is not None and table.tgt == other:
-            model: dict[str, float] = {}
-            for src, p in base.items():
-                for tgt, pt in table.translate_term(src).items():
-                    model[tgt] = model.get(tgt, 0.0) + p * pt
-            models[other] = model
-        else:
-            oterms = get_analyzer(other)(query)
-            models[other] = {t: n / len(oterms) for t, n in Counter(oterms).items()} if oterms else {}
+        counts = Counter(terms)
+        models[table.tgt] = QueryImage.of_units(table.tgt, [(t, (table.translate_term(t), float(n)))
+                                                            for t, n in counts.items()])
     return models

@@ -2,20 +2,37 @@
 
 The candidate documents of a query (first-stage rows, in rank order) select their rows of the passage
 index; every passage is scored with its own text and with context propagated through its document's
-tree (Albarede et al., "Passage retrieval in context", 2021). Scores equal the previous per-record
+tree (Albarede et al., "Passage retrieval in context", 2021). Scores equal the per-record reference
 implementation (``training/benchmarks/passages_reference.py``) within floating-point rounding; a
 regression test checks 1e-9 on the real data.
 
-Similarity (:mod:`service.passages.lm`): ``Sim(q, x) = exp(-CE(theta_q^MLE || theta_x^Dir))``,
-``mu = 1000``. Collection model ``p(w | C)``: the candidate set in that language -- the passages each
-document shows for this query language (abstract and claims in the query language when it has them),
-its headings (when it has passages in their language) and its title in each language it has passages
-in, each text counted once. Query terms that occur in no candidate text of a language are dropped and
-the query model renormalised; when none is left, every text of that language gets ``Sim = 0``.
-Passages in another language than the query's are scored with the PSQ translation of the query model
-when a table for that pair is given (``translations={"de": table_de_en}``), else with the query text
-analysed by that language's analyzer. ``Sim(q, doc)``: the document's text in one language, the query
-language when the document has passages in it, else its language with the most text.
+Similarity (:mod:`service.passages.lm`): ``Sim(q, x) = exp(-CE(theta_q || theta_x^Dir))`` with
+``theta_x^Dir`` Dirichlet-smoothed by the collection model ``p(w | C)`` of ``x``'s language: all the index's text
+in that language (every title, heading and passage; the passage index stores the counts), as Terrier does
+for the paper. ``mu`` = 1000 for text in the query's language, ``mu_translated`` (default 100) for text
+reached through a translation table (a smaller prior judges such a text by how many of the query's terms it
+renders rather than by how often it repeats a few: repetition of one of a term's alternatives is weak evidence;
+chosen cross-fitted on the aligned-claims task, docs/RESULTS.md).
+
+Languages on one scale. The query reaches every language a translation route of the index reaches, and each
+language's text is scored with the query's *image* there (:class:`service.passages.lm.QueryImage`: the PSQ
+translation the first stage's route uses, the query's own terms in its language, with the index's analysis:
+compounds split where the index splits them). Images differ in how they spread their probability, so raw
+likelihoods of different languages are not comparable; each text is measured against the *ideal text* of its
+language (the query's best rendering there: each query term by its most probable translation), and the gap is
+stretched to the query language's::
+
+    log Sim'(x) = log(|ideal| + mu_L) - log(|x| + mu_L) + scale_L * (gain(x) - gain(ideal_L))
+    gain(x)     = sum_w p(w | q_L) log1p(c(w, x) / (mu_L p(w | C_L)))
+    scale_L     = gain(ideal_query language) / gain(ideal_L)
+
+so a text without any query term sits at ``-gain(ideal)`` and a text as good as the ideal at 0 in every
+language; in the query's language this is ``Sim`` divided by a constant. A query term the index has no text
+with counts as seen once (a miss). A passage whose text holds no query term (in any language the query
+reaches) scores 0 and comes after every passage that holds one. ``Sim(q, doc)``: the document's text in one
+language, the query language when the document has passages in it, else its language with the most text; the
+document component is by default the first stage's (fused) score instead (``doc_score="first_stage"``),
+which already merges the languages on one scale.
 
 Variants (paper equations 3-12; ``_norm`` = min-max over the candidate set):
 
@@ -38,13 +55,13 @@ in the document (abstract, description, claims).
 How the arrays are used (one query, ``n`` candidates):
 
 1. Gather the candidates' units and sections (ranges of the per-document arrays), pick the abstract
-   and claims language per document, mark the *counted* units (the texts of the collection model).
-2. Look the query terms up in the vocabulary; gather the candidates' term entries, keep those of query
-   terms, expand them to their postings ``(unit, count)``; ``cf`` and the log-likelihoods are sums
-   over these postings (``np.bincount``), never over whole texts.
+   and claims language per document, mark the *counted* units (the texts a document shows this query).
+2. Look the images' terms up in the vocabulary (their collection counts with them); gather the candidates'
+   term entries, keep those of query terms, expand them to their postings ``(unit, count)``; the
+   log-likelihoods are sums over these postings (``np.bincount``), never over whole texts.
 3. ``Sim_title``: heading and title counts are added per section (a heading to its subtree, a title to
-   the sections of its language), so ``log Sim_title(g) = const - log(|g| + |titles| + mu) + B(sec) +
-   sum over g's postings of p(w|q) [f(c + H) - f(H)]`` with ``B(sec) = sum_w p(w|q) f(H(sec, w))``.
+   the sections of its language), so the gain of ``Sim_title(g)`` is ``B(sec) + sum over g's postings of
+   p(w|q) [f(c + H) - f(H)]`` with ``B(sec) = sum_w p(w|q) f(H(sec, w))`` and the length ``|g| + |titles|``.
 4. Section scores bottom-up by depth; ``propag_section`` by walking each section's ancestor chain;
    ``propag_passage`` from per-section sums of the passages directly in each section: subtree sums
    bottom-up, sums over a section's *other* siblings as prefix + suffix sums, one walk up each
@@ -56,7 +73,7 @@ from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -64,12 +81,17 @@ import numpy as np
 import numpy.typing as npt
 
 from service.corpus.record import LANGS
-from service.passages.highlight import highlight_spans
+from service.passages.highlight import highlight_matches, query_words
 from service.passages.kernels import passage_propagate, query_entries
 from service.passages.lm import (
     CONTEXT_VARIANTS,
+    DEFAULT_DOC_SCORE,
     DEFAULT_MU,
+    DEFAULT_MU_TRANSLATED,
     DOC_SCORES,
+    QueryImage,
+    QueryModels,
+    Tables,
     check_params,
     gaussian_weight,
     minmax,
@@ -90,12 +112,11 @@ from service.passages.tree import (
     SECTION_LABELS,
     pick_lang,
 )
-from service.schema import PassageHit
-from service.text.analysis import SUPPORTED_LANGS, get_analyzer
+from service.schema import PassageHit, PassageMatch
+from service.text.analysis import SUPPORTED_LANGS, Analyzer, get_analyzer
 
 if TYPE_CHECKING:
     from service.passages.arrays import PassageArrays
-    from service.retrieval.translate import TranslationTable
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -173,18 +194,22 @@ class PassageScores:
     doc: FloatArray  # (P,) normalised document score of each passage's document
     context: FloatArray | None  # normalised Sim_sec / propag (context variants)
     first_stage: FloatArray  # (P,) first-stage score of the document (raw)
-    query_terms: dict[str, set[str]] = field(default_factory=dict)  # language -> analysed query terms
+    matched: npt.NDArray[np.bool_]  # (P,) the passage's own text holds a term of the query's image in its language
+    images: Mapping[str, QueryImage] = field(default_factory=dict)  # the query per language it reaches
     raw: dict[str, FloatArray] = field(default_factory=dict)  # before min-max: passage, passage_title, doc, context
 
     def __len__(self) -> int:
         return int(self.passage.size)
 
     def combine(self, alpha: float, beta: float = 0.5) -> FloatArray:
-        """Final passage scores for one (alpha, beta) (paper eq. 3, 6, 8, 10, 12)."""
+        """Final passage scores for one (alpha, beta) (paper eq. 3, 6, 8, 10, 12); a passage whose text holds no
+        query term (in any language the query reaches) scores 0, below every passage that holds one."""
         check_params(self.variant, alpha, beta, self.sigma)
         if self.context is None:
-            return alpha * self.passage + (1.0 - alpha) * self.doc
-        return alpha * self.passage + (1.0 - alpha) * (beta * self.doc + (1.0 - beta) * self.context)
+            out = alpha * self.passage + (1.0 - alpha) * self.doc
+        else:
+            out = alpha * self.passage + (1.0 - alpha) * (beta * self.doc + (1.0 - beta) * self.context)
+        return np.where(self.matched, out, 0.0)
 
     @staticmethod
     def order(scores: FloatArray, k: int) -> IntArray:
@@ -199,6 +224,19 @@ class PassageScores:
         tied = np.flatnonzero(scores == kth)[: k - above.size]  # lowest indices first: stable
         sel = np.concatenate([above, tied])
         return sel[np.lexsort((sel, -scores[sel]))]
+
+    def key(self, scores: FloatArray) -> FloatArray:
+        """The order of the final ``scores`` (of :meth:`combine`) as one value per passage: every passage that holds a
+        query term before every one that holds none, then by score (scores are in [0, 1])."""
+        return np.where(self.matched, scores + 2.0, scores)
+
+    def top(self, scores: FloatArray, k: int, among: IntArray | None = None) -> IntArray:
+        """Indices of the ``k`` best passages for the final ``scores`` (of :meth:`combine`), best first, in the order
+        of :meth:`key` (ties: lower index first); ``among``: only these indices."""
+        key = self.key(scores)
+        if among is None:
+            return self.order(key, k) if key.size else np.zeros(0, dtype=np.int64)
+        return among[self.order(key[among], k)] if among.size else among
 
     def doc_id(self, i: int) -> str:
         """Publication id of passage ``i``."""
@@ -215,38 +253,43 @@ class PassageScores:
     def run(self, alpha: float, beta: float = 0.5, k: int = 1500) -> list[tuple[str, str, float]]:
         """``(doc_id, passage_id, score)`` of the top ``k`` passages (for evaluation)."""
         scores = self.combine(alpha, beta)
-        top = self.order(scores, k)
+        top = self.top(scores, k)
         return [(self.doc_id(i), self.passage_id(i), s) for i, s in zip(top.tolist(), scores[top].tolist(),
                                                                        strict=True)]
 
 
 def score_passages(
     index: PassageArrays,
-    query: str,
+    query: str | QueryModels,
     lang: str,
     rows: npt.ArrayLike,
     first_stage: npt.ArrayLike | None = None,
     *,
     variant: str = "qsf_passage_propagate",
     sigma: float = 1.0,
-    doc_score: str = "lm",
-    translations: Mapping[str, TranslationTable] | None = None,
+    doc_score: str = DEFAULT_DOC_SCORE,
+    translations: Tables | None = None,
+    analyzers: Mapping[str, Analyzer] | None = None,
     exclude_claims: npt.ArrayLike | None = None,
     mu: float = DEFAULT_MU,
+    mu_translated: float = DEFAULT_MU_TRANSLATED,
 ) -> PassageScores:
     """All score components of every passage of the candidate ``rows`` (module docstring).
 
-    ``first_stage``: the candidates' first-stage scores (reported, and the document component with
-    ``doc_score="first_stage"``). ``exclude_claims``: per candidate, score it as if it had no claims
-    (the tuning proxy queries a document with its own claims).
+    ``query``: the query's images per language (:class:`service.passages.lm.QueryImage`, what the engine gives), or
+    its text, then analysed with ``analyzers`` and translated term by term with ``translations``
+    (:func:`service.passages.lm.query_models`). ``first_stage``: the candidates' first-stage scores (reported, and
+    the document component with ``doc_score="first_stage"``). ``exclude_claims``: per candidate, score it as if it
+    had no claims (the tuning proxy queries a document with its own claims).
     """
     check_params(variant, 0.0, 0.0, sigma)
     if lang not in SUPPORTED_LANGS:
         raise ValueError(f"unsupported query language {lang!r}; choose one of {', '.join(SUPPORTED_LANGS)}")
     if doc_score not in DOC_SCORES:
         raise ValueError(f"unknown doc_score {doc_score!r}; valid: {', '.join(DOC_SCORES)}")
-    if not mu > 0 or math.isinf(mu):
-        raise ValueError(f"mu must be a finite number > 0, got {mu}")
+    for name, value in (("mu", mu), ("mu_translated", mu_translated)):
+        if not value > 0 or math.isinf(value):
+            raise ValueError(f"{name} must be a finite number > 0, got {value}")
     rows_a = index.check_rows(rows)
     n = int(rows_a.size)
     first = np.zeros(n) if first_stage is None else np.asarray(first_stage, dtype=np.float64).reshape(-1)
@@ -301,20 +344,30 @@ def score_passages(
     s_lang = np.where((s_kind == SEC_DESCRIPTION) | (s_kind == SEC_HEADING), desc_lang[cs_doc], s_lang)
     p_sec = cs_base[p_doc] + index.unit_sec[p_unit].astype(np.int64)
 
-    # 2. query models and their terms in the vocabulary
-    present = sorted(LANGS[c] for c in range(_N_LANGS) if has[:, c].any())
-    models = query_models(query, lang, present, translations)
+    # 2. query images and their terms in the vocabulary
+    models = query_models(query, lang, translations, analyzers) if isinstance(query, str) else dict(query)
+    if lang not in models:
+        raise ValueError(f"no query image in the query language {lang!r}")
     q_jid: list[int] = []
     q_prob: list[float] = []
     q_lang: list[int] = []
-    for plang in present:
+    q_ideal: list[float] = []
+    reached = np.zeros(_N_LANGS + 1, dtype=bool)  # languages with an image (NO_LANG never)
+    ref_len = np.zeros(_N_LANGS + 1)
+    lost: list[tuple[int, float, float]] = []  # ideal-text terms absent from the vocabulary: (language, p, count)
+    for plang, image in models.items():
         code = LANG_CODE[plang]
-        for term, p in models.get(plang, {}).items():
+        reached[code] = True
+        ref_len[code] = sum(image.ideal.values())
+        for term, p in image.probs.items():
             j = index.vocab.lookup(plang, term)
             if j >= 0:
                 q_jid.append(j)
                 q_prob.append(p)
                 q_lang.append(code)
+                q_ideal.append(image.ideal.get(term, 0.0))
+            elif term in image.ideal:
+                lost.append((code, p, image.ideal[term]))
     nq = len(q_jid)
     qj = np.asarray(q_jid, dtype=np.int64)
     ql = np.asarray(q_lang, dtype=np.int64)
@@ -334,17 +387,26 @@ def score_passages(
         keep = counted[po_cu]
         po_q, po_c, po_cu = po_q[keep], po_c[keep], po_cu[keep]
 
-    # collection model and query weights per language
-    cf = np.bincount(po_q, po_c, minlength=nq)
-    kept = cf > 0
-    n_tokens = np.maximum(tot.sum(axis=0), 1.0)
-    pqw = np.asarray(q_prob, dtype=np.float64) * kept
-    wsum = np.bincount(ql, pqw, minlength=_N_LANGS)
-    alive = np.append(wsum > 0, False)  # per language code; NO_LANG is never alive
-    pqw = pqw / np.where(wsum > 0, wsum, 1.0)[ql]
-    p_c = np.where(kept, cf / n_tokens[ql], 1.0)
-    const = np.append(np.bincount(ql, pqw * np.log(mu * p_c), minlength=_N_LANGS), 0.0)
-    inv = 1.0 / (mu * p_c)
+    # collection model per language: the index's text in that language; a query term the index has no
+    # text with counts as seen once (a miss)
+    n_tokens = np.maximum(index.lang_tokens.astype(np.float64), 1.0)
+    pqw = np.asarray(q_prob, dtype=np.float64)
+    p_c = np.maximum(index.vocab_cf[qj].astype(np.float64), 1.0) / n_tokens[ql]
+    mu_l = np.full(_N_LANGS + 1, mu_translated)  # the Dirichlet prior per language of the text
+    mu_l[LANG_CODE[lang]] = mu
+    inv = 1.0 / (mu_l[ql] * p_c)
+    # Each language on one scale. A text's log-likelihood gain ``gain(x) = sum_w p(w|q) log1p(c(w, x) / (mu p(w|C)))``
+    # is measured against the gain of the language's ideal text (the query's best rendering there, ``ideal``),
+    # and the gap is stretched to the query language's: a text without any query term sits at ``-ideal(L_q)``,
+    # a text as good as the ideal at 0, in every language (an image that spreads over many alternatives no
+    # longer squeezes its language's texts near the top). In the query's own language the gain is unchanged.
+    # ``log Sim'(x) = log(|ideal| + mu) - log(|x| + mu) + scale(L) * (gain(x) - ideal(L))``
+    ideal = np.append(np.bincount(ql, pqw * np.log1p(np.asarray(q_ideal) * inv), minlength=_N_LANGS), 0.0)
+    for code, p, count in lost:
+        ideal[code] += p * math.log1p(count * n_tokens[code] / mu_l[code])
+    own = LANG_CODE[lang]
+    scale = np.where(reached & (ideal > 0), ideal[own] / np.where(ideal > 0, ideal, 1.0), 1.0)
+    shift = np.where(reached, np.log(ref_len + mu_l), -np.inf)
 
     # 3. passage log-likelihoods, plain and with titles/headings; documents
     pidx_of = np.full(int(cu.size), -1, dtype=np.int64)
@@ -353,7 +415,9 @@ def score_passages(
     is_p = po_p >= 0
     pp, pq, pc = po_p[is_p], po_q[is_p], po_c[is_p]
     gain = pqw[pq] * np.log1p(pc * inv[pq])
-    plain = const[p_lang] - np.log(p_len + mu) + np.bincount(pp, gain, minlength=n_pass)
+    plain = shift[p_lang] - np.log(p_len + mu_l[p_lang]) + scale[p_lang] * (np.bincount(pp, gain, minlength=n_pass) -
+                                                                   ideal[p_lang])
+    matched = np.bincount(pp, minlength=n_pass) > 0  # the passage's own text holds a query term
 
     po_kind = kind[po_cu]
     h = np.flatnonzero(po_kind == KIND_HEADING)
@@ -385,11 +449,8 @@ def score_passages(
         gain_ext = pqw[pq] * (np.log1p((pc + hq) * inv[pq]) - np.log1p(hq * inv[pq]))
     s_title_len = title_len[cs_doc, np.minimum(s_lang, _N_LANGS - 1)] * (s_lang < NO_LANG)
     head = index.sec_head_len[cs].astype(np.float64) + s_title_len
-    ext = const[p_lang] - np.log(p_len + head[p_sec] + mu) + base[p_sec] + np.bincount(pp, gain_ext,
-                                                                                       minlength=n_pass)
-    dead = ~alive[p_lang]
-    plain[dead] = -np.inf
-    ext[dead] = -np.inf
+    ext = shift[p_lang] - np.log(p_len + head[p_sec] + mu_l[p_lang]) + scale[p_lang] * (
+        base[p_sec] + np.bincount(pp, gain_ext, minlength=n_pass) - ideal[p_lang])
 
     in_dl = ulang[po_cu] == doc_lang[cu_doc[po_cu]]
     dkey = cu_doc[po_cu[in_dl]] * max(nq, 1) + po_q[in_dl]
@@ -398,7 +459,7 @@ def score_passages(
     dq = nz % max(nq, 1)
     dsum = np.bincount(nz // max(nq, 1), pqw[dq] * np.log1p(dc[nz] * inv[dq]), minlength=n)
     dlen = tot[ar_n, np.minimum(doc_lang, _N_LANGS - 1)] if n else np.zeros(0)
-    doc_log = np.where(alive[doc_lang], const[doc_lang] - np.log(dlen + mu) + dsum, -np.inf)
+    doc_log = shift[doc_lang] - np.log(dlen + mu_l[doc_lang]) + scale[doc_lang] * (dsum - ideal[doc_lang])
 
     sim_plain = np.exp(plain)
     sim_title = np.exp(ext)
@@ -421,8 +482,7 @@ def score_passages(
     return PassageScores(
         index=index, variant=variant, sigma=sigma, query_lang=lang, rows=rows_a, doc_index=p_doc, units=p_unit,
         sections=cs[p_sec], lang=p_lang, passage=minmax(sim_plain if variant == "qsf_v" else sim_title),
-        doc=doc_norm[p_doc], context=context, first_stage=first[p_doc],
-        query_terms={lg: set(model) for lg, model in models.items()}, raw=raw,
+        doc=doc_norm[p_doc], context=context, first_stage=first[p_doc], matched=matched, images=models, raw=raw,
     )
 
 
@@ -480,20 +540,24 @@ def _passage_propagate(sigma: float, st: FloatArray, p_sec: IntArray, p_doc: Int
 
 def rank_passages(
     index: PassageArrays,
-    query: str,
+    query: str | QueryModels,
     lang: str,
     rows: npt.ArrayLike,
     doc_scores: npt.ArrayLike | None = None,
     *,
-    translations: Mapping[str, TranslationTable] | None = None,
+    translations: Tables | None = None,
+    analyzers: Mapping[str, Analyzer] | None = None,
+    words: Mapping[str, Sequence[str]] | None = None,
     variant: str = "qsf_passage_propagate",
     alpha: float = 0.5,
     beta: float = 0.5,
     sigma: float = 1.0,
     k: int = 1500,
-    doc_score: str = "lm",
+    doc_score: str = DEFAULT_DOC_SCORE,
     langs: Collection[str] | None = None,
     highlight: bool = True,
+    mu: float = DEFAULT_MU,
+    mu_translated: float = DEFAULT_MU_TRANSLATED,
 ) -> PassageRanking:
     """The ``k`` best passages of the candidates (see :meth:`PassageIndex.rank`)."""
     check_params(variant, alpha, beta, sigma)
@@ -514,14 +578,13 @@ def rank_passages(
         rows_a, scores_a = rows_a[ok], scores_a[ok]
     if not rows_a.size:
         return PassageRanking([], 0, skipped)
+    analyzers = analyzers or {}
     sc = score_passages(index, query, lang, rows_a, scores_a, variant=variant, sigma=sigma, doc_score=doc_score,
-                        translations=translations)
+                        translations=translations, analyzers=analyzers, mu=mu, mu_translated=mu_translated)
     final = sc.combine(alpha, beta)
-    if langs is not None:
-        allowed = np.flatnonzero(np.isin(sc.lang, [LANG_CODE[x] for x in langs]))
-        top = allowed[sc.order(final[allowed], k)] if allowed.size else allowed
-    else:
-        top = sc.order(final, k) if final.size else np.zeros(0, dtype=np.int64)
+    top = sc.top(final, k, None if langs is None else np.flatnonzero(np.isin(sc.lang, [LANG_CODE[x] for x in langs])))
+    if highlight and words is None:
+        words = query_words(query, analyzers.get(lang) or get_analyzer(lang)) if isinstance(query, str) else {}
     context_name = "section" if variant == "qsf_section" else "propagated"
     hits: list[PassageHit] = []
     titles: dict[int, str | None] = {}
@@ -535,11 +598,19 @@ def rank_passages(
             comps[context_name] = float(sc.context[i])
         if row not in titles:
             titles[row] = document_title(index, row, lang)
-        spans = highlight_spans(text, sc.query_terms.get(plang, set()), get_analyzer(plang)) if highlight else []
+        matches: list[PassageMatch] = []
+        if highlight and plang in sc.images:
+            image = sc.images[plang]
+            found = highlight_matches(text, image.probs, analyzers.get(plang) or get_analyzer(plang))
+            matches = [PassageMatch(start=s, end=e, term=t, translated=plang != lang,
+                                    query_words=list(dict.fromkeys(w for src in image.sources.get(t, ())
+                                                                   for w in (words or {}).get(src, ()))))
+                       for s, e, t in found]
         hits.append(PassageHit(
             doc_id=index.doc_id(row), passage_id=f"{index.doc_id(row)}/{index.pids.text(unit)}",
             section_path=section_path(index, row, int(sc.sections[i])), text=text, score=float(final[i]),
-            components=comps, highlights=spans, title=titles[row], lang=plang,
+            components=comps, highlights=[(m.start, m.end) for m in matches], title=titles[row], lang=plang,
+            matches=matches,
         ))
     return PassageRanking(hits, int(sc.rows.size), skipped)
 

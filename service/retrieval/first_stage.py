@@ -162,8 +162,14 @@ class _Route:
         translates a compound the table knows as a whole and drops its parts; one the table does not know is
         translated through its parts, which share the word's weight (the untranslatable whole is dropped).
         ``parts=False`` never translates parts (compounds split on the index side only)."""
+        return [unit for _, unit in self.sourced_units(counts, groups, parts=parts)]
+
+    def sourced_units(
+        self, counts: Mapping[str, int], groups: Sequence[tuple[str, tuple[str, ...]]] = (), *, parts: bool = True
+    ) -> list[tuple[str, QueryUnit]]:
+        """:meth:`units`, each with the query term it renders."""
         if self.table is None:
-            return [({t: 1.0}, float(c)) for t, c in counts.items()]
+            return [(t, ({t: 1.0}, float(c))) for t, c in counts.items()]
         weight: dict[str, float] = {t: float(c) for t, c in counts.items()}
         for whole, pieces in groups:
             if not pieces:
@@ -178,7 +184,7 @@ class _Route:
                 for p in pieces:
                     if p in weight:
                         weight[p] -= 1.0 - 1.0 / len(pieces)
-        return [(self.table.translate_term(t), w) for t, w in weight.items() if w > 1e-9]
+        return [(t, (self.table.translate_term(t), w)) for t, w in weight.items() if w > 1e-9]
 
 
 def reference_score(index: SparseIndex, units: Sequence[QueryUnit]) -> float:
@@ -310,6 +316,26 @@ class FirstStage:
     def analyzer(self, lang: str) -> Analyzer:
         """The analyzer of ``lang`` this index was built with."""
         return self.analyzers.get(lang) or get_analyzer(lang)
+
+    def query_units(self, text: str, lang: str, *, translate: bool = True) -> dict[str, list[tuple[str, QueryUnit]]]:
+        """The query in every language it reaches, as this index's routes render it (the same units a search
+        scores), each unit with the query term it renders: its own terms (the index's analysis: compounds split
+        where the index splits them; also when ``lang`` has no sparse index of its own), and per route into
+        another language the PSQ translation (or, on a ``raw`` route, the untranslated terms). The passage
+        ranker scores each language's text with these (service/passages/)."""
+        if lang not in SUPPORTED_LANGS:
+            raise QueryError(f"unsupported query language {lang!r}; choose one of {', '.join(SUPPORTED_LANGS)}")
+        analyzer = self.analyzer(lang)
+        groups = analyzer.groups(text) if analyzer.splitter is not None else []
+        terms = [t for whole, parts in groups for t in (whole, *parts)] if groups else analyzer(text)
+        counts: dict[str, int] = {}
+        for t in terms:
+            counts[t] = counts.get(t, 0) + 1
+        parts = len(counts) <= self.compound_parts
+        routes = self._routes(lang, translate, [])
+        if all(r.index_lang != lang for r in routes):
+            routes = [_Route(lang, lang, "mono"), *routes]
+        return {r.index_lang: r.sourced_units(counts, groups, parts=parts) for r in routes}
 
     # ------------------------------------------------------------------ helpers
 

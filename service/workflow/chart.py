@@ -1,13 +1,16 @@
 """Claim charts: every element of a claim against every charted document, the best passage of each.
 
-For one element the passages of the charted documents are ranked together by the passage index
-(:meth:`service.passages.PassageIndex.rank`, the same QSF ranking as ``/passages``, restricted to those
-documents); each document's best passage is its cell. Whether the passage *discloses* the element is a
-term-overlap heuristic, said as such: the share of the element's analysed terms that occur in the
-passage (in its own language, or through the index's translation table when the passage is in another
-one): ``disclosed`` from :data:`DISCLOSED`, ``partly`` from :data:`PARTLY`, else ``not found``. The
-suggested category follows: ``X`` when a document discloses every element, ``Y`` when it discloses at
-least half of them, else ``A`` (the analyst decides; the report takes the analyst's category).
+For one element and one document, the document's passages are ranked by the passage index
+(:meth:`service.passages.PassageIndex.rank`, the same QSF ranking as ``/passages``, with the element's image in
+every language it reaches: a German element finds the English passage that discloses it), within that document
+alone, so that a cell never depends on which other documents are charted. Of its :data:`CELL_CANDIDATES` best
+passages the cell is the one that renders most of the element's words. Whether the passage *discloses* the
+element is a term-overlap heuristic, said as such: the share of the element's words that occur in the passage
+(in its own language, or rendered by the index's translation tables when the passage is in another one; a split
+German compound counts as found when it or one of its parts is): ``disclosed`` from :data:`DISCLOSED`,
+``partly`` from :data:`PARTLY`, else ``not found``. The suggested category follows: ``X`` when a document
+discloses every element, ``Y`` when it discloses at least half of them, else ``A`` (the analyst decides; the
+report takes the analyst's category). Highlights mark the matched words and say which element words they render.
 """
 
 from __future__ import annotations
@@ -18,8 +21,7 @@ from typing import Any, Literal, Protocol
 import numpy as np
 
 from service.passages import PassageIndex
-from service.passages.highlight import highlight_spans
-from service.passages.ranker import PassageHit
+from service.passages.lm import QueryImage
 from service.query import QueryError
 from service.schema import (
     ChartCell,
@@ -27,6 +29,7 @@ from service.schema import (
     ClaimChartRequest,
     ClaimChartResponse,
     ClaimElementOut,
+    PassageHit,
 )
 from service.text.analysis import detect_language
 from service.workflow.claims import split_claims
@@ -46,11 +49,13 @@ class Engine(Protocol):
 
     def passages_of(self, text: str, lang: str, rows: list[int], k: int) -> list[Any]: ...
 
-    def passage_langs(self, lang: str) -> set[str]: ...
+    def passage_query(self, text: str, lang: str, *,
+                      translate: bool = True) -> tuple[dict[str, QueryImage], dict[str, list[str]]]: ...
+
 
 DISCLOSED = 0.6
 PARTLY = 0.3
-MAX_PASSAGES = 100_000
+CELL_CANDIDATES = 5
 
 
 def _status(overlap: float) -> Literal["disclosed", "partly", "not found"]:
@@ -66,7 +71,6 @@ def claim_chart(engine: Engine, passages: PassageIndex, req: ClaimChartRequest) 
     claim = next(c for c in split.claims if c.num == split.claim)
     lang = req.lang if req.lang != "auto" else detect_language(claim.text)
     notes = list(split.notes)
-    fs = engine.first_stage
     if req.documents:
         rows: list[int] = []
         for doc_id in req.documents:
@@ -86,48 +90,28 @@ def claim_chart(engine: Engine, passages: PassageIndex, req: ClaimChartRequest) 
         source = "search"
         if not rows:
             raise QueryError("the search with this claim found no document to chart")
-    readable = engine.passage_langs(lang)
-    analyzer = fs.analyzer(lang)
     ids = [engine.docs.ids[r] for r in rows]
     cells: list[ChartCell] = []
     disclosed = dict.fromkeys(ids, 0)
     not_disclosed: list[str] = []
     for el in split.elements:
-        terms = set(analyzer(el.text))
-        hits: list[PassageHit] = []
-        if terms:
-            try:
-                hits = passages.rank(el.text, lang, np.asarray(rows, dtype=np.int64), None, translations=fs.tables,
-                                     k=MAX_PASSAGES, langs=readable, highlight=False).hits
-            except ValueError as exc:  # e.g. only reference signs: nothing to look for
-                notes.append(f"element {el.label}: {exc}")
-        else:
+        try:
+            images, words = engine.passage_query(el.text, lang)
+        except QueryError:  # only stop words or reference signs: nothing to look for
             notes.append(f"element {el.label} has no searchable words: not charted")
-        best: dict[str, PassageHit] = {}
-        for hit in hits:
-            best.setdefault(hit.doc_id, hit)
+            cells.extend(ChartCell(element=el.label, doc_id=doc_id) for doc_id in ids)
+            not_disclosed.append(el.label)
+            continue
+        words_of = list({whole: (whole, *parts) for whole, parts in
+                         engine.first_stage.analyzer(lang).groups(el.text)}.values())
+        targets = _targets(images, words_of)
         any_disclosed = False
-        for doc_id in ids:
-            best_hit = best.get(doc_id)
-            if best_hit is None or not terms:
-                cells.append(ChartCell(element=el.label, doc_id=doc_id))
-                continue
-            hit = best_hit
-            plang = hit.lang or lang
-            targets = _targets(fs, terms, lang, plang)
-            p_analyzer = fs.analyzer(plang)
-            present = set(p_analyzer(hit.text))
-            matched = sum(1 for t in terms if targets[t] & present)
-            overlap = matched / len(terms)
-            status = _status(overlap)
-            if status == "disclosed":
+        for row, doc_id in zip(rows, ids, strict=True):
+            cell = _cell(engine, passages, el.label, doc_id, row, images, words, targets, lang)
+            cells.append(cell)
+            if cell.status == "disclosed":
                 disclosed[doc_id] += 1
                 any_disclosed = True
-            spans = highlight_spans(hit.text, set().union(*targets.values()), p_analyzer)
-            cells.append(ChartCell(element=el.label, doc_id=doc_id, passage_id=hit.passage_id,
-                                   section_path=list(hit.section_path), text=hit.text, score=hit.score,
-                                   highlights=[tuple(s) for s in spans], lang=plang, overlap=round(overlap, 4),
-                                   status=status))
         if not any_disclosed:
             not_disclosed.append(el.label)
     n = len(split.elements)
@@ -148,14 +132,45 @@ def claim_chart(engine: Engine, passages: PassageIndex, req: ClaimChartRequest) 
         notes=notes, took_ms=(time.perf_counter() - started) * 1000.0)
 
 
-def _targets(fs: object, terms: set[str], src: str, tgt: str) -> dict[str, set[str]]:
-    """Each element term and the terms it may appear as in a ``tgt`` passage (itself, or its translations)."""
-    if src == tgt:
-        return {t: {t} for t in terms}
-    table = getattr(fs, "pair_tables", {}).get((src, tgt))
-    if table is None:
-        return {t: {t} for t in terms}
-    return {t: {t, *table.translate_term(t)} for t in terms}
+def _targets(images: dict[str, QueryImage], words_of: list[tuple[str, ...]]) -> dict[str, list[set[str]]]:
+    """Per passage language, each word of the element (its term and, for a split compound, its parts' terms) as the
+    set of terms that render it there: itself in its own language, its translations in the others (the terms of
+    the query's image there that render the word or one of its parts)."""
+    out: dict[str, list[set[str]]] = {}
+    for plang, image in images.items():
+        by_src: dict[str, set[str]] = {}
+        for term, srcs in image.sources.items():
+            for src in srcs:
+                by_src.setdefault(src, set()).add(term)
+        out[plang] = [set().union(*(by_src.get(t, set()) for t in word)) for word in words_of]
+    return out
+
+
+def _cell(engine: Engine, passages: PassageIndex, label: str, doc_id: str, row: int,
+          images: dict[str, QueryImage], words: dict[str, list[str]],
+          targets: dict[str, list[set[str]]], lang: str) -> ChartCell:
+    """One document's cell for one element: of its ``CELL_CANDIDATES`` best passages for the element (ranked within
+    the document alone, so that a cell does not depend on the other documents charted), the one that renders most
+    of the element's terms (ties: the better ranked)."""
+    hits = passages.rank(images, lang, np.asarray([row], dtype=np.int64), None,
+                         analyzers=engine.first_stage.analyzers, words=words, k=CELL_CANDIDATES,
+                         langs=set(images)).hits
+    best: tuple[float, PassageHit] | None = None
+    for hit in hits:
+        plang = hit.lang or lang
+        present = set(engine.first_stage.analyzer(plang)(hit.text))
+        rendered = targets.get(plang, [])
+        if not rendered:
+            continue
+        overlap = sum(1 for t in rendered if t & present) / len(rendered)
+        if best is None or overlap > best[0]:
+            best = (overlap, hit)
+    if best is None:
+        return ChartCell(element=label, doc_id=doc_id)
+    overlap, hit = best
+    return ChartCell(element=label, doc_id=doc_id, passage_id=hit.passage_id, section_path=list(hit.section_path),
+                     text=hit.text, score=hit.score, highlights=list(hit.highlights), matches=list(hit.matches),
+                     lang=hit.lang or lang, overlap=round(overlap, 4), status=_status(overlap))
 
 
 def _title(titles: dict[str, str], lang: str) -> str | None:

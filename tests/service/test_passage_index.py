@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from service.corpus.jsonl import write_corpus
-from service.corpus.record import Claim, PatentRecord, Section
+from service.corpus.record import LANGS, Claim, PatentRecord, Section
 from service.index.folder import IndexFormatError, load_meta, write_meta
 from service.passages import VARIANTS, PassageIndex, PassageIndexError, PassageIndexMissingError
 from service.passages import format as fmt
@@ -24,7 +24,7 @@ from service.passages.builder import (
     concat_passage_indexes,
 )
 from service.retrieval.translate import TranslationTable
-from training.benchmarks.passages_reference import PassageRanker
+from training.benchmarks.passages_reference import PassageRanker, background_of, background_of_index
 
 _WORDS = {
     "en": "valve spring seal pump steel rod housing lid hinge motor shaft gear wheel door glass",
@@ -81,7 +81,7 @@ def test_array_ranker_equals_the_per_record_reference_on_random_records() -> Non
         records = [random_record(rng, i) for i in range(rng.randint(1, 12))]
         index = PassageIndex.from_records(records)
         tables = TABLES if seed % 2 else None
-        reference = PassageRanker(translations=tables)
+        reference = PassageRanker(translations=tables, background=background_of(records))  # the index's collection
         order = rng.sample(range(len(records)), rng.randint(1, len(records)))
         excl = [rng.random() < 0.3 for _ in order]
         first = [rng.random() for _ in order]
@@ -140,7 +140,7 @@ def test_rank_hits_equal_the_reference_hits() -> None:
     index = PassageIndex.from_records(records)
     rows = list(range(12))
     first = [float(12 - i) for i in rows]
-    reference = PassageRanker(translations=TABLES)
+    reference = PassageRanker(translations=TABLES, background=background_of(records))
     for lang, query in (("en", "valve spring seal pump"), ("de", "Ventil Feder Dichtung"), ("fr", "soupape joint")):
         readable = {lang, "en"}
         docs = [(r, f) for r, f in zip(records, first, strict=True) if readable & set(r.languages)]
@@ -158,6 +158,19 @@ def test_rank_hits_equal_the_reference_hits() -> None:
             assert (h.text, h.section_path, h.lang, h.highlights) == (ref.text, ref.section_path, ref.lang,
                                                                       ref.highlights)
             assert h.components == pytest.approx(ref.components, abs=1e-9)
+
+
+def test_collection_statistics_count_every_text_of_every_language() -> None:
+    # the passage LM's collection model: every title, heading, abstract, claim and paragraph, per language
+    records = _records(20, seed=11)
+    index = PassageIndex.from_records(records)
+    want = background_of(records)  # counted from the records by the reference, analysed with the plain analyzers
+    got = background_of_index(index)
+    assert set(got) == set(want)
+    for lang in want:
+        assert got[lang].counts == want[lang].counts, lang
+        assert int(index.lang_tokens[LANGS.index(lang)]) == want[lang].total
+    assert all(int(index.lang_tokens[LANGS.index(lang)]) == 0 for lang in LANGS if lang not in want)
 
 
 # ------------------------------------------------------------------------------------------- format

@@ -1,9 +1,10 @@
-"""Regression: the passage index gives today's scores on the real data (within 1e-9), every variant.
+"""Regression: the passage index gives the reference's scores on the real data (within 1e-9), every variant.
 
-"Today's implementation" is the per-record ranker kept in ``training/benchmarks/passages_reference.py``
-(the service no longer uses it). Candidates are the first-stage results of real queries on the real
-index (English, German and French claims; German/French reach English text through the index's PSQ
-tables), exactly as the engine hands them over.
+The reference is the per-record ranker kept in ``training/benchmarks/passages_reference.py`` (the service does
+not use it), with the passage index's collection statistics as its background models
+(tests/service/test_passage_index.py checks those counts against the records). Candidates are the first-stage
+results of real queries on the real index (English, German and French claims; German/French reach English text
+through the index's PSQ tables), exactly as the engine hands them over.
 
 The index here is built without German compound splitting: the reference ranker analyses text with the
 plain analyzers, and the comparison is of the scoring, not of the analysis. (A default build splits German
@@ -19,7 +20,7 @@ import pytest
 
 from service.passages import VARIANTS, PassageIndex
 from service.retrieval.first_stage import FirstStage
-from training.benchmarks.passages_reference import PassageRanker
+from training.benchmarks.passages_reference import PassageRanker, background_of_index
 
 pytestmark = pytest.mark.realdata
 
@@ -42,9 +43,9 @@ def stage(real_index: Path) -> FirstStage:
 
 
 @pytest.fixture(scope="module")
-def reference(stage: FirstStage) -> PassageRanker:
-    """Today's ranker; one instance, so both tests share its cache of parsed records."""
-    return PassageRanker(translations=stage.tables)
+def reference(stage: FirstStage, real_index: Path) -> PassageRanker:
+    """The reference ranker; one instance, so both tests share its cache of parsed records."""
+    return PassageRanker(translations=stage.tables, background=background_of_index(PassageIndex.load(real_index)))
 
 
 def _queries(stage: FirstStage) -> list[tuple[str, str]]:

@@ -53,27 +53,41 @@ def _rank(docs: list[tuple[PatentRecord, float]], query: str, lang: str = "en", 
 # ------------------------------------------------------------------------------------ similarity
 
 
-def test_ranker_sims_match_hand_computation_on_candidate_collection() -> None:
-    # one candidate, two paragraphs, no title/abstract/claims/headings:
+def test_ranker_sims_match_hand_computation_on_the_index_collection() -> None:
+    # one document, two paragraphs, no title/abstract/claims/headings:
     #   g1 = "valve valve seal"        -> [valv, valv, seal]          |g1| = 3
     #   g2 = "spring seal seal seal"   -> [spring, seal, seal, seal]   |g2| = 4
-    # collection = the candidate's text: valv 2, spring 1, seal 4, N = 7; mu = 7 so mu * p(w|C) = cf(w)
+    # collection = the index's English text: valv 2, spring 1, seal 4, N = 7; mu = 7 so mu * p(w|C) = cf(w)
     # Sim(q, g1)  = sqrt((2 + 2) / (3 + 7) * (0 + 1) / (3 + 7)) = sqrt(0.4 * 0.1) = 0.2
     # Sim(q, g2)  = sqrt((0 + 2) / (4 + 7) * (1 + 1) / (4 + 7)) = 2 / 11
     # Sim(q, doc) = sqrt((2 + 2) / (7 + 7) * (1 + 1) / (7 + 7)) = sqrt(8) / 14
+    # each measured against the query's ideal text, the query itself: [valv, spring], |ideal| = 2
+    # Sim(q, ideal) = sqrt((1 + 2) / (2 + 7) * (1 + 1) / (2 + 7)) = sqrt(6) / 9
     rec = _rec("EP0000009A1", [Section(paragraphs=["valve valve seal", "spring seal seal seal"])])
-    scores = PassageIndex.from_records([rec]).score("valve spring", "en", [0], [1.0], variant="qsf_v", mu=7)
-    assert scores.raw["passage"] == pytest.approx([0.2, 2 / 11], rel=1e-12)
-    assert scores.raw["passage_title"] == pytest.approx([0.2, 2 / 11], rel=1e-12)  # no titles to add
-    assert scores.raw["doc"] == pytest.approx([math.sqrt(8) / 14] * 2, rel=1e-12)
+    scores = PassageIndex.from_records([rec]).score("valve spring", "en", [0], [1.0], variant="qsf_v", mu=7,
+                                                     doc_score="lm")
+    ideal = math.sqrt(6) / 9
+    assert scores.raw["passage"] == pytest.approx([0.2 / ideal, 2 / 11 / ideal], rel=1e-12)
+    assert scores.raw["passage_title"] == pytest.approx([0.2 / ideal, 2 / 11 / ideal], rel=1e-12)  # no titles
+    assert scores.raw["doc"] == pytest.approx([math.sqrt(8) / 14 / ideal] * 2, rel=1e-12)
     # min-max over the candidate passages: the best is 1, the worst 0
     assert scores.passage.tolist() == [1.0, 0.0]
+
+
+def test_ranker_collection_is_the_index_not_the_candidates() -> None:
+    # the same paragraph scores the same whatever else is a candidate: p(w|C) is the index's
+    a = _rec("EP0000010A1", [Section(paragraphs=["valve spring seal", "wood table"])])
+    b = _rec("EP0000011A1", [Section(paragraphs=["valve valve valve", "spring"])])
+    index = PassageIndex.from_records([a, b])
+    alone = index.score("valve spring", "en", [0], variant="qsf_v").raw["passage"]
+    both = index.score("valve spring", "en", [0, 1], variant="qsf_v").raw["passage"]
+    assert both[:2] == pytest.approx(alone, rel=1e-12)
 
 
 def test_array_sims_equal_the_scalar_formula_on_a_nested_document() -> None:
     rec = _nested()
     query = "seal for a valve spring in pumps"
-    scores = PassageIndex.from_records([rec]).score(query, "en", [0], variant="qsf_v_title")
+    scores = PassageIndex.from_records([rec]).score(query, "en", [0], variant="qsf_v_title", doc_score="lm")
     an = get_analyzer("en")
     passages = document_passages(rec, "en")
     headings = {"Background", "Prior seals", "Detailed description"}
@@ -82,10 +96,12 @@ def test_array_sims_equal_the_scalar_formula_on_a_nested_document() -> None:
            for p in passages]
     all_terms = [t for x in texts for t in x] + [t for h in sorted(headings) for t in an(h)] + an("Valve for pumps")
     coll = {t: n / len(all_terms) for t, n in Counter(all_terms).items()}
+    ideal = lm_similarity(an(query), an(query), coll)  # the ideal text of the query's own language: itself
     for i in range(len(texts)):
-        assert scores.raw["passage"][i] == pytest.approx(lm_similarity(an(query), texts[i], coll), rel=1e-9)
-        assert scores.raw["passage_title"][i] == pytest.approx(lm_similarity(an(query), ext[i], coll), rel=1e-9)
-    assert scores.raw["doc"][0] == pytest.approx(lm_similarity(an(query), all_terms, coll), rel=1e-9)
+        assert scores.raw["passage"][i] == pytest.approx(lm_similarity(an(query), texts[i], coll) / ideal, rel=1e-9)
+        assert scores.raw["passage_title"][i] == pytest.approx(lm_similarity(an(query), ext[i], coll) / ideal,
+                                                               rel=1e-9)
+    assert scores.raw["doc"][0] == pytest.approx(lm_similarity(an(query), all_terms, coll) / ideal, rel=1e-9)
 
 
 def test_gaussian_weight_and_minmax() -> None:
@@ -204,16 +220,16 @@ def test_document_score_orders_identical_passages() -> None:
     strong = _rec("EP0000020B1", [Section(heading="Part", paragraphs=["valve spring " + FILL, "valve seal spring"])])
     weak = _rec("EP0000021B1", [Section(heading="Part", paragraphs=["valve spring " + FILL, "wood table chair"])])
     cands = [(weak, 1.0), (strong, 1.0)]  # weak first: ties would keep it first
-    hits = _rank(cands, "valve spring seal", variant="qsf_v", alpha=0.5)
+    hits = _rank(cands, "valve spring seal", variant="qsf_v", alpha=0.5, doc_score="lm")
     assert _rank_of(hits, "EP0000020B1/d/1/p1") < _rank_of(hits, "EP0000021B1/d/1/p1")
     assert hits[0].components["doc"] == 1.0
-    only_text = _rank(cands, "valve spring seal", variant="qsf_v", alpha=1.0)
+    only_text = _rank(cands, "valve spring seal", variant="qsf_v", alpha=1.0, doc_score="lm")
     same = [h.score for h in only_text if h.passage_id.endswith("/d/1/p1")]
     assert same[0] == pytest.approx(same[1])
-    # first-stage scores instead of the LM document score
-    fs = _rank([(weak, 9.0), (strong, 1.0)], "valve spring seal", variant="qsf_v", alpha=0.5, doc_score="first_stage")
+    # the default: the first stage's scores (which merge the languages on one scale) as the document component
+    fs = _rank([(weak, 9.0), (strong, 1.0)], "valve spring seal", variant="qsf_v", alpha=0.5)
     assert _rank_of(fs, "EP0000021B1/d/1/p1") < _rank_of(fs, "EP0000020B1/d/1/p1")
-    assert fs[0].components["first_stage"] == 9.0
+    assert fs[0].components["first_stage"] == 9.0 and fs[0].components["doc"] == 1.0
 
 
 def _context_doc() -> PatentRecord:
@@ -237,10 +253,14 @@ def test_context_variants_lift_passage_in_matching_section(variant: str) -> None
     assert ha.score > hb.score
     name = "section" if variant == "qsf_section" else "propagated"
     assert ha.components[name] > hb.components[name]
-    # the score is the paper's combination of its components
+    # the score is the paper's combination of its components; a passage without any query term scores 0 and
+    # comes after every passage with one
     for h in hits:
         c = h.components
-        assert h.score == pytest.approx(0.5 * c["passage"] + 0.5 * (0.2 * c["doc"] + 0.8 * c[name]))
+        combined = 0.5 * c["passage"] + 0.5 * (0.2 * c["doc"] + 0.8 * c[name])
+        assert h.score == pytest.approx(combined if h.matches else 0.0)
+    with_terms = [bool(h.matches) for h in hits]
+    assert with_terms == sorted(with_terms, reverse=True) and not all(with_terms)
     # beta = 1: the context has no weight, the tie is back
     no_ctx = _rank(cands, "steel valve spring", variant=variant, alpha=0.5, beta=1.0)
     assert no_ctx[_rank_of(no_ctx, a)].score == pytest.approx(no_ctx[_rank_of(no_ctx, b)].score)

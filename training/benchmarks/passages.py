@@ -118,9 +118,11 @@ def _child(index_dir: str, n_queries: int, depth: int, k: int, reference_queries
     mem_after = _memory_mb()
 
     # today's implementation on the same candidate lists
-    from training.benchmarks.passages_reference import PassageRanker
+    from service.passages import PassageIndex
+    from training.benchmarks.passages_reference import PassageRanker, background_of_index
 
-    ref = PassageRanker(translations=engine.first_stage.tables)
+    ref = PassageRanker(translations=engine.first_stage.tables,
+                        background=background_of_index(PassageIndex.load(engine.folder, mmap=True)))
     docs = engine.first_stage.docs
     ref_stage: list[float] = []
     ref_e2e: list[float] = []

@@ -8,7 +8,10 @@ unchanged, for two uses only:
   ranker gives the same scores on the real data (within 1e-9), and
 - ``priorart bench passages``, which times "today's" per-query cost in the same run as the new one.
 
-Do not change its behaviour: it is the definition the new ranker is checked against. The scalar
+It is the definition the array ranker is checked against: a change of the scoring changes both, in one
+commit (issue 28 did: every language a query reaches is measured against the query's ideal text in that
+language, query terms no candidate text has count as seen once instead of being dropped, and a passage
+without any query term scores 0, below every passage with one). The scalar
 :func:`lm_similarity` and :class:`BackgroundModel` live only here (tests use them).
 
 Given the first-stage candidate documents of a query, every passage of every candidate is scored with
@@ -116,9 +119,12 @@ import numpy.typing as npt
 from scipy import sparse
 
 from service.corpus.record import LANGS, PatentRecord, Section
+from service.passages.lm import DEFAULT_DOC_SCORE, DEFAULT_MU, DEFAULT_MU_TRANSLATED, QueryImage, query_models
+from service.passages.tree import layout
 from service.text.analysis import SUPPORTED_LANGS, TOKEN_RE, Analyzer, get_analyzer, normalise, stopwords
 
 if TYPE_CHECKING:
+    from service.passages.arrays import PassageArrays
     from service.retrieval.translate import TranslationTable
 
 logger = logging.getLogger(__name__)
@@ -218,7 +224,7 @@ def minmax(values: npt.ArrayLike) -> FloatArray:
 
 
 class BackgroundModel:
-    """A unigram collection model for one language: ``p(w | C) = cf(w) / N`` (unseen: ``0.5 / N``)."""
+    """A unigram collection model for one language: ``p(w | C) = cf(w) / N`` (unseen: seen once, ``1 / N``)."""
 
     def __init__(self, counts: Mapping[str, int], lang: str) -> None:
         if lang not in SUPPORTED_LANGS:
@@ -239,7 +245,29 @@ class BackgroundModel:
         return cls(counts, lang)
 
     def prob(self, term: str) -> float:
-        return self.counts.get(term, 0.5) / self.total
+        return self.counts.get(term, 1) / self.total
+
+
+def background_of(records: Iterable[PatentRecord]) -> dict[str, BackgroundModel]:
+    """Background models of every text of ``records``: each title, heading, abstract, claim and description
+    paragraph in every language, analysed with the default analyzers (what a passage index of those records
+    counts)."""
+    counts: dict[str, Counter[str]] = {lang: Counter() for lang in LANGS}
+    for rec in records:
+        for unit in layout(rec).units:
+            lang = LANGS[unit.lang]
+            counts[lang].update(get_analyzer(lang)(unit.text))
+    return {lang: BackgroundModel(c, lang) for lang, c in counts.items() if c}
+
+
+def background_of_index(index: PassageArrays) -> dict[str, BackgroundModel]:
+    """A passage index's collection statistics (every title, heading and passage of a language) as background
+    models: the reference then scores with the collection model the array ranker reads."""
+    counts: dict[str, dict[str, int]] = {lang: {} for lang in LANGS}
+    for i in range(len(index.vocab)):
+        lang, term = index.vocab.text(i).split("\0", 1)
+        counts[lang][term] = int(index.vocab_cf[i])
+    return {lang: BackgroundModel(c, lang) for lang, c in counts.items() if c}
 
 
 # ------------------------------------------------------------------------------------ tree building
@@ -611,19 +639,32 @@ class PassageScores:
     doc: FloatArray  # (P,) normalised document score of each passage's document
     context: FloatArray | None  # normalised Sim_sec / propag (qsf_section*, qsf_passage_propagate)
     first_stage: FloatArray  # (P,) first-stage score of the document (raw)
-    query_terms: dict[str, set[str]] = field(default_factory=dict)  # passage language -> analysed terms
+    matched: npt.NDArray[np.bool_]  # (P,) the passage's own text holds a query term of its language
+    images: dict[str, QueryImage] = field(default_factory=dict)  # the query per language it reaches
     raw: dict[str, FloatArray] = field(default_factory=dict)  # before min-max: passage, passage_title, doc, context
     _ids: list[tuple[str, str]] | None = field(default=None, repr=False)
 
     def __len__(self) -> int:
         return int(self.passage.size)
 
+    @property
+    def query_terms(self) -> dict[str, set[str]]:
+        """Passage language -> the query's index terms in it."""
+        return {lg: set(image.probs) for lg, image in self.images.items()}
+
     def combine(self, alpha: float, beta: float = 0.5) -> FloatArray:
-        """Final passage scores for one (alpha, beta) (paper eq. 3, 6, 8, 10, 12)."""
+        """Final passage scores for one (alpha, beta) (paper eq. 3, 6, 8, 10, 12); 0 for a passage without any
+        query term."""
         _check_params(self.variant, alpha, beta, self.sigma)
         if self.context is None:
-            return alpha * self.passage + (1.0 - alpha) * self.doc
-        return alpha * self.passage + (1.0 - alpha) * (beta * self.doc + (1.0 - beta) * self.context)
+            out = alpha * self.passage + (1.0 - alpha) * self.doc
+        else:
+            out = alpha * self.passage + (1.0 - alpha) * (beta * self.doc + (1.0 - beta) * self.context)
+        return np.where(self.matched, out, 0.0)
+
+    def top(self, scores: FloatArray, k: int) -> IntArray:
+        """The ``k`` best for ``scores``: the passages with a query term first, then by score (ties: lower index)."""
+        return self.order(np.where(self.matched, scores + 2.0, scores), k)
 
     def order(self, scores: FloatArray, k: int) -> IntArray:
         """Indices of the ``k`` best passages, best first (ties: candidate order, then passage order)."""
@@ -648,7 +689,7 @@ class PassageScores:
         """``(doc_id, passage_id, score)`` of the top ``k`` passages (for evaluation)."""
         scores = self.combine(alpha, beta)
         ids = self.ids()
-        top = self.order(scores, k)
+        top = self.top(scores, k)
         return [(*ids[i], s) for i, s in zip(top.tolist(), scores[top].tolist(), strict=True)]
 
 
@@ -666,16 +707,23 @@ def _matched(
     return rows, qi[m].astype(np.int64), np.concatenate(cnt_l)[m].astype(np.float64), blk
 
 
-def _loglik(
-    const: float, pqw: FloatArray, mu: float, p_c: FloatArray, rows: IntArray, qi: IntArray, cnt: FloatArray,
-    lengths: FloatArray,
-) -> FloatArray:
-    """``-CE`` of every row: ``sum_q p(q) log((c + mu p_C) / (|x| + mu))`` from the non-zero counts only.
+@dataclass
+class _Lang:
+    """One language's query weights, collection probabilities and place on the common scale."""
 
-    ``const = sum_q p(q) log(mu p_C(q))`` is the value of a text without any query term (before length).
-    """
-    gain = pqw[qi] * np.log1p(cnt / (mu * p_c[qi]))
-    return const - np.log(lengths + mu) + np.bincount(rows, gain, minlength=lengths.size)
+    pqw: FloatArray
+    p_c: FloatArray
+    mu: float
+    shift: float
+    scale: float
+    ideal: float
+
+    def loglik(self, rows: IntArray, qi: IntArray, cnt: FloatArray, lengths: FloatArray) -> FloatArray:
+        """``log Sim'`` of every row from its non-zero counts: ``shift - log(|x| + mu) + scale * (gain - ideal)``
+        with ``gain = sum_q p(q) log1p(c / (mu p_C))`` -- measured against the language's ideal text, the gap
+        stretched to the query language's."""
+        gain = np.bincount(rows, self.pqw[qi] * np.log1p(cnt / (self.mu * self.p_c[qi])), minlength=lengths.size)
+        return self.shift - np.log(lengths + self.mu) + self.scale * (gain - self.ideal)
 
 
 class PassageRanker:
@@ -694,8 +742,9 @@ class PassageRanker:
 
     def __init__(
         self,
-        mu: float = 1000.0,
+        mu: float = DEFAULT_MU,
         *,
+        mu_translated: float = DEFAULT_MU_TRANSLATED,
         background: Mapping[str, BackgroundModel] | None = None,
         translations: Mapping[str, TranslationTable] | None = None,
         include_abstract: bool = True,
@@ -703,8 +752,10 @@ class PassageRanker:
         cache_size: int = 4096,
         max_vocab: int = 2_000_000,
     ) -> None:
-        if not mu > 0 or math.isinf(mu):
-            raise ValueError(f"mu must be a finite number > 0, got {mu}")
+        for name, value in (("mu", mu), ("mu_translated", mu_translated)):
+            if not value > 0 or math.isinf(value):
+                raise ValueError(f"{name} must be a finite number > 0, got {value}")
+        self.mu_translated = float(mu_translated)
         if cache_size < 0:
             raise ValueError(f"cache_size must be >= 0, got {cache_size}")
         self.mu = float(mu)
@@ -770,38 +821,22 @@ class PassageRanker:
 
     # -- query models -----------------------------------------------------------------------------
 
-    def _query_models(self, query: str, lang: str, langs: Iterable[str]) -> dict[str, dict[str, float]]:
-        terms = get_analyzer(lang)(query)
-        if not terms:
-            raise ValueError("the query has no index terms after analysis (only stop words or punctuation?)")
-        base = {t: n / len(terms) for t, n in Counter(terms).items()}
-        models = {lang: base}
-        for other in langs:
-            if other == lang:
-                continue
-            table = self.translations.get(lang)
-            if table is not None and table.tgt == other:
-                model: dict[str, float] = {}
-                for src, p in base.items():
-                    for tgt, pt in table.translate_term(src).items():
-                        model[tgt] = model.get(tgt, 0.0) + p * pt
-                models[other] = model
-            else:
-                oterms = get_analyzer(other)(query)
-                models[other] = {t: n / len(oterms) for t, n in Counter(oterms).items()} if oterms else {}
-        return models
+    def _query_models(self, query: str | Mapping[str, QueryImage], lang: str) -> dict[str, QueryImage]:
+        if not isinstance(query, str):
+            return dict(query)
+        return query_models(query, lang, self.translations)
 
     # -- scoring ----------------------------------------------------------------------------------
 
     def score(
         self,
-        query: str,
+        query: str | Mapping[str, QueryImage],
         lang: str,
         candidates: Sequence[tuple[PatentRecord, float]],
         *,
         variant: str = "qsf_passage_propagate",
         sigma: float = 1.0,
-        doc_score: str = "lm",
+        doc_score: str = DEFAULT_DOC_SCORE,
     ) -> PassageScores:
         """All score components of every candidate passage (the expensive part of :meth:`rank`)."""
         _check_params(variant, 0.0, 0.0, sigma)
@@ -822,13 +857,14 @@ class PassageRanker:
             records.append(rec)
             first.append(float(s))
         trees, vocabs = self._trees(records, lang)
-        return self._score_trees(query, lang, trees, vocabs, np.asarray(first, dtype=np.float64),
+        return self._score_trees(query, lang, records, trees, vocabs, np.asarray(first, dtype=np.float64),
                                  variant=variant, sigma=sigma, doc_score=doc_score)
 
     def _score_trees(
         self,
-        query: str,
+        query: str | Mapping[str, QueryImage],
         lang: str,
+        records: Sequence[PatentRecord],
         trees: list[_DocTree],
         vocabs: dict[str, dict[str, int]],
         first: FloatArray,
@@ -844,17 +880,39 @@ class PassageRanker:
         doc_index = np.repeat(np.arange(len(trees), dtype=np.int64), sizes)
         local_index = np.arange(total, dtype=np.int64) - offsets[doc_index]
         langs = sorted({lg for t in trees for lg in t.blocks})
-        models = self._query_models(query, lang, langs)
+        models = self._query_models(query, lang)
 
         log_plain = np.full(total, -np.inf)
         log_title = np.full(total, -np.inf)
         log_doc = np.full(len(trees), -np.inf)
+        matched = np.zeros(total, dtype=bool)
         doc_langs = [t.doc_lang(lang) for t in trees]
 
+        # the collection model per language: the background models (the index's: background_of_index), else every
+        # text of the candidates (the same when the candidates are the whole index)
+        background = self.background or background_of(records)
+        own_ideal: float | None = None
+        ideal_of: dict[str, float] = {}
+        for plang, image in models.items():  # each language's ideal text (the stretch needs the query language's)
+            bg = background.get(plang)
+            if bg is None:
+                continue
+            mu_l = mu if plang == lang else self.mu_translated
+            ideal_of[plang] = sum(image.probs[t] * math.log1p(c / (mu_l * bg.prob(t)))
+                                  for t, c in image.ideal.items() if t in image.probs)
+        own_ideal = ideal_of.get(lang, 0.0)
+
         for plang in langs:
-            model = models.get(plang, {})
+            lang_image = models.get(plang)
+            bg = background.get(plang)
+            if lang_image is None or bg is None:
+                continue  # a language the query does not reach: Sim = 0 (log -inf) for every text of it
+            mu_l = mu if plang == lang else self.mu_translated
+            ideal_gain = ideal_of[plang]
+            scale = own_ideal / ideal_gain if ideal_gain > 0 else 1.0
+            shift = math.log(sum(lang_image.ideal.values()) + mu_l)
             vocab = vocabs.get(plang, {})
-            qterms = [(t, vocab[t], p) for t, p in model.items() if t in vocab]
+            qterms = [(t, vocab[t], p) for t, p in lang_image.probs.items() if t in vocab]
             which = [i for i, t in enumerate(trees) if plang in t.blocks]
             blocks = [trees[i].blocks[plang] for i in which]
             prow_n = np.asarray([b.rows.size for b in blocks], dtype=np.int64)
@@ -865,32 +923,20 @@ class PassageRanker:
             global_rows = np.concatenate([b.rows + offsets[i] for i, b in zip(which, blocks, strict=True)])
             p_len = np.concatenate([b.p_len for b in blocks])
             h_len = np.concatenate([b.h_len for b in blocks])
-            if not qterms:
-                continue  # Sim = 0 (log -inf) for every text of this language
+            nq = len(qterms)
             qids = np.asarray([q for _, q, _ in qterms], dtype=np.int64)
-            qmap = np.full(len(vocab), -1, dtype=np.int32)
-            qmap[qids] = np.arange(qids.size)
-
+            qmap = np.full(max(len(vocab), 1), -1, dtype=np.int32)
+            qmap[qids] = np.arange(nq)
             pr, pq, pc, pb = _matched(qmap, [b.p_rows for b in blocks], [b.p_cols for b in blocks],
                                       [b.p_cnt for b in blocks], p_off)
             hr, hq, hc, hb = _matched(qmap, [b.h_rows for b in blocks], [b.h_cols for b in blocks],
                                       [b.h_cnt for b in blocks], h_off)
-            nq = qids.size
-            cf = np.bincount(pq, pc, minlength=nq) + np.bincount(hq, hc, minlength=nq)
-            keep = cf > 0
-            if not keep.any():
-                continue
-            bg = self.background.get(plang)
-            if bg is not None:
-                p_c = np.asarray([bg.prob(t) for t, _, _ in qterms])
-            else:
-                p_c = cf / max(float(p_len.sum() + h_len.sum()), 1.0)
-            pqw = np.asarray([p for _, _, p in qterms], dtype=np.float64) * keep
-            pqw /= pqw.sum()
-            p_c = np.where(keep, p_c, 1.0)  # dropped terms have weight 0; avoid log(0)
-            const = float(np.sum(pqw * np.log(mu * p_c)))
+            p_c = np.asarray([bg.prob(t) for t, _, _ in qterms], dtype=np.float64)
+            pqw = np.asarray([p for _, _, p in qterms], dtype=np.float64)
 
-            log_plain[global_rows] = _loglik(const, pqw, mu, p_c, pr, pq, pc, p_len)
+            lm = _Lang(pqw, p_c, mu_l, shift, scale, ideal_gain)
+            log_plain[global_rows] = lm.loglik(pr, pq, pc, p_len)
+            matched[global_rows] = np.bincount(pr, minlength=n_p) > 0
 
             c_plain = sparse.csr_matrix((pc, (pr, pq)), shape=(n_p, nq))
             c_head = sparse.csr_matrix((hc, (hr, hq)), shape=(n_h, nq))
@@ -900,8 +946,7 @@ class PassageRanker:
             anc = sparse.csr_matrix((np.ones(anc_rows.size), (anc_rows, anc_cols)), shape=(n_p, n_h))
             ext = sparse.coo_matrix(c_plain + anc @ c_head)
             ext_len = p_len + anc @ h_len
-            log_title[global_rows] = _loglik(const, pqw, mu, p_c, ext.row.astype(np.int64), ext.col.astype(np.int64),
-                                             ext.data, ext_len)
+            log_title[global_rows] = lm.loglik(ext.row.astype(np.int64), ext.col.astype(np.int64), ext.data, ext_len)
 
             # documents whose scoring language is this one: all their passages + title rows
             dsel = np.asarray([doc_langs[i] == plang for i in which], dtype=bool)
@@ -909,9 +954,10 @@ class PassageRanker:
                 nb = len(blocks)
                 counts = np.bincount(pb * nq + pq, pc, minlength=nb * nq) + np.bincount(hb * nq + hq, hc,
                                                                                        minlength=nb * nq)
-                counts = counts.reshape(nb, nq)
+                nz = np.flatnonzero(counts)
                 dlen = np.asarray([b.total_len for b in blocks])
-                dlog = const - np.log(dlen + mu) + np.log1p(counts / (mu * p_c)) @ pqw
+                dlog = lm.loglik(nz // max(nq, 1), nz % max(nq, 1), np.asarray(counts[nz], dtype=np.float64),
+                                 dlen.astype(np.float64))
                 widx = np.asarray(which, dtype=np.int64)
                 log_doc[widx[dsel]] = dlog[dsel]
 
@@ -942,7 +988,6 @@ class PassageRanker:
             context = minmax(ctx)
 
         passage_norm = minmax(sim_plain if variant == "qsf_v" else sim_title)
-        query_terms = {lg: set(m) for lg, m in models.items()}
         raw = {"passage": sim_plain, "passage_title": sim_title, "doc": np.exp(log_doc)[doc_index]}
         if context is not None:
             raw["context"] = ctx
@@ -956,13 +1001,14 @@ class PassageRanker:
             doc=doc_norm[doc_index],
             context=context,
             first_stage=first[doc_index],
-            query_terms=query_terms,
+            matched=matched,
+            images=models,
             raw=raw,
         )
 
     def rank(
         self,
-        query: str,
+        query: str | Mapping[str, QueryImage],
         lang: str,
         candidates: Sequence[tuple[PatentRecord, float]],
         *,
@@ -971,7 +1017,7 @@ class PassageRanker:
         beta: float = 0.5,
         sigma: float = 1.0,
         k: int = 1500,
-        doc_score: str = "lm",
+        doc_score: str = DEFAULT_DOC_SCORE,
         highlight: bool = True,
         langs: Collection[str] | None = None,
     ) -> list[PassageHit]:
@@ -990,7 +1036,7 @@ class PassageRanker:
         final = scores.combine(alpha, beta)
         context_name = "section" if variant == "qsf_section" else "propagated"
         hits: list[PassageHit] = []
-        for i in scores.order(final, k if langs is None else len(final)):
+        for i in scores.top(final, k if langs is None else len(final)):
             tree = scores.trees[int(scores.doc_index[i])]
             p = tree.passages[int(scores.local_index[i])]
             if langs is not None and p.lang not in langs:
