@@ -272,6 +272,8 @@ def xling_passages_command(
     variants: str = typer.Option(",".join(_VARIANTS), "--variants", help="QSF variants to run."),
     k: int = typer.Option(100, "--k", help="Passages returned per topic."),
     words_only: bool = typer.Option(False, "--words-only", help="Drop numbers and codes from the topics too."),
+    sweep: str | None = typer.Option(None, "--sweep", help="A passage parameter at several values, e.g. "
+                                     "mu_translated=50,100,200: a row per value and one cross-fitted row."),
     baseline: Path | None = typer.Option(None, "--baseline", help="A result file of an earlier run (another "
                                          "commit's ranker): paired p-values of MRR against it."),
     out: Path | None = typer.Option(None, "--out", help="Write the result (JSON, per topic included) here."),
@@ -286,9 +288,13 @@ def xling_passages_command(
 
     try:
         dirs = tuple(tuple(d.strip().split("-", 1)) for d in directions.split(",") if d.strip())
+        swept = None
+        if sweep:
+            param, _, values = sweep.partition("=")
+            swept = (param.strip(), tuple(float(v) for v in values.split(",") if v.strip()))
         settings = XlingPassageSettings(folds=folds, k=k, words_only=words_only,
                                         variants=tuple(v.strip() for v in variants.split(",") if v.strip()),
-                                        directions=dirs)  # type: ignore[arg-type]
+                                        directions=dirs, sweep=swept)  # type: ignore[arg-type]
         base = json.loads(baseline.read_text(encoding="utf-8")) if baseline is not None else None
         result = run_xling_passages(data, settings, baseline=base, out=out, work=work, progress=progress)
     except (ExperimentError, ValueError, OSError) as exc:
@@ -298,6 +304,37 @@ def xling_passages_command(
         typer.echo(json.dumps({k: v for k, v in result.to_dict().items() if k != "per_query"}, indent=1))
         return
     typer.echo(format_table(result))
+
+
+@experiment_app.command("route-merge")
+def route_merge_command(
+    data: Path = typer.Option(..., "--data", help="The shared data folder (with patents/ep and patents/us)."),
+    folds: int = typer.Option(5, "--folds", help="Cross-fitting folds (tables and compound splitter per fold)."),
+    depth: int = typer.Option(100, "--depth", help="Documents retrieved per topic."),
+    combines: str = typer.Option("", "--combines", help="Other route merges to compare (weight, max)."),
+    out: Path | None = typer.Option(None, "--out", help="Write the result (JSON, per topic included) here."),
+    progress: bool | None = typer.Option(None, "--progress/--no-progress", help="Progress bars on stderr."),
+) -> None:
+    """Own-language documents under the translated routes: titles in en/de/fr against the trilingual index, with
+    the query's own route only and with every route merged (the routes must not push these documents down)."""
+    from training.experiments.route_merge import (
+        RouteMergeSettings,
+        format_route_merge,
+        run_route_merge,
+        write_result,
+    )
+    from training.experiments.xling import ExperimentError
+
+    try:
+        settings = RouteMergeSettings(folds=folds, depth=depth,
+                                      combines=tuple(c.strip() for c in combines.split(",") if c.strip()))
+        result = run_route_merge(data, settings, progress=progress)
+    except (ExperimentError, ValueError) as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from exc
+    if out is not None:
+        write_result(result, out)
+    typer.echo(format_route_merge(result))
 
 
 @experiment_app.command("feedback")

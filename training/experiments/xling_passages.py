@@ -26,6 +26,10 @@ Measured per direction and QSF variant (``/passages`` at the request's defaults 
 * ``search@1`` -- share of topics for which ``/search`` ranks the grant first (the same query, the same index):
   the goal is ``top_from_grant`` within 2 points of it.
 
+``sweep``: a passage parameter (``mu_translated``, ``alpha``, ...) run at several values; the row
+``<variant> <param>=cross-fitted`` scores each half of the grants (by fold) with the value that was best on the
+other half (MRR over all its topics), so that the chosen value is judged on grants it was not chosen on.
+
 ``baseline``: a result file of an earlier run (another commit's ranker); each variant's per-topic reciprocal
 ranks are compared with its own in a paired randomisation test (10,000 permutations).
 """
@@ -55,6 +59,7 @@ DIRECTIONS: tuple[tuple[str, str], ...] = (("de", "en"), ("fr", "en"), ("en", "d
                                            ("fr", "de"))
 MEASURES = ("mrr", "success@1", "success@10", "top_from_grant", "grant_mrr", "search@1")
 DEFAULT_VARIANT = "qsf_passage_propagate"
+SWEEPABLE = ("alpha", "beta", "sigma", "mu", "mu_translated")
 
 
 @dataclass
@@ -65,6 +70,7 @@ class XlingPassageSettings:
     directions: tuple[tuple[str, str], ...] = DIRECTIONS
     words_only: bool = False  # drop numbers and codes from the topics too
     max_claims: int = 0  # claims per grant and language (0: all; tests use a few)
+    sweep: tuple[str, tuple[float, ...]] | None = None  # a passage parameter and its values (each one run)
 
     def __post_init__(self) -> None:
         if self.folds < 2:
@@ -74,6 +80,9 @@ class XlingPassageSettings:
         bad = [v for v in self.variants if v not in VARIANTS]
         if bad:
             raise ExperimentError(f"unknown passage variant(s) {bad}; valid: {', '.join(VARIANTS)}")
+        if self.sweep is not None and (self.sweep[0] not in SWEEPABLE or not self.sweep[1]):
+            raise ExperimentError(f"sweep a parameter of {', '.join(SWEEPABLE)} over one or more values, "
+                                  f"got {self.sweep}")
         bad_dirs = [d for d in self.directions if d not in DIRECTIONS]
         if bad_dirs:
             raise ExperimentError(f"unknown direction(s) {bad_dirs}; valid: "
@@ -94,8 +103,9 @@ class XlingPassageResult:
     settings: dict[str, Any]
     grants: list[str]
     topics: dict[str, int]  # direction -> topics run
-    rows: dict[str, dict[str, dict[str, float]]]  # direction -> variant -> measure -> value
-    per_query: dict[str, dict[str, dict[str, float]]] = field(repr=False)  # variant -> qid -> measure -> value
+    rows: dict[str, dict[str, dict[str, float]]]  # direction -> row (variant[, param=value]) -> measure -> value
+    per_query: dict[str, dict[str, dict[str, float]]] = field(repr=False)  # row -> qid -> measure -> value
+    chosen: dict[str, list[float]] = field(default_factory=dict)  # sweep: row -> value chosen per half
     p_values: dict[str, dict[str, float]] = field(default_factory=dict)  # direction -> variant -> p vs baseline
     baseline: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)  # the baseline's rows
     skipped: dict[str, int] = field(default_factory=dict)  # direction -> topics the engine refused (no terms)
@@ -193,7 +203,13 @@ def run_xling_passages(
         raise ExperimentError(f"{len(grants)} trilingual EP grants found; need at least {s.folds} (one per fold)")
     fold_of = {g.id: i % s.folds for i, g in enumerate(grants)}
     targets = sorted({t for _, t in s.directions})
-    per_query: dict[str, dict[str, dict[str, float]]] = {v: {} for v in s.variants}
+    runs: list[tuple[str, str, dict[str, float]]] = []  # (row, variant, request parameters)
+    for variant in s.variants:
+        if s.sweep is None:
+            runs.append((variant, variant, {}))
+        else:
+            runs += [(f"{variant} {s.sweep[0]}={value:g}", variant, {s.sweep[0]: value}) for value in s.sweep[1]]
+    per_query: dict[str, dict[str, dict[str, float]]] = {row: {} for row, _, _ in runs}
     direction_of: dict[str, str] = {}
     skipped: dict[str, int] = {f"{a}-{b}": 0 for a, b in s.directions}
     t_build = t_run = 0.0
@@ -226,11 +242,12 @@ def run_xling_passages(
                                 try:
                                     found = engine.search(SearchRequest(query=topic.text, lang=src, k=10))
                                     ids = [h.id for h in found.results]
-                                    for variant in s.variants:
-                                        res = engine.passages(PassageRequest(query=topic.text, lang=src, k=s.k,
-                                                                             variant=variant))
+                                    for row, variant, params in runs:
+                                        res = engine.passages(PassageRequest.model_validate(
+                                            {"query": topic.text, "lang": src, "k": s.k, "variant": variant,
+                                             **params}))
                                         ranked = [(h.doc_id, h.passage_id) for h in res.results]
-                                        per_query[variant][topic.qid] = _measure(topic, ranked, ids)
+                                        per_query[row][topic.qid] = _measure(topic, ranked, ids)
                                 except QueryError:
                                     skipped[name] += 1
                                     continue
@@ -241,14 +258,29 @@ def run_xling_passages(
                 bar.update(1)
         bar.close()
 
+    chosen: dict[str, list[float]] = {}
+    if s.sweep is not None:  # per variant, each half of the grants scored with the value best on the other half
+        half = {q: fold_of[q.split("-", 1)[0]] % 2 for q in direction_of}
+        param, values = s.sweep
+        for variant in s.variants:
+            name = f"{variant} {param}=cross-fitted"
+            per_query[name] = {}
+            chosen[name] = []
+            for h in (0, 1):
+                train = [q for q in direction_of if half[q] != h]
+                best = max(values, key=lambda v: (sum(per_query[f"{variant} {param}={v:g}"][q]["mrr"]
+                                                      for q in train), -abs(v - values[0])))
+                chosen[name].append(best)
+                per_query[name].update({q: per_query[f"{variant} {param}={best:g}"][q] for q in direction_of
+                                        if half[q] == h})
     rows: dict[str, dict[str, dict[str, float]]] = {}
     topics: dict[str, int] = {}
     for src, dst in s.directions:
         name = f"{src}-{dst}"
         qids = [q for q, d in direction_of.items() if d == name]
         topics[name] = len(qids)
-        rows[name] = {v: {m: sum(per_query[v][q][m] for q in qids) / max(len(qids), 1) for m in MEASURES}
-                      for v in s.variants}
+        rows[name] = {row: {m: sum(by_q[q][m] for q in qids) / max(len(qids), 1) for m in MEASURES}
+                      for row, by_q in per_query.items()}
     p_values: dict[str, dict[str, float]] = {}
     base_rows: dict[str, dict[str, dict[str, float]]] = {}
     if baseline is not None:
@@ -257,15 +289,15 @@ def run_xling_passages(
         for name in rows:
             qids = [q for q, d in direction_of.items() if d == name]
             p_values[name] = {}
-            for v in s.variants:
-                theirs = base_pq.get(v, {})
+            for row, by_q in per_query.items():
+                theirs = base_pq.get(row.split(" ", 1)[0], {})  # the baseline's run of the same variant
                 common = [q for q in qids if q in theirs]
                 if common:
-                    p_values[name][v] = randomisation_test({q: per_query[v][q]["mrr"] for q in common},
-                                                           {q: theirs[q]["mrr"] for q in common})
+                    p_values[name][row] = randomisation_test({q: by_q[q]["mrr"] for q in common},
+                                                             {q: theirs[q]["mrr"] for q in common})
     result = XlingPassageResult(
         settings={**asdict(s), "directions": [f"{a}-{b}" for a, b in s.directions]},
-        grants=[g.id for g in grants], topics=topics, rows=rows, per_query=per_query, p_values=p_values,
+        grants=[g.id for g in grants], topics=topics, rows=rows, per_query=per_query, chosen=chosen, p_values=p_values,
         baseline=base_rows, skipped=skipped,
         seconds={"indexes": t_build, "queries": t_run, "total": time.perf_counter() - t0}, commit=_commit())
     if out is not None:
@@ -301,11 +333,15 @@ def format_table(result: XlingPassageResult) -> str:
                      f"{m['success@10']:.2f} | {m['top_from_grant']:.2f} | {m['grant_mrr']:.3f} | "
                      f"{m['search@1']:.2f} |")
             if base:
-                before = result.baseline.get(name, {}).get(v, {}).get("mrr")
+                before = result.baseline.get(name, {}).get(v.split(" ", 1)[0], {}).get("mrr")
                 p = result.p_values.get(name, {}).get(v)
                 cells += (f" {before:.3f} |" if before is not None else " - |") + (f" {p:.4f} |" if p is not None
                                                                                     else " - |")
             lines.append(cells)
+    for row, values in result.chosen.items():
+        lines.append("")
+        lines.append(f"{row}: the value chosen on the other half of the grants, per half: "
+                     f"{', '.join(f'{v:g}' for v in values)}")
     skipped = {k: v for k, v in result.skipped.items() if v}
     if skipped:
         lines.append("")
