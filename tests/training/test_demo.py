@@ -62,12 +62,12 @@ def test_each_demo_serves_its_own_index_and_says_what_it_reuses(tmp_path: Path) 
     """Issue 30: after one demo, another one with other data served the old index (its corpus overwritten, the
     build skipped) and said nothing. Each data source has its own work folder, and a work folder reuses an output
     only when it was made from the same inputs."""
-    from training.commands.demo import NO_TRAIN_LINE, default_workdir
+    from training.commands.demo import NO_TRAIN_LINE, NO_TRAIN_WHY, default_workdir
 
     assert default_workdir(None) != default_workdir(Path("../shared/data"))
     work = str(tmp_path / "demo")
     out = _demo("-n", "200", "--workdir", work)
-    assert NO_TRAIN_LINE in out  # no training by default, and why, in one line
+    assert NO_TRAIN_LINE.format(why=NO_TRAIN_WHY["synthetic"]) in out  # no training by default, and why, in one line
     meta = json.loads((tmp_path / "demo" / "index" / "meta.json").read_text())
     assert "models" not in meta["components"]
     assert len(_ids(tmp_path / "demo" / "index")) == 200
