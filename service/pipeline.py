@@ -110,7 +110,14 @@ class Pipeline:
     def run(self, query: Query) -> tuple[Candidates, list[StageTrace]]:
         """The top ``query.k`` candidates, best first (ties: lower row first), and each stage's trace."""
         cands, trace = self._run(query, self.stages)
-        assert cands.fused is not None
+        assert cands.fused is not None and cands.fusion is not None
+        word_match_only = {c for c, w in cands.fusion.weights.items() if w > 0} == {"bm25"}
+        if len(cands) and not cands.in_first.any() and word_match_only:
+            # ranked by word match alone, and no candidate contains a query word: the dense stage's nearest documents
+            # would all tie at one score (min-max of zeros), in row order
+            query.note("no document contains a query term, and word match alone ranks this query: the documents "
+                       "nearest in meaning are not listed")
+            cands.take(np.zeros(0, dtype=np.int64))
         order = np.lexsort((cands.rows, -cands.fused))[: query.k]
         cands.take(order)
         return cands, trace

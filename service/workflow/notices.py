@@ -58,6 +58,9 @@ _RULES: list[tuple[re.Pattern[str], str, str]] = [
      "query", "No results: no document {n} contains your words or their translations ({g2}); {g3}, some do."),
     (re.compile(r"^no document contains a query term \(with or without the filters\)"), "query",
      "No results: no document contains your words or their translations, with or without the filters."),
+    (re.compile(r"^no document contains a query term, and word match alone ranks"), "query",
+     "No results: no document contains your words or their translations (documents similar in meaning are not "
+     "listed: this search is ranked by word match alone)."),
     (re.compile(r"^the query has no index terms after analysis"), "query",
      "The query has no searchable words (only stop words or punctuation): nothing could be matched by words."),
     (re.compile(r"^device cuda asked for"), "system",

@@ -263,3 +263,14 @@ def test_the_query_graphs_run_on_one_thread_by_default(index: Path) -> None:
     assert graphs
     assert {g.sess.get_session_options().intra_op_num_threads for g in graphs} == {1}
     assert Settings(index_dir=index, onnx_threads=0).onnx_threads == 0  # onnxruntime's own default, when asked
+
+
+def test_documents_that_match_nothing_are_not_ranked_by_word_match(pipeline: Pipeline) -> None:
+    """Issue 30: a query no document contains, ranked by word match alone, listed the dense stage's nearest documents,
+    each at score 1.0 with no matched term. With a weight on the dense score they are listed (ranked by it)."""
+    q = Query(text="zzqxw blorfing", lang="en", k=5, depth=20)
+    cands, _ = pipeline.run(q)
+    assert len(cands) == 0 and any(n.startswith("no document contains a query term, and word match") for n in q.notes)
+    q = Query(text="zzqxw blorfing", lang="en", k=5, depth=20, weights={"dense": 1.0})
+    cands, _ = pipeline.run(q)
+    assert len(cands) == 5 and not cands.in_first.any()
