@@ -77,6 +77,10 @@ class Settings(BaseSettings):
                                      "its index (priorart add/delete/compact) and loads it; 0: only on /admin/reload")
     shard_timeout_s: float = Field(10.0, gt=0, description="a sharded index: how long a search waits for a shard "
                                    "before answering with the other shards' hits (partial: true)")
+    kernel_cache: Path | None = Field(None, description="compiled kernels filled by `priorart warmup` (the image's: "
+                                      "/opt/priorart/kernel-cache), read-only is fine: `priorart serve` copies them "
+                                      "into NUMBA_CACHE_DIR at start, so that a new container does not compile them "
+                                      "(30-40 s); unset: numba's own cache (service/startup.py)")
     log_level: str = "INFO"
 
     @model_validator(mode="after")

@@ -22,6 +22,7 @@ from training.commands import (
     tasks,
     train,
     translate,
+    warmup,
 )
 
 app = typer.Typer(
@@ -32,8 +33,8 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-for module in (ingest, synth, build, live, search, evaluate, tasks, translate, train, serve, demo, bench, experiment,
-               ltr):
+for module in (ingest, synth, build, live, search, evaluate, tasks, translate, train, serve, warmup, demo, bench,
+               experiment, ltr):
     module.register(app)
 
 

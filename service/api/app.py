@@ -33,22 +33,23 @@ def create_app(settings: Settings | None = None, *,
                engine_loader: Callable[[Settings], Engine] | None = None) -> FastAPI:
     """Build the app. The index is loaded at startup (lifespan), never at import time.
 
-    ``engine_loader``: how the engine is loaded at startup and on reload (default ``Engine.load`` of the index
-    folder; the Ray Serve ingress loads a sharded engine whose shards are deployments, service/serve_ray.py).
+    ``engine_loader``: how the engine is loaded at startup and on reload (default: the index folder, loaded in
+    logged phases and warmed by a first query, ``service.startup.load_engine``; the Ray Serve ingress loads a
+    sharded engine whose shards are deployments, service/serve_ray.py).
     """
     settings = settings or Settings()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         from service.api.routes.admin import watch_generations
-        from service.engine import Engine  # heavy imports happen here, not at module import
+        from service.startup import load_engine  # heavy imports happen here, not at module import
 
         # the worker threads of /search and /passages (request_threads 0: they run in the loop) and of the other
         # plain endpoints (documents, claim charts, reports)
         anyio.to_thread.current_default_thread_limiter().total_tokens = max(1, settings.request_threads)
         started = time.perf_counter()
-        engine = app.state.load_engine(settings) if engine_loader is not None else Engine.load(
-            settings.index_dir, settings=settings)
+        engine = app.state.load_engine(settings) if engine_loader is not None else load_engine(
+            settings.index_dir, settings)  # in phases, each logged, and warmed by a first query
         app.state.engines.swap(engine)
         heap.settle()  # the loaded index out of the collector's full passes (the p99 at depth 1000)
         app.state.metrics.index_docs.set(engine.num_docs)

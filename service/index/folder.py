@@ -70,6 +70,7 @@ import numpy as np
 
 from service import __version__
 from service.corpus.record import LANGS
+from service.phases import timed
 from service.versioned import read_versioned, write_versioned
 
 log = logging.getLogger(__name__)
@@ -293,6 +294,11 @@ def write_meta(
     return meta
 
 
+def _checksum(path: Path) -> str:
+    with timed("checksums"):  # a phase of a server's start-up (service/startup.py)
+        return sha256_file(path)
+
+
 def load_meta(
     index_dir: str | Path,
     verify: bool = True,
@@ -340,7 +346,7 @@ def load_meta(
         size = path.stat().st_size
         if size != info["bytes"]:
             raise IndexFormatError(f"{path} has {size} bytes, {Layout.META} says {info['bytes']} (file changed)")
-        if verify and sha256_file(path) != info["sha256"]:
+        if verify and _checksum(path) != info["sha256"]:
             raise IndexFormatError(f"{path}: sha256 checksum does not match {Layout.META} (file changed or corrupt)")
     return IndexMeta(path=index_dir, version=data["version"], created=str(data.get("created", "")),
                      priorart_version=str(data.get("priorart_version", "")), settings=settings, files=files,

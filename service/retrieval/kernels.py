@@ -888,6 +888,7 @@ def warm() -> None:
             max_per_term(x, w)
     mask = np.ones(4, dtype=np.bool_)
     starts = np.array([0, 1], dtype=np.int64)
+    two_units = np.array([0, 1], dtype=np.int64), np.array([1, 2], dtype=np.int64), np.array([0, 1, 2], dtype=np.int64)
     for m in (None, mask, readonly(mask)):
         acc.top_k(1, m)
         acc.top_k(1, m, nonzero=False)
@@ -895,11 +896,17 @@ def warm() -> None:
         merged.merge(acc, m, 2.0, 0)
         for r in (rows, readonly(rows)):
             acc.top_k_bounded(1, m, r, bounds[0], bounds[1], starts, np.array([1.0]))
+            # two units, their bounds reversed as SparseIndex gives them (a view of negative stride: layout 'A')
+            acc.top_k_bounded(1, m, r, *two_units, np.cumsum(np.array([1.5, 0.5])[::-1])[::-1])
     merged.top_k(1, nonzero=False)
     merged.reset()
     acc.reset()
+    listed = ScoreAccumulator(16)  # rows still listed at the reset (the 4-row ones above stopped listing: cap 1)
+    listed.add_values(np.array([1, 2], dtype=np.int64), np.array([1.0, 2.0]))
+    listed.reset()
     for r in (rows, readonly(rows)):
         for w in (weights, readonly(weights)):
             for m in (None, mask, readonly(mask)):
-                maxscore(acc, 1, m, r, w, indptr, np.array([1.5]), np.array([0], dtype=np.int64), np.array([1.0]))
+                for x in (indptr, readonly(indptr)):
+                    maxscore(acc, 1, m, r, w, x, np.array([1.5]), np.array([0], dtype=np.int64), np.array([1.0]))
     _warm = True

@@ -62,6 +62,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from service.index.folder import SCORINGS, IndexFormatError
+from service.phases import timed
 from service.retrieval import kernels
 from service.versioned import read_versioned
 
@@ -683,10 +684,11 @@ def _prefault(arrays: Iterable[np.ndarray]) -> None:
     index, cold page cache). Here the reads happen once at load, in order (readahead). The kernel may
     still drop clean file pages under memory pressure; load with ``mmap=False`` to hold them in memory.
     """
-    for a in arrays:
-        if a.size:
-            step = max(1, mmap.PAGESIZE // a.itemsize)
-            np.add.reduce(np.asarray(a).view(np.ndarray)[::step], dtype=np.float64)
+    with timed("page-in"):  # a phase of a server's start-up (service/startup.py)
+        for a in arrays:
+            if a.size:
+                step = max(1, mmap.PAGESIZE // a.itemsize)
+                np.add.reduce(np.asarray(a).view(np.ndarray)[::step], dtype=np.float64)
 
 
 def _term_weight(scoring: str, k1: float, tf: np.ndarray, doc_norm: np.ndarray, idf: np.ndarray | float) -> np.ndarray:

@@ -40,11 +40,8 @@ def serve_command(
     The connection limits (header and body timeouts, keep-alive, the connection cap) come from the settings
     (service/api/server.py). An index that cannot be loaded is one line on stderr and exit status 2.
     """
-    import uvicorn
-
-    from service.api import create_app
-    from service.api.server import uvicorn_options
     from service.settings import Settings
+    from service.startup import apply_kernel_cache
 
     if not (index_dir / "meta.json").exists():
         typer.echo(f"error: {index_dir} is not an index folder (no meta.json); build one with `priorart build`",
@@ -55,10 +52,16 @@ def serve_command(
         os.environ["PRIORART_CPC_TITLES"] = str(cpc)
     if api_key:
         os.environ["PRIORART_API_KEY"] = api_key
+    settings = Settings()
+    apply_kernel_cache(settings.kernel_cache)  # before numba is imported (service.api imports the kernels)
     if use_ray or ray_address:
         _serve_ray(index_dir, ray_address or "local", host, port, shard_replicas)
         return
-    settings = Settings()
+    import uvicorn
+
+    from service.api import create_app
+    from service.api.server import uvicorn_options
+
     _raise_open_files_limit()
     limits = uvicorn_options(settings)
     if workers > 1:  # each worker loads the index: check it here once, so that a bad one is one line, not N crashes
@@ -90,13 +93,14 @@ def _check_index(index_dir: Path) -> None:
 
 
 def _preloaded(index_dir: Path, settings: Settings) -> Callable[[Settings], Engine]:
-    """The engine loaded now (or exit with one line), handed to the app at its start; later loads (reloads,
-    new generations) load the folder again."""
+    """The engine loaded now, in phases logged one line each, and warmed by a first query (or exit with one line),
+    handed to the app at its start; later loads (reloads, new generations) load the folder again."""
     from service.engine import Engine
+    from service.startup import load_engine
 
     started = time.perf_counter()
     try:
-        first: list[Engine] = [Engine.load(index_dir, settings=settings)]
+        first: list[Engine] = [load_engine(index_dir, settings)]
     except (ValueError, OSError) as exc:
         raise _load_error(index_dir, exc) from None
     log.info("index %s loaded in %.1f s, before the server starts", index_dir, time.perf_counter() - started)

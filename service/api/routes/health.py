@@ -37,8 +37,11 @@ def health(request: Request) -> Any:
     return {"status": "ok", **public_health(engine, request.app.state.settings.index_dir)}
 
 
-@router.get("/ready", summary="Readiness: 200 once the index is loaded")
+@router.get("/ready", summary="Readiness: 200 once the index is loaded and a first query has run")
 def ready(request: Request) -> JSONResponse:
+    """The engine is set once it is loaded with its kernels and a first query has run (``service.startup``): a
+    client's first query then finds nothing left to compile or read in. (``priorart serve`` loads it before the
+    server listens: until then a probe's connection is refused.)"""
     ok = request.app.state.engines.engine is not None
     return JSONResponse({"ready": ok}, status_code=200 if ok else 503)
 
