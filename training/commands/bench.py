@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import typer
@@ -157,6 +158,84 @@ def add_command(
 
     report = run_add_bench(n_base, n_add, segments=segments, queries=queries, rounds=rounds, seed=seed)
     typer.echo(json.dumps(report, indent=1) if as_json else format_report(report))
+
+
+@bench_app.command("start")
+def start_command(
+    data: Path | None = typer.Option(None, "--data", help="Real data folder (its patents/ are ingested and built); "
+                                     "default ../shared/data beside the repository when it exists."),
+    sizes: str = typer.Option("100000", "--sizes", help="Synthetic index sizes (comma-separated; '' for none)."),
+    index: list[Path] = typer.Option([], "--index", help="Another index folder to time (repeatable)."),
+    cache_dir: Path = typer.Option(Path.home() / ".cache" / "priorart" / "bench-start", "--cache-dir",
+                                   help="Keeps the fresh installation, its kernel cache, the corpora and indexes for "
+                                   "the next run."),
+    rounds: int = typer.Option(3, "--rounds", min=1, help="Cold and warm starts per index (alternating)."),
+    before: bool = typer.Option(True, "--before/--no-before", help="Also one start without the kernel cache "
+                                "(compiled at load, as before issue 35: 30-60 s)."),
+    current_env: bool = typer.Option(False, "--current-env", help="Time this environment's priorart instead of a "
+                                     "fresh install of the wheel with the service extra."),
+    as_json: bool = typer.Option(False, "--json", help="Print every start as JSON."),
+) -> None:
+    """Cold and warm start of `priorart serve` (spawn to /ready 200) with its phases, on the real index and on
+    synthetic ones, as the image installs it (docs/DEPLOYMENT.md, Start-up)."""
+    import sys
+
+    from training.benchmarks.install import InstallError, fresh_install
+    from training.benchmarks.start import (
+        as_json as starts_json,
+    )
+    from training.benchmarks.start import (
+        documents,
+        fill_kernel_cache,
+        format_table,
+        load_average,
+        real_index,
+        run_start_bench,
+        summary,
+        synthetic_index,
+    )
+
+    def say(line: str) -> None:
+        typer.echo(line, err=True)
+
+    try:
+        size_list = [int(s) for s in sizes.split(",") if s.strip()]
+    except ValueError as exc:
+        raise typer.BadParameter(f"--sizes must be integers, got {sizes!r}") from exc
+    cache_dir = cache_dir.absolute()
+    if data is None:
+        default = Path(__file__).resolve().parents[2].parent / "shared" / "data"
+        data = default if (default / "patents").is_dir() else None
+    elif not (data / "patents").is_dir():
+        raise typer.BadParameter(f"{data} has no patents/ folder")
+    if current_env:
+        python = Path(sys.executable)
+        priorart, where = python.parent / "priorart", f"this environment ({sys.prefix})"
+    else:
+        say("installing the wheel with the service extra into a fresh environment (offline) ...")
+        try:
+            inst = fresh_install(cache_dir / "install" / "venv", cache_dir / "install")
+        except InstallError as exc:
+            typer.echo(f"error: {exc}", err=True)
+            raise typer.Exit(2) from exc
+        python, priorart = inst.python, inst.priorart
+        where = f"a fresh venv of {inst.wheel.name}[service] ({len(inst.packages)} distributions, no torch)"
+    kernel_cache = cache_dir / ("kernel-cache-current" if current_env else "kernel-cache")
+    say(f"kernel cache: {fill_kernel_cache(priorart, python, kernel_cache)}")
+    indexes: list[tuple[str, Path]] = []
+    if data is not None:
+        idx = real_index(data, cache_dir, say)
+        indexes.append((f"real data ({documents(idx)} documents)", idx))
+    indexes += [(f"synthetic {n:,}", synthetic_index(n, cache_dir, say)) for n in size_list]
+    indexes += [(str(p), p) for p in index]
+    load_before = load_average()
+    starts = run_start_bench(indexes, priorart, python, kernel_cache, rounds=rounds, before=before, log=say)
+    if as_json:
+        typer.echo(json.dumps(starts_json(starts), indent=1))
+        return
+    typer.echo(f"priorart serve, spawn to GET /ready 200: {where}; load average {load_before} before, "
+               f"{load_average()} after; {os.cpu_count()} CPUs")
+    typer.echo(format_table(summary(starts)))
 
 
 def register(app: typer.Typer) -> None:
