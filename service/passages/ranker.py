@@ -24,10 +24,11 @@ stretched to the query language's::
 
     log Sim'(x) = log(|ideal| + mu_L) - log(|x| + mu_L) + scale_L * (gain(x) - gain(ideal_L))
     gain(x)     = sum_w p(w | q_L) log1p(c(w, x) / (mu_L p(w | C_L)))
-    scale_L     = gain(ideal_query language) / gain(ideal_L)
+    scale_L     = max over the languages L' the query reaches of gain(ideal_L') / gain(ideal_L)
 
-so a text without any query term sits at ``-gain(ideal)`` and a text as good as the ideal at 0 in every
-language; in the query's language this is ``Sim`` divided by a constant. A query term the index has no text
+so a text as good as the ideal sits at 0 and a text without any query term at ``-max gain(ideal)`` in every
+language (a query language with little text in the index does not squeeze the others); with one language
+this is ``Sim`` divided by a constant. A query term the index has no text
 with counts as seen once (a miss). A passage whose text holds no query term (in any language the query
 reaches) scores 0 and comes after every passage that holds one. ``Sim(q, doc)``: the document's text in one
 language, the query language when the document has passages in it, else its language with the most text; the
@@ -396,16 +397,18 @@ def score_passages(
     mu_l[LANG_CODE[lang]] = mu
     inv = 1.0 / (mu_l[ql] * p_c)
     # Each language on one scale. A text's log-likelihood gain ``gain(x) = sum_w p(w|q) log1p(c(w, x) / (mu p(w|C)))``
-    # is measured against the gain of the language's ideal text (the query's best rendering there, ``ideal``),
-    # and the gap is stretched to the query language's: a text without any query term sits at ``-ideal(L_q)``,
-    # a text as good as the ideal at 0, in every language (an image that spreads over many alternatives no
-    # longer squeezes its language's texts near the top). In the query's own language the gain is unchanged.
-    # ``log Sim'(x) = log(|ideal| + mu) - log(|x| + mu) + scale(L) * (gain(x) - ideal(L))``
+    # is measured against the gain of its language's ideal text (the query's best rendering there, ``ideal``), and
+    # every language's gap is stretched to the largest ideal gain among the languages the query reaches: a text
+    # as good as the ideal sits at 0, a text without any query term at ``-max ideal``, in every language (an
+    # image that spreads over many alternatives no longer squeezes its language's texts near the top, and a
+    # query language with little text in the index does not squeeze the others). With one language: the LM.
+    # ``log Sim'(x) = log(|ideal| + mu) - log(|x| + mu) + scale(L) * (gain(x) - ideal(L))``,
+    # ``scale(L) = max_L' ideal(L') / ideal(L)``
     ideal = np.append(np.bincount(ql, pqw * np.log1p(np.asarray(q_ideal) * inv), minlength=_N_LANGS), 0.0)
     for code, p, count in lost:
         ideal[code] += p * math.log1p(count * n_tokens[code] / mu_l[code])
-    own = LANG_CODE[lang]
-    scale = np.where(reached & (ideal > 0), ideal[own] / np.where(ideal > 0, ideal, 1.0), 1.0)
+    target = float(ideal[reached].max()) if reached.any() else 0.0
+    scale = np.where(reached & (ideal > 0), target / np.where(ideal > 0, ideal, 1.0), 1.0)
     shift = np.where(reached, np.log(ref_len + mu_l), -np.inf)
 
     # 3. passage log-likelihoods, plain and with titles/headings; documents

@@ -891,7 +891,6 @@ class PassageRanker:
         # the collection model per language: the background models (the index's: background_of_index), else every
         # text of the candidates (the same when the candidates are the whole index)
         background = self.background or background_of(records)
-        own_ideal: float | None = None
         ideal_of: dict[str, float] = {}
         for plang, image in models.items():  # each language's ideal text (the stretch needs the query language's)
             bg = background.get(plang)
@@ -900,7 +899,7 @@ class PassageRanker:
             mu_l = mu if plang == lang else self.mu_translated
             ideal_of[plang] = sum(image.probs[t] * math.log1p(c / (mu_l * bg.prob(t)))
                                   for t, c in image.ideal.items() if t in image.probs)
-        own_ideal = ideal_of.get(lang, 0.0)
+        target = max(ideal_of.values(), default=0.0)  # the common scale: the largest ideal gain among them
 
         for plang in langs:
             lang_image = models.get(plang)
@@ -909,7 +908,7 @@ class PassageRanker:
                 continue  # a language the query does not reach: Sim = 0 (log -inf) for every text of it
             mu_l = mu if plang == lang else self.mu_translated
             ideal_gain = ideal_of[plang]
-            scale = own_ideal / ideal_gain if ideal_gain > 0 else 1.0
+            scale = target / ideal_gain if ideal_gain > 0 else 1.0
             shift = math.log(sum(lang_image.ideal.values()) + mu_l)
             vocab = vocabs.get(plang, {})
             qterms = [(t, vocab[t], p) for t, p in lang_image.probs.items() if t in vocab]
