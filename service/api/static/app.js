@@ -128,18 +128,25 @@ function renderPassages(data) {
   const out = data.results.map((p, i) => `
     <article class="passage" data-id="${esc(p.passage_id)}">
       <div class="path">${i + 1}. <b><a href="#" class="doc-link" data-id="${esc(p.doc_id)}">${esc(p.doc_id)}</a></b>
-        ${esc(p.title || "")} › ${esc(p.section_path.join(" › "))} · score ${p.score.toFixed(3)}</div>
-      <p>${highlight(p.text, p.highlights)}</p>
+        ${esc(p.title || "")} › ${esc(p.section_path.join(" › "))} · <span class="lang">${esc(p.lang || "")}</span>
+        · score ${p.score.toFixed(3)}</div>
+      <p>${highlight(p.text, p.highlights, p.matches)}</p>
     </article>`).join("");
   $("#results").innerHTML = out || "<p>No passages.</p>";
 }
 
-function highlight(text, spans) {
+// Matched words marked; a word matched through a translation says on hover which query words it renders
+// ("Ausdehnungsgefäß → expansion"). `matches` (start, end, query_words, translated) replaces the bare spans.
+function highlight(text, spans, matches) {
+  const marks = matches && matches.length ? matches : spans.map(([start, end]) => ({ start, end }));
   let html = "", pos = 0;
-  for (const [s, e] of [...spans].sort((a, b) => a[0] - b[0])) {
-    if (s < pos) continue;
-    html += esc(text.slice(pos, s)) + "<mark>" + esc(text.slice(s, e)) + "</mark>";
-    pos = e;
+  for (const m of [...marks].sort((a, b) => a.start - b.start)) {
+    if (m.start < pos) continue;
+    const word = text.slice(m.start, m.end);
+    const hover = m.translated && m.query_words && m.query_words.length
+      ? ` class="translated" title="${esc(m.query_words.join(", ") + " → " + word)}"` : "";
+    html += esc(text.slice(pos, m.start)) + `<mark${hover}>` + esc(word) + "</mark>";
+    pos = m.end;
   }
   return html + esc(text.slice(pos));
 }
@@ -241,7 +248,8 @@ function renderChart(c) {
       const x = cells[`${e.label}|${d.id}`];
       if (!x || x.text === null) return `<td class="not-found">—</td>`;
       return `<td class="${x.status.replace(" ", "-")}"><b>${esc(x.status)}</b> (${Math.round(x.overlap * 100)}% of terms)` +
-        `<div class="path">${esc(x.section_path.join(" › "))}</div>${highlight(x.text, x.highlights)}</td>`;
+        `<div class="path">${esc(x.section_path.join(" › "))} · ${esc(x.lang || "")}</div>` +
+        `${highlight(x.text, x.highlights, x.matches)}</td>`;
     }).join("") + "</tr>").join("");
   $("#chart").innerHTML = `<h2>Claim chart: claim ${c.claim} (${esc(c.lang)})</h2><p id="coverage">${esc(c.coverage)}</p>` +
     (c.notes.length ? `<p class="path">${esc(c.notes.join("; "))}</p>` : "") +
