@@ -45,9 +45,8 @@ import numpy.typing as npt
 
 from service.corpus.record import PatentRecord
 from service.passages import PAPER_SIGMAS, PassageIndex, PassageScores
-from service.passages.lm import check_params
+from service.passages.lm import Tables, check_params
 from service.passages.tree import claim_passage_ids, description_passage_ids
-from service.retrieval.translate import TranslationTable
 from service.text.analysis import SUPPORTED_LANGS, get_analyzer, normalise, stopwords
 
 Run = Mapping[str, list[tuple[str, str, float]]]
@@ -142,7 +141,7 @@ def _grid_values(step: float) -> list[float]:
 
 def score_queries(
     index: PassageIndex, queries: Sequence[TuningQuery], *, variant: str, sigma: float, doc_score: str = "lm",
-    translations: Mapping[str, TranslationTable] | None = None,
+    translations: Tables | None = None,
 ) -> list[PassageScores]:
     """Score every query once (the expensive part; alpha and beta only recombine the components)."""
     return [index.score(q.query, q.lang, q.rows, q.first_stage, variant=variant, sigma=sigma, doc_score=doc_score,
@@ -159,7 +158,7 @@ def tune(
     k: int = 1500,
     doc_score: str = "lm",
     metric: Metric | None = None,
-    translations: Mapping[str, TranslationTable] | None = None,
+    translations: Tables | None = None,
 ) -> TuneResult:
     """Grid search of alpha, beta (step ``grid_step``) and sigma maximising ``metric`` (default MAP(D)).
 
@@ -199,7 +198,7 @@ def tune(
 def evaluate_params(
     index: PassageIndex, queries: Sequence[TuningQuery], *, variant: str, alpha: float, beta: float | None,
     sigma: float | None, k: int = 1500, doc_score: str = "lm",
-    translations: Mapping[str, TranslationTable] | None = None,
+    translations: Tables | None = None,
 ) -> dict[str, float]:
     """MAP(D) per judged query for one parameter setting (query id -> value)."""
     scored = score_queries(index, queries, variant=variant, sigma=sigma or 1.0, doc_score=doc_score,

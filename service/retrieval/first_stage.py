@@ -60,7 +60,7 @@ log = logging.getLogger(__name__)
 
 DEFAULT_MAX_QUERY_TERMS = 100
 PAPER_TERMS = {"abstract": 10, "claims": 100}
-COMBINES = ("weight", "reference", "max")
+COMBINES = ("weight", "reference", "max", "saturated")
 PARTS_MAX_TERMS = 20
 PIVOT_LANG = "en"
 
@@ -541,15 +541,16 @@ class FirstStage:
                 # the rare row whose only terms have idf 0) that the mask allows
                 norm = 0.0
                 n_matched: int | None
+                sat = self.combine == "saturated"
                 if single:  # one route: its top rows (the matched rows counted when the query is explained)
-                    rows, final, n_matched = index.search(units, acc, n, mask, count=query.explain)
+                    rows, final, n_matched = index.search(units, acc, n, mask, count=query.explain, saturate=sat)
                     best = float(final[0]) if len(rows) else 0.0
                 else:
-                    index.accumulate(units, acc)
+                    index.accumulate(units, acc, saturate=sat)
                     n_matched, best = acc.matched_max(mask)
                     if self.combine == "weight":
                         norm = attainable_score(index, units)
-                    elif self.combine == "reference":
+                    elif self.combine in ("reference", "saturated"):
                         norm = reference_score(index, units)
                     else:
                         norm = best
@@ -577,7 +578,8 @@ class FirstStage:
                     raw = acc.scores[rows]
                     allowed = raw != 0 if mask is None else (raw != 0) & mask[rows]
                     route_scores[route.name] = np.where(allowed, raw, np.nan)
-                combine = {"weight": "query-weight", "reference": "reference", "max": "max-normalised"}[self.combine]
+                combine = {"weight": "query-weight", "reference": "reference", "max": "max-normalised",
+                           "saturated": "reference, translations saturated"}[self.combine]
         finally:
             self._accumulators.give(accs)
 

@@ -478,6 +478,25 @@ def test_compiled_additions_keep_the_order_of_the_units() -> None:
     np.testing.assert_array_equal(idx.score(units), want)
 
 
+def test_saturated_psq_units_stop_at_k1_plus_one_best_occurrences() -> None:
+    # a unit spread over four translations: a row that repeats all of them would add several times what a row
+    # holding the best translation once adds; saturated, at most (k1 + 1) times that (a source term's ceiling)
+    docs = [["method", "process", "procedure", "technique"] * 6, ["method", "valve"], ["valve", "spring"],
+            ["pump"], ["nozzle"], ["latch"]]
+    idx = SparseIndex.build(docs)
+    unit = [({"method": 0.4, "process": 0.2, "procedure": 0.2, "technique": 0.2}, 1.0)]
+    plain, sat = ScoreAccumulator(len(docs)), ScoreAccumulator(len(docs))
+    idx.accumulate(unit, plain)
+    idx.accumulate(unit, sat, saturate=True)
+    idf = idx.unit_idf(unit[0][0])
+    k1, best = idx.k1, 0.4
+    ceiling = idf * (k1 + 1) * best * (k1 + 1) / (best + k1)
+    assert plain.scores[0] > ceiling  # the repeating row, unsaturated, passes the ceiling ...
+    assert sat.scores[0] == pytest.approx(ceiling)  # ... and stops at it
+    assert sat.scores[1] == pytest.approx(plain.scores[1])  # one best translation: below the ceiling, unchanged
+    assert not sat.scores[2:].any()
+
+
 def test_psq_units_are_independent_and_additive() -> None:
     idx = SparseIndex.build(DOCS)
     u1, u2 = {"coil": 0.6, "core": 0.4}, {"valve": 0.5, "fluid": 0.3, "coil": 0.2}

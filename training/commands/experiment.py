@@ -177,6 +177,9 @@ def passages_command(
     grid_step: float = typer.Option(0.1, "--grid-step", help="Step of the alpha/beta grid."),
     max_per_doc: int = typer.Option(3, "--max-per-doc", help="Proxy queries (claims) per document."),
     variants: str = typer.Option(",".join(_VARIANTS), "--variants", help="Comma-separated QSF variants."),
+    tables: Path | None = typer.Option(None, "--tables", help="Translation tables (a folder, or an index folder of "
+                                       "the same data): the queries reach the other languages too, as in the "
+                                       "service."),
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON instead of a table."),
     progress: bool | None = typer.Option(None, "--progress/--no-progress", help="Progress bars on stderr."),
 ) -> None:
@@ -187,13 +190,15 @@ def passages_command(
         PassageTuningSettings,
         format_table,
         load_records,
+        load_tables,
         run_passage_tuning,
     )
 
     try:
         settings = PassageTuningSettings(folds=folds, grid_step=grid_step, max_per_doc=max_per_doc,
                                          variants=tuple(v.strip() for v in variants.split(",") if v.strip()))
-        result = run_passage_tuning(load_records(data), settings, progress=progress)
+        result = run_passage_tuning(load_records(data), settings, progress=progress,
+                                    translations=load_tables(tables) if tables is not None else None)
     except (ExperimentError, ValueError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from exc
@@ -228,6 +233,8 @@ def xling_tasks_command(
         "the build's)."
     ),
     out: Path | None = typer.Option(None, "--out", help="Folder for runs/, <task>-qrels.txt and <task>.json."),
+    combines: str = typer.Option("", "--combines", help="Other route merges (weight, max, saturated), each a row "
+                                 "'all+compounds, <merge> merge'."),
     as_json: bool = typer.Option(False, "--json", help="Print the results as JSON."),
     progress: bool | None = typer.Option(None, "--progress/--no-progress", help="Progress bars on stderr."),
 ) -> None:
@@ -240,7 +247,8 @@ def xling_tasks_command(
 
     try:
         settings = XlingTaskSettings(folds=folds, depth=depth, words_only=words_only,
-                                     compounds=tuple(c.strip() for c in compounds.split(",") if c.strip()))
+                                     compounds=tuple(c.strip() for c in compounds.split(",") if c.strip()),
+                                     combines=tuple(c.strip() for c in combines.split(",") if c.strip()))
         if lexicons is not None:
             settings.lexicons = parse_lexicons(lexicons)
         if splitter_lexicons is not None:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,6 +27,7 @@ from tqdm import tqdm
 from service.corpus.record import PatentRecord
 from service.evaluation.significance import randomisation_test
 from service.passages import DEFAULT_PARAMS, PAPER_PARAMS, PAPER_SIGMAS, VARIANTS, PassageIndex
+from service.retrieval.translate import TranslationTable
 from training.passage_tuning import TuningQuery, evaluate_params, proxy_tuning_queries, tune
 
 
@@ -84,10 +85,25 @@ def _mean(values: Sequence[float]) -> float:
     return sum(values) / len(values) if values else 0.0
 
 
+def load_tables(folder: Path) -> dict[tuple[str, str], TranslationTable]:
+    """Every ``<src>-<tgt>.json`` table of a folder (or of an index folder's ``translation/``)."""
+    folder = folder / "translation" if (folder / "translation").is_dir() else folder
+    tables = {}
+    for path in sorted(folder.glob("*-*.json")):
+        table = TranslationTable.load(path)
+        tables[(table.src, table.tgt)] = table
+    if not tables:
+        raise ExperimentError(f"no <src>-<tgt>.json translation table in {folder}")
+    return tables
+
+
 def run_passage_tuning(
     records: Sequence[PatentRecord], settings: PassageTuningSettings | None = None, *, progress: bool | None = None,
+    translations: Mapping[tuple[str, str], TranslationTable] | None = None,
 ) -> PassageTuningResult:
-    """Tune every variant with ``settings.folds``-fold cross-validation over the proxy queries of ``records``."""
+    """Tune every variant with ``settings.folds``-fold cross-validation over the proxy queries of ``records``;
+    ``translations``: the queries also reach the other languages through these tables, as in the service (their
+    passages shape the scale; the judged passages are in the query's language)."""
     s = settings or PassageTuningSettings()
     if s.folds < 2:
         raise ExperimentError(f"folds must be >= 2, got {s.folds}")
@@ -112,19 +128,21 @@ def run_passage_tuning(
         fold_rows: list[dict[str, Any]] = []
         for f, test in enumerate(folds):
             train = [q for g, qs in enumerate(folds) if g != f for q in qs]
-            res = tune(index, train, s.grid_step, variant=variant, sigmas=s.sigmas, k=s.k)
+            res = tune(index, train, s.grid_step, variant=variant, sigmas=s.sigmas, k=s.k,
+                       translations=translations)
             values = evaluate_params(index, test, variant=variant, alpha=res.alpha, beta=res.beta, sigma=res.sigma,
-                                     k=s.k)
+                                     k=s.k, translations=translations)
             held.update(values)
             fold_rows.append({"fold": f, "alpha": res.alpha, "beta": res.beta, "sigma": res.sigma,
                               "train_map_d": res.value, "heldout_map_d": _mean(list(values.values())),
                               "queries": len(values)})
         defaults = evaluate_params(index, queries, variant=variant, alpha=DEFAULT_PARAMS["alpha"],
                                    beta=DEFAULT_PARAMS["beta"] if uses_beta else None,
-                                   sigma=DEFAULT_PARAMS["sigma"] if uses_sigma else None, k=s.k)
+                                   sigma=DEFAULT_PARAMS["sigma"] if uses_sigma else None, k=s.k,
+                                   translations=translations)
         pa, pb = PAPER_PARAMS[variant]
         paper = evaluate_params(index, queries, variant=variant, alpha=pa, beta=pb, sigma=1.0 if uses_sigma else None,
-                                k=s.k)
+                                k=s.k, translations=translations)
         p = randomisation_test(held, defaults, permutations=s.permutations)
         out.append(VariantResult(
             variant=variant, folds=fold_rows, tuned=_mean(list(held.values())),

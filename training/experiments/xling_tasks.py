@@ -87,6 +87,7 @@ class XlingTaskSettings:
     compounds: tuple[str, ...] = ("de",)
     lexicons: tuple[str, ...] = DEFAULT_LEXICONS  # dictionaries of the tables
     splitter_lexicons: tuple[str, ...] = DEFAULT_SPLITTER_LEXICONS  # dictionaries of the compound splitter
+    combines: tuple[str, ...] = ()  # other route merges, each a row "all+compounds, <merge> merge"
     dictd_dir: str = str(DICTD_DIR)
     trans_dir: str = str(TRANS_DIR)
 
@@ -257,6 +258,7 @@ def run_xling_task(
                     configs.append(("all+compounds", row_tables["all"], "reference"))
                     configs.append(("all+compounds, no parts", row_tables["all"], "reference"))
                     configs.append(("all+compounds, parts always", row_tables["all"], "reference"))
+                    configs += [(f"all+compounds, {c} merge", row_tables["all"], c) for c in s.combines]
                 else:
                     configs.append(("none", None, "reference"))
                     configs += [(name, pairs, "reference") for name, pairs in row_tables.items()]
