@@ -238,6 +238,37 @@ def start_command(
     typer.echo(format_table(summary(starts)))
 
 
+@bench_app.command("dump")
+def dump_command(
+    index: Path = typer.Argument(..., help="Index folder built from the shared data (`priorart build`)."),
+    data: Path = typer.Option(..., "--data", help="The shared data folder (the topics are read from it)."),
+    out: Path = typer.Option(..., "--out", "-o", help="Where to write the dump (JSON)."),
+    compare_to: Path | None = typer.Option(None, "--compare", help="A dump to compare with: prints the topics "
+                                           "whose results differ; exit 1 when any does."),
+    k: int = typer.Option(100, "--k", help="Documents per /search."),
+) -> None:
+    """The results of every real-data topic (/search top k, /passages of every 5th), to show that a change of the
+    code changes no result (training/benchmarks/dump.py)."""
+    from training.benchmarks.dump import compare, dump, read, write
+    from training.ingest import iter_records
+
+    roots = [data / "patents" / "ep", data / "patents" / "us"]
+    missing = [str(p) for p in roots if not p.is_dir()]
+    if missing:
+        typer.echo(f"error: patent folders not found: {', '.join(missing)} (pass --data: the shared data)", err=True)
+        raise typer.Exit(2)
+    result = dump(index, list(iter_records(roots)), k=k)
+    write(result, out)
+    typer.echo(f"{result['topics']} topics -> {out}")
+    if compare_to is not None:
+        diffs = compare(read(compare_to), result)
+        for line in diffs[:50]:
+            typer.echo(line)
+        typer.echo(f"{len(diffs)} differences against {compare_to}" if diffs else f"identical to {compare_to}")
+        if diffs:
+            raise typer.Exit(1)
+
+
 def register(app: typer.Typer) -> None:
     """Add the ``bench`` command group to the CLI."""
     app.add_typer(bench_app, name="bench")
