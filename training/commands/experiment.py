@@ -5,10 +5,13 @@ parameters tuned on the reference-sign proxy, held out (training/experiments/pas
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
 import typer
+
+from training.experiments.output import command_line, write_result
 
 _VARIANTS = ("qsf_v", "qsf_v_title", "qsf_section", "qsf_section_propagate", "qsf_passage_propagate")
 experiment_app = typer.Typer(help="Experiments over the real data (see training/experiments/).", no_args_is_help=True)
@@ -23,7 +26,9 @@ def xling_command(
         help="Cross-fitting folds: the aligned-claims model translating a "
         "topic is trained without the grants of its fold.",
     ),
-    out: Path | None = typer.Option(None, "--out", help="Folder for runs/xling-<row>.run, qrels.txt, xling.json."),
+    out: Path | None = typer.Option(None, "--out", help="Folder for xling.json (the result) and, with --runs, "
+                                    "runs/xling-<row>.run and qrels.txt."),
+    runs: bool = typer.Option(True, "--runs/--no-runs", help="With --out, also write the TREC runs and qrels."),
     depth: int = typer.Option(100, "--depth", help="Documents retrieved per topic."),
     max_query_terms: int | None = typer.Option(
         None, "--max-query-terms", help="Query reduction (first stage default 100; 0 keeps all terms)."
@@ -83,7 +88,7 @@ def xling_command(
             reference_signs=reference_signs,
             function_words=function_words,
         )
-        result = run_xling(data, settings, out_dir=out, progress=progress)
+        result = run_xling(data, settings, out_dir=out, progress=progress, write_runs=runs, command=command_line())
     except (ExperimentError, ValueError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from exc
@@ -92,7 +97,7 @@ def xling_command(
         return
     typer.echo(format_table(result))
     if out is not None:
-        typer.echo(f"runs, qrels and xling.json written to {out}")
+        typer.echo(f"xling.json{', runs and qrels' if runs else ''} written to {out}")
 
 
 @experiment_app.command("models")
@@ -180,6 +185,7 @@ def passages_command(
     tables: Path | None = typer.Option(None, "--tables", help="Translation tables (a folder, or an index folder of "
                                        "the same data): the queries reach the other languages too, as in the "
                                        "service."),
+    out: Path | None = typer.Option(None, "--out", help="Write the result (JSON, per query included) here."),
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON instead of a table."),
     progress: bool | None = typer.Option(None, "--progress/--no-progress", help="Progress bars on stderr."),
 ) -> None:
@@ -202,6 +208,8 @@ def passages_command(
     except (ExperimentError, ValueError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from exc
+    if out is not None:
+        write_result(result.to_dict(), out, command=command_line())
     if as_json:
         typer.echo(json.dumps(result.to_dict(), indent=1))
         return
@@ -232,7 +240,9 @@ def xling_tasks_command(
         None, "--splitter-lexicons", help="Dictionaries whose headwords the compound splitter knows (default: "
         "the build's)."
     ),
-    out: Path | None = typer.Option(None, "--out", help="Folder for runs/, <task>-qrels.txt and <task>.json."),
+    out: Path | None = typer.Option(None, "--out", help="Folder for <task>.json (the result) and, with --runs, "
+                                    "runs/ and <task>-qrels.txt."),
+    runs: bool = typer.Option(True, "--runs/--no-runs", help="With --out, also write the TREC runs and qrels."),
     combines: str = typer.Option("", "--combines", help="Other route merges (weight, max, saturated), each a row "
                                  "'all+compounds, <merge> merge'."),
     as_json: bool = typer.Option(False, "--json", help="Print the results as JSON."),
@@ -258,7 +268,8 @@ def xling_tasks_command(
         if missing:
             raise ExperimentError(f"patent folders not found: {', '.join(missing)} (pass --data: the shared data)")
         records = list(iter_records(roots, progress=progress))
-        results = [run_xling_task(data, t.strip(), settings, out_dir=out, records=records, progress=progress)
+        results = [run_xling_task(data, t.strip(), settings, out_dir=out, records=records, progress=progress,
+                                  write_runs=runs, command=command_line())
                    for t in tasks.split(",") if t.strip()]
     except (ExperimentError, ValueError) as exc:
         typer.echo(f"error: {exc}", err=True)
@@ -304,7 +315,8 @@ def xling_passages_command(
                                         variants=tuple(v.strip() for v in variants.split(",") if v.strip()),
                                         directions=dirs, sweep=swept)  # type: ignore[arg-type]
         base = json.loads(baseline.read_text(encoding="utf-8")) if baseline is not None else None
-        result = run_xling_passages(data, settings, baseline=base, out=out, work=work, progress=progress)
+        result = run_xling_passages(data, settings, baseline=base, out=out, work=work, progress=progress,
+                                    command=command_line())
     except (ExperimentError, ValueError, OSError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from exc
@@ -325,12 +337,7 @@ def route_merge_command(
 ) -> None:
     """Own-language documents under the translated routes: titles in en/de/fr against the trilingual index, with
     the query's own route only and with every route merged (the routes must not push these documents down)."""
-    from training.experiments.route_merge import (
-        RouteMergeSettings,
-        format_route_merge,
-        run_route_merge,
-        write_result,
-    )
+    from training.experiments.route_merge import RouteMergeSettings, format_route_merge, run_route_merge
     from training.experiments.xling import ExperimentError
 
     try:
@@ -341,7 +348,7 @@ def route_merge_command(
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from exc
     if out is not None:
-        write_result(result, out)
+        write_result(result.to_dict(), out, command=command_line())
     typer.echo(format_route_merge(result))
 
 
@@ -352,6 +359,7 @@ def feedback_command(
     terms: int = typer.Option(10, "--terms", help="Expansion terms per language."),
     min_relevant: int = typer.Option(3, "--min-relevant", help="Topics need this many relevant documents."),
     index: Path | None = typer.Option(None, "--index", help="Use this index of the same data instead of building one."),
+    out: Path | None = typer.Option(None, "--out", help="Write the result (JSON) here."),
     progress: bool | None = typer.Option(None, "--progress/--no-progress", help="Progress bars on stderr."),
 ) -> None:
     """Relevance feedback (Rocchio) on the first relevant hit: MRR and recall of the remaining relevant
@@ -370,4 +378,6 @@ def feedback_command(
     except ValueError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from exc
+    if out is not None:
+        write_result(dataclasses.asdict(result), out, command=command_line())
     typer.echo(format_feedback(result))

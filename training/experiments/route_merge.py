@@ -22,7 +22,6 @@ Reported per language: MRR, S@1, S@10, and how many topics' relevant document th
 
 from __future__ import annotations
 
-import json
 import logging
 import sys
 import tempfile
@@ -183,9 +182,3 @@ def format_route_merge(result: RouteMergeResult) -> str:
                          f"{mv['down'] if mv else '-'} | {mv['up'] if mv else '-'} | "
                          f"{f'{p:.4f}' if p is not None else '-'} |")
     return "\n".join(lines)
-
-
-def write_result(result: RouteMergeResult, out: str | Path) -> None:
-    path = Path(out)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(result.to_dict(), indent=1, sort_keys=True) + "\n", encoding="utf-8")

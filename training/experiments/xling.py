@@ -21,7 +21,6 @@ randomisation-test p-value of each translated row's MRR against ``none``.
 
 from __future__ import annotations
 
-import json
 import logging
 import sys
 import tempfile
@@ -40,6 +39,7 @@ from service.evaluation.trec import write_qrels, write_run
 from service.retrieval.first_stage import FirstStage
 from service.retrieval.translate import TranslationTable
 from service.text.analysis import get_analyzer, tokenize
+from training.experiments.output import write_result
 from training.translation.freedict import DICTD_DIR, load_lexicon
 from training.translation.ibm1 import train_aligned_table
 from training.translation.tables import add_self_translation, merge, prune, restrict_targets
@@ -153,8 +153,11 @@ def run_xling(
     out_dir: str | Path | None = None,
     records: Sequence[PatentRecord] | None = None,
     progress: bool | None = None,
+    write_runs: bool = True,
+    command: str | None = None,
 ) -> XlingResult:
-    """Run the experiment; with ``out_dir`` write ``runs/<row>.run``, ``qrels.txt`` and ``xling.json``.
+    """Run the experiment; with ``out_dir`` write ``xling.json`` (the result, with the commit and ``command``:
+    :func:`training.experiments.output.write_result`) and, with ``write_runs``, ``runs/<row>.run`` and ``qrels.txt``.
 
     ``records`` may be passed to skip reading ``data`` (e.g. an already ingested corpus).
     """
@@ -324,10 +327,11 @@ def run_xling(
     )
     if out_dir is not None:
         out = Path(out_dir)
-        for row, run in runs.items():
-            write_run(run, out / "runs" / f"xling-{row}.run", tag=f"xling-{row}")
-        write_qrels(qrels, out / "qrels.txt")
-        (out / "xling.json").write_text(json.dumps(result.to_dict(), indent=1, sort_keys=True) + "\n", encoding="utf-8")
+        if write_runs:
+            for row, run in runs.items():
+                write_run(run, out / "runs" / f"xling-{row}.run", tag=f"xling-{row}")
+            write_qrels(qrels, out / "qrels.txt")
+        write_result(result.to_dict(), out / "xling.json", command=command)
     return result
 
 

@@ -36,7 +36,6 @@ ranks are compared with its own in a paired randomisation test (10,000 permutati
 
 from __future__ import annotations
 
-import json
 import logging
 import sys
 import tempfile
@@ -51,6 +50,7 @@ from tqdm import tqdm
 from service.corpus.record import PatentRecord
 from service.evaluation.significance import randomisation_test
 from service.passages.lm import VARIANTS
+from training.experiments.output import commit, write_result
 from training.experiments.xling import ExperimentError, trilingual_grants, words_only
 
 log = logging.getLogger(__name__)
@@ -178,8 +178,10 @@ def run_xling_passages(
     out: str | Path | None = None,
     work: str | Path | None = None,
     progress: bool | None = None,
+    command: str | None = None,
 ) -> XlingPassageResult:
-    """Run the experiment (module docstring); with ``out`` write the result JSON there. ``work``: keep the built
+    """Run the experiment (module docstring); with ``out`` write the result JSON there (with the commit and
+    ``command``: :func:`training.experiments.output.write_result`). ``work``: keep the built
     indexes in this folder and reuse those already there (for runs of another ranker on the same indexes; empty
     it when the build changes)."""
     from service.engine import Engine
@@ -299,26 +301,10 @@ def run_xling_passages(
         settings={**asdict(s), "directions": [f"{a}-{b}" for a, b in s.directions]},
         grants=[g.id for g in grants], topics=topics, rows=rows, per_query=per_query, chosen=chosen, p_values=p_values,
         baseline=base_rows, skipped=skipped,
-        seconds={"indexes": t_build, "queries": t_run, "total": time.perf_counter() - t0}, commit=_commit())
+        seconds={"indexes": t_build, "queries": t_run, "total": time.perf_counter() - t0}, commit=commit())
     if out is not None:
-        path = Path(out)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(result.to_dict(), indent=1, sort_keys=True) + "\n", encoding="utf-8")
+        write_result(result.to_dict(), out, command=command)
     return result
-
-
-def _commit() -> str | None:
-    """The repository's commit (a result file says which ranker made it), or None outside a checkout."""
-    import subprocess
-
-    try:
-        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=5,
-                             cwd=Path(__file__).resolve().parent, check=True)
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True,
-                               text=True, timeout=5, cwd=Path(__file__).resolve().parent, check=True)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return out.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
 
 
 def format_table(result: XlingPassageResult) -> str:

@@ -32,7 +32,6 @@ codes. p-values: paired randomisation test on MRR against ``none`` and, for ``al
 
 from __future__ import annotations
 
-import json
 import logging
 import sys
 import tempfile
@@ -52,6 +51,7 @@ from service.retrieval.first_stage import PARTS_MAX_TERMS, FirstStage
 from service.retrieval.translate import TranslationTable
 from service.text.analysis import Analyzer, get_analyzer
 from service.text.compounds import CompoundSplitter
+from training.experiments.output import write_result
 from training.experiments.xling import ExperimentError, first_claim, trilingual_grants, words_only
 from training.translation.compounds import build_splitter
 from training.translation.ding import TRANS_DIR
@@ -150,8 +150,11 @@ def run_xling_task(
     out_dir: str | Path | None = None,
     records: Sequence[PatentRecord] | None = None,
     progress: bool | None = None,
+    write_runs: bool = True,
+    command: str | None = None,
 ) -> XlingTaskResult:
-    """Run one task (see the module docstring); with ``out_dir`` write runs, qrels and ``<task>.json``."""
+    """Run one task (see the module docstring); with ``out_dir`` write ``<task>.json`` (the result, with the commit
+    and ``command``: :func:`training.experiments.output.write_result`) and, with ``write_runs``, runs and qrels."""
     from training.build import build_index
     from training.ingest import iter_records
     from training.tasks import strip_reference_signs
@@ -313,12 +316,12 @@ def run_xling_task(
     )
     if out_dir is not None:
         out = Path(out_dir)
-        for row, run in runs.items():
-            safe = row.replace(" ", "_").replace(",", "").replace("<->", "-").replace("+", "_")
-            write_run(run, out / "runs" / f"{task}-{safe}.run", tag=f"{task}-{safe}")
-        write_qrels(qrels, out / f"{task}-qrels.txt")
-        (out / f"{task}.json").write_text(json.dumps(result.to_dict(), indent=1, sort_keys=True) + "\n",
-                                          encoding="utf-8")
+        if write_runs:
+            for row, run in runs.items():
+                safe = row.replace(" ", "_").replace(",", "").replace("<->", "-").replace("+", "_")
+                write_run(run, out / "runs" / f"{task}-{safe}.run", tag=f"{task}-{safe}")
+            write_qrels(qrels, out / f"{task}-qrels.txt")
+        write_result(result.to_dict(), out / f"{task}.json", command=command)
     return result
 
 
