@@ -30,6 +30,7 @@ from service.passages.highlight import query_words
 from service.passages.lm import QueryImage
 from service.pipeline import Pipeline, compose
 from service.query import Query, QueryError
+from service.retrieval.feedback import Feedback
 from service.schema import (
     ClaimChartRequest,
     ClaimChartResponse,
@@ -54,7 +55,6 @@ from service.settings import Settings
 from service.workflow.families import KEYS as FAMILY_KEYS
 from service.workflow.families import Group as FamilyGroup
 from service.workflow.families import group as family_groups
-from service.workflow.feedback import Feedback
 from service.workflow.notices import explain as explain_notices
 
 if TYPE_CHECKING:

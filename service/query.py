@@ -26,8 +26,8 @@ import numpy as np
 from service.codes import record_codes
 from service.corpus.record import PatentRecord
 from service.index.store import CODE_LEVELS, DocStore, UnknownDocumentError, id_shaped, looks_like_pub_id
+from service.retrieval.feedback import Feedback
 from service.text.analysis import SUPPORTED_LANGS, detect_language
-from service.workflow.feedback import Feedback
 
 QUERY_FORMS = ("text", "abstract", "claims")
 FORM_FIELDS = {"text": ("title", "abstract", "claims"), "abstract": ("abstract",), "claims": ("claims",)}
@@ -54,7 +54,7 @@ class Query:
     query_form: str = "text"  # for a publication number: text (title+abstract+claims), abstract or claims
     use_doc_codes: bool = False  # a publication-number query filters by its document's codes too
     max_query_terms: int | None = None  # first-stage query reduction (None: the default)
-    feedback: Feedback | None = None  # marked rows: Rocchio expansion (service/workflow/feedback.py)
+    feedback: Feedback | None = None  # marked rows: Rocchio expansion (service/retrieval/feedback.py)
     explain: bool = True  # the first stage lists each hit's matched terms (False: /passages, /search unexplained)
     explain_rows: int | None = None  # ... of its top explain_rows hits only (None: every hit; the rest on demand)
     resolved: Resolved | None = None

@@ -49,12 +49,12 @@ from service.codes import CODE_LEVELS
 from service.index.folder import IndexFolder, IndexFormatError, IndexMeta, Layout
 from service.index.store import DocStore
 from service.query import Query, QueryError, resolve
+from service.retrieval.feedback import Feedback, centroid, expansion_terms, term_vector
 from service.retrieval.kernels import AccumulatorPool
 from service.retrieval.sparse import CollectionStats, QueryUnit, SparseIndex
 from service.retrieval.translate import PivotTable, TranslationTable
 from service.text.analysis import SUPPORTED_LANGS, Analyzer, get_analyzer
 from service.text.compounds import load_analyzers
-from service.workflow.feedback import Feedback, centroid, expansion_terms, term_vector
 
 log = logging.getLogger(__name__)
 
@@ -434,7 +434,7 @@ class FirstStage:
 
     def _expansion(self, fb: Feedback, lang: str, units: Sequence[QueryUnit],
                    counts: Mapping[str, float]) -> list[QueryUnit]:
-        """Rocchio expansion units of one route (see service/workflow/feedback.py); recorded on ``fb.added``."""
+        """Rocchio expansion units of one route (see service/retrieval/feedback.py); recorded on ``fb.added``."""
         if lang not in fb.added:
             analyzer, index = self.analyzer(lang), self.indexes[lang]
 

@@ -22,8 +22,8 @@ from service.candidates import Candidates
 from service.index.store import DocStore
 from service.query import Query
 from service.retrieval.dense import DenseIndex
+from service.retrieval.feedback import move_vector
 from service.retrieval.neural import Models
-from service.workflow.feedback import move_vector
 
 
 class DenseStep:

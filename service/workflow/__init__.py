@@ -1,9 +1,8 @@
-"""The analyst's workflow (issue 17): claim elements and claim charts, relevance feedback (Rocchio),
-families and duplicates, search reports and notices in an analyst's words.
+"""The analyst's workflow (issue 17): claim elements and claim charts, families and duplicates, search reports
+and notices in an analyst's words (relevance feedback, Rocchio, is retrieval: service/retrieval/feedback.py).
 
 ``claims``: split a claim into its elements (en/de/fr, dependent claims resolved), and the claim
-references parser ingestion uses too. ``feedback``: Rocchio expansion over BM25 terms (stateless: the
-client sends the marked ids). ``families``: collapse publications of one family / application / priority.
+references parser ingestion uses too. ``families``: collapse publications of one family / application / priority.
 ``report``: claim charts and search reports as CSV and printable HTML. ``notices``: what a notice means for
 the results, in an analyst's words. The engine (service/engine.py) calls them; the API serves them.
 """

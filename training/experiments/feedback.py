@@ -1,4 +1,4 @@
-"""``priorart experiment feedback``: relevance feedback (Rocchio, service/workflow/feedback.py) on the real data.
+"""``priorart experiment feedback``: relevance feedback (Rocchio, service/retrieval/feedback.py) on the real data.
 
 The real tasks have one relevant document per topic, so feedback has nothing left to find. This task has
 several, by classification: a topic is a document's first English claim (reference signs stripped), and
