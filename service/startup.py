@@ -118,6 +118,31 @@ def runs_here(cpu_name: str, machine: str, flags: frozenset[str] | None) -> str 
     return None
 
 
+def choose_cpu(cpus: list[str], env: Mapping[str, str], machine: str,
+               flags: frozenset[str] | None) -> tuple[str | None, list[str], str | None]:
+    """The first of a cache's CPU levels (best first) that this CPU runs, the lines of those skipped before it,
+    and why none is used (None when one is). ``NUMBA_CPU_NAME`` set here must name one of them (numba reads it)."""
+    if cpus == ["host"]:
+        return "host", [], None
+    runnable, skipped = [], []
+    for cpu in cpus:
+        cpu_why = runs_here(cpu, machine, flags)
+        if cpu_why is None:
+            runnable.append(cpu)
+        elif not runnable:
+            skipped.append(cpu_why)
+    given = env.get("NUMBA_CPU_NAME")
+    if given is not None:
+        if given in runnable and env.get("NUMBA_CPU_FEATURES", "") == "":
+            return given, [], None
+        return None, skipped, (f"NUMBA_CPU_NAME/NUMBA_CPU_FEATURES are set to {given!r}/"
+                               f"{env.get('NUMBA_CPU_FEATURES')!r} here, and it holds code for "
+                               f"{', '.join(runnable) or 'no CPU this one runs'} (features implied)")
+    if not runnable:
+        return None, skipped, "; ".join(skipped) or "it names no CPU"
+    return runnable[0], skipped, None
+
+
 def plan_kernel_cache(cache: Path | None, env: Mapping[str, str], host: Mapping[str, str],
                       flags: frozenset[str] | None, *, writable: bool | None = None) -> KernelCachePlan:
     """Decide how the kernel cache ``cache`` (None: none configured) is used with this ``env`` and ``host``, the
@@ -133,26 +158,25 @@ def plan_kernel_cache(cache: Path | None, env: Mapping[str, str], host: Mapping[
     except VersionedFileError as exc:
         return KernelCachePlan({}, None, None, f"kernel cache unusable ({exc}): the kernels are compiled at load",
                                warning=True)
+    cpus = [str(c) for c in manifest.get("cpus", [])]
     built = (f"numba {manifest.get('numba')}, Python {manifest.get('python')}, {manifest.get('machine')}, "
-             f"CPU {manifest.get('cpu_name')}")
+             f"CPU {' / '.join(cpus) or '?'}")
     why = [f"it was compiled by {k} {manifest.get(k)!r} and this is {host[k]!r}"
            for k in ("numba", "python", "machine") if manifest.get(k) != host[k]]
     if manifest.get("package") != host["package"]:
         why.append(f"it was compiled for the package at {manifest.get('package')} (numba keys its cache by the "
                    f"source folder) and this one is at {host['package']}")
-    cpu_name, cpu_features = str(manifest.get("cpu_name", "")), str(manifest.get("cpu_features", ""))
+    chosen: str | None = None
+    skipped: list[str] = []
     if not why:
-        cpu_why = runs_here(cpu_name, host["machine"], flags)
+        chosen, skipped, cpu_why = choose_cpu(cpus, env, host["machine"], flags)
         if cpu_why:
             why.append(cpu_why)
-        elif cpu_name != "host" and (env.get("NUMBA_CPU_NAME", cpu_name) != cpu_name
-                                     or env.get("NUMBA_CPU_FEATURES", cpu_features) != cpu_features):
-            why.append(f"NUMBA_CPU_NAME/NUMBA_CPU_FEATURES are set to {env.get('NUMBA_CPU_NAME')!r}/"
-                       f"{env.get('NUMBA_CPU_FEATURES')!r} here")
-    if why:
+    if why or chosen is None:
         return KernelCachePlan({}, None, None, f"kernel cache {cache} ({built}) not used: {'; '.join(why)}; "
                                "the kernels are compiled at load for this CPU", warning=True, manifest=manifest)
-    numba_env = {} if cpu_name == "host" else {"NUMBA_CPU_NAME": cpu_name, "NUMBA_CPU_FEATURES": cpu_features}
+    numba_env = {} if chosen == "host" else {"NUMBA_CPU_NAME": chosen, "NUMBA_CPU_FEATURES": ""}
+    built += f"; {chosen} here" + "".join(f" ({s})" for s in skipped)
     if writable is None:
         writable = os.access(cache, os.W_OK)  # False on a read-only mount, for root too
     if runtime is None and writable:
@@ -209,18 +233,16 @@ def copy_cache(src: Path, dst: Path) -> int:
     return n
 
 
-def write_manifest(cache: Path, variants: int, functions: int) -> dict[str, Any]:
-    """``kernel-cache.json`` of a cache just filled in this process (numba's CPU settings as numba read them)."""
+def write_manifest(cache: Path, cpus: list[str], variants: int, functions: int) -> dict[str, Any]:
+    """``kernel-cache.json`` of a cache filled for the CPU levels ``cpus`` (best first; ``["host"]``: numba's
+    default, this CPU's own name and features)."""
     import llvmlite.binding as ll
-    from numba.core import config
 
     from service import __version__
 
-    # numba's settings as it read them (set at its import: attributes the type checker does not know)
-    cpu_name, cpu_features = getattr(config, "CPU_NAME", None), getattr(config, "CPU_FEATURES", None)
-    body = {**host_description(), "cpu_name": cpu_name or "host", "cpu_features": cpu_features or "",
-            "built_on": ll.get_host_cpu_name(), "variants": variants, "functions": functions,
-            "priorart": __version__, "created": datetime.now(UTC).isoformat(timespec="seconds")}
+    body = {**host_description(), "cpus": list(cpus), "built_on": ll.get_host_cpu_name(), "variants": variants,
+            "functions": functions, "priorart": __version__,
+            "created": datetime.now(UTC).isoformat(timespec="seconds")}
     write_versioned(cache / MANIFEST, KERNEL_CACHE_FORMAT, KERNEL_CACHE_VERSION, body)
     return body
 
@@ -248,19 +270,49 @@ def dispatchers() -> list[Any]:
     return found
 
 
-def warm_kernels() -> KernelReport:
-    """Compile or read from numba's cache every kernel variant an index uses (the modules' ``warm()``)."""
-    import importlib
-
+def _report(found: list[Any]) -> KernelReport:
     from numba.core import config
 
-    for name in KERNEL_MODULES:
-        importlib.import_module(name).warm()
-    found = dispatchers()
     loaded = sum(sum(d.stats.cache_hits.values()) for d in found)
     compiled = sum(sum(d.stats.cache_misses.values()) for d in found)
     return KernelReport(len(found), sum(len(d.signatures) for d in found), loaded, compiled,
                         getattr(config, "CACHE_DIR", "") or "")
+
+
+def warm_kernels() -> KernelReport:
+    """Compile or read from numba's cache every kernel variant an index uses (the modules' ``warm()``)."""
+    import importlib
+
+    for name in KERNEL_MODULES:
+        importlib.import_module(name).warm()
+    return _report(dispatchers())
+
+
+def _key(d: Any) -> str:
+    return f"{d.py_func.__module__}.{d.py_func.__qualname__}"
+
+
+def record_signatures(path: Path) -> int:
+    """Write the signatures this process compiled or loaded (every kernel and the kernels they call) to ``path``
+    (a pickle of numba types, read back by :func:`compile_signatures` in a process of the same code); their count."""
+    import pickle
+
+    sigs = {_key(d): list(d.signatures) for d in dispatchers()}
+    path.write_bytes(pickle.dumps(sigs))
+    return sum(len(v) for v in sigs.values())
+
+
+def compile_signatures(path: Path) -> KernelReport:
+    """Compile (or read from numba's cache) the signatures :func:`record_signatures` wrote, for the CPU numba is set
+    to, without running them: the build host need not run that CPU's instructions."""
+    import pickle
+
+    sigs = pickle.loads(path.read_bytes())  # written by record_signatures a moment before, by this code
+    found = dispatchers()
+    for d in found:
+        for sig in sigs.get(_key(d), []):
+            d.compile(sig)
+    return _report(found)
 
 
 # ------------------------------------------------------------------------------------------------ the load
@@ -342,3 +394,11 @@ def load_engine(index_dir: str | Path, settings: Settings, *, at_start: bool = T
     log.info("start-up: loaded in %.2f s%s", time.perf_counter() - started,
              "" if age is None else f", {age:.2f} s after the process started")
     return engine
+
+
+if __name__ == "__main__":  # python -m service.startup compile SIGNATURES: priorart warmup's other CPU levels
+    import json
+
+    if len(sys.argv) != 3 or sys.argv[1] != "compile":
+        sys.exit("usage: python -m service.startup compile SIGNATURES")
+    print(json.dumps(compile_signatures(Path(sys.argv[2])).__dict__))

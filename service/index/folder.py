@@ -8,7 +8,7 @@ Layout (every path below is relative to the folder; :class:`Layout` names each o
     doc_ids.json           row -> publication id        docs.dates.npy    publication day per row
     codes/<level>.*        IPC/CPC codes per level (filters)
     bm25/<lang>/           sparse index per indexed language (service/retrieval/sparse.py)
-    translation/<s>-<t>.json  PSQ translation tables (service/retrieval/translate.py): de-en, fr-en, en-de, en-fr
+    translation/<s>-<t>.json  PSQ translation tables (service/text/translation.py): de-en, fr-en, en-de, en-fr
     analysis/compounds-<lang>.json  compound splitter word list (service/text/compounds.py; settings.analysis)
     models/                the ONNX models and vocabularies (service/retrieval/neural.py)
     dense/vectors.npy, dense/index.faiss     dual-encoder vectors + FAISS (service/retrieval/dense.py)

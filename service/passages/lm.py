@@ -24,7 +24,7 @@ import numpy.typing as npt
 from service.text.analysis import get_analyzer
 
 if TYPE_CHECKING:
-    from service.retrieval.translate import TranslationTable
+    from service.text.translation import TranslationTable
 
 FloatArray = npt.NDArray[np.float64]
 

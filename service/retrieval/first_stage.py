@@ -52,9 +52,9 @@ from service.query import Query, QueryError, resolve
 from service.retrieval.feedback import Feedback, centroid, expansion_terms, term_vector
 from service.retrieval.kernels import AccumulatorPool
 from service.retrieval.sparse import CollectionStats, QueryUnit, SparseIndex
-from service.retrieval.translate import PivotTable, TranslationTable
 from service.text.analysis import SUPPORTED_LANGS, Analyzer, get_analyzer
 from service.text.compounds import load_analyzers
+from service.text.translation import PivotTable, TranslationTable
 
 log = logging.getLogger(__name__)
 

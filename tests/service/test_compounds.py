@@ -9,9 +9,9 @@ import pytest
 
 from service.index.folder import IndexFormatError, validate_settings
 from service.retrieval.first_stage import _Route
-from service.retrieval.translate import TranslationTable
 from service.text.analysis import Analyzer, normalise, stopwords
 from service.text.compounds import ANALYSIS_VERSION, CompoundSplitter, check_analysis, load_analyzers
+from service.text.translation import TranslationTable
 
 CORPUS = {
     "hoch": 30,

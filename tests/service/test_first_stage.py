@@ -15,8 +15,8 @@ from service.index.store import DocStoreWriter
 from service.query import Query, resolve
 from service.retrieval.first_stage import FirstStage, QueryError, reduce_terms
 from service.retrieval.sparse import SparseIndexBuilder, monolingual_units
-from service.retrieval.translate import TranslationTable
 from service.text.analysis import get_analyzer
+from service.text.translation import TranslationTable
 
 FIELDS = ("title", "abstract", "claims")
 

@@ -23,7 +23,7 @@ from service.passages.builder import (
     compact,
     concat_passage_indexes,
 )
-from service.retrieval.translate import TranslationTable
+from service.text.translation import TranslationTable
 from training.benchmarks.passages_reference import PassageRanker, background_of, background_of_index
 
 _WORDS = {

@@ -364,7 +364,7 @@ def test_query_language_picks_claims_and_identity_fallback() -> None:
 
 
 def test_translation_table_reaches_english_text() -> None:
-    from service.retrieval.translate import TranslationTable
+    from service.text.translation import TranslationTable
 
     rec = _rec("EP0000070B1", [Section(paragraphs=["the spring holds the valve", "wood table chair"])])
     table = TranslationTable({"fed": {"spring": 0.9, "pen": 0.1}}, src="de")

@@ -12,10 +12,10 @@ import pytest
 
 from service.corpus.record import Claim, PatentRecord, Section
 from service.engine import Engine
-from service.retrieval.translate import TranslationTable
 from service.schema import ClaimChartRequest, PassageRequest
 from service.settings import Settings
 from service.text.analysis import get_analyzer
+from service.text.translation import TranslationTable
 from training.build import build_index
 
 # one invention in three languages: the claim and a paragraph

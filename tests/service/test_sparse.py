@@ -13,8 +13,8 @@ from rank_bm25 import BM25Okapi
 from service.index.folder import IndexFormatError
 from service.retrieval.kernels import AccumulatorPool, ScoreAccumulator
 from service.retrieval.sparse import SparseIndex, monolingual_units
-from service.retrieval.translate import TranslationTable
 from service.text.analysis import Analyzer
+from service.text.translation import TranslationTable
 
 DOCS = [
     ["coil", "core", "transformer", "winding", "coil"],

@@ -29,13 +29,13 @@ HOST = {"numba": "0.68.1", "python": "3.11", "machine": "x86_64", "package": "/o
 V3_FLAGS = X86_LEVELS["x86-64-v3"] | {"fpu", "sse", "sse2"}
 
 
-def _cache(tmp_path: Path, **manifest: str) -> Path:
+def _cache(tmp_path: Path, **manifest: object) -> Path:
     cache = tmp_path / "kernel-cache"
     (cache / "retrieval_0123").mkdir(parents=True)
     (cache / "retrieval_0123" / "kernels._top_k-264.py311.nbi").write_bytes(b"index")
     (cache / "retrieval_0123" / "kernels._top_k-264.py311.1.nbc").write_bytes(b"code")
     write_versioned(cache / MANIFEST, KERNEL_CACHE_FORMAT, KERNEL_CACHE_VERSION,
-                    {**HOST, "cpu_name": "generic", "cpu_features": "", **manifest})
+                    {**HOST, "cpus": ["x86-64-v4", "generic"], **manifest})
     return cache
 
 
@@ -73,10 +73,10 @@ def test_a_writable_cache_without_numba_cache_dir_is_used_in_place(tmp_path: Pat
     ({"python": "3.12"}, "python '3.12'"),
     ({"machine": "aarch64"}, "machine 'aarch64'"),
     ({"package": "/usr/lib/service"}, "compiled for the package at /usr/lib/service"),
-    ({"cpu_name": "x86-64-v4"}, "compiled for x86-64-v4, and this CPU lacks avx512bw, avx512cd"),
-    ({"cpu_name": "skylake"}, "not a baseline this server checks"),
+    ({"cpus": ["x86-64-v4"]}, "compiled for x86-64-v4, and this CPU lacks avx512bw, avx512cd"),
+    ({"cpus": ["skylake"]}, "not a baseline this server checks"),
 ])
-def test_a_cache_this_host_cannot_use_is_not_used_and_says_why(tmp_path: Path, change: dict[str, str],
+def test_a_cache_this_host_cannot_use_is_not_used_and_says_why(tmp_path: Path, change: dict[str, object],
                                                                 said: str) -> None:
     cache = _cache(tmp_path, **change)
     plan = plan_kernel_cache(cache, {"NUMBA_CACHE_DIR": str(tmp_path / "run")}, HOST, V3_FLAGS)
@@ -84,14 +84,27 @@ def test_a_cache_this_host_cannot_use_is_not_used_and_says_why(tmp_path: Path, c
     assert said in plan.line and "compiled at load for this CPU" in plan.line
 
 
+def test_the_best_level_this_cpu_runs_is_chosen(tmp_path: Path) -> None:
+    """An AVX-512 CPU runs the x86-64-v4 code, another the generic code, and the line says why it was skipped."""
+    cache = _cache(tmp_path)
+    env = {"NUMBA_CACHE_DIR": str(tmp_path / "run")}
+    v4 = plan_kernel_cache(cache, env, HOST, X86_LEVELS["x86-64-v4"])
+    assert v4.env["NUMBA_CPU_NAME"] == "x86-64-v4" and v4.env["NUMBA_CPU_FEATURES"] == "" and not v4.warning
+    v3 = plan_kernel_cache(cache, env, HOST, V3_FLAGS)
+    assert v3.env["NUMBA_CPU_NAME"] == "generic" and not v3.warning
+    assert "generic here (compiled for x86-64-v4, and this CPU lacks avx512bw" in v3.line
+
+
 def test_numbas_cpu_settings_given_otherwise_keep_the_cache_unused(tmp_path: Path) -> None:
     cache = _cache(tmp_path)
     plan = plan_kernel_cache(cache, {"NUMBA_CPU_NAME": "skylake"}, HOST, V3_FLAGS)
     assert plan.warning and "NUMBA_CPU_NAME" in plan.line and plan.env == {}
+    given = plan_kernel_cache(cache, {"NUMBA_CPU_NAME": "generic"}, HOST, X86_LEVELS["x86-64-v4"], writable=True)
+    assert given.env["NUMBA_CPU_NAME"] == "generic" and not given.warning  # one of its levels: as asked
 
 
 def test_a_cache_for_this_host_only_leaves_the_cpu_to_numba(tmp_path: Path) -> None:
-    cache = _cache(tmp_path, cpu_name="host", cpu_features="")
+    cache = _cache(tmp_path, cpus=["host"])
     plan = plan_kernel_cache(cache, {"NUMBA_CACHE_DIR": str(tmp_path / "run")}, HOST, V3_FLAGS)
     assert not plan.warning and "NUMBA_CPU_NAME" not in plan.env
 

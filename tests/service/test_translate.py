@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from service.retrieval.translate import TranslationTable, table_path
+from service.text.translation import TranslationTable, table_path
 
 ENTRIES = {
     "gehaus": {"hous": 0.5, "case": 0.2, "box": 0.15, "enclosur": 0.1, "shell": 0.05},

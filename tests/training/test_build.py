@@ -14,8 +14,8 @@ from service.corpus.jsonl import write_corpus
 from service.corpus.record import Claim, PatentRecord
 from service.index.folder import IndexFormatError, load_meta
 from service.retrieval.first_stage import FirstStage
-from service.retrieval.translate import TranslationTable
 from service.text.analysis import get_analyzer
+from service.text.translation import TranslationTable
 from training.build import BuildError, build_index
 from training.commands import bench, build, search
 

@@ -15,8 +15,8 @@ from service.corpus.jsonl import write_corpus
 from service.corpus.record import Claim, PatentRecord
 from service.index.folder import load_meta
 from service.retrieval.first_stage import FirstStage, attainable_score, reference_score
-from service.retrieval.translate import PivotTable, TranslationTable
 from service.text.analysis import Analyzer, get_analyzer
+from service.text.translation import PivotTable, TranslationTable
 from training.build import BuildError, CachedAnalyzer, build_index
 from training.translation.compounds import build_splitter
 from training.translation.index_step import AlignedCollector, count_words, needed_directions

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from service.corpus.jsonl import write_corpus
 from service.corpus.record import Claim, PatentRecord
-from service.retrieval.translate import TranslationTable
+from service.text.translation import TranslationTable
 from training.commands import translate as translate_cmd
 from training.translation.freedict import (
     DictEntry,

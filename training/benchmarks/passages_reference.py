@@ -125,7 +125,7 @@ from service.text.analysis import SUPPORTED_LANGS, TOKEN_RE, Analyzer, get_analy
 
 if TYPE_CHECKING:
     from service.passages.arrays import PassageArrays
-    from service.retrieval.translate import TranslationTable
+    from service.text.translation import TranslationTable
 
 logger = logging.getLogger(__name__)
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 if TYPE_CHECKING:
-    from service.retrieval.translate import TranslationTable
+    from service.text.translation import TranslationTable
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +35,7 @@ def read_id_file(path: Path) -> list[str]:
 
 
 def _load_table(table: Path | None, lang: str, terms: list[str], progress: bool | None) -> tuple[TranslationTable, str]:
-    from service.retrieval.translate import TranslationTable, table_path
+    from service.text.translation import TranslationTable, table_path
 
     if table is not None:
         path = table_path(table, lang)
@@ -75,8 +75,8 @@ def translate_command(
     progress: bool | None = typer.Option(None, "--progress/--no-progress", help="Progress bar on stderr."),
 ) -> None:
     """Show the source analysis of TEXT and the weighted English index terms each term translates to."""
-    from service.retrieval.translate import TranslationTable
     from service.text.analysis import SUPPORTED_LANGS, get_analyzer, tokenize
+    from service.text.translation import TranslationTable
 
     if lang not in SUPPORTED_LANGS or lang == "en":
         typer.echo(f"error: --lang must be de or fr (got {lang!r})", err=True)

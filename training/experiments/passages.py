@@ -27,7 +27,7 @@ from tqdm import tqdm
 from service.corpus.record import PatentRecord
 from service.evaluation.significance import randomisation_test
 from service.passages import DEFAULT_PARAMS, PAPER_PARAMS, PAPER_SIGMAS, VARIANTS, PassageIndex
-from service.retrieval.translate import TranslationTable
+from service.text.translation import TranslationTable
 from training.passage_tuning import TuningQuery, evaluate_params, proxy_tuning_queries, tune
 
 

@@ -85,8 +85,8 @@ def run_route_merge(data: str | Path, settings: RouteMergeSettings | None = None
                     records: Sequence[PatentRecord] | None = None, progress: bool | None = None) -> RouteMergeResult:
     """Run the experiment (module docstring)."""
     from service.retrieval.first_stage import COMBINES, FirstStage
-    from service.retrieval.translate import TranslationTable
     from service.text.analysis import Analyzer
+    from service.text.translation import TranslationTable
     from training.build import build_index
     from training.ingest import iter_records
     from training.translation.compounds import build_splitter

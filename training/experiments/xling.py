@@ -37,8 +37,8 @@ from service.evaluation.measures import evaluate_run
 from service.evaluation.significance import randomisation_test
 from service.evaluation.trec import write_qrels, write_run
 from service.retrieval.first_stage import FirstStage
-from service.retrieval.translate import TranslationTable
 from service.text.analysis import get_analyzer, tokenize
+from service.text.translation import TranslationTable
 from training.experiments.output import write_result
 from training.translation.freedict import DICTD_DIR, load_lexicon
 from training.translation.ibm1 import train_aligned_table

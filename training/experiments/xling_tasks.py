@@ -48,9 +48,9 @@ from service.evaluation.measures import evaluate_run
 from service.evaluation.significance import randomisation_test
 from service.evaluation.trec import write_qrels, write_run
 from service.retrieval.first_stage import PARTS_MAX_TERMS, FirstStage
-from service.retrieval.translate import TranslationTable
 from service.text.analysis import Analyzer, get_analyzer
 from service.text.compounds import CompoundSplitter
+from service.text.translation import TranslationTable
 from training.experiments.output import write_result
 from training.experiments.xling import ExperimentError, first_claim, trilingual_grants, words_only
 from training.translation.compounds import build_splitter

@@ -68,9 +68,9 @@ from service.fusion import fuse
 from service.retrieval.domain import FEATURES as FEATURES_ALL
 from service.retrieval.domain import DomainModel, DomainStore
 from service.retrieval.first_stage import FirstStage
-from service.retrieval.translate import TranslationTable
 from service.retrieval.wordpair import DocTermStore, WordPairModel
 from service.text.analysis import get_analyzer
+from service.text.translation import TranslationTable
 from training.ltr.data import LtrConfig, make_query_side, prepare_ltr_data
 from training.ltr.domain import DomainConfig, train_domain
 from training.ltr.linlearn import CandidateList, LinLearnConfig, borda_weights, train_linlearn, tune_borda

@@ -1,3 +1,3 @@
 """Word-translation resources for cross-lingual queries: IBM model 1 on aligned EP claims, dictionary lexicons
 (FreeDict, Ding; ``lexicons`` chooses and combines them), and the merged translation tables
-(``service.retrieval.translate.TranslationTable``)."""
+(``service.text.translation.TranslationTable``)."""

@@ -12,7 +12,7 @@
    ``de-en``, ``fr-en``, ``en-de``, ``en-fr`` from the aligned claims (read in that direction) merged with
    the dictionary lexicons of that direction (``TranslationOptions.lexicons``, FreeDict by default; see
    ``training.translation.lexicons``); ``de-fr``/``fr-de`` go through English, composed by the first
-   stage at query time from the stored legs (``service.retrieval.translate.PivotTable``). The report
+   stage at query time from the stored legs (``service.text.translation.PivotTable``). The report
    names the lexicons each direction used; a missing lexicon leaves the other sources (or aligned-claims-only
    tables) and a warning in the build report; a direction with no resource at all is skipped with a warning.
 
@@ -34,9 +34,9 @@ from typing import Any
 
 from service.corpus.record import LANGS, PatentRecord
 from service.index.folder import Layout
-from service.retrieval.translate import TRANSLATION_LANGS, TranslationTable
 from service.text.analysis import tokenize
 from service.text.compounds import ANALYSIS_VERSION, CompoundSplitter
+from service.text.translation import TRANSLATION_LANGS, TranslationTable
 from training.translation.compounds import COMPOUND_LANGS, MIN_PART, splitter_from_counts
 from training.translation.lexicons import (
     DEFAULT_LEXICONS,

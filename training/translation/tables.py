@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from service.corpus.record import PatentRecord
-from service.retrieval.translate import TranslationTable
 from service.text.analysis import get_analyzer
+from service.text.translation import TranslationTable
 from training.translation.freedict import DICTD_DIR, LEXICON_NAMES, lexicon_paths, load_lexicon
 from training.translation.ibm1 import train_aligned_table
 
