@@ -67,11 +67,26 @@ def serve_command(
     if workers > 1:  # each worker loads the index: check it here once, so that a bad one is one line, not N crashes
         _check_index(index_dir)
         uvicorn.run("service.api.main:app", host=host, port=port, workers=workers, log_level="info",
-                    access_log=access_log, **limits)
+                    access_log=access_log, log_config=_worker_log_config(settings.log_level), **limits)
     else:  # loaded before the server starts: a bad index is one line, not the traceback of a failed lifespan
         loader = _preloaded(index_dir, settings)
         uvicorn.run(create_app(settings, engine_loader=loader), host=host, port=port, log_level="info",
                     access_log=access_log, **limits)
+
+
+def _worker_log_config(level: str) -> dict[str, object]:
+    """uvicorn's logging configuration with this CLI's root handler, for worker processes (spawned: they start
+    without the CLI's logging, and their start-up lines, service/startup.py, were lost)."""
+    import copy
+
+    from uvicorn.config import LOGGING_CONFIG
+
+    config = copy.deepcopy(LOGGING_CONFIG)
+    config["formatters"]["priorart"] = {"format": "%(asctime)s %(levelname)s [%(process)d] %(name)s: %(message)s"}
+    config["handlers"]["priorart"] = {"formatter": "priorart", "class": "logging.StreamHandler",
+                                      "stream": "ext://sys.stderr"}
+    config["root"] = {"handlers": ["priorart"], "level": level.upper()}
+    return config
 
 
 def _load_error(index_dir: Path, exc: Exception) -> typer.Exit:
