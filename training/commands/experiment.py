@@ -209,7 +209,8 @@ def passages_command(
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from exc
     if out is not None:
-        write_result(result.to_dict(), out, command=command_line())
+        write_result({**result.to_dict(), "tables": str(tables) if tables is not None else None}, out,
+                     command=command_line())
     if as_json:
         typer.echo(json.dumps(result.to_dict(), indent=1))
         return
@@ -379,5 +380,6 @@ def feedback_command(
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from exc
     if out is not None:
-        write_result(dataclasses.asdict(result), out, command=command_line())
+        write_result({**dataclasses.asdict(result), "index": str(index) if index is not None else None}, out,
+                     command=command_line())
     typer.echo(format_feedback(result))

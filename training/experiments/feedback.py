@@ -40,6 +40,7 @@ class FeedbackResult:
     p: dict[str, float]
     depth: int
     terms: int
+    min_relevant: int
     added_example: dict[str, Any] = field(default_factory=dict)
 
 
@@ -113,7 +114,7 @@ def run_feedback(records: Sequence[PatentRecord], *, depth: int = 100, terms: in
             topics=len(topics), measured=n, no_relevant_found=skipped, mean_relevant=n_rel / n,
             before={"MRR": mean(rr0), f"R@{depth}": mean(rc0)}, after={"MRR": mean(rr1), f"R@{depth}": mean(rc1)},
             p={"MRR": randomisation_test(rr1, rr0), f"R@{depth}": randomisation_test(rc1, rc0)},
-            depth=depth, terms=terms, added_example=example)
+            depth=depth, terms=terms, min_relevant=min_relevant, added_example=example)
 
 
 def format_feedback(r: FeedbackResult) -> str:
