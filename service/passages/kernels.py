@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from service.retrieval.kernels import readonly
+from service.index.arrays import readonly
 
 
 @njit(cache=True, nogil=True)

@@ -30,6 +30,8 @@ import threading
 import numpy as np
 from numba import njit
 
+from service.index.arrays import readonly
+
 _NO_MASK = np.zeros(0, dtype=np.bool_)
 _NO_WINNER = np.zeros(0, dtype=np.int16)
 
@@ -848,13 +850,6 @@ class AccumulatorPool:
             acc.reset()
         with self._lock:
             self._free.extend(taken)
-
-
-def readonly(a: np.ndarray) -> np.ndarray:
-    """A read-only view of ``a`` (memory-mapped arrays are read-only: the kernels are compiled for both kinds)."""
-    a = a.view()
-    a.flags.writeable = False
-    return a
 
 
 _warm = False
