@@ -65,14 +65,10 @@ class Settings(BaseSettings):
     admin_key: str | None = Field(None, description="key for /admin/* (X-API-Key); unset: the admin routes are off "
                                   "(403). The API key never opens them")
     cors_origins: list[str] = Field(default_factory=list, description="allowed CORS origins")
-    request_threads: int = Field(0, ge=0, description="threads that run /search and /passages. 0: in the server's "
-                                 "event loop, one request at a time: the engine holds the GIL for nearly all of a "
-                                 "request, so a worker thread only added two hand-offs per request (locust mix at "
-                                 "capacity, real index: 180 requests/s in 1 thread, 209 in the loop; earlier, 1 thread "
-                                 "45-48, 2: 40-41, 4: 34-36, 40: 27.5); a request over request_timeout_s is answered "
-                                 "504 when it ends. n >= 1: in n worker threads (the loop stays free meanwhile): for "
-                                 "an engine that waits, as the Ray ingress, which waits on its shards, runs 40. More "
-                                 "processes (--workers) use more cores")
+    request_threads: int = Field(0, ge=0, description="threads that run /search and /passages: 0 runs them in the "
+                                 "server's event loop, one at a time (a request over request_timeout_s is answered "
+                                 "504 when it ends); n >= 1 in n worker threads, answered 504 at the limit. More "
+                                 "cores: --workers")
     reload_interval_s: float = Field(2.0, ge=0, description="how often the server looks for a new generation of "
                                      "its index (priorart add/delete/compact) and loads it; 0: only on /admin/reload")
     shard_timeout_s: float = Field(10.0, gt=0, description="a sharded index: how long a search waits for a shard "

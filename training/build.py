@@ -6,7 +6,7 @@ last. The folder is built beside the target under a temporary name and renamed w
 crashed build never leaves a folder that looks finished.
 
 With ``models_dir`` (``--models MODELS_DIR``) :func:`add_models` then adds the neural part (layout in
-:mod:`service.retrieval.model_stages`): the models folder is verified against its ``meta.json``
+:mod:`service.retrieval.encoders`): the models folder is verified against its ``meta.json``
 checksums and copied to ``models/`` (without the torch checkpoints and the training corpus' vectors),
 every document is encoded once by the dual encoder (``dense/vectors.npy`` + a FAISS index,
 ``--dense-index flat|hnsw|ivf``) and by the rankers' document encoders (``rerank/*.npy``), and the parts
@@ -343,8 +343,7 @@ def add_models(
 
     from service.retrieval.dense import DEFAULT_HNSW_M, DENSE_FORMAT_VERSION, build_faiss_index, prepare_vectors
     from service.retrieval.encoders import ModelsFolderError
-    from service.retrieval.neural import ENCODINGS, Models
-    from service.stages.rerank import RERANK_VERSION
+    from service.retrieval.neural import ENCODINGS, RERANK_VERSION, Models
 
     if dense_index not in DENSE_KINDS:
         raise BuildError(f"unknown dense index {dense_index!r}; choose from {', '.join(DENSE_KINDS)}")

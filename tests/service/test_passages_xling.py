@@ -1,8 +1,7 @@
 """Passages across languages on tiny built indexes: in every direction, a claim's twin in another language is the
 first passage, its words are highlighted with the query words they render, and own-language passages that share
-a word or two with the query stay below it (issue 28). The real-data figures come from
-``priorart experiment xling-passages`` (docs/RESULTS.md); tests/service/test_passages_xling_real.py re-checks a
-small run of it."""
+a word or two with the query stay below it. The real-data figures come from ``priorart experiment xling-passages``
+(docs/results/xling-passages.json, rendered in docs/RESULTS.md)."""
 
 from __future__ import annotations
 

@@ -34,7 +34,7 @@ Protocol ``fixed`` instead: one round on the fixed split itself (``make_split``,
 of ``--models``): the task documents of its test part are evaluated, those of its dev part fit the
 combinations, the train part trains. With ``--models MODELS_DIR`` (``priorart train``'s folder) the
 neural systems join: ``dense`` (dual-encoder inner product), ``text`` and ``meta`` (ONNX rankers,
-:class:`service.retrieval.encoders.ModelBundle`); they were trained on that split, so the protocol is
+:class:`service.retrieval.neural.Models`); they were trained on that split, so the protocol is
 ``fixed`` (on xling: 8 test grants, 16 topics; 5 dev grants fit the combinations).
 
 Rows: each single system, ``borda(A+B)`` for every pair, ``linlearn(all)`` and ``linlearn(wordpair+domain)``

@@ -14,6 +14,6 @@ Public API (torch and gensim are imported by the modules below, so import them o
   ``encode_documents``.
 - :mod:`training.models.export`: ``export_dual``, ``export_ranker``, ``export_encoder``, ``export_mlp``.
 
-The online side reads the folder with :class:`service.retrieval.encoders.ModelBundle` (onnxruntime
-only); the folder layout and graph signatures are documented there.
+The online side reads the folder with :class:`service.retrieval.neural.Models` (onnxruntime only); the folder
+layout and what the models read are documented in :mod:`service.retrieval.encoders`.
 """
