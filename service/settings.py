@@ -41,9 +41,8 @@ class Settings(BaseSettings):
     index_dir: Path = Field(Path("index"), description="index folder built by `priorart build`")
     cpc_titles: Path | None = Field(None, description="CPC title list (tsv.gz) for code autocomplete/titles")
     device: Literal["auto", "cpu", "cuda"] = Field("auto", description="where ONNX models and FAISS run")
-    onnx_threads: int = Field(1, ge=0, description="onnxruntime intra-op threads per graph (0 = its default, one per "
-                              "core, whose spinning threads made a publication-number query 109 ms instead of 10 on a "
-                              "busy 2-core machine: a query's graphs are too small to gain from threads)")
+    onnx_threads: int = Field(1, ge=0, description="onnxruntime intra-op threads per graph (0 = onnxruntime's "
+                              "default, one spinning thread per core)")
     max_query_chars: int = Field(20_000, ge=1, description="longest accepted query text")
     max_k: int = Field(1000, ge=1, description="largest k a client may ask for")
     max_depth: int = Field(1000, ge=1, le=HARD_MAX_DEPTH, description="largest candidate depth")

@@ -374,9 +374,8 @@ class DocStore:
     def header_row(self, row: int) -> PatentRecord:
         """The record at a row without its texts (``HEAVY_FIELDS`` left out): what a hit list shows (id, titles,
         codes, dates, family keys), read from ``docs.headers.jsonl``; the last ``HEADER_CACHE_ROWS`` are kept
-        parsed (the caller must not change the record). A real patent's record is tens of
-        kilobytes of text; parsing whole records was most of the time of a ``/search`` (60 of 80 ms for 60
-        records on the real index)."""
+        parsed (the caller must not change the record). A real patent's record is tens of kilobytes of text,
+        which a hit list does not need."""
         with self._header_lock:
             rec = self._header_cache.get(row)
             if rec is not None:

@@ -3,11 +3,10 @@ expected tf and BM25 term, the top k, the routes merged on one scale, MaxScore, 
 
 A query's scores go into a :class:`ScoreAccumulator`: a zeroed score array kept between queries (an
 :class:`AccumulatorPool` per first stage lends them out). While the rows a query reaches are few, the kernels that
-add into it list them (``touched``; ``seen`` marks them), and the top k, the routes' statistics and merge and the reset
-after the query walk those rows only; a query that reaches many rows is scanned row by row, as before (issue 15,
-"first-stage tail": a fresh array of every row per query, faulted in page by page, and passes over it were much of a
-search). A one-route query of single terms for a small k is searched by MaxScore (:func:`maxscore`): its long posting
-lists of common terms are looked up only for the rows that can still reach the top k.
+add into it list them (``touched``; ``seen`` marks them), and the top k, the routes' statistics and merge and the
+reset after the query walk those rows only; a query that reaches many rows is scanned row by row. A one-route query
+of single terms for a small k is searched by MaxScore (:func:`maxscore`): its long posting lists of common terms are
+looked up only for the rows that can still reach the top k.
 
 They compute exactly what the numpy code before them did, e.g.:
 
@@ -239,8 +238,7 @@ def _acc_values(scores, seen, touched, nt, track, rows, values):
 def _offer(hs, hr, size, k, s, r):
     """Keep (s, r) in the heap of the k best seen so far (``size`` kept); returns the new size. The scans over many
     rows (:func:`_top_k`, :func:`_top_k_bounded`, :func:`_kth_listed`) write its test out in their loop instead: a
-    call per row there (``inline="always"`` too) took the first stage's warm p99 on 100k documents from 0.28 to
-    0.46 ms (``priorart bench first-stage``)."""
+    call per row there, inlined or not, is measurably slower (``priorart bench first-stage``)."""
     if size < k:
         hs[size] = s
         hr[size] = r
@@ -404,9 +402,7 @@ def _reset(scores, seen, winner, has_winner, touched, nt):
 # addition) is within ``m * 2**-23`` of the float64 sum, relatively, so the bounds widen by ``eps = (m + 2) * 2**-23``
 # (lower bounds of the k-th best shrink by it, upper bounds of a row grow by it); the scores returned are always the
 # float64 ones of the last rows. A weight rounded to float32 is raised to ``TINY32`` at least (a partial score of 0
-# means "not reached"), which the bounds allow for as ``m * TINY32`` absolutely. The slowest queries on 100k documents
-# (middle-frequency terms only: every list added whole) were most of the first stage's p99 (``priorart bench
-# first-stage``: interleaved 0.66-0.68 ms with float64 partial scores and marks, 0.50 with these; README).
+# means "not reached"), which the bounds allow for as ``m * TINY32`` absolutely.
 
 LOOKUP_RATIO = 2  # a unit that could be cut off is still merged whole when it has at most this many postings per row
 #                   merged so far (looking it up for the candidates would cost more)

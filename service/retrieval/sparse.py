@@ -71,8 +71,7 @@ SPARSE_VERSION = 1
 
 QueryUnit = tuple[Mapping[str, float], float]
 # MaxScore (SparseIndex.search) up to this k: deeper, the k-th best score is too low to cut off the long posting lists
-# (100k synthetic documents, 200 first claims: MaxScore p99 0.05/0.45/1.5 ms at k 10/100/1000, a full accumulation
-# 0.35 ms)
+# and a full accumulation is faster (docs/RESULTS.md, "Speed")
 MAXSCORE_MAX_K = 100
 
 _ARRAYS = ("indptr", "rows", "tf", "weights", "df", "idf", "doc_len", "doc_norm")
@@ -689,11 +688,10 @@ class SparseIndex:
 def _prefault(arrays: Iterable[np.ndarray]) -> None:
     """Read one value of every page of memory-mapped arrays, so that queries find their postings mapped.
 
-    Issue 15: a posting list's first query otherwise faults its pages in, from the disk when the page
-    cache does not hold them (an index opened without checksums, or after other work evicted it):
-    p99 18 ms on the first pass over 200 first claims against 2.5 ms on the second (100k synthetic
-    index, cold page cache). Here the reads happen once at load, in order (readahead). The kernel may
-    still drop clean file pages under memory pressure; load with ``mmap=False`` to hold them in memory.
+    A posting list's first query would otherwise fault its pages in, from the disk when the page cache does
+    not hold them (an index opened without checksums, or after other work evicted it). Here the reads happen
+    once at load, in order (readahead). The kernel may still drop clean file pages under memory pressure;
+    load with ``mmap=False`` to hold them in memory.
     """
     with timed("page-in"):  # a phase of a server's start-up (service/startup.py)
         for a in arrays:

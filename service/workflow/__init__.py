@@ -1,4 +1,4 @@
-"""The analyst's workflow (issue 17): claim elements and claim charts, families and duplicates, search reports
+"""The analyst's workflow: claim elements and claim charts, families and duplicates, search reports
 and notices in an analyst's words (relevance feedback, Rocchio, is retrieval: service/retrieval/feedback.py).
 
 ``claims``: split a claim into its elements (en/de/fr, dependent claims resolved), and the claim

@@ -1,4 +1,4 @@
-"""POST /claimchart and POST /report: the analyst's workflow (issue 17; service/workflow/)."""
+"""POST /claimchart and POST /report: the analyst's workflow (service/workflow/)."""
 
 from __future__ import annotations
 
