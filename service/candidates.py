@@ -3,7 +3,6 @@ protocol, and a stage's trace (service/pipeline.py composes the stages)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -13,28 +12,7 @@ from service.query import Query
 
 if TYPE_CHECKING:
     from service.retrieval.first_stage import SearchInfo
-
-
-@dataclass
-class FusionExplanation:
-    """How a ranking was made: method, query profile, depth, weights used, and each component's fate."""
-
-    method: str
-    profile: str
-    depth: int | None
-    weights: dict[str, float]  # renormalised over the components that applied (linear: sum 1)
-    source: str
-    components: dict[str, str]  # component -> "applied" or why it did not count
-    fallback: str | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        return {"method": self.method, "profile": self.profile, "depth": self.depth, "weights": self.weights,
-                "source": self.source, "components": self.components, "fallback": self.fallback}
-
-    @property
-    def shaped_by(self) -> list[str]:
-        """Components with a non-zero weight in this ranking."""
-        return [c for c, w in self.weights.items() if w]
+    from service.schema import FusionInfo
 
 
 @dataclass
@@ -43,9 +21,10 @@ class Candidates:
 
     rows: np.ndarray
     scores: dict[str, np.ndarray] = field(default_factory=dict)
-    matched_terms: dict[int, list[str]] = field(default_factory=dict)
-    # matched terms of rows that matched_terms lacks, on demand (the local first stage's; None from shards)
-    more_matched_terms: Callable[[Sequence[int]], list[list[str]]] | None = None
+    matched_terms: dict[int, list[str]] = field(default_factory=dict)  # the rows explained (the pipeline's last step)
+    # per route of the first stage, the index language it searched and its target terms: what rows' matched
+    # terms are looked up in (IndexResources.matched_terms)
+    route_terms: list[tuple[str, list[str]]] = field(default_factory=list)
     routes: dict[int, str] = field(default_factory=dict)  # first-stage route that gave a row its bm25 score
     in_first: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))  # returned by the first stage
     in_dense: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))  # returned by the dense search
@@ -54,7 +33,7 @@ class Candidates:
     first_info: SearchInfo | None = None
     fused: np.ndarray | None = None
     normalised: dict[str, np.ndarray] = field(default_factory=dict)  # min-max over the candidate set
-    fusion: FusionExplanation | None = None
+    fusion: FusionInfo | None = None  # how the fusion combined the components (the response's, as it is)
     missing_shards: list[str] = field(default_factory=list)  # shards of a sharded index that did not answer
 
     def __len__(self) -> int:
@@ -91,8 +70,18 @@ class Candidates:
             self.fused = self.fused[order]
 
 
+CANDIDATES = "candidates"
+"""What a candidate generator provides (rows); a scorer requires it. The other names are the score components
+(``bm25``, ``dense``, ``text``, ...) and ``fused``."""
+
+
 class Stage(Protocol):
+    """One step of the pipeline (service/pipeline.py composes them, and checks that each stage's ``requires`` is
+    provided by the stages before it)."""
+
     name: str
+    requires: frozenset[str]  # what the candidates must hold when the stage runs
+    provides: frozenset[str]  # what it adds: "candidates" (rows), its score components, "fused"
 
     def run(self, query: Query, cands: Candidates) -> Candidates: ...
 
@@ -107,4 +96,4 @@ class StageTrace:
     detail: dict[str, Any] = field(default_factory=dict)
 
 
-__all__ = ["Candidates", "FusionExplanation", "Stage", "StageTrace"]
+__all__ = ["CANDIDATES", "Candidates", "Stage", "StageTrace"]

@@ -58,6 +58,7 @@ from service.workflow.families import group as family_groups
 from service.workflow.notices import explain as explain_notices
 
 if TYPE_CHECKING:
+    from service.retrieval.resources import IndexResources
     from service.shards import Submit
 
 log = logging.getLogger(__name__)
@@ -78,7 +79,7 @@ class Engine:
         self.settings = settings
         self.pipeline = pipeline
         self.docs: DocStore = pipeline.docs
-        self.first_stage = pipeline.first_stage
+        self.resources = pipeline.resources  # the index's analysis, translation tables and routes
         self.notices = list(pipeline.notices)
         self.scheme = scheme
         self.generation = folder.generation
@@ -117,10 +118,8 @@ class Engine:
         """A sharded index (service/shards.py): its shards loaded here, or reached through ``submit`` (one per
         shard: the Ray Serve ingress, service/serve_ray.py). The doc store and the passage index are the whole
         collection's (the shards' in turn); the pipeline is the fan-out, the merge and the fusion."""
-        from service.shards import compose_sharded
-
         shards = ShardSet.open(index_dir, verify=verify and submit is None)
-        pipeline, _ = compose_sharded(shards, settings, submit)
+        pipeline = compose(shards, settings, submit=submit)
         return cls(shards.union(), settings, pipeline, _load_scheme(settings, pipeline.docs))
 
     @property
@@ -175,7 +174,6 @@ class Engine:
         query.explain = req.explain
         if req.collapse_families:  # room for the members that collapse, so that k results remain
             query.k = min(query.depth, req.k * FAMILY_ROOM)
-        query.explain_rows = query.k  # the rest of the depth on demand (run): rows a later stage lifts
         return self.run(query, explain=req.explain, collapse=req.collapse_families, k=req.k)
 
     def run(self, query: Query, *, explain: bool = False, collapse: bool = False,
@@ -194,12 +192,7 @@ class Engine:
             at = sorted({i for g in groups[:shown] for i in (g.head, *g.members)})
         else:
             at = list(range(shown))
-        if explain and cands.more_matched_terms is not None:  # first-stage rows past query.explain_rows
-            in_first = cands.in_first.tolist()
-            lacking = [row_list[i] for i in at if in_first[i] and row_list[i] not in cands.matched_terms]
-            if lacking:
-                cands.matched_terms.update(zip(lacking, cands.more_matched_terms(lacking), strict=True))
-        assert cands.fused is not None
+        assert cands.fused is not None and cands.fusion is not None
         fused = cands.fused.tolist()
         normalised = {name: cands.normalised[name].tolist() for name in COMPONENTS if name in cands.normalised}
         hits: dict[int, SearchHit] = {}
@@ -243,7 +236,7 @@ class Engine:
         readable = set(images)
         try:
             ranking = self._passages.rank(
-                images, lang, cands.rows, cands.fused, analyzers=self.first_stage.analyzers, words=words,
+                images, lang, cands.rows, cands.fused, analyzers=self._resources().analyzers, words=words,
                 variant=req.variant, k=req.k, langs=readable, alpha=params["alpha"], beta=params["beta"],
                 sigma=params["sigma"], mu=params["mu"], mu_translated=params["mu_translated"])
         except ValueError as exc:
@@ -279,7 +272,7 @@ class Engine:
             return []
         images, words = self.passage_query(text, lang)
         ranking = self._passages.rank(images, lang, np.asarray(rows, dtype=np.int64), None,
-                                      analyzers=self.first_stage.analyzers, words=words, k=k, langs=set(images))
+                                      analyzers=self._resources().analyzers, words=words, k=k, langs=set(images))
         return list(ranking.hits)
 
     def passage_query(self, text: str, lang: str, *,
@@ -287,12 +280,17 @@ class Engine:
         """What the passage ranker reads of a query: its image in every language it reaches, rendered as the first
         stage's routes render it (the index's analysis and translation tables), and the query words behind each
         of its terms (for the highlights). Raises ``QueryError`` when the query has no index term."""
-        fs = self.first_stage
-        units = fs.query_units(text, lang, translate=translate)
+        res = self._resources()
+        units = res.query_units(text, lang, translate=translate)
         if not units.get(lang):
             raise QueryError("the query has no index terms after analysis (only stop words or punctuation?)")
         images = {tgt: QueryImage.of_units(tgt, u) for tgt, u in units.items() if any(w > 0 for _, (_, w) in u)}
-        return images, query_words(text, fs.analyzer(lang))
+        return images, query_words(text, res.analyzer(lang))
+
+    def _resources(self) -> IndexResources:
+        if self.resources is None:
+            raise QueryError("this index's pipeline has no analysis or translation tables to read")
+        return self.resources
 
     def report(self, req: ReportRequest) -> ReportResponse:
         """A search report of the session (service/workflow/report.py renders it as CSV and HTML)."""
@@ -303,7 +301,7 @@ class Engine:
     def passage_langs(self, lang: str) -> set[str]:
         """Languages whose passages a ``lang`` query reaches: its own, and every language a translation route of
         this index reaches (de/fr <-> en, de <-> fr through English)."""
-        return set(self.first_stage.query_units("", lang)) | {lang}
+        return set(self._resources().query_units("", lang)) | {lang}
 
     @staticmethod
     def _stages(trace: list[StageTrace], explain: bool) -> list[StageInfo]:
@@ -392,10 +390,8 @@ def _feedback_info(query: Query, ids: Any) -> FeedbackInfo | None:
 
 
 def _fusion_info(cands: Candidates) -> FusionInfo:
-    f = cands.fusion
-    assert f is not None
-    return FusionInfo(method=f.method, profile=f.profile, depth=f.depth, weights=f.weights, source=f.source,
-                      components=f.components, fallback=f.fallback)
+    assert cands.fusion is not None
+    return cands.fusion
 
 
 def title_of(rec: PatentRecord, lang: str | None) -> str | None:

@@ -45,9 +45,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from service.candidates import Candidates, FusionExplanation
+from service.candidates import CANDIDATES, Candidates
 from service.index.folder import IndexFolder, IndexFormatError, Layout
 from service.query import QueryError
+from service.schema import FusionInfo
 from service.versioned import read_versioned, write_versioned
 
 if TYPE_CHECKING:
@@ -311,6 +312,8 @@ class FusionStep:
     """Final stage: fuse the component scores with the request's method and the index's (or its own) weights."""
 
     name = "fusion"
+    requires = frozenset({CANDIDATES})
+    provides = frozenset({"fused"})
 
     def __init__(self, model: FusionModel) -> None:
         self.model = model
@@ -353,8 +356,9 @@ class FusionStep:
         cands.fused = fuse(method, cands.scores, use)
         cands.normalised = {name: minmax(arr) for name, arr in cands.scores.items()}
         total = sum(use.values()) if method == "linear" else 1.0
-        cands.fusion = FusionExplanation(method, profile, depth, {c: w / total for c, w in use.items()}, source, fate,
-                                         fallback)
+        cands.fusion = FusionInfo(method=method, profile=profile, depth=depth,
+                                  weights={c: w / total for c, w in use.items()}, source=source, components=fate,
+                                  fallback=fallback)
         return cands
 
     def describe(self) -> dict[str, Any]:

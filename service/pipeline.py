@@ -31,14 +31,16 @@ import numpy as np
 
 from service.candidates import Candidates, Stage, StageTrace
 from service.fusion import FusionModel, FusionStep
-from service.index.folder import IndexFolder, IndexFormatError, Layout
+from service.index.folder import IndexFolder, IndexFormatError, Layout, ShardSet
 from service.index.store import DocStore, UnknownDocumentError
 from service.query import Query, QueryError, resolve
 from service.settings import Settings
 
 if TYPE_CHECKING:
     from service.retrieval.first_stage import FirstStage
+    from service.retrieval.resources import IndexResources
     from service.retrieval.sparse import CollectionStats
+    from service.shards import Submit
 
 log = logging.getLogger(__name__)
 
@@ -55,16 +57,23 @@ SYSTEMS: dict[str, dict[str, float] | None] = {
 
 @dataclass
 class Pipeline:
-    """Stages in order, ending with the fusion; the doc store they share; what loading noticed."""
+    """Stages in order, ending with the fusion; the doc store they share and the index's resources (analysis,
+    translation tables, routes: what the engine reads for passages); what loading noticed.
+
+    :meth:`run` runs every stage, keeps the top ``query.k`` and, when the query asks to explain, looks up the
+    matched terms of those rows (the first stage's ``route_terms`` in the resources' sparse indexes; a sharded
+    pipeline's shards send theirs with their candidates)."""
 
     stages: list[Stage]
     docs: DocStore
     notices: list[str] = field(default_factory=list)
     device: str = "cpu"
+    resources: IndexResources | None = None  # None: no local sparse index (a pipeline over remote shards)
 
     def __post_init__(self) -> None:
         if not self.stages or not isinstance(self.stages[-1], FusionStep):
             raise ValueError("a pipeline ends with the fusion stage")
+        check_stages(self.stages)
 
     @property
     def names(self) -> list[str]:
@@ -78,7 +87,7 @@ class Pipeline:
 
     @property
     def first_stage(self) -> FirstStage:
-        """The first stage (a sharded pipeline's: one shard's, for its analyzers and translation tables)."""
+        """The first stage (a sharded pipeline's: one shard's)."""
         from service.stages.first import FirstStageStep
 
         step = self.stages[0]
@@ -108,7 +117,8 @@ class Pipeline:
         return cands, trace
 
     def run(self, query: Query) -> tuple[Candidates, list[StageTrace]]:
-        """The top ``query.k`` candidates, best first (ties: lower row first), and each stage's trace."""
+        """The top ``query.k`` candidates, best first (ties: lower row first), and each stage's trace; with
+        ``query.explain``, their matched terms."""
         cands, trace = self._run(query, self.stages)
         assert cands.fused is not None and cands.fusion is not None
         word_match_only = {c for c, w in cands.fusion.weights.items() if w > 0} == {"bm25"}
@@ -120,7 +130,25 @@ class Pipeline:
             cands.take(np.zeros(0, dtype=np.int64))
         order = np.lexsort((cands.rows, -cands.fused))[: query.k]
         cands.take(order)
+        if query.explain:
+            started = time.perf_counter()
+            explained = self.explain(cands)
+            if explained:
+                trace.append(StageTrace("explain", (time.perf_counter() - started) * 1000.0, explained))
         return cands, trace
+
+    def explain(self, cands: Candidates, rows: np.ndarray | None = None) -> int:
+        """Look up the matched terms of the first stage's rows among ``rows`` (default: every candidate) that have
+        none yet; returns how many were looked up."""
+        if self.resources is None or not cands.route_terms:
+            return 0
+        wanted = cands.rows if rows is None else rows
+        first = set(cands.rows[cands.in_first].tolist())
+        lacking = [r for r in wanted.tolist() if r in first and r not in cands.matched_terms]
+        if lacking:
+            cands.matched_terms.update(zip(lacking, self.resources.matched_terms(cands.route_terms, lacking),
+                                           strict=True))
+        return len(lacking)
 
     def _filtered_out(self, query: Query, cands: Candidates) -> None:
         """Before the fusion: when the filters leave no document that contains a query term (no candidate of the
@@ -169,23 +197,47 @@ def _filter_phrase(filters: Mapping[str, Any], name: str) -> str:
     return f"sharing a {level} code with {', '.join(filters.get('codes') or [])}"
 
 
-def compose(folder: IndexFolder, settings: Settings, docs: DocStore | None = None, *,
+def check_stages(stages: Sequence[Stage]) -> None:
+    """Each stage's ``requires`` provided by the stages before it, each name once, the fusion last; a
+    ``ValueError`` that names what is missing and who could provide it."""
+    provided: set[str] = set()
+    seen: set[str] = set()
+    for i, stage in enumerate(stages):
+        if stage.name in seen:
+            raise ValueError(f"two stages are named {stage.name!r}")
+        seen.add(stage.name)
+        missing = sorted(set(stage.requires) - provided)
+        if missing:
+            before = " -> ".join(s.name for s in stages[:i]) or "nothing"
+            raise ValueError(f"stage {stage.name!r} requires {', '.join(missing)}, which no stage before it "
+                             f"provides ({before})")
+        provided |= set(stage.provides)
+
+
+def compose(index: IndexFolder | ShardSet, settings: Settings, docs: DocStore | None = None, *,
             ltr: Sequence[Stage] | None = None, neural: bool = True,
-            stats: Mapping[str, CollectionStats] | None = None) -> Pipeline:
-    """The pipeline of an opened index folder (the one place stages are chosen; see the module doc).
+            stats: Mapping[str, CollectionStats] | None = None, submit: Sequence[Submit] | None = None) -> Pipeline:
+    """The pipeline of an opened index folder or a sharded index (the one place stages are chosen; see the
+    module doc).
 
     ``docs``: the folder's doc store when already open. ``ltr``: word-pair/domain stages to use instead of
     the folder's ``ltr/`` (``priorart train-ltr`` scores its dev topics with the stages it just trained).
     ``neural=False`` leaves the dense and rerank stages out. ``stats``: the global collection statistics per
-    language when ``folder`` is a shard (service/shards.py composes each shard's pipeline with them).
+    language when ``folder`` is a shard. A :class:`ShardSet`: a fan-out stage over ``submit`` (one per shard;
+    default: every shard composed in this process with the global statistics, service/shards.py) in place of
+    the first stage and the models' stages, then the fusion.
     """
+    if isinstance(index, ShardSet):
+        return _compose_sharded(index, settings, docs, submit)
     from service.retrieval.dense import DenseIndex, DenseIndexError
     from service.retrieval.first_stage import FirstStage
     from service.stages.first import FirstStageStep
 
+    folder = index
     docs = docs if docs is not None else DocStore.of_folder(folder)
     notices: list[str] = []
-    stages: list[Stage] = [FirstStageStep(FirstStage.from_folder(folder, docs, stats=stats))]
+    first = FirstStage.from_folder(folder, docs, stats=stats)
+    stages: list[Stage] = [FirstStageStep(first)]
     device = "cpu"
     if folder.has("models") and neural:
         from service.retrieval.neural import Models
@@ -227,7 +279,35 @@ def compose(folder: IndexFolder, settings: Settings, docs: DocStore | None = Non
                            f"by BM25 alone: {pw.reason}")
     stages.append(FusionStep(fusion))
     log.info("pipeline %s on %s", " -> ".join(s.name for s in stages), device)
-    return Pipeline(stages, docs, notices, device)
+    return Pipeline(stages, docs, notices, device, first.resources)
 
 
-__all__ = ["SYSTEMS", "Candidates", "Pipeline", "Stage", "StageTrace", "compose"]
+def _compose_sharded(shards: ShardSet, settings: Settings, docs: DocStore | None,
+                     submit: Sequence[Submit] | None) -> Pipeline:
+    """A sharded index's pipeline: the fan-out stage over ``submit`` (default: every shard loaded in this process
+    with the global statistics) and the fusion. The shards' matched terms come with their candidates (the
+    fan-out has no sparse index of the whole collection: ``resources`` is one shard's, for the query's analysis
+    and translation)."""
+    from service.retrieval.first_stage import FirstStage
+    from service.shards import Shard, ShardFanOut, global_stats, local_submit
+
+    union = shards.union()
+    docs = docs if docs is not None else DocStore.of_folder(union)
+    local: list[Shard] = []
+    if submit is None:
+        stats = global_stats(shards)
+        local = [Shard.load(shards, i, settings, stats) for i in range(shards.n_shards)]
+        submit = [local_submit(s) for s in local]
+        first = local[0].pipeline.first_stage
+        notices = list(local[0].pipeline.notices)
+        device = local[0].pipeline.device
+    else:
+        first = FirstStage.from_folder(shards.shards[0], DocStore.of_folder(shards.shards[0]))
+        notices, device = [], "cpu"
+    fan = ShardFanOut(submit, [f.n_rows for f in shards.shards], first, timeout_s=settings.shard_timeout_s,
+                      generations=[f.generation for f in shards.shards], owned=local)
+    fusion = FusionModel.of_folder(shards.shards[0])
+    return Pipeline([fan, FusionStep(fusion)], docs, notices, device, first.resources)
+
+
+__all__ = ["SYSTEMS", "Candidates", "Pipeline", "Stage", "StageTrace", "check_stages", "compose"]

@@ -55,8 +55,7 @@ class Query:
     use_doc_codes: bool = False  # a publication-number query filters by its document's codes too
     max_query_terms: int | None = None  # first-stage query reduction (None: the default)
     feedback: Feedback | None = None  # marked rows: Rocchio expansion (service/retrieval/feedback.py)
-    explain: bool = True  # the first stage lists each hit's matched terms (False: /passages, /search unexplained)
-    explain_rows: int | None = None  # ... of its top explain_rows hits only (None: every hit; the rest on demand)
+    explain: bool = True  # the shown rows' matched terms are looked up (False: /passages, /search unexplained)
     resolved: Resolved | None = None
     notes: list[str] = field(default_factory=list)
 

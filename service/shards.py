@@ -40,10 +40,8 @@ from typing import Any
 
 import numpy as np
 
-from service.candidates import Candidates
-from service.fusion import FusionModel, FusionStep
+from service.candidates import CANDIDATES, Candidates
 from service.index.folder import IndexFolder, IndexFormatError, ShardSet
-from service.index.store import DocStore
 from service.pipeline import Pipeline, compose
 from service.query import Query, QueryError
 from service.retrieval.first_stage import FirstStage, RouteInfo, SearchInfo, collection_stats
@@ -111,8 +109,11 @@ class Shard:
         return shard_name(self.number)
 
     def features(self, query: Query) -> ShardHits:
-        """This shard's candidates for a query resolved by the ingress (:func:`shard_query`)."""
+        """This shard's candidates for a query resolved by the ingress (:func:`shard_query`); with ``query.explain``
+        every first-stage candidate's matched terms (the ingress cannot look them up later)."""
         cands = self.pipeline.features(query)
+        if query.explain:
+            self.pipeline.explain(cands)
         rows = cands.rows
         return ShardHits(
             shard=self.number, n_rows=self.folder.n_rows, generation=self.folder.generation, rows=rows,
@@ -130,9 +131,7 @@ def shard_query(query: Query, start: int, n_rows: int) -> Query:
     row = r.query_row
     local = row - start if row is not None and start <= row < start + n_rows else None
     mask = None if r.mask is None else np.ascontiguousarray(r.mask[start : start + n_rows])
-    # every candidate's matched terms: the merged candidates cannot ask a shard for more later
-    return replace(query, resolved=replace(r, mask=mask, query_row=local), notes=[], feedback=None,
-                   explain_rows=None)
+    return replace(query, resolved=replace(r, mask=mask, query_row=local), notes=[], feedback=None)
 
 
 def _merge_info(infos: Sequence[SearchInfo]) -> SearchInfo | None:
@@ -208,6 +207,8 @@ class ShardFanOut:
     """The first stage of a sharded pipeline: every shard's candidates, merged (see the module doc)."""
 
     name = "shards"
+    requires: frozenset[str] = frozenset()
+    provides = frozenset({CANDIDATES, "bm25", "dense", "text", "meta", "joint"})  # what the shards' stages give
 
     def __init__(self, submit: Sequence[Submit], sizes: Sequence[int], first_stage: FirstStage, *,
                  timeout_s: float, generations: Sequence[int] | None = None, owned: Sequence[Shard] = ()) -> None:
@@ -285,28 +286,5 @@ def local_submit(shard: Shard) -> Submit:
     return submit
 
 
-def compose_sharded(shards: ShardSet, settings: Settings, submit: Sequence[Submit] | None = None,
-                    *, docs: DocStore | None = None) -> tuple[Pipeline, list[Shard]]:
-    """The pipeline of a sharded index: the fan-out over ``submit`` (default: every shard loaded in this
-    process with the global statistics) and the fusion. Returns it with the shards loaded here."""
-    union = shards.union()
-    docs = docs if docs is not None else DocStore.of_folder(union)
-    local: list[Shard] = []
-    if submit is None:
-        stats = global_stats(shards)
-        local = [Shard.load(shards, i, settings, stats) for i in range(shards.n_shards)]
-        submit = [local_submit(s) for s in local]
-        first = local[0].pipeline.first_stage
-        notices = list(local[0].pipeline.notices)
-        device = local[0].pipeline.device
-    else:
-        first = FirstStage.from_folder(shards.shards[0], DocStore.of_folder(shards.shards[0]))
-        notices, device = [], "cpu"
-    fan = ShardFanOut(submit, [f.n_rows for f in shards.shards], first, timeout_s=settings.shard_timeout_s,
-                      generations=[f.generation for f in shards.shards], owned=local)
-    fusion = FusionModel.of_folder(shards.shards[0])
-    return Pipeline([fan, FusionStep(fusion)], docs, notices, device), local
-
-
-__all__ = ["Shard", "ShardFanOut", "ShardHits", "compose_sharded", "global_stats", "local_submit", "merge",
-           "shard_name", "shard_query"]
+__all__ = ["Shard", "ShardFanOut", "ShardHits", "global_stats", "local_submit", "merge", "shard_name",
+           "shard_query"]

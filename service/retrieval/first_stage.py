@@ -1,18 +1,9 @@
 """Sparse first stage: query analysis -> reduction -> routes per language (incl. PSQ) -> filters -> top-k.
 
-Routes. An index holds one sparse index per indexed language, rows aligned on the doc store. A query
-in language ``L`` is searched:
-
-- in the ``L`` index when there is one (``mono``, route name ``L``);
-- with ``translate=True``, in every other indexed language ``X`` for which the index has a table
-  ``translation/L-X.json`` (``psq``, route name ``X:psq``): ``de``/``fr`` -> ``en``, ``en`` -> ``de``/``fr``
-  (so an English query reaches German- and French-only documents), ``de`` <-> ``fr`` (a direct table, or,
-  when there is none, ``L-en`` and ``en-X`` composed at query time: the route's ``table`` then says
-  ``via en``);
-- with ``translate=False`` and ``L != en``: the raw analysed ``L`` terms in the English index (``raw``,
-  the "no translation" baseline); with ``translate="<name or path>"``: by PSQ through that one table
-  (offline experiments). With ``translate=True`` and no table into English, the raw route is used only
-  when ``L`` has no index of its own (a note says so).
+Routes. An index holds one sparse index per indexed language, rows aligned on the doc store. A query in
+language ``L`` is searched in its own language's index and, translated by PSQ, in every other indexed language a
+table of the index reaches: the routes of :class:`service.retrieval.resources.IndexResources`, which the passage
+ranker reads too (the query's image per language).
 
 Query analysis uses the analyzers the index was built with (``meta.json`` ``settings.analysis``: German
 compounds split into their parts, see ``service.text.compounds``).
@@ -37,7 +28,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import date
 from pathlib import Path
@@ -51,18 +42,17 @@ from service.index.store import DocStore
 from service.query import Query, QueryError, resolve
 from service.retrieval.feedback import Feedback, centroid, expansion_terms, term_vector
 from service.retrieval.kernels import AccumulatorPool
+from service.retrieval.resources import PARTS_MAX_TERMS, IndexResources, Route
 from service.retrieval.sparse import CollectionStats, QueryUnit, SparseIndex
-from service.text.analysis import SUPPORTED_LANGS, Analyzer, get_analyzer
+from service.text.analysis import Analyzer
 from service.text.compounds import load_analyzers
-from service.text.translation import PivotTable, TranslationTable
+from service.text.translation import TranslationTable
 
 log = logging.getLogger(__name__)
 
 DEFAULT_MAX_QUERY_TERMS = 100
 PAPER_TERMS = {"abstract": 10, "claims": 100}
 COMBINES = ("weight", "reference", "max", "saturated")
-PARTS_MAX_TERMS = 20
-PIVOT_LANG = "en"
 
 @dataclass(slots=True)
 class Hit:
@@ -103,37 +93,47 @@ class SearchInfo:
     notes: list[str] = field(default_factory=list)
 
 
+RouteTerms = list[tuple[str, list[str]]]
+"""Per route of a search, the index language it searched and its target terms (the matched terms' source)."""
+
+
 class FirstStageResult:
-    """A search's hits, best first, as arrays (what the pipeline reads) and as :class:`Hit` objects, made on first
-    use of :attr:`hits` (a first stage at depth 1000 made 1000 of them per request, which the pipeline did not read).
+    """A search's hits, best first, as arrays and as :class:`Hit` objects, made on first use of :attr:`hits` (the
+    offline API: experiments and tests; the pipeline's first stage emits :class:`service.candidates.Candidates`).
 
     ``route_scores``: per route name, each hit's raw score in that route (NaN where the route did not match it or
     the filters excluded it); ``winner``: per hit, the index in ``route_names`` of the route whose score is the
-    hit's (-1: none). ``matched_terms`` of the first ``explained`` hits (query.explain_rows of them); ``terms_of``
-    gives any rows' on demand (None when the query did not ask to explain)."""
+    hit's (-1: none); ``route_terms``: what :meth:`terms_of` looks up. The hits carry their matched terms when the
+    query asked to explain."""
 
     def __init__(self, ids: Sequence[str], rows: np.ndarray, scores: np.ndarray, info: SearchInfo, *,
                  route_names: Sequence[str] = (), route_scores: Mapping[str, np.ndarray] | None = None,
-                 winner: np.ndarray | None = None, matched_terms: Sequence[list[str]] = (),
-                 terms_of: Callable[[Sequence[int]], list[list[str]]] | None = None) -> None:
+                 winner: np.ndarray | None = None, route_terms: RouteTerms = (),  # type: ignore[assignment]
+                 resources: IndexResources | None = None, explain: bool = False) -> None:
         self.rows = rows
         self.scores = scores
         self.info = info
         self.route_names = list(route_names)
         self.route_scores = dict(route_scores or {})
         self.winner = winner if winner is not None else np.full(len(rows), -1, dtype=np.int64)
-        self.matched_terms = list(matched_terms)
-        self.explained = len(self.matched_terms)
-        self.terms_of = terms_of
+        self.route_terms = list(route_terms)
+        self.explain = explain
+        self._resources = resources
         self._ids = ids
         self._hits: list[Hit] | None = None
+
+    def terms_of(self, rows: Sequence[int]) -> list[list[str]]:
+        """Each of ``rows``' matched query terms (distinct, in query order, route after route)."""
+        if self._resources is None:
+            return [[] for _ in rows]
+        return self._resources.matched_terms(self.route_terms, rows)
 
     @property
     def hits(self) -> list[Hit]:
         if self._hits is None:
             n = len(self.rows)
             per_route = {name: arr.tolist() for name, arr in self.route_scores.items()}
-            terms = self.matched_terms + [[] for _ in range(n - self.explained)]
+            terms = self.terms_of(self.rows.tolist()) if self.explain else [[] for _ in range(n)]
             won = self.winner.tolist()
             self._hits = [
                 Hit(self._ids[r], r, score, i + 1, terms[i],
@@ -145,46 +145,6 @@ class FirstStageResult:
 
     def to_dict(self) -> dict[str, Any]:
         return {"hits": [asdict(h) for h in self.hits], "info": asdict(self.info)}
-
-
-@dataclass
-class _Route:
-    name: str
-    index_lang: str
-    kind: str
-    table: TranslationTable | None = None
-    table_name: str | None = None
-
-    def units(
-        self, counts: Mapping[str, int], groups: Sequence[tuple[str, tuple[str, ...]]] = (), *, parts: bool = True
-    ) -> list[QueryUnit]:
-        """Query units of this route. With compound ``groups`` (word term, its parts' terms) a PSQ route
-        translates a compound the table knows as a whole and drops its parts; one the table does not know is
-        translated through its parts, which share the word's weight (the untranslatable whole is dropped).
-        ``parts=False`` never translates parts (compounds split on the index side only)."""
-        return [unit for _, unit in self.sourced_units(counts, groups, parts=parts)]
-
-    def sourced_units(
-        self, counts: Mapping[str, int], groups: Sequence[tuple[str, tuple[str, ...]]] = (), *, parts: bool = True
-    ) -> list[tuple[str, QueryUnit]]:
-        """:meth:`units`, each with the query term it renders."""
-        if self.table is None:
-            return [(t, ({t: 1.0}, float(c))) for t, c in counts.items()]
-        weight: dict[str, float] = {t: float(c) for t, c in counts.items()}
-        for whole, pieces in groups:
-            if not pieces:
-                continue
-            if whole in self.table or not parts:
-                for p in pieces:  # a known compound translates as a whole
-                    if p in weight:
-                        weight[p] -= 1.0
-            else:  # an unknown one through its parts, which share the word's weight
-                if whole in weight:
-                    weight[whole] -= 1.0
-                for p in pieces:
-                    if p in weight:
-                        weight[p] -= 1.0 - 1.0 / len(pieces)
-        return [(t, (self.table.translate_term(t), w)) for t, w in weight.items() if w > 1e-9]
 
 
 def reference_score(index: SparseIndex, units: Sequence[QueryUnit]) -> float:
@@ -247,31 +207,24 @@ class FirstStage:
         if combine not in COMBINES:
             raise ValueError(f"unknown route combination {combine!r}; valid: {', '.join(COMBINES)}")
         self.meta = meta
+        self.resources = IndexResources(docs, indexes, tables, analyzers=analyzers, compound_parts=compound_parts)
         self.docs = docs
-        self.indexes = dict(indexes)
-        # tables by (source, target); a mapping by source language alone means tables into English
-        self.pair_tables: dict[tuple[str, str], TranslationTable] = {
-            (key if isinstance(key, tuple) else (key, "en")): t for key, t in tables.items()
-        }
-        # de <-> fr (any pair without its own table) through English, composed at query time
-        for src in SUPPORTED_LANGS:
-            for tgt in self.indexes:
-                legs = self.pair_tables.get((src, PIVOT_LANG)), self.pair_tables.get((PIVOT_LANG, tgt))
-                if src != tgt and (src, tgt) not in self.pair_tables and legs[0] is not None and legs[1] is not None:
-                    self.pair_tables[(src, tgt)] = PivotTable(legs[0], legs[1])
-        self.tables = {src: t for (src, tgt), t in self.pair_tables.items() if tgt == "en"}  # into English, by source
-        self.analyzers = dict(analyzers or {})  # the index's analyzers (compound splitting); others: default
+        self.indexes = self.resources.indexes
+        self.pair_tables = self.resources.pair_tables
+        self.tables = self.resources.tables  # into English, by source
+        self.analyzers = self.resources.analyzers
         self.combine = combine
-        # translate the parts of compounds a table does not know in queries of at most this many terms
-        self.compound_parts = compound_parts
-        self._file_tables: dict[str, TranslationTable] = {}  # tables given as a file path at query time
         self.max_query_terms = max_query_terms
-        for lang, idx in self.indexes.items():
-            if idx.n_rows != len(docs):
-                raise IndexFormatError(f"bm25/{lang} has {idx.n_rows} rows, the doc store {len(docs)}")
         self._accumulators = AccumulatorPool(len(docs))  # the queries' score arrays, kept between queries
-        # the routes (and their notes) of a query language and translate=True/False: the same for every query
-        self._route_cache: dict[tuple[str, bool], tuple[list[_Route], tuple[str, ...]]] = {}
+
+    @property
+    def compound_parts(self) -> int:
+        """Translate the parts of compounds a table does not know in queries of at most this many terms."""
+        return self.resources.compound_parts
+
+    def analyzer(self, lang: str) -> Analyzer:
+        """The analyzer of ``lang`` this index was built with."""
+        return self.resources.analyzer(lang)
 
     @classmethod
     def load(
@@ -312,125 +265,6 @@ class FirstStage:
         except ValueError as exc:
             raise IndexFormatError(f"{folder.path(Layout.META)}: settings.analysis: {exc}") from exc
         return cls(folder.meta, docs, indexes, tables, max_query_terms=max_query_terms, analyzers=analyzers)
-
-    def analyzer(self, lang: str) -> Analyzer:
-        """The analyzer of ``lang`` this index was built with."""
-        return self.analyzers.get(lang) or get_analyzer(lang)
-
-    def query_units(self, text: str, lang: str, *, translate: bool = True) -> dict[str, list[tuple[str, QueryUnit]]]:
-        """The query in every language it reaches, as this index's routes render it (the same units a search
-        scores), each unit with the query term it renders: its own terms (the index's analysis: compounds split
-        where the index splits them; also when ``lang`` has no sparse index of its own), and per route into
-        another language the PSQ translation (or, on a ``raw`` route, the untranslated terms). The passage
-        ranker scores each language's text with these (service/passages/)."""
-        if lang not in SUPPORTED_LANGS:
-            raise QueryError(f"unsupported query language {lang!r}; choose one of {', '.join(SUPPORTED_LANGS)}")
-        analyzer = self.analyzer(lang)
-        groups = analyzer.groups(text) if analyzer.splitter is not None else []
-        terms = [t for whole, parts in groups for t in (whole, *parts)] if groups else analyzer(text)
-        counts: dict[str, int] = {}
-        for t in terms:
-            counts[t] = counts.get(t, 0) + 1
-        parts = len(counts) <= self.compound_parts
-        routes = self._routes(lang, translate, [])
-        if all(r.index_lang != lang for r in routes):
-            routes = [_Route(lang, lang, "mono"), *routes]
-        return {r.index_lang: r.sourced_units(counts, groups, parts=parts) for r in routes}
-
-    # ------------------------------------------------------------------ helpers
-
-    @staticmethod
-    def _table_label(table: TranslationTable) -> str:
-        via = next((x.split(":", 1)[1] for x in table.sources if x.startswith("pivot:")), None)
-        return f"{table.src}-{table.tgt}" + (f" via {via}" if via else "")
-
-    def _named_table(self, name: str, lang: str) -> TranslationTable:
-        """A table given by name (``"de-en"``) or as a JSON file path (offline experiments)."""
-        key = tuple(name.removesuffix(".json").split("-", 1))
-        if len(key) == 2 and key in self.pair_tables:
-            table = self.pair_tables[key]
-        else:
-            path = Path(name)
-            if not path.is_file():
-                known = ", ".join(f"{s}-{t}" for s, t in self.pair_tables) or "none"
-                raise QueryError(f"translation table {name!r} is neither a table of this index ({known}) nor a file")
-            cached = self._file_tables.get(name)
-            if cached is None:
-                try:
-                    cached = TranslationTable.load(path)
-                except ValueError as exc:
-                    raise QueryError(str(exc)) from exc
-                if len(self._file_tables) >= 4:  # a few experiment tables, not an unbounded cache
-                    self._file_tables.pop(next(iter(self._file_tables)))
-                self._file_tables[name] = cached
-            table = cached
-        if table.src != lang or table.tgt not in self.indexes or table.tgt == lang:
-            raise QueryError(
-                f"translation table {name!r} translates {table.src}->{table.tgt}; the query is {lang} and the "
-                f"index holds {', '.join(self.indexes)}"
-            )
-        return table
-
-    def _table(self, translate: bool | str, lang: str, tgt: str = "en") -> tuple[TranslationTable | None, str | None]:
-        if translate is False or lang == tgt:
-            return None, None
-        if translate is True:
-            table = self.pair_tables.get((lang, tgt))
-            return table, (self._table_label(table) if table else None)
-        table = self._named_table(str(translate), lang)
-        return (table, str(translate)) if table.tgt == tgt else (None, None)
-
-    def _routes(self, lang: str, translate: bool | str, notes: list[str]) -> list[_Route]:
-        """The routes of a query in ``lang`` (see the module docstring), their notes appended to ``notes``; made once
-        per language and translate=True/False (a table given by name or path is looked up each time)."""
-        if isinstance(translate, bool):
-            cached = self._route_cache.get((lang, translate))
-            if cached is None:
-                made: list[str] = []
-                cached = self._route_cache[(lang, translate)] = (self._make_routes(lang, translate, made), tuple(made))
-            notes.extend(cached[1])
-            return cached[0]
-        return self._make_routes(lang, translate, notes)
-
-    def _make_routes(self, lang: str, translate: bool | str, notes: list[str]) -> list[_Route]:
-        routes: list[_Route] = []
-        if lang in self.indexes:
-            routes.append(_Route(lang, lang, "mono"))
-        if isinstance(translate, str):
-            table = self._named_table(translate, lang)
-            routes.append(_Route(f"{table.tgt}:psq", table.tgt, "psq", table, translate))
-            return routes
-        for tgt in self.indexes:
-            if tgt == lang:
-                continue
-            found, name = self._table(translate, lang, tgt)
-            if found is not None:
-                routes.append(_Route(f"{tgt}:psq", tgt, "psq", found, name))
-            elif tgt != "en":
-                if translate is not False:
-                    notes.append(
-                        f"no {lang}-{tgt} translation table in this index: documents with {tgt} text only were not "
-                        "reached (rebuild with `priorart build`, which builds the tables)"
-                    )
-            elif translate is False or not routes:
-                if translate is not False:
-                    notes.append(
-                        f"no {lang}-en translation table in this index: untranslated {lang} terms "
-                        "were searched in the English index"
-                    )
-                routes.append(_Route("en:raw", "en", "raw"))
-            else:
-                notes.append(
-                    f"no {lang}-en translation table in this index: English documents were not searched "
-                    "(rebuild with `priorart build`, which builds the tables, or pass translate=False for "
-                    "untranslated terms)"
-                )
-        if not routes:
-            raise QueryError(
-                f"the index has no {lang} index and no English index to translate into "
-                f"(indexed: {', '.join(self.indexes)})"
-            )
-        return routes
 
     def _expansion(self, fb: Feedback, lang: str, units: Sequence[QueryUnit],
                    counts: Mapping[str, float]) -> list[QueryUnit]:
@@ -508,7 +342,7 @@ class FirstStage:
         if max_query_terms < 0:
             raise QueryError(f"max_query_terms must be >= 0, got {max_query_terms}")
 
-        routes = self._routes(lang, translate, notes)
+        routes = self.resources.routes(lang, translate, notes)
         analyzer = self.analyzer(lang)
         groups = analyzer.groups(text) if analyzer.splitter is not None else []
         terms = [t for whole, parts in groups for t in (whole, *parts)] if groups else analyzer(text)
@@ -529,7 +363,7 @@ class FirstStage:
         # query), and with several routes one more that merges them on one scale
         accs = self._accumulators.take(len(routes) + (0 if single else 1))
         try:
-            per_route: list[tuple[_Route, list[QueryUnit]]] = []
+            per_route: list[tuple[Route, list[QueryUnit]]] = []
             infos: list[RouteInfo] = []
             rows = np.zeros(0, dtype=np.int64)
             for route, acc in zip(routes, accs, strict=False):
@@ -583,28 +417,9 @@ class FirstStage:
         finally:
             self._accumulators.give(accs)
 
-        # explanations: per-route scores and the winning route as arrays (Hit objects only if asked for); the matched
-        # terms only when asked (query.explain), and only for the top query.explain_rows hits (a /search shows
-        # k of its depth 1000): the others on demand (FirstStageResult.terms_of, e.g. rows the rerankers lift)
-        indexes = self.indexes
-
-        def terms_of(of_rows: Sequence[int]) -> list[list[str]]:
-            """Each row's matched query terms (distinct, in query order, route after route)."""
-            arr = np.asarray(of_rows, dtype=np.int64)
-            if single:
-                route, units = per_route[0]
-                return indexes[route.index_lang].matched_terms([t for m, _ in units for t in m], arr)
-            out: list[list[str]] = [[] for _ in range(len(arr))]
-            for route, units in per_route:
-                per_hit = indexes[route.index_lang].matched_terms([t for m, _ in units for t in m], arr)
-                for mine, theirs in zip(out, per_hit, strict=True):
-                    mine.extend(t for t in theirs if t not in mine)
-            return out
-
-        n_explain = 0
-        if query.explain:
-            n_explain = len(rows) if query.explain_rows is None else min(len(rows), query.explain_rows)
-        matched_terms = terms_of(rows[:n_explain].tolist()) if n_explain else []
+        # the matched terms are looked up for the rows that are shown, once they are known (the pipeline's explain
+        # step; FirstStageResult.hits offline): what each route searched
+        route_terms = [(route.index_lang, [t for m, _ in units for t in m]) for route, units in per_route]
         if not counts:
             notes.append("the query has no index terms after analysis (only stop words or punctuation)")
         translation: str | None = None  # the first route's table
@@ -625,8 +440,8 @@ class FirstStage:
             notes=notes,
         )
         return FirstStageResult(self.docs.ids, rows, final, info, route_names=[r.name for r in routes],
-                                route_scores=route_scores, winner=won, matched_terms=matched_terms,
-                                terms_of=terms_of if query.explain else None)
+                                route_scores=route_scores, winner=won, route_terms=route_terms,
+                                resources=self.resources, explain=query.explain)
 
 
 def _sparse_of(folder: IndexFolder, lang: str, mmap: bool, stats: CollectionStats | None = None, *,

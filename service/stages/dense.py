@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from service.candidates import Candidates
+from service.candidates import CANDIDATES, Candidates
 from service.index.store import DocStore
 from service.query import Query
 from service.retrieval.dense import DenseIndex
@@ -28,6 +28,8 @@ from service.retrieval.neural import Models
 
 class DenseStep:
     name = "dense"
+    requires = frozenset({CANDIDATES})  # the first stage's rows: the dense hits are unioned with them
+    provides = frozenset({CANDIDATES, "dense"})
 
     def __init__(self, models: Models, dense: DenseIndex, docs: DocStore) -> None:
         if len(dense) != len(docs):

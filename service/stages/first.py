@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from service.candidates import Candidates
+from service.candidates import CANDIDATES, Candidates
 from service.query import Query
 from service.retrieval.first_stage import FirstStage
 
@@ -15,6 +15,8 @@ class FirstStageStep:
     """BM25 / tf-idf with cross-lingual PSQ translation and the resolved filters: the ``bm25`` component."""
 
     name = "bm25"
+    requires: frozenset[str] = frozenset()
+    provides = frozenset({CANDIDATES, "bm25"})
 
     def __init__(self, first_stage: FirstStage) -> None:
         self.fs = first_stage
@@ -29,8 +31,7 @@ class FirstStageStep:
         out = Candidates(
             rows=rows,
             scores={"bm25": res.scores.astype(np.float64, copy=False)},
-            matched_terms=dict(zip(row_list, res.matched_terms, strict=False)),
-            more_matched_terms=res.terms_of,
+            route_terms=res.route_terms,
             routes={row: names[w] for row, w in zip(row_list, won, strict=True) if w >= 0},
             in_first=np.ones(len(rows), dtype=bool),
             in_dense=np.zeros(len(rows), dtype=bool),

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from service.candidates import Candidates
+from service.candidates import CANDIDATES, Candidates
 from service.index.folder import IndexFolder, IndexFormatError, Layout, sha256_file
 from service.index.store import DocStore
 from service.query import Query
@@ -52,6 +52,8 @@ def read_ltr_meta(folder: Path, *, verify: bool = True) -> dict[str, Any]:
 
 class WordPairStep:
     name = "wordpair"
+    requires = frozenset({CANDIDATES})
+    provides = frozenset({"wordpair"})
 
     def __init__(self, model: WordPairModel, store: DocTermStore) -> None:
         self.model = model
@@ -76,6 +78,8 @@ class DomainStep:
     inventors, citations, date and number (from the store's row); ``query.before`` as its date otherwise."""
 
     name = "domain"
+    requires = frozenset({CANDIDATES})
+    provides = frozenset({"domain"})
 
     def __init__(self, model: DomainModel, store: DomainStore, doc_rows: Mapping[str, int]) -> None:
         self.model = model

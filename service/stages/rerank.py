@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from service.candidates import Candidates
+from service.candidates import CANDIDATES, Candidates
 from service.index.folder import IndexFolder, IndexFormatError
 from service.query import Query
 from service.retrieval.neural import ENCODINGS, RANKERS, Models
@@ -63,6 +63,8 @@ def load_encodings(folder: IndexFolder, n_docs: int, *, mmap: bool = True) -> di
 
 class RerankStep:
     name = "rerank"
+    requires = frozenset({CANDIDATES})
+    provides = frozenset({"text", "meta", "joint"})
 
     def __init__(self, models: Models, encodings: dict[str, np.ndarray]) -> None:
         missing = [n for n in ENCODINGS if n not in encodings]

@@ -38,7 +38,7 @@ from service.workflow.claims import split_claims
 class Engine(Protocol):
     """What the workflow reads of :class:`service.engine.Engine` (a protocol: no import cycle)."""
 
-    first_stage: Any
+    resources: Any
     docs: Any
 
     def _row(self, doc_id: str) -> int | None: ...
@@ -103,7 +103,7 @@ def claim_chart(engine: Engine, passages: PassageIndex, req: ClaimChartRequest) 
             not_disclosed.append(el.label)
             continue
         words_of = list({whole: (whole, *parts) for whole, parts in
-                         engine.first_stage.analyzer(lang).groups(el.text)}.values())
+                         engine.resources.analyzer(lang).groups(el.text)}.values())
         targets = _targets(images, words_of)
         any_disclosed = False
         for row, doc_id in zip(rows, ids, strict=True):
@@ -153,12 +153,12 @@ def _cell(engine: Engine, passages: PassageIndex, label: str, doc_id: str, row: 
     the document alone, so that a cell does not depend on the other documents charted), the one that renders most
     of the element's terms (ties: the better ranked)."""
     hits = passages.rank(images, lang, np.asarray([row], dtype=np.int64), None,
-                         analyzers=engine.first_stage.analyzers, words=words, k=CELL_CANDIDATES,
+                         analyzers=engine.resources.analyzers, words=words, k=CELL_CANDIDATES,
                          langs=set(images)).hits
     best: tuple[float, PassageHit] | None = None
     for hit in hits:
         plang = hit.lang or lang
-        present = set(engine.first_stage.analyzer(plang)(hit.text))
+        present = set(engine.resources.analyzer(plang)(hit.text))
         rendered = targets.get(plang, [])
         if not rendered:
             continue

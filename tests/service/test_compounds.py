@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from service.index.folder import IndexFormatError, validate_settings
-from service.retrieval.first_stage import _Route
+from service.retrieval.resources import Route
 from service.text.analysis import Analyzer, normalise, stopwords
 from service.text.compounds import ANALYSIS_VERSION, CompoundSplitter, check_analysis, load_analyzers
 from service.text.translation import TranslationTable
@@ -100,7 +100,7 @@ def test_psq_units_translate_known_compounds_whole_and_unknown_ones_by_parts(spl
     table = TranslationTable(
         {"ausdehnungsgefass": {"expans": 1.0}, "hoch": {"high": 1.0}, "spannung": {"voltag": 1.0}}, src="de"
     )
-    route = _Route("en:psq", "en", "psq", table)
+    route = Route("en:psq", "en", "psq", table)
     units = {next(iter(m)): w for m, w in route.units(counts, groups)}
     # hochspannungsanordnung is not in the table: its 4 parts share its weight; the known compound stands alone
     assert units == pytest.approx({"hochspann": 0.25, "high": 0.25, "voltag": 0.25, "anordn": 0.25, "expans": 1.0})

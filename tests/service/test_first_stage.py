@@ -156,23 +156,17 @@ def test_unexplained_query_has_the_same_hits_without_matched_terms(stage: FirstS
 
 @pytest.mark.parametrize(("text", "lang"), [("copper winding spray pump latch rotor valve coil", "en"),
                                             ("Rückschlagventil Flüssigkeit Kolben Pumpe Ventil Spule", "de")])
-def test_matched_terms_of_the_top_rows_now_and_of_the_others_on_demand(stage: FirstStage, text: str,
-                                                                       lang: str) -> None:
-    """``Query.explain_rows``: the first hits' matched terms are computed, the others' are empty until asked
-    (``terms_of``), and then they are what a fully explained search gives (one route and several)."""
-    runs = []
-    for rows in (None, 1):
-        q = Query(text=text, lang=lang, k=8, depth=8, explain_rows=rows)
-        resolve(q, stage.docs)
-        runs.append(stage.run(q))
-    full, top = runs
-    assert len(full.hits) >= 3 and full.explained == len(full.hits) and top.explained == 1
-    assert [h.row for h in full.hits] == [h.row for h in top.hits]
-    assert top.hits[0].matched_terms == full.hits[0].matched_terms
-    assert not any(h.matched_terms for h in top.hits[1:])
-    assert top.terms_of is not None
-    later = top.terms_of([h.row for h in reversed(top.hits)])
-    assert later[::-1] == [h.matched_terms for h in full.hits] and all(later)
+def test_matched_terms_are_looked_up_for_the_rows_asked_for(stage: FirstStage, text: str, lang: str) -> None:
+    """The first stage looks up no matched terms: it says what each route searched (``route_terms``), and the
+    terms of any rows are looked up in the index's resources, in any order (one route and several)."""
+    q = Query(text=text, lang=lang, k=8, depth=8)
+    resolve(q, stage.docs)
+    res = stage.run(q)
+    assert len(res.hits) >= 3 and all(h.matched_terms for h in res.hits)
+    assert [lang_ for lang_, _ in res.route_terms] == [r.index_lang for r in res.info.routes]
+    later = res.terms_of([h.row for h in reversed(res.hits)])
+    assert later[::-1] == [h.matched_terms for h in res.hits]
+    assert stage.resources.matched_terms(res.route_terms, [res.hits[0].row]) == [res.hits[0].matched_terms]
 
 
 def test_german_query_reaches_english_only_documents_by_psq(stage: FirstStage) -> None:
@@ -229,10 +223,10 @@ def test_routes_made_once_per_language_give_every_query_its_notes(tmp_path: Path
     for lang in ("en", "de", "fr"):
         for translate in (True, False):
             made: list[str] = []
-            fresh = st._make_routes(lang, translate, made)
+            fresh = st.resources._make_routes(lang, translate, made)
             for _ in range(2):
                 notes: list[str] = []
-                assert st._routes(lang, translate, notes) == fresh and notes == made
+                assert st.resources.routes(lang, translate, notes) == fresh and notes == made
 
 
 def test_patent_number_query_uses_the_document_and_excludes_it(stage: FirstStage) -> None:
@@ -329,7 +323,7 @@ def test_routes_merged_from_accumulators_equal_the_dense_merge(stage: FirstStage
             q = Query(text=text, lang="de", k=2, depth=6, max_query_terms=0, **filters)
             resolve(q, stage.docs)
             res = stage.run(q)
-            routes = stage._routes("de", True, [])
+            routes = stage.resources.routes("de", True, [])
             assert [r.name for r in res.info.routes] == [r.name for r in routes] == ["de", "en:psq"]
             counts = dict(Counter(stage.analyzer("de")(text)))
             final, winner, candidate = np.zeros(n), np.full(n, -1), np.zeros(n, dtype=bool)

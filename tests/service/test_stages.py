@@ -175,12 +175,12 @@ def test_hits_lifted_from_deep_in_the_first_stage_list_their_matched_terms(index
     shown = {h.id for h in plain.results}
     deep = [h for h in lifted.results if h.route is not None and h.id not in shown]  # route: a first-stage row
     assert deep, "the dense ranking must lift a first-stage row from below the top 5"
-    fs: FirstStage = engine.first_stage
+    fs: FirstStage = engine.pipeline.first_stage
     q = engine.query(SearchRequest(query=text, lang="en", k=40, depth=40))
     from service.query import resolve
 
     resolve(q, engine.docs)
-    every = {engine.docs.ids[h.row]: h.matched_terms for h in fs.run(q).hits}  # explain_rows None: every row
+    every = {engine.docs.ids[h.row]: h.matched_terms for h in fs.run(q).hits}  # every row of the depth
     for h in lifted.results:
         if h.route is not None:
             assert h.matched_terms and h.matched_terms == every[h.id]
@@ -274,3 +274,30 @@ def test_documents_that_match_nothing_are_not_ranked_by_word_match(pipeline: Pip
     q = Query(text="zzqxw blorfing", lang="en", k=5, depth=20, weights={"dense": 1.0})
     cands, _ = pipeline.run(q)
     assert len(cands) == 5 and not cands.in_first.any()
+
+
+def test_compose_checks_that_each_stage_gets_what_it_requires() -> None:
+    """A stage whose ``requires`` no earlier stage provides is refused with a message that names it (the stages
+    declare what they read and add; PyTerrier-style validation at composition)."""
+    from service.candidates import CANDIDATES
+    from service.pipeline import check_stages
+
+    class Stub:
+        def __init__(self, name: str, requires: set[str], provides: set[str]) -> None:
+            self.name, self.requires, self.provides = name, frozenset(requires), frozenset(provides)
+
+        def run(self, query: object, cands: object) -> object:
+            return cands
+
+        def describe(self) -> dict[str, object]:
+            return {}
+
+    first = Stub("bm25", set(), {CANDIDATES, "bm25"})
+    rerank = Stub("rerank", {CANDIDATES}, {"text"})
+    fusion = Stub("fusion", {CANDIDATES}, {"fused"})
+    check_stages([first, rerank, fusion])  # type: ignore[list-item]
+    with pytest.raises(ValueError, match=r"stage 'rerank' requires candidates, which no stage before it provides "
+                                         r"\(nothing\)"):
+        check_stages([rerank, first, fusion])  # type: ignore[list-item]
+    with pytest.raises(ValueError, match="two stages are named 'bm25'"):
+        check_stages([first, first, fusion])  # type: ignore[list-item]

@@ -99,7 +99,7 @@ def _child(index_dir: str, n_queries: int, depth: int, k: int, reference_queries
     engine = Engine.load(index_dir, settings=Settings(index_dir=Path(index_dir)))
     load_s = time.perf_counter() - started
     mem_loaded = _memory_mb()
-    texts = bench_queries(engine.first_stage.docs, n_queries, seed)
+    texts = bench_queries(engine.docs, n_queries, seed)
     e2e: list[float] = []
     cpu: list[float] = []
     stage: dict[str, list[float]] = {}
@@ -121,9 +121,9 @@ def _child(index_dir: str, n_queries: int, depth: int, k: int, reference_queries
     from service.passages import PassageIndex
     from training.benchmarks.passages_reference import PassageRanker, background_of_index
 
-    ref = PassageRanker(translations=engine.first_stage.tables,
+    ref = PassageRanker(translations=engine.pipeline.first_stage.tables,
                         background=background_of_index(PassageIndex.load(engine.folder, mmap=True)))
-    docs = engine.first_stage.docs
+    docs = engine.docs
     ref_stage: list[float] = []
     ref_e2e: list[float] = []
     new_e2e: list[float] = []
@@ -136,7 +136,7 @@ def _child(index_dir: str, n_queries: int, depth: int, k: int, reference_queries
         cands, _ = engine.pipeline.run(query)
         t_first = time.perf_counter() - t
         lang = query.r.lang
-        readable = {lang} | ({"en"} if lang in engine.first_stage.tables else set())
+        readable = {lang} | ({"en"} if lang in engine.pipeline.first_stage.tables else set())
         t = time.perf_counter()
         recs = []
         for r, s in zip(cands.rows, cands.fused if cands.fused is not None else [], strict=True):

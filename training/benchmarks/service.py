@@ -71,7 +71,7 @@ def served(index_dir: str | Path, *, poll_s: float = 0.1, timeout_s: float = 900
 
 
 def _queries(engine: Any, n: int, seed: int) -> list[str]:
-    docs = engine.first_stage.docs
+    docs = engine.docs
     rng = random.Random(seed)
     rows = rng.sample(range(len(docs)), min(len(docs), n * 3))
     out: list[str] = []

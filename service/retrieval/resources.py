@@ -1,0 +1,252 @@
+"""What the stages of one index share: its doc store, sparse indexes, analysis and translation tables, and the
+translation routes a query in each language takes (:class:`IndexResources`).
+
+Made once per opened index (the first stage makes it; :func:`service.pipeline.compose` gives the pipeline's to
+every stage and to the engine that needs it: the passage ranker reads the query's image in every language through
+:meth:`IndexResources.query_units`, the first stage searches the same units).
+
+Routes. A query in language ``L`` is searched:
+
+- in the ``L`` index when there is one (``mono``, route name ``L``);
+- with ``translate=True``, in every other indexed language ``X`` for which the index has a table
+  ``translation/L-X.json`` (``psq``, route name ``X:psq``): ``de``/``fr`` -> ``en``, ``en`` -> ``de``/``fr``
+  (so an English query reaches German- and French-only documents), ``de`` <-> ``fr`` (a direct table, or,
+  when there is none, ``L-en`` and ``en-X`` composed at query time: the route's ``table`` then says
+  ``via en``);
+- with ``translate=False`` and ``L != en``: the raw analysed ``L`` terms in the English index (``raw``,
+  the "no translation" baseline); with ``translate="<name or path>"``: by PSQ through that one table
+  (offline experiments). With ``translate=True`` and no table into English, the raw route is used only
+  when ``L`` has no index of its own (a note says so).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from service.index.folder import IndexFormatError
+from service.index.store import DocStore
+from service.query import QueryError
+from service.retrieval.sparse import QueryUnit, SparseIndex
+from service.text.analysis import SUPPORTED_LANGS, Analyzer, get_analyzer
+from service.text.translation import PivotTable, TranslationTable
+
+PIVOT_LANG = "en"
+PARTS_MAX_TERMS = 20
+"""Translate the parts of compounds a table does not know in queries of at most this many terms."""
+
+
+@dataclass
+class Route:
+    """One route of a query: the index it searches and, translated, the table it translates with."""
+
+    name: str
+    index_lang: str
+    kind: str
+    table: TranslationTable | None = None
+    table_name: str | None = None
+
+    def units(
+        self, counts: Mapping[str, int], groups: Sequence[tuple[str, tuple[str, ...]]] = (), *, parts: bool = True
+    ) -> list[QueryUnit]:
+        """Query units of this route. With compound ``groups`` (word term, its parts' terms) a PSQ route
+        translates a compound the table knows as a whole and drops its parts; one the table does not know is
+        translated through its parts, which share the word's weight (the untranslatable whole is dropped).
+        ``parts=False`` never translates parts (compounds split on the index side only)."""
+        return [unit for _, unit in self.sourced_units(counts, groups, parts=parts)]
+
+    def sourced_units(
+        self, counts: Mapping[str, int], groups: Sequence[tuple[str, tuple[str, ...]]] = (), *, parts: bool = True
+    ) -> list[tuple[str, QueryUnit]]:
+        """:meth:`units`, each with the query term it renders."""
+        if self.table is None:
+            return [(t, ({t: 1.0}, float(c))) for t, c in counts.items()]
+        weight: dict[str, float] = {t: float(c) for t, c in counts.items()}
+        for whole, pieces in groups:
+            if not pieces:
+                continue
+            if whole in self.table or not parts:
+                for p in pieces:  # a known compound translates as a whole
+                    if p in weight:
+                        weight[p] -= 1.0
+            else:  # an unknown one through its parts, which share the word's weight
+                if whole in weight:
+                    weight[whole] -= 1.0
+                for p in pieces:
+                    if p in weight:
+                        weight[p] -= 1.0 - 1.0 / len(pieces)
+        return [(t, (self.table.translate_term(t), w)) for t, w in weight.items() if w > 1e-9]
+
+
+class IndexResources:
+    """An opened index's doc store, sparse index per language, analyzers and translation tables (by ``(source,
+    target)``, de <-> fr composed through English where the index has no direct table), and the routes."""
+
+    def __init__(
+        self,
+        docs: DocStore,
+        indexes: Mapping[str, SparseIndex],
+        tables: Mapping[str, TranslationTable] | Mapping[tuple[str, str], TranslationTable],
+        *,
+        analyzers: Mapping[str, Analyzer] | None = None,
+        compound_parts: int = PARTS_MAX_TERMS,
+    ) -> None:
+        self.docs = docs
+        self.indexes = dict(indexes)
+        # tables by (source, target); a mapping by source language alone means tables into English
+        self.pair_tables: dict[tuple[str, str], TranslationTable] = {
+            (key if isinstance(key, tuple) else (key, "en")): t for key, t in tables.items()
+        }
+        # de <-> fr (any pair without its own table) through English, composed at query time
+        for src in SUPPORTED_LANGS:
+            for tgt in self.indexes:
+                legs = self.pair_tables.get((src, PIVOT_LANG)), self.pair_tables.get((PIVOT_LANG, tgt))
+                if src != tgt and (src, tgt) not in self.pair_tables and legs[0] is not None and legs[1] is not None:
+                    self.pair_tables[(src, tgt)] = PivotTable(legs[0], legs[1])
+        self.tables = {src: t for (src, tgt), t in self.pair_tables.items() if tgt == "en"}  # into English, by source
+        self.analyzers = dict(analyzers or {})  # the index's analyzers (compound splitting); others: default
+        # translate the parts of compounds a table does not know in queries of at most this many terms
+        self.compound_parts = compound_parts
+        self._file_tables: dict[str, TranslationTable] = {}  # tables given as a file path at query time
+        for lang, idx in self.indexes.items():
+            if idx.n_rows != len(docs):
+                raise IndexFormatError(f"bm25/{lang} has {idx.n_rows} rows, the doc store {len(docs)}")
+        # the routes (and their notes) of a query language and translate=True/False: the same for every query
+        self._route_cache: dict[tuple[str, bool], tuple[list[Route], tuple[str, ...]]] = {}
+
+    def matched_terms(self, route_terms: Sequence[tuple[str, Sequence[str]]], rows: Sequence[int]) -> list[list[str]]:
+        """Each row's terms among a search's ``route_terms`` (per route, the index language and its target terms)
+        that occur in it: distinct, in query order, route after route."""
+        arr = np.asarray(rows, dtype=np.int64)
+        if len(route_terms) == 1:
+            lang, terms = route_terms[0]
+            return self.indexes[lang].matched_terms(list(terms), arr)
+        out: list[list[str]] = [[] for _ in range(len(arr))]
+        for lang, terms in route_terms:
+            per_hit = self.indexes[lang].matched_terms(list(terms), arr)
+            for mine, theirs in zip(out, per_hit, strict=True):
+                mine.extend(t for t in theirs if t not in mine)
+        return out
+
+    def analyzer(self, lang: str) -> Analyzer:
+        """The analyzer of ``lang`` this index was built with."""
+        return self.analyzers.get(lang) or get_analyzer(lang)
+
+    def query_units(self, text: str, lang: str, *, translate: bool = True) -> dict[str, list[tuple[str, QueryUnit]]]:
+        """The query in every language it reaches, as this index's routes render it (the same units a search
+        scores), each unit with the query term it renders: its own terms (the index's analysis: compounds split
+        where the index splits them; also when ``lang`` has no sparse index of its own), and per route into
+        another language the PSQ translation (or, on a ``raw`` route, the untranslated terms). The passage
+        ranker scores each language's text with these (service/passages/)."""
+        if lang not in SUPPORTED_LANGS:
+            raise QueryError(f"unsupported query language {lang!r}; choose one of {', '.join(SUPPORTED_LANGS)}")
+        analyzer = self.analyzer(lang)
+        groups = analyzer.groups(text) if analyzer.splitter is not None else []
+        terms = [t for whole, parts in groups for t in (whole, *parts)] if groups else analyzer(text)
+        counts: dict[str, int] = {}
+        for t in terms:
+            counts[t] = counts.get(t, 0) + 1
+        parts = len(counts) <= self.compound_parts
+        routes = self.routes(lang, translate, [])
+        if all(r.index_lang != lang for r in routes):
+            routes = [Route(lang, lang, "mono"), *routes]
+        return {r.index_lang: r.sourced_units(counts, groups, parts=parts) for r in routes}
+
+    @staticmethod
+    def _table_label(table: TranslationTable) -> str:
+        via = next((x.split(":", 1)[1] for x in table.sources if x.startswith("pivot:")), None)
+        return f"{table.src}-{table.tgt}" + (f" via {via}" if via else "")
+
+    def _named_table(self, name: str, lang: str) -> TranslationTable:
+        """A table given by name (``"de-en"``) or as a JSON file path (offline experiments)."""
+        key = tuple(name.removesuffix(".json").split("-", 1))
+        if len(key) == 2 and key in self.pair_tables:
+            table = self.pair_tables[key]
+        else:
+            path = Path(name)
+            if not path.is_file():
+                known = ", ".join(f"{s}-{t}" for s, t in self.pair_tables) or "none"
+                raise QueryError(f"translation table {name!r} is neither a table of this index ({known}) nor a file")
+            cached = self._file_tables.get(name)
+            if cached is None:
+                try:
+                    cached = TranslationTable.load(path)
+                except ValueError as exc:
+                    raise QueryError(str(exc)) from exc
+                if len(self._file_tables) >= 4:  # a few experiment tables, not an unbounded cache
+                    self._file_tables.pop(next(iter(self._file_tables)))
+                self._file_tables[name] = cached
+            table = cached
+        if table.src != lang or table.tgt not in self.indexes or table.tgt == lang:
+            raise QueryError(
+                f"translation table {name!r} translates {table.src}->{table.tgt}; the query is {lang} and the "
+                f"index holds {', '.join(self.indexes)}"
+            )
+        return table
+
+    def _table(self, translate: bool | str, lang: str, tgt: str = "en") -> tuple[TranslationTable | None, str | None]:
+        if translate is False or lang == tgt:
+            return None, None
+        if translate is True:
+            table = self.pair_tables.get((lang, tgt))
+            return table, (self._table_label(table) if table else None)
+        table = self._named_table(str(translate), lang)
+        return (table, str(translate)) if table.tgt == tgt else (None, None)
+
+    def routes(self, lang: str, translate: bool | str, notes: list[str]) -> list[Route]:
+        """The routes of a query in ``lang`` (see the module docstring), their notes appended to ``notes``; made once
+        per language and translate=True/False (a table given by name or path is looked up each time)."""
+        if isinstance(translate, bool):
+            cached = self._route_cache.get((lang, translate))
+            if cached is None:
+                made: list[str] = []
+                cached = self._route_cache[(lang, translate)] = (self._make_routes(lang, translate, made), tuple(made))
+            notes.extend(cached[1])
+            return cached[0]
+        return self._make_routes(lang, translate, notes)
+
+    def _make_routes(self, lang: str, translate: bool | str, notes: list[str]) -> list[Route]:
+        routes: list[Route] = []
+        if lang in self.indexes:
+            routes.append(Route(lang, lang, "mono"))
+        if isinstance(translate, str):
+            table = self._named_table(translate, lang)
+            routes.append(Route(f"{table.tgt}:psq", table.tgt, "psq", table, translate))
+            return routes
+        for tgt in self.indexes:
+            if tgt == lang:
+                continue
+            found, name = self._table(translate, lang, tgt)
+            if found is not None:
+                routes.append(Route(f"{tgt}:psq", tgt, "psq", found, name))
+            elif tgt != "en":
+                if translate is not False:
+                    notes.append(
+                        f"no {lang}-{tgt} translation table in this index: documents with {tgt} text only were not "
+                        "reached (rebuild with `priorart build`, which builds the tables)"
+                    )
+            elif translate is False or not routes:
+                if translate is not False:
+                    notes.append(
+                        f"no {lang}-en translation table in this index: untranslated {lang} terms "
+                        "were searched in the English index"
+                    )
+                routes.append(Route("en:raw", "en", "raw"))
+            else:
+                notes.append(
+                    f"no {lang}-en translation table in this index: English documents were not searched "
+                    "(rebuild with `priorart build`, which builds the tables, or pass translate=False for "
+                    "untranslated terms)"
+                )
+        if not routes:
+            raise QueryError(
+                f"the index has no {lang} index and no English index to translate into "
+                f"(indexed: {', '.join(self.indexes)})"
+            )
+        return routes
+
+
+__all__ = ["PARTS_MAX_TERMS", "PIVOT_LANG", "IndexResources", "Route"]
