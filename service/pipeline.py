@@ -240,9 +240,9 @@ def compose(index: IndexFolder | ShardSet, settings: Settings, docs: DocStore | 
     stages: list[Stage] = [FirstStageStep(first)]
     device = "cpu"
     if folder.has("models") and neural:
-        from service.retrieval.neural import Models
+        from service.retrieval.neural import Models, load_encodings
         from service.stages.dense import DenseStep
-        from service.stages.rerank import RerankStep, load_encodings
+        from service.stages.rerank import RerankStep
 
         models = Models(folder.path(Layout.MODELS), sides=("query",), device=settings.device,
                         threads=settings.onnx_threads)

@@ -311,8 +311,7 @@ def _write_segment(folder: IndexFolder, number: int, records: Sequence[PatentRec
 def _encode_segment(folder: IndexFolder, out: Path, records: Sequence[PatentRecord], *, device: str,
                     progress: bool) -> dict[str, Any]:
     from service.retrieval.dense import DENSE_FORMAT_VERSION
-    from service.retrieval.neural import ENCODINGS, Models
-    from service.stages.rerank import RERANK_VERSION
+    from service.retrieval.neural import ENCODINGS, RERANK_VERSION, Models
 
     models = Models(folder.path(Layout.MODELS), sides=("document",), device=device)
     paths = {"dual": out / Layout.DENSE_VECTORS, **{name: out / Layout.rerank(name) for name in ENCODINGS}}
@@ -620,7 +619,7 @@ def _copy_vectors(folder: IndexFolder, out: Path, rows: np.ndarray) -> dict[str,
     import faiss
 
     from service.retrieval.dense import DEFAULT_HNSW_M, DenseIndex, build_faiss_index, prepare_vectors
-    from service.stages.rerank import load_encodings
+    from service.retrieval.neural import load_encodings
 
     dense = DenseIndex.load(folder, device="cpu")
     enc = load_encodings(folder, folder.n_rows)

@@ -23,6 +23,7 @@ import numpy as np
 
 from service.codes import record_codes
 from service.corpus.record import PatentRecord
+from service.index.folder import IndexFolder, IndexFormatError
 from service.retrieval.encoders import (
     CodeVocabulary,
     ModelsFolderError,
@@ -44,6 +45,8 @@ CUDA = "CUDAExecutionProvider"
 SIDES = ("query", "document")
 RANKERS = ("text", "meta", "joint")
 ENCODINGS = ("text_doc", "meta_doc", "joint_doc_text", "joint_doc_meta")
+RERANK_VERSION = 1
+"""Version of the ``rerank`` component: the encodings above, stored as ``rerank/<encoding>.npy``."""
 """The rankers' document-side encodings, precomputed per index row at build time (``rerank/<name>.npy``)."""
 
 
@@ -267,4 +270,31 @@ class Models:
             k: list(self.languages_of(k)) for k in ("dual", "text", "joint")}, "trained": self.meta.get("created")}
 
 
-__all__ = ["CPU", "CUDA", "ENCODINGS", "RANKERS", "Models", "OnnxGraph", "providers_for", "select_providers"]
+def load_encodings(folder: IndexFolder, n_docs: int, *, mmap: bool = True) -> dict[str, np.ndarray]:
+    """The rankers' document encodings of an index (``components.rerank``), shapes checked."""
+    if folder.is_live:  # a generation of several segments: each segment's encodings in turn
+        parts = [load_encodings(IndexFolder(s.folder.root, s.folder.meta), s.n_rows, mmap=mmap)
+                 for s in folder.segments]
+        joined = {name: np.concatenate([p[name] for p in parts]) for name in ENCODINGS}
+        if any(len(a) != n_docs for a in joined.values()):
+            raise IndexFormatError(f"{folder.root}: rerank encodings of the segments do not add up to {n_docs} rows")
+        return joined
+    comp = folder.component("rerank", RERANK_VERSION, fix="rebuild with --models")
+    out: dict[str, np.ndarray] = {}
+    for name in ENCODINGS:
+        rel = comp.get("files", {}).get(name)
+        if rel is None:
+            raise IndexFormatError(f"{folder.path('meta.json')}: rerank encoding {name!r} not listed; rebuild")
+        path = folder.path(rel)
+        try:
+            arr = np.load(path, mmap_mode="r" if mmap else None)
+        except (OSError, ValueError) as exc:
+            raise IndexFormatError(f"{path}: unreadable ({exc})") from exc
+        if arr.dtype != np.float32 or arr.ndim != 2 or arr.shape[0] != n_docs:
+            raise IndexFormatError(f"{path}: expected float32 [{n_docs}, dim], got {arr.dtype} {list(arr.shape)}")
+        out[name] = arr
+    return out
+
+
+__all__ = ["CPU", "CUDA", "ENCODINGS", "RANKERS", "RERANK_VERSION", "Models", "OnnxGraph", "load_encodings",
+           "providers_for", "select_providers"]

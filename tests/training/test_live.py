@@ -328,7 +328,7 @@ def _engine(index: Path) -> Engine:
 def _same_vectors(live: Path, full: Path) -> int:
     """The live index's dense vectors and rerank encodings (segments joined) equal the full build's (1e-5)."""
     from service.retrieval.dense import DenseIndex
-    from service.stages.rerank import load_encodings
+    from service.retrieval.neural import load_encodings
 
     a, b = IndexFolder.open(live), IndexFolder.open(full)
     assert a.n_rows == b.n_rows
