@@ -21,10 +21,14 @@ from service import __version__
 from service.candidates import Candidates, StageTrace
 from service.classification import ClassificationScheme
 from service.codes import record_codes
+from service.corpus.families import KEYS as FAMILY_KEYS
+from service.corpus.families import Group as FamilyGroup
+from service.corpus.families import group as family_groups
 from service.corpus.record import PatentRecord
 from service.fusion import COMPONENTS
 from service.index.folder import IndexFolder, ShardSet, is_sharded
 from service.index.store import DocStore, UnknownDocumentError
+from service.notices import explain as explain_notices
 from service.passages import DEFAULT_PARAMS, PassageIndex, PassageIndexMissingError
 from service.passages.highlight import query_words
 from service.passages.lm import QueryImage
@@ -33,7 +37,6 @@ from service.query import Query, QueryError
 from service.retrieval.feedback import Feedback
 from service.schema import (
     ClaimChartRequest,
-    ClaimChartResponse,
     FamiliesInfo,
     FamilyMember,
     FeedbackInfo,
@@ -44,18 +47,12 @@ from service.schema import (
     PassageRequest,
     PassageResponse,
     QueryInfo,
-    ReportRequest,
-    ReportResponse,
     SearchHit,
     SearchRequest,
     SearchResponse,
     StageInfo,
 )
 from service.settings import Settings
-from service.workflow.families import KEYS as FAMILY_KEYS
-from service.workflow.families import Group as FamilyGroup
-from service.workflow.families import group as family_groups
-from service.workflow.notices import explain as explain_notices
 
 if TYPE_CHECKING:
     from service.retrieval.resources import IndexResources
@@ -152,7 +149,7 @@ class Engine:
         rows: dict[str, list[int]] = {"relevant": [], "nonrelevant": []}
         for name in rows:
             for doc_id in getattr(fb, name):
-                row = self._row(doc_id)
+                row = self.row(doc_id)
                 if row is None:
                     raise QueryError(f"feedback: no document {doc_id!r} in this index")
                 if row not in rows[name]:
@@ -162,9 +159,11 @@ class Engine:
             raise QueryError(f"feedback: {self.docs.ids[min(both)]} is marked both relevant and not relevant")
         return Feedback(relevant=rows["relevant"], nonrelevant=rows["nonrelevant"], terms=fb.terms)
 
-    def _row(self, doc_id: str) -> int | None:
+    def row(self, doc_id: str) -> int | None:
+        """The row of a publication id (as :meth:`DocStore.find` reads it: case, spaces, leading zeros and a missing
+        kind code tolerated); ``None`` when no document, or several, answer to it."""
         try:
-            return self.docs.find(doc_id.replace(" ", "").upper())
+            return self.docs.find(doc_id)
         except UnknownDocumentError:
             return None
 
@@ -255,14 +254,12 @@ class Engine:
                                generation=self.generation, partial=bool(cands.missing_shards),
                                missing_shards=cands.missing_shards)
 
-    # ------------------------------------------------------------------ the analyst's workflow
-    def claim_chart(self, req: ClaimChartRequest) -> ClaimChartResponse:
-        """Each element of the claim x each document: its best passage in context (service/workflow/chart.py)."""
+    # ------------------------------------------------------------------ passages of given documents
+    def passage_index(self) -> PassageIndex:
+        """The index's passage index; ``QueryError`` when it has none (an index built before passages were indexed)."""
         if self._passages is None:
             raise QueryError(self._passages_missing or "this index has no passage index")
-        from service.workflow.chart import claim_chart
-
-        return claim_chart(self, self._passages, req)
+        return self._passages
 
     def passages_of(self, text: str, lang: str, rows: list[int], k: int) -> list[PassageHit]:
         """The ``k`` best passages of the documents ``rows`` for ``text`` (ranked among those documents only)."""
@@ -291,12 +288,6 @@ class Engine:
         if self.resources is None:
             raise QueryError("this index's pipeline has no analysis or translation tables to read")
         return self.resources
-
-    def report(self, req: ReportRequest) -> ReportResponse:
-        """A search report of the session (service/workflow/report.py renders it as CSV and HTML)."""
-        from service.workflow.report import build_report
-
-        return build_report(self, req)
 
     def passage_langs(self, lang: str) -> set[str]:
         """Languages whose passages a ``lang`` query reaches: its own, and every language a translation route of

@@ -16,13 +16,13 @@ report takes the analyst's category). Highlights mark the matched words and say 
 from __future__ import annotations
 
 import time
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol
 
 import numpy as np
 
 from service.passages import PassageIndex
 from service.passages.lm import QueryImage
-from service.query import QueryError
+from service.query import Query, QueryError
 from service.schema import (
     ChartCell,
     ChartDocument,
@@ -30,24 +30,35 @@ from service.schema import (
     ClaimChartResponse,
     ClaimElementOut,
     PassageHit,
+    SearchRequest,
+    SearchResponse,
 )
 from service.text.analysis import detect_language
 from service.workflow.claims import split_claims
 
+if TYPE_CHECKING:
+    from service.index.store import DocStore
+    from service.retrieval.resources import IndexResources
+
 
 class Engine(Protocol):
-    """What the workflow reads of :class:`service.engine.Engine` (a protocol: no import cycle)."""
+    """What the workflow reads of :class:`service.engine.Engine`: its public methods, nothing private. (The workflow
+    sits above the engine; a protocol keeps it to what it uses, and lets a test hand it a stand-in.)"""
 
-    resources: Any
-    docs: Any
+    docs: DocStore
+    resources: IndexResources | None
 
-    def _row(self, doc_id: str) -> int | None: ...
+    def row(self, doc_id: str) -> int | None: ...
 
-    def query(self, req: Any, depth: int | None = None, *, text: str | None = None) -> Any: ...
+    def query(self, req: SearchRequest | ClaimChartRequest, depth: int | None = None, *,
+              text: str | None = None) -> Query: ...
 
-    def run(self, query: Any, *, explain: bool = False, collapse: bool = False, k: int | None = None) -> Any: ...
+    def run(self, query: Query, *, explain: bool = False, collapse: bool = False,
+            k: int | None = None) -> SearchResponse: ...
 
-    def passages_of(self, text: str, lang: str, rows: list[int], k: int) -> list[Any]: ...
+    def passage_index(self) -> PassageIndex: ...
+
+    def passages_of(self, text: str, lang: str, rows: list[int], k: int) -> list[PassageHit]: ...
 
     def passage_query(self, text: str, lang: str, *,
                       translate: bool = True) -> tuple[dict[str, QueryImage], dict[str, list[str]]]: ...
@@ -62,8 +73,14 @@ def _status(overlap: float) -> Literal["disclosed", "partly", "not found"]:
     return "disclosed" if overlap >= DISCLOSED else "partly" if overlap >= PARTLY else "not found"
 
 
-def claim_chart(engine: Engine, passages: PassageIndex, req: ClaimChartRequest) -> ClaimChartResponse:
+def claim_chart(engine: Engine, req: ClaimChartRequest) -> ClaimChartResponse:
+    """Each element of the claim x each document: its best passage in context (module docstring). ``QueryError``
+    for a claim that cannot be split, an unknown document, or an index without a passage index."""
     started = time.perf_counter()
+    passages = engine.passage_index()
+    resources = engine.resources
+    if resources is None:
+        raise QueryError("this index's pipeline has no analysis or translation tables to read")
     try:
         split = split_claims(req.claim_text, req.claim)
     except ValueError as exc:
@@ -74,7 +91,7 @@ def claim_chart(engine: Engine, passages: PassageIndex, req: ClaimChartRequest) 
     if req.documents:
         rows: list[int] = []
         for doc_id in req.documents:
-            row = engine._row(doc_id)
+            row = engine.row(doc_id)
             if row is None:
                 raise QueryError(f"no document {doc_id!r} in this index")
             if row not in rows:
@@ -86,7 +103,7 @@ def claim_chart(engine: Engine, passages: PassageIndex, req: ClaimChartRequest) 
         query.lang = lang
         query.k = min(query.depth, req.k * 3)
         found = engine.run(query, collapse=True, k=req.k)
-        rows = [engine._row(h.id) or 0 for h in found.results]
+        rows = [engine.row(h.id) or 0 for h in found.results]
         source = "search"
         if not rows:
             raise QueryError("the search with this claim found no document to chart")
@@ -103,11 +120,11 @@ def claim_chart(engine: Engine, passages: PassageIndex, req: ClaimChartRequest) 
             not_disclosed.append(el.label)
             continue
         words_of = list({whole: (whole, *parts) for whole, parts in
-                         engine.resources.analyzer(lang).groups(el.text)}.values())
+                         resources.analyzer(lang).groups(el.text)}.values())
         targets = _targets(images, words_of)
         any_disclosed = False
         for row, doc_id in zip(rows, ids, strict=True):
-            cell = _cell(engine, passages, el.label, doc_id, row, images, words, targets, lang)
+            cell = _cell(resources, passages, el.label, doc_id, row, images, words, targets, lang)
             cells.append(cell)
             if cell.status == "disclosed":
                 disclosed[doc_id] += 1
@@ -146,19 +163,19 @@ def _targets(images: dict[str, QueryImage], words_of: list[tuple[str, ...]]) -> 
     return out
 
 
-def _cell(engine: Engine, passages: PassageIndex, label: str, doc_id: str, row: int,
+def _cell(resources: IndexResources, passages: PassageIndex, label: str, doc_id: str, row: int,
           images: dict[str, QueryImage], words: dict[str, list[str]],
           targets: dict[str, list[set[str]]], lang: str) -> ChartCell:
     """One document's cell for one element: of its ``CELL_CANDIDATES`` best passages for the element (ranked within
     the document alone, so that a cell does not depend on the other documents charted), the one that renders most
     of the element's terms (ties: the better ranked)."""
     hits = passages.rank(images, lang, np.asarray([row], dtype=np.int64), None,
-                         analyzers=engine.resources.analyzers, words=words, k=CELL_CANDIDATES,
+                         analyzers=resources.analyzers, words=words, k=CELL_CANDIDATES,
                          langs=set(images)).hits
     best: tuple[float, PassageHit] | None = None
     for hit in hits:
         plang = hit.lang or lang
-        present = set(engine.resources.analyzer(plang)(hit.text))
+        present = set(resources.analyzer(plang)(hit.text))
         rendered = targets.get(plang, [])
         if not rendered:
             continue

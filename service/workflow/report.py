@@ -28,7 +28,7 @@ def build_report(engine: Engine, req: ReportRequest) -> ReportResponse:
     """The report body: the marked documents with their passages, the queries, the claim chart."""
     rows: list[int] = []
     for d in req.documents:
-        row = engine._row(d.id)
+        row = engine.row(d.id)
         if row is None:
             raise QueryError(f"no document {d.id!r} in this index")
         rows.append(row)

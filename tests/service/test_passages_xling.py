@@ -15,6 +15,7 @@ from service.schema import ClaimChartRequest, PassageRequest
 from service.settings import Settings
 from service.text.analysis import get_analyzer
 from service.text.translation import TranslationTable
+from service.workflow.chart import claim_chart
 from training.build import build_index
 
 # one invention in three languages: the claim and a paragraph
@@ -149,7 +150,7 @@ def test_passage_queries_use_the_index_compound_analysis(tmp_path: Path) -> None
 
 
 def test_a_german_claim_charted_against_an_english_document(engines: dict[str, Engine]) -> None:
-    chart = engines["en"].claim_chart(ClaimChartRequest(claim_text="1. " + TWIN["de"][0], lang="de",
+    chart = claim_chart(engines["en"], ClaimChartRequest(claim_text="1. " + TWIN["de"][0], lang="de",
                                                         documents=["EP0000100B1", "EP0000201A1"]))
     cells = {(c.element, c.doc_id): c for c in chart.cells}
     twin = [c for (_, doc), c in cells.items() if doc == "EP0000100B1"]
@@ -159,7 +160,7 @@ def test_a_german_claim_charted_against_an_english_document(engines: dict[str, E
     by_doc = {d.id: d for d in chart.documents}
     assert by_doc["EP0000100B1"].disclosed > by_doc["EP0000201A1"].disclosed
     # a cell does not depend on the other documents charted
-    alone = engines["en"].claim_chart(ClaimChartRequest(claim_text="1. " + TWIN["de"][0], lang="de",
+    alone = claim_chart(engines["en"], ClaimChartRequest(claim_text="1. " + TWIN["de"][0], lang="de",
                                                         documents=["EP0000100B1"]))
     assert [(c.element, c.passage_id, c.status) for c in alone.cells] == \
         [(c.element, c.passage_id, c.status) for c in twin]

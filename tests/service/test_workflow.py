@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
+from service.corpus.families import group
 from service.corpus.record import Claim, PatentRecord, Section
+from service.notices import explain
 from service.retrieval.feedback import centroid, expansion_terms, move_vector, term_vector
 from service.workflow.claims import number_claims, split_claims
-from service.workflow.families import group
-from service.workflow.notices import explain
 
 EN = ("1. An electrophotographic apparatus comprising: a photosensitive drum; a charging roller (12, 14) arranged "
       "to charge the drum, a developing unit for developing a latent image, wherein the developing unit comprises a "

@@ -10,7 +10,8 @@ from fastapi.responses import Response
 from service.api.deps import EngineDep, SettingsDep
 from service.query import QueryError
 from service.schema import ClaimChartRequest, ClaimChartResponse, ReportRequest, ReportResponse
-from service.workflow.report import chart_csv, chart_html, report_csv, report_html
+from service.workflow.chart import claim_chart
+from service.workflow.report import build_report, chart_csv, chart_html, report_csv, report_html
 
 router = APIRouter(tags=["workflow"])
 _TYPES = {"csv": "text/csv; charset=utf-8", "html": "text/html; charset=utf-8"}
@@ -33,7 +34,7 @@ def claimchart(req: ClaimChartRequest, engine: EngineDep, settings: SettingsDep,
         raise HTTPException(422, f"claim_text: {len(req.claim_text)} characters, the limit is "
                                  f"{settings.limits.max_query_chars}")
     try:
-        chart = engine.claim_chart(req)
+        chart = claim_chart(engine, req)
     except QueryError as exc:
         raise HTTPException(422, str(exc)) from exc
     if format == "csv":
@@ -53,7 +54,7 @@ def report(req: ReportRequest, engine: EngineDep, settings: SettingsDep) -> Repo
             raise HTTPException(422, f"query: {len(q.query)} characters, the limit is "
                                      f"{settings.limits.max_query_chars}")
     try:
-        rep = engine.report(req)
+        rep = build_report(engine, req)
     except QueryError as exc:
         raise HTTPException(422, str(exc)) from exc
     if req.format == "csv":
