@@ -193,13 +193,14 @@ class Engine:
             at = list(range(shown))
         assert cands.fused is not None and cands.fusion is not None
         fused = cands.fused.tolist()
-        normalised = {name: cands.normalised[name].tolist() for name in COMPONENTS if name in cands.normalised}
+        # the components that shaped the ranking (a non-zero weight), not every score computed
+        normalised = {name: cands.normalised[name].tolist() for name in COMPONENTS
+                      if name in cands.normalised and cands.fusion.weights.get(name)}
         hits: dict[int, SearchHit] = {}
         for i in at:
             row = row_list[i]
             rec = records[i] if collapse else self.docs.header_row(row)
-            comps: dict[str, float | None] = {name: normalised[name][i] if name in normalised else None
-                                              for name in COMPONENTS}
+            comps = {name: column[i] for name, column in normalised.items()}
             comps["fused"] = fused[i]
             hits[i] = SearchHit(
                 id=rec.id, title=title_of(rec, lang), score=fused[i], components=comps,

@@ -97,8 +97,10 @@ class SearchHit(BaseModel):
     id: str
     title: str | None
     score: float
-    components: dict[str, float | None] = Field(
-        description="min-max normalised score of each component over the candidates (null: not computed), and 'fused'")
+    components: dict[str, float] = Field(
+        description="the components that shaped the ranking (those with a non-zero weight in fusion.weights), each "
+        "min-max normalised over the candidates, and 'fused' (the score the ranking sorts by); a score computed "
+        "with weight 0, or not computed, is left out (fusion.components says why)")
     matched_terms: list[str] = Field(default_factory=list)
     route: str | None = Field(
         None,

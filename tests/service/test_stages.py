@@ -148,10 +148,14 @@ def test_fusion_weights_per_profile_and_depth(index: Path, tmp_path: Path) -> No
     r = engine.search(SearchRequest(query=text, lang="en", k=5, depth=150))
     assert r.fusion.profile == "nocodes" and r.fusion.depth == 200
     assert r.fusion.weights == pytest.approx({"bm25": 0.9, "text": 0.1})
+    # each hit shows the components that shaped the ranking, not dense's score computed with weight 0
+    assert r.fusion.components["dense"] == "computed, weight 0"
+    assert all(set(h.components) == {"bm25", "text", "fused"} for h in r.results)
     r = engine.search(SearchRequest(query=text, lang="en", codes=codes, k=5, depth=150))
     assert r.fusion.profile == "codes" and r.fusion.weights == {"bm25": 1.0}
     assert r.fusion.source.startswith("BM25 only: did not beat BM25")
-    assert r.results[0].components["meta"] is not None  # computed and shown, not fused
+    assert r.fusion.components["meta"] == "computed, weight 0"  # computed, not fused, and so not shown
+    assert all(set(h.components) == {"bm25", "fused"} for h in r.results)
     # the dense system over the union is the dense search's own top (flat index)
     r = engine.search(SearchRequest(query=text, lang="en", k=5, depth=150, weights={"dense": 1.0}))
     dense = engine.pipeline.stage("dense")
