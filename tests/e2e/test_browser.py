@@ -1,10 +1,12 @@
 """The analyst web UI in a real browser: Debian chromium (headless) driven by Playwright against a real
 ``priorart serve`` subprocess.
 
-Covers: search with score bars, classification autocomplete + filter level, the date filter, passages
-with section paths and highlights, the document view, CSV/JSON export (downloads checked against the
-screen), and error messages for bad requests. Screenshots go to ``$PRIORART_ARTIFACTS/browser`` (or a
-session tmp folder). Skips with a reason when chromium or the ``playwright`` package is missing.
+Covers: search with score bars (the components that shaped the ranking, with their weights), classification
+autocomplete + filter level, the date filter, passages with section paths and highlights, the document view,
+CSV/JSON export (downloads checked against the screen), error messages for bad requests, the analyst workflow
+and a newcomer's walk-through (start page -> German claim -> passages -> claim chart -> report). Screenshots go
+to ``$PRIORART_ARTIFACTS/browser`` (or a session tmp folder). Skips with a reason when chromium or the
+``playwright`` package is missing.
 """
 
 from __future__ import annotations
@@ -143,6 +145,9 @@ def _hits_on_screen(page: Any) -> list[dict[str, Any]]:
             [r.dataset.component, {style: r.querySelector('.bar > span').style.width,
                                    px: r.querySelector('.bar > span').getBoundingClientRect().width,
                                    track: r.querySelector('.bar').getBoundingClientRect().width,
+                                   colour: getComputedStyle(r.querySelector('.bar > span')).backgroundColor,
+                                   trackColour: getComputedStyle(r.querySelector('.bar')).backgroundColor,
+                                   weight: r.querySelector('.w') && r.querySelector('.w').textContent,
                                    value: r.querySelector('.v').textContent}])),
     }))""")
 
@@ -165,12 +170,15 @@ def test_search_shows_ranked_results_with_score_bars(page: Any, scenario: Scenar
     for h, r in zip(hits, api, strict=True):
         assert h["title"] == (r["title"] or "(no title)")
         assert h["date"] == r["publication_date"]
-        # one bar per non-null score component, its width the normalised score
-        assert set(h["bars"]) == {c for c, v in r["components"].items() if v is not None}
+        # one bar per component that shaped the ranking, with its weight, and the fused score; its width the
+        # normalised score
+        weights = got["body"]["fusion"]["weights"]
+        assert set(h["bars"]) == {c for c, w in weights.items() if w} | {"fused"}
         for comp, bar in h["bars"].items():
             assert float(bar["style"].rstrip("%")) == pytest.approx(100 * max(0.0, min(1.0, r["components"][comp])),
                                                                    abs=0.06)
             assert bar["value"] == f"{r['components'][comp]:.3f}"
+            assert bar["weight"] == ("" if comp == "fused" else f"×{weights[comp]:.2f}")
     top = hits[0]["bars"]["bm25"]
     assert top["track"] >= 60 and top["px"] == pytest.approx(top["track"] * float(top["style"][:-1]) / 100, abs=1.5)
     assert top["px"] > 0, "the best BM25 score must draw a visible bar"
@@ -184,6 +192,48 @@ def test_search_shows_ranked_results_with_score_bars(page: Any, scenario: Scenar
         expect(page.locator("#notices .notice", has_text=notice)).to_have_count(1)
     expect(page.locator("#export-csv")).to_be_enabled()
     page.screenshot(path=str(artifacts / "results.png"), full_page=False)
+
+
+def test_score_bars_show_the_components_that_shaped_the_ranking_each_visible(page: Any, scenario: Scenario,
+                                                                            artifacts: Path) -> None:
+    """Issue 30 item 4: a bar for each component with a weight, with that weight, each drawn in a colour of its
+    own (``joint`` had none: invisible at 1.000), and none for a score computed with weight 0 (``dense 1.000`` on
+    every hit of a BM25-only ranking). The served index may have no models, so the answer of a ranking by every
+    learned component is the server's own answer with its weights and scores replaced, and with a dense score
+    computed at weight 0 as an index with models computes one."""
+    weights = {"bm25": 0.3, "text": 0.1, "meta": 0.1, "joint": 0.2, "wordpair": 0.2, "domain": 0.1}
+
+    def every_component(route: Any) -> None:
+        response = route.fetch()
+        body = response.json()
+        body["fusion"]["weights"] = weights
+        body["fusion"]["components"] = {**dict.fromkeys(weights, "applied"), "dense": "computed, weight 0"}
+        n = len(body["results"])
+        for i, hit in enumerate(body["results"]):
+            value = 1.0 - i / max(n, 1)  # the first hit scores 1 on every component
+            hit["components"] = {**dict.fromkeys(weights, value), "dense": 1.0, "fused": value}
+        route.fulfill(response=response, json=body)
+
+    page.route("**/search", every_component)
+    got = _search(page, scenario.query)
+    assert got["status"] == 200 and got["body"]["fusion"]["weights"] == weights
+    hits = _hits_on_screen(page)
+    assert hits
+    for h in hits:
+        assert set(h["bars"]) == {*weights, "fused"}, f"{h['id']}: bars {sorted(h['bars'])}"
+        assert all(h["bars"][c]["weight"] == f"×{w:.2f}" for c, w in weights.items())
+    top = hits[0]["bars"]
+    colours = {c: bar["colour"] for c, bar in top.items()}
+    for comp, bar in top.items():
+        assert bar["value"] == "1.000" and bar["px"] == pytest.approx(bar["track"], abs=1.5) and bar["px"] > 0
+        assert bar["colour"] not in ("rgba(0, 0, 0, 0)", "transparent", bar["trackColour"]), \
+            f"{comp}'s bar at 1.000 is not drawn: {bar['colour']}"
+    assert len(set(colours.values())) == len(colours), f"components share a colour: {colours}"
+    # the header names what shaped this ranking: every weighted component, not the dense score
+    expect(page.locator("#health")).to_contain_text("joint ranker")
+    expect(page.locator("#health")).not_to_contain_text("dense")
+    page.locator("#results .hit").first.screenshot(path=str(artifacts / "bars-every-component.png"))
+    page.unroute("**/search")
 
 
 def test_classification_autocomplete_and_filter(page: Any, scenario: Scenario, artifacts: Path) -> None:
@@ -515,4 +565,112 @@ def test_analyst_workflow_german_claim_to_chart_and_report(page: Any, server: Li
     report_page = page.context.new_page()
     report_page.set_content(text)
     report_page.screenshot(path=str(artifacts / "workflow-4-report.png"), full_page=True)
+    report_page.close()
+
+
+# ---------------------------------------------------------------------------------------------- issue 30
+def _german_claim_of_a_foreign_document(server: LiveServer) -> tuple[dict[str, Any], str]:
+    """A document whose language is not German but which carries German claims (an EP grant's translated claim
+    set), with claims 1 and 2 in German, such that at least half of the passages found for them are in another
+    language than German: the passages a German claim finds come from a document in another language."""
+    tried = 0
+    for doc in read_docs(server.index_dir):
+        claims = doc.get("claims", {}).get("de") or []
+        if doc.get("lang") in (None, "de") or len(claims) < 2 or len(claims[0]["text"].split()) < 12:
+            continue
+        dep = next((c for c in claims[1:] if c.get("refs")), claims[1])
+        claim = f"1. {claims[0]['text']}\n2. {dep['text']}"
+        found = httpx.post(f"{server.url}/passages", json={"query": claim, "lang": "de", "k": 10}, timeout=60).json()
+        foreign = [p for p in found["results"] if p["lang"] != "de"]
+        if found["results"] and 2 * len(foreign) >= len(found["results"]):
+            return doc, claim
+        tried += 1
+        if tried == 12:
+            break
+    pytest.skip(f"none of {tried} documents in another language with German claims has passages mostly in "
+                "another language for its German claim")
+
+
+def test_newcomer_walkthrough_start_page_german_claim_passages_chart_report(page: Any, server: LiveServer,
+                                                                           artifacts: Path) -> None:
+    """Issue 30: what a newcomer does first, one screenshot per step (walkthrough-N-*.png): the start page ->
+    a pasted German claim searched -> its passages, from a document in another language, the words matched
+    through a translation marked -> the claim chart of the document marked relevant -> the search report
+    with that document and the chart."""
+    doc, claim = _german_claim_of_a_foreign_document(server)
+    langs = {d["id"]: d.get("lang") for d in read_docs(server.index_dir)}
+
+    # 1. the start page: an empty form, the index's size, nothing to export yet
+    expect(page.locator("#query")).to_have_value("")
+    expect(page.locator("#health")).to_contain_text("documents")
+    for button in ("#export-csv", "#export-chart-csv", "#export-report-html"):
+        expect(page.locator(button)).to_be_disabled()
+    page.screenshot(path=str(artifacts / "walkthrough-1-start.png"), full_page=False)
+
+    # 2. the German claim, searched: the document whose claim it is comes first
+    page.fill("#query", claim)
+    page.select_option("#lang", "de")
+    page.fill("#k", "10")
+    found = _submit(page, "search")
+    assert found["status"] == 200 and found["body"]["query"]["lang"] == "de"
+    hits = _hits_on_screen(page)
+    assert hits and hits[0]["id"] == doc["id"], [h["id"] for h in hits]
+    expect(page.locator("#status")).to_contain_text("query language de")
+    page.screenshot(path=str(artifacts / "walkthrough-2-german-claim.png"), full_page=False)
+
+    # 3. its passages: most in the document's other languages, each card saying its language, the words
+    # matched through a translation marked and saying which German word they render
+    got = _submit(page, "passages")
+    api = got["body"]["results"]
+    assert got["status"] == 200 and api and "feedback" not in got["request"]
+    foreign = [i for i, p in enumerate(api) if p["lang"] != "de"]
+    assert 2 * len(foreign) >= len(api), [(p["doc_id"], p["lang"]) for p in api]
+    assert all(langs[api[i]["doc_id"]] != "de" for i in foreign)
+    cards = page.locator("#results .passage")
+    expect(cards).to_have_count(len(api))
+    translated = 0
+    for i in foreign:
+        expect(cards.nth(i).locator(".lang")).to_have_text(api[i]["lang"])
+        marks = cards.nth(i).locator("mark.translated")
+        titles = {marks.nth(j).get_attribute("title") for j in range(marks.count())}
+        for m in (m for m in api[i]["matches"] if m["translated"] and m["query_words"]):
+            word = api[i]["text"][m["start"]:m["end"]]
+            assert f"{', '.join(m['query_words'])} → {word}" in titles, (word, titles)
+            translated += 1
+    assert translated, "no passage in another language shows a word matched through a translation"
+    first = next(i for i in foreign if any(m["translated"] for m in api[i]["matches"]))
+    cards.nth(first).locator("mark.translated").first.hover()
+    page.screenshot(path=str(artifacts / "walkthrough-3-passages.png"), full_page=False)
+
+    # 4. back to the documents, the claim's document marked relevant, and its claim chart: the German elements
+    # against its passages, in its other languages where the German claim set is its translation
+    _submit(page, "search")
+    page.click(f'#results .hit[data-id="{doc["id"]}"] .mark-rel')
+    with page.expect_response(lambda r: r.url.endswith("/claimchart")) as info:
+        page.click("#chart-btn")
+    chart = info.value.json()
+    assert info.value.ok, chart
+    assert chart["lang"] == "de" and [d["id"] for d in chart["documents"]] == [doc["id"]]
+    rows = page.locator("#chart tbody tr")
+    expect(rows).to_have_count(len(chart["elements"]))
+    expect(page.locator("#coverage")).to_have_text(chart["coverage"])
+    shown = [c for c in chart["cells"] if c["text"] is not None]
+    assert shown and chart["documents"][0]["disclosed"] >= 1
+    assert any(c["lang"] != "de" for c in shown), [c["lang"] for c in shown]
+    page.locator("#chart").scroll_into_view_if_needed()
+    page.wait_for_timeout(400)  # let the smooth scroll settle before the screenshot
+    page.screenshot(path=str(artifacts / "walkthrough-4-claimchart.png"), full_page=False)
+
+    # 5. the search report: the document with its category, its passages and the claim chart
+    with page.expect_download() as dl_info:
+        page.click("#export-report-html")
+    report = artifacts / "walkthrough-report.html"
+    dl_info.value.save_as(str(report))
+    text = report.read_text(encoding="utf-8")
+    assert doc["id"] in text and "Claim chart" in text
+    report_page = page.context.new_page()
+    report_page.set_content(text)
+    expect(report_page.locator("table.report")).to_contain_text(doc["id"])
+    expect(report_page.locator("table.chart tbody tr")).to_have_count(len(chart["elements"]))
+    report_page.screenshot(path=str(artifacts / "walkthrough-5-report.png"), full_page=True)
     report_page.close()

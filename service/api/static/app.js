@@ -84,12 +84,32 @@ function fromUrl() {
 }
 
 // ---------- document search ----------
-function bars(components) {
-  return COMPONENTS.filter((c) => components[c] !== null && components[c] !== undefined).map((c) => {
-    const v = Math.max(0, Math.min(1, components[c]));
-    return `<div class="bar-row" data-component="${c}"><span>${c}</span>` +
-      `<span class="bar"><span style="width:${(v * 100).toFixed(1)}%;background:var(--${c})"></span></span>` +
-      `<span class="v">${components[c].toFixed(3)}</span></div>`;
+// The components that shaped a ranking: those of fusion.weights with a non-zero weight that applied
+// (fusion.components), in COMPONENTS order. A score computed with weight 0 (e.g. dense under a BM25-only
+// ranking) did not shape it and gets no bar.
+function shaping(fusion) {
+  const weights = (fusion && fusion.weights) || {};
+  const fate = (fusion && fusion.components) || {};
+  const order = (c) => (COMPONENTS.includes(c) ? COMPONENTS.indexOf(c) : COMPONENTS.length);
+  return Object.keys(weights).filter((c) => weights[c] !== 0 && (!fate[c] || fate[c].startsWith("applied")))
+    .sort((a, b) => order(a) - order(b));
+}
+
+// One bar per component that shaped the ranking, with its weight, then the fused score the ranking sorts by.
+function bars(components, fusion) {
+  const weights = (fusion && fusion.weights) || {};
+  const rows = shaping(fusion).filter((c) => components[c] !== null && components[c] !== undefined);
+  if (components.fused !== null && components.fused !== undefined) rows.push("fused");
+  return rows.map((c) => {
+    const value = components[c];
+    const v = Math.max(0, Math.min(1, value));
+    const w = c === "fused" ? "" : `×${weights[c].toFixed(2)}`;
+    const title = c === "fused" ? `fused score ${value.toFixed(3)}: the weighted combination the ranking sorts by`
+      : `${STAGE_WORDS[c] || c}: normalised score ${value.toFixed(3)}, weight ${weights[c].toFixed(2)}`;
+    return `<div class="bar-row" data-component="${esc(c)}" title="${esc(title)}"><span class="name">${esc(c)}</span>` +
+      `<span class="w">${w}</span>` +
+      `<span class="bar"><span style="width:${(v * 100).toFixed(1)}%;background:var(--${esc(c)}, var(--other))"></span></span>` +
+      `<span class="v">${value.toFixed(3)}</span></div>`;
   }).join("");
 }
 
@@ -119,7 +139,7 @@ function renderHits(data) {
         ${familyLine(h)}
         ${marks(h.id)}
       </div>
-      <div class="bars" title="normalised score components: why it ranks here">${bars(h.components)}</div>
+      <div class="bars">${bars(h.components, data.fusion)}</div>
     </article>`).join("");
   $("#results").innerHTML = out || "<p>No results.</p>";
 }
@@ -176,7 +196,7 @@ function renderNotices(data) {
 function renderShaped(data) {
   // the header names the stages that shaped this ranking, not every stage loaded
   const h = state.health;
-  const used = Object.entries(data.fusion ? data.fusion.weights : {}).filter(([, w]) => w > 0).map(([c]) => STAGE_WORDS[c] || c);
+  const used = shaping(data.fusion).map((c) => STAGE_WORDS[c] || c);
   const q = data.query || {};
   if (q.translated) used.push(`translation (${Object.values(q.route_tables || {}).join(", ") || q.translation})`);
   if (q.feedback) used.push("relevance feedback");
@@ -379,8 +399,9 @@ function exportCsv() {
   if (!d) return;
   let rows;
   if (state.lastKind === "search") {
-    rows = [["rank", "id", "title", "score", ...COMPONENTS, "publication_date", "codes"]];
-    d.results.forEach((h, i) => rows.push([i + 1, h.id, h.title, h.score, ...COMPONENTS.map((c) => h.components[c] ?? ""),
+    const shown = [...shaping(d.fusion), "fused"];  // the columns of the bars on screen
+    rows = [["rank", "id", "title", "score", ...shown, "publication_date", "codes"]];
+    d.results.forEach((h, i) => rows.push([i + 1, h.id, h.title, h.score, ...shown.map((c) => h.components[c] ?? ""),
       h.publication_date ?? "", (h.codes || []).join(" ")]));
   } else {
     rows = [["rank", "doc_id", "passage_id", "section_path", "score", "text"]];
