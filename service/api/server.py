@@ -16,7 +16,8 @@ adds, per server process:
 
 The body's time limit is the request's (``request_timeout_s``, :mod:`service.api.middleware`: 408). The closed
 connections are counted and logged, at most one line per :data:`LOG_EVERY_S`. :func:`uvicorn_options` gives the
-keyword arguments for ``uvicorn.run``/``uvicorn.Config`` (a picklable protocol factory: ``--workers`` works).
+keyword arguments for ``uvicorn.run``/``uvicorn.Config`` (a picklable protocol factory: ``--workers`` works);
+:func:`run_workers` serves with worker processes whose app is made from the settings given (:class:`WorkerConfig`).
 """
 
 from __future__ import annotations
@@ -32,6 +33,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, cast
+
+import uvicorn
 
 from service.settings import Settings
 
@@ -265,3 +268,29 @@ def uvicorn_options(settings: Settings, *, http: str = "auto") -> dict[str, Any]
         ConnectionLimits.of(settings)))
     return {"http": factory, "ws": "none", "timeout_keep_alive": settings.keep_alive_s,
             "h11_max_incomplete_event_size": settings.max_header_bytes}
+
+
+class WorkerConfig(uvicorn.Config):
+    """uvicorn's configuration of a server with worker processes that build the app from ``settings``.
+
+    uvicorn starts each worker with the configuration pickled to it, and loads the app in the worker; with an import
+    string the app would be made there from the environment. This configuration carries the settings themselves and
+    makes the app from them (``create_app(settings)``), so ``priorart serve --workers N`` hands its settings to the
+    workers as it hands them to one server, without writing them into the environment."""
+
+    def __init__(self, settings: Settings, **options: Any) -> None:
+        super().__init__("service.api:create_app", factory=True, **options)
+        self.settings = settings
+
+    def load_app(self) -> Callable[[], Any]:
+        from service.api import create_app
+
+        return functools.partial(create_app, self.settings)
+
+
+def run_workers(settings: Settings, workers: int, **options: Any) -> None:
+    """Serve with ``workers`` processes (uvicorn's supervisor), each with an app made from ``settings``."""
+    from uvicorn.supervisors import Multiprocess
+
+    config = WorkerConfig(settings, workers=workers, **options)
+    Multiprocess(config, sockets=[config.bind_socket()]).run()

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import logging
-import os
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import typer
 
@@ -47,27 +46,27 @@ def serve_command(
         typer.echo(f"error: {index_dir} is not an index folder (no meta.json); build one with `priorart build`",
                    err=True)
         raise typer.Exit(2)
-    os.environ["PRIORART_INDEX_DIR"] = str(index_dir)
+    given: dict[str, Any] = {"index_dir": index_dir}  # the options over the environment's PRIORART_* settings
     if cpc is not None:
-        os.environ["PRIORART_CPC_TITLES"] = str(cpc)
+        given["cpc_titles"] = cpc
     if api_key:
-        os.environ["PRIORART_API_KEY"] = api_key
-    settings = Settings()
+        given["api_key"] = api_key
+    settings = Settings(**given)
     apply_kernel_cache(settings.kernel_cache)  # before numba is imported (service.api imports the kernels)
     if use_ray or ray_address:
-        _serve_ray(index_dir, ray_address or "local", host, port, shard_replicas)
+        _serve_ray(settings, ray_address or "local", host, port, shard_replicas)
         return
     import uvicorn
 
     from service.api import create_app
-    from service.api.server import uvicorn_options
+    from service.api.server import run_workers, uvicorn_options
 
     _raise_open_files_limit()
     limits = uvicorn_options(settings)
     if workers > 1:  # each worker loads the index: check it here once, so that a bad one is one line, not N crashes
         _check_index(index_dir)
-        uvicorn.run("service.api.main:app", host=host, port=port, workers=workers, log_level="info",
-                    access_log=access_log, log_config=_worker_log_config(settings.log_level), **limits)
+        run_workers(settings, workers, host=host, port=port, log_level="info", access_log=access_log,
+                    log_config=_worker_log_config(settings.log_level), **limits)
     else:  # loaded before the server starts: a bad index is one line, not the traceback of a failed lifespan
         loader = _preloaded(index_dir, settings)
         uvicorn.run(create_app(settings, engine_loader=loader), host=host, port=port, log_level="info",
@@ -143,10 +142,10 @@ def _raise_open_files_limit() -> None:
     log.info("open-files limit raised from %d to %d", soft, target)
 
 
-def _serve_ray(index_dir: Path, address: str, host: str, port: int, shard_replicas: int) -> None:
+def _serve_ray(settings: Settings, address: str, host: str, port: int, shard_replicas: int) -> None:
     from service.index.folder import is_sharded
-    from service.settings import Settings
 
+    index_dir = settings.index_dir
     if not is_sharded(index_dir):
         typer.echo(f"error: {index_dir} is not a sharded index: --ray serves one built with "
                    "`priorart build --shards N`", err=True)
@@ -161,7 +160,7 @@ def _serve_ray(index_dir: Path, address: str, host: str, port: int, shard_replic
         raise typer.Exit(2) from exc
     ray.init(address=None if address == "local" else address)
     serve.start(http_options={"host": host, "port": port})
-    serve.run(application(index_dir.resolve(), Settings(), shard_replicas=shard_replicas), name=APP_NAME,
+    serve.run(application(index_dir.resolve(), settings, shard_replicas=shard_replicas), name=APP_NAME,
               route_prefix="/", blocking=True)
 
 
