@@ -1,0 +1,325 @@
+"""The evaluation of every watch against the documents a new generation brought (issue 34).
+
+A new document is a hit of a watch when it ranks in the watch's top k of the whole index at the new generation
+(global statistics): exactly what running the watch's search (:meth:`Engine.search`, documents not collapsed into
+families) shows in its top k that it did not show before, because it was not in the index.
+
+Scoring every document again for each watch would be a search per watch. Most watches get no hit from a weekly
+add, and that can be proven by scoring far fewer rows: a watch's top k at the previous evaluation are ``k``
+documents that rank high; scored again with the new generation's statistics, together with the new documents,
+they bound the ranking. If the ``k`` best rows among the new documents and those are all old documents, ``k``
+old documents outrank every new one in the whole index too (the same scores, the same order: ties by lower row),
+so no new document reaches the top k. Only when a new document is among them does the watch run its search, and
+the hits are what that search shows: the proof only ever says "no hit", every hit comes from the search itself.
+
+The scores of a set of rows are the first stage's own (:class:`service.retrieval.first_stage.FirstStage` run over
+sparse indexes whose postings are cut to those rows, :func:`restrict`: the same per-posting weights, the
+generation's document frequencies, lengths and idf, the same query analysis, routes, translation and merge), so
+a row's score is bit for bit its score in a search. The rows are those of a chunk of watches (:data:`CHUNK`):
+the new documents and each watch's stored top k, so that one cut serves many watches. The rows' first stage is a
+search's ranking when the pipeline ranks by the first stage alone (an index without models: stages ``bm25`` and
+``fusion``; BM25-only fusion is a min-max of those scores, which keeps their order); any other pipeline (models,
+learning-to-rank stages, a sharded index) runs every watch's search.
+
+Evaluation is idempotent per (watch, generation) (service/watch/store.py): batches of :data:`BATCH` watches are
+committed together, and a watch evaluated at a generation is never evaluated at it again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import json
+import logging
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import asdict, dataclass
+from itertools import groupby
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from service.index.folder import Layout, generation_numbers
+from service.query import QueryError, resolve
+from service.watch.models import Watch, WatchHit, WatchRequest
+from service.watch.store import Outcome, Pending, Snapshot, WatchStore, now
+
+if TYPE_CHECKING:
+    from service.engine import Engine
+    from service.retrieval.first_stage import FirstStage
+    from service.retrieval.sparse import SparseIndex
+
+log = logging.getLogger(__name__)
+
+BATCH = 250
+"""Watches whose evaluations are committed in one transaction."""
+CHUNK = 250
+"""Watches that share one cut of the sparse indexes (the new documents and their stored top k)."""
+
+
+@dataclass
+class EvaluationReport:
+    """What an evaluation did: watches evaluated, how (proven by the bound, searched, no new document, failed)."""
+
+    generation: int
+    watches: int = 0
+    new_documents: int = 0  # documents brought since the oldest evaluation of a watch evaluated now
+    hits: int = 0
+    by_bound: int = 0
+    searched: int = 0
+    nothing_new: int = 0
+    errors: int = 0
+    seconds: float = 0.0
+    stale: bool = False  # the store already describes a newer generation: nothing to do here
+    busy: bool = False  # another process was evaluating (only when not waiting for it)
+    fast_path: bool = True  # the bound applies to this pipeline
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def line(self) -> str:
+        if self.stale:
+            return f"watches: generation {self.generation} is older than the one already evaluated: nothing to do"
+        if self.busy:
+            return "watches: another process is evaluating them"
+        if not self.watches:
+            return f"watches: none pending at generation {self.generation}"
+        how = f"{self.by_bound} proven without a search, {self.searched} searched"
+        if self.nothing_new:
+            how += f", {self.nothing_new} with no new document"
+        if self.errors:
+            how += f", {self.errors} failed"
+        if not self.fast_path:
+            how += " (this pipeline ranks with more than the first stage: every watch searched)"
+        return (f"watches: {self.watches} evaluated at generation {self.generation} against {self.new_documents} new "
+                f"documents: {self.hits} hits ({how}) in {self.seconds:.1f} s")
+
+
+def snapshot(engine: Engine) -> Snapshot:
+    """The store's view of an engine's generation (:class:`Snapshot`): per row, the generation that wrote its segment,
+    and per publication the newest add among the generations the index folder still keeps (an add's segment is
+    kept for a while after a compaction merged it), so that a publication replaced just before a compaction is
+    still known as new."""
+    folder = engine.folder
+    prov = np.full(len(engine.docs.ids), -1, dtype=np.int64)
+    sharded = any(s.dir.startswith(Layout.SHARDS) for s in folder.segments)  # (per-shard numbers: not comparable)
+    if sharded:
+        return Snapshot(engine.generation, folder.meta.created, engine.docs.ids, engine.docs.live, prov)
+    for s in folder.segments:
+        seg = s.folder.components.get("segment") if s.dir != Layout.ROOT_SEGMENT else None
+        if isinstance(seg, dict) and not seg.get("compacted") and isinstance(seg.get("generation"), int):
+            prov[s.start : s.start + s.n_rows] = int(seg["generation"])
+    added: dict[str, int] = {}
+    for n in generation_numbers(folder.root):
+        if n > engine.generation:
+            continue
+        seg_dir = folder.root / Layout.segment(n)
+        try:  # (a segment is written whole before its manifest names it; the cleanup may remove it meanwhile)
+            meta = json.loads((seg_dir / Layout.META).read_text(encoding="utf-8"))
+            if meta.get("components", {}).get("segment", {}).get("compacted"):
+                continue
+            ids = json.loads((seg_dir / Layout.IDS).read_text(encoding="utf-8"))
+        except (OSError, ValueError, AttributeError):
+            continue
+        added.update(dict.fromkeys(ids, n))
+    return Snapshot(engine.generation, folder.meta.created, engine.docs.ids, engine.docs.live, prov, added)
+
+
+def ranking_first_stage(engine: Engine) -> FirstStage | None:
+    """The first stage when it alone ranks this engine's searches (stages ``bm25`` and ``fusion``, a route merge on
+    a fixed scale), else None."""
+    from service.stages.first import FirstStageStep
+
+    stages = engine.pipeline.stages
+    if engine.pipeline.names != ["bm25", "fusion"] or not isinstance(stages[0], FirstStageStep):
+        return None
+    fs = stages[0].fs
+    return fs if fs.combine != "max" else None  # ("max" scales each route by its best row: not a row's own score)
+
+
+def restrict(index: SparseIndex, allowed: np.ndarray) -> SparseIndex:
+    """``index`` with only the postings of the rows ``allowed`` marks: their weights, tf and rows as they are, every
+    statistic of the whole index (df, idf, lengths, vocabulary); a copy that shares everything but the postings."""
+    pos = np.flatnonzero(allowed[index.rows])
+    sub = copy.copy(index)
+    sub.indptr = np.searchsorted(pos, index.indptr).astype(np.int64)
+    sub.rows = index.rows[pos]
+    sub.tf = index.tf[pos]
+    sub.weights = index.weights[pos]
+    sub.params = {**index.params, "nnz": len(pos)}
+    sub._max_weight = None  # computed over the kept postings when a search needs it
+    return sub
+
+
+def restricted_first_stage(fs: FirstStage, allowed: np.ndarray) -> FirstStage:
+    """A first stage like ``fs`` (analysis, tables, routes, merge) over the rows ``allowed`` marks."""
+    from service.retrieval.first_stage import FirstStage
+
+    indexes = {lang: restrict(index, allowed) for lang, index in fs.indexes.items()}
+    return FirstStage(fs.meta, fs.docs, indexes, fs.pair_tables, max_query_terms=fs.max_query_terms,
+                      analyzers=fs.analyzers, combine=fs.combine, compound_parts=fs.compound_parts)
+
+
+class Evaluator:
+    """Evaluates pending watches against one engine (one generation)."""
+
+    def __init__(self, engine: Engine, *, chunk: int = CHUNK) -> None:
+        self.engine = engine
+        self.docs = engine.docs
+        self.generation = engine.generation
+        self.first = ranking_first_stage(engine)
+        self.chunk = max(1, chunk)
+
+    def run(self, pending: Sequence[Pending], brought: np.ndarray) -> Iterator[Outcome]:
+        """An outcome per pending watch: the watches grouped by the generation they were last evaluated at (the
+        documents new to them), each group in chunks that share one cut of the indexes."""
+        ordered = sorted(pending, key=lambda w: (w.evaluated_generation, w.id))
+        for since, group in groupby(ordered, key=lambda w: w.evaluated_generation):
+            watches = list(group)
+            new_rows = np.flatnonzero(brought > since)
+            if not len(new_rows):
+                for w in watches:
+                    yield Outcome(w.id, self.generation, 0, "nothing new", 0.0)
+                continue
+            is_new = np.zeros(len(self.docs.ids), dtype=bool)
+            is_new[new_rows] = True
+            for lo in range(0, len(watches), self.chunk):
+                part = watches[lo : lo + self.chunk]
+                cut = self._cut(new_rows, part) if self.first is not None else None
+                for w in part:
+                    yield self._one(w, cut, is_new, len(new_rows))
+
+    def _cut(self, new_rows: np.ndarray, watches: Sequence[Pending]) -> FirstStage:
+        assert self.first is not None
+        allowed = np.zeros(len(self.docs.ids), dtype=bool)
+        allowed[new_rows] = True
+        for w in watches:
+            for doc_id in w.topk:
+                row = self._row(doc_id)
+                if row is not None:
+                    allowed[row] = True
+        return restricted_first_stage(self.first, allowed)
+
+    def _row(self, doc_id: str) -> int | None:
+        with contextlib.suppress(KeyError):  # (UnknownDocumentError: an ambiguous kind-less id; ours are exact)
+            return self.docs.find(doc_id)
+        return None
+
+    def _one(self, w: Pending, cut: FirstStage | None, is_new: np.ndarray, n_new: int) -> Outcome:
+        started = time.perf_counter()
+        req = w.request.search_request()
+        k = w.request.k
+        try:
+            if cut is not None:
+                query = self.engine.query(req)
+                query.explain = False
+                query.k = query.depth = k
+                resolve(query, self.docs)
+                found = cut.run(query)
+                rows = found.rows
+                if len(rows) == k and not is_new[rows].any():
+                    return Outcome(w.id, self.generation, n_new, "bound", (time.perf_counter() - started) * 1000.0,
+                                   topk=[self.docs.ids[r] for r in rows.tolist()], kth_score=float(found.scores[-1]))
+            return self._search(w, req, is_new, n_new, started)
+        except QueryError as exc:
+            return Outcome(w.id, self.generation, n_new, "error", (time.perf_counter() - started) * 1000.0,
+                           error=str(exc))
+
+    def _search(self, w: Pending, req: Any, is_new: np.ndarray, n_new: int, started: float) -> Outcome:
+        query = self.engine.query(req)
+        query.explain = False
+        res = self.engine.run(query, explain=False, collapse=False, k=req.k)
+        hits: list[WatchHit] = []
+        found_at = now()
+        for rank, h in enumerate(res.results, 1):
+            row = self._row(h.id)
+            if row is None or not is_new[row]:
+                continue
+            hits.append(WatchHit(doc_id=h.id, title=h.title, publication_date=h.publication_date,
+                                 generation=self.generation, rank=rank, score=h.score, found_at=found_at,
+                                 passage=self._passage(query.r.text, query.r.lang, row)))
+        kth = res.results[-1].score if len(res.results) == req.k else None
+        return Outcome(w.id, self.generation, n_new, "search", (time.perf_counter() - started) * 1000.0, hits=hits,
+                       topk=[h.id for h in res.results], kth_score=kth)
+
+    def _passage(self, text: str, lang: str, row: int) -> Any:
+        try:
+            best = self.engine.passages_of(text, lang, [row], 1)
+        except QueryError as exc:  # an index without passages, a query without passage terms: the hit stands
+            log.info("no passage for a watch hit (%s)", exc)
+            return None
+        return best[0] if best else None
+
+
+def evaluate(engine: Engine, store: WatchStore, *, wait: bool = True, batch: int = BATCH, chunk: int = CHUNK,
+             stop: Callable[[], bool] | None = None) -> EvaluationReport:
+    """Evaluate every watch of ``store`` not yet evaluated at the engine's generation (see the module doc).
+
+    ``wait``: wait for another process's evaluation to end (else return at once, ``busy``). A store that
+    already describes a newer generation than the engine's is left as it is (``stale``). ``stop``: asked between
+    watches; True ends the evaluation there (the evaluated watches are committed, the others stay pending)."""
+    started = time.perf_counter()
+    report = EvaluationReport(engine.generation)
+    if not store.exists:
+        return report
+    with store.evaluation_lock(wait=wait) as got:
+        if not got:
+            report.busy = True
+            return report
+        with contextlib.closing(store.connect()) as conn:
+            brought = store.sync(conn, snapshot(engine))
+            if brought is None:
+                report.stale = True
+                return report
+            pending = store.pending(conn, engine.generation)
+            if not pending:
+                return report
+            evaluator = Evaluator(engine, chunk=chunk)
+            report.fast_path = evaluator.first is not None
+            oldest = min(w.evaluated_generation for w in pending)
+            report.new_documents = int(np.count_nonzero(brought > oldest))
+            log.info("watches: evaluating %d at generation %d (%d documents new since generation %d)", len(pending),
+                     engine.generation, report.new_documents, oldest)
+            buffer: list[Outcome] = []
+            batches = 0
+            for outcome in evaluator.run(pending, brought):
+                if stop is not None and stop():
+                    break
+                buffer.append(outcome)
+                report.watches += 1
+                report.hits += len(outcome.hits)
+                report.by_bound += outcome.how == "bound"
+                report.searched += outcome.how == "search"
+                report.nothing_new += outcome.how == "nothing new"
+                report.errors += outcome.how == "error"
+                if len(buffer) >= batch:
+                    batches += 1
+                    store.record(conn, buffer, batch=batches)
+                    buffer = []
+            if buffer:
+                batches += 1
+                store.record(conn, buffer, batch=batches)
+    report.seconds = time.perf_counter() - started
+    log.info("%s", report.line())
+    return report
+
+
+def save_watch(engine: Engine, store: WatchStore, owner: str, request: WatchRequest) -> Watch:
+    """Save a watch at the engine's generation: its search runs once now (a query that cannot run is refused with
+    the engine's ``QueryError``), and its top k is the bound of its first evaluation. The store's record of the
+    documents is brought up to this generation when no evaluation holds it (the documents of this generation and
+    before are never the watch's hits)."""
+    res = engine.search(request.search_request())
+    if not res.query.terms:
+        raise QueryError("the query has no index terms after analysis (only stop words or punctuation?): no document "
+                         "could ever match it")
+    watch = store.add(owner, request, engine.generation, topk=[h.id for h in res.results])
+    with store.evaluation_lock(wait=False) as got, contextlib.closing(store.connect()) as conn:
+        synced = store.synced_generation(conn)
+        if got and (synced is None or synced < engine.generation):
+            store.sync(conn, snapshot(engine))
+    return watch
+
+
+__all__ = ["BATCH", "CHUNK", "EvaluationReport", "Evaluator", "evaluate", "ranking_first_stage", "restrict",
+           "restricted_first_stage", "save_watch", "snapshot"]

@@ -1,0 +1,99 @@
+"""Bodies of the watch routes and commands: a watch is a saved search (:class:`WatchRequest`), evaluated on each new
+generation; a hit is a new document in its top k, with the generation that brought it and its best passage."""
+
+from __future__ import annotations
+
+from datetime import date
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from service.codes import normalise_codes
+from service.schema import Lang, PassageHit, SearchRequest
+
+WATCH_MAX_K = 100
+"""Largest top k a watch may follow (each evaluation ranks the new documents against it)."""
+NAME_CHARS = 200
+
+
+class WatchRequest(BaseModel):
+    """A saved search: what ``POST /search`` takes that decides a ranking, a top k and a name."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str | None = Field(None, max_length=NAME_CHARS, description="what to call it (default: the query's start)")
+    query: str = Field(..., min_length=1, description="claims, title+abstract text, or a publication number")
+    lang: Lang = Field("auto", description="query language; auto detects en/de/fr")
+    codes: list[str] = Field(default_factory=list, max_length=50, description="IPC/CPC codes of the query")
+    code_filter: Literal["none", "section", "class", "subclass", "main_group", "subgroup"] = Field(
+        "none", description="keep only documents sharing a code with `codes` at this level")
+    before: date | None = Field(None, description="keep only documents published before this date")
+    k: int = Field(10, ge=1, le=WATCH_MAX_K, strict=True,
+                   description=f"a new document is a hit when it ranks in this top k of the whole index (at most "
+                               f"{WATCH_MAX_K})")
+    translate: bool = Field(True, description="translate the query into the other indexed languages (PSQ)")
+
+    @field_validator("query")
+    @classmethod
+    def _not_blank(cls, v: str) -> str:
+        if not v.strip():
+            raise ValueError("query is blank")
+        return v
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str | None) -> str | None:
+        return v.strip() or None if v is not None else None
+
+    @field_validator("codes")
+    @classmethod
+    def _codes(cls, codes: list[str]) -> list[str]:
+        return normalise_codes(codes)
+
+    def search_request(self) -> SearchRequest:
+        """The search the watch runs: documents, not families (``collapse_families`` off), unexplained."""
+        return SearchRequest(query=self.query, lang=self.lang, codes=self.codes, code_filter=self.code_filter,
+                             before=self.before, k=self.k, translate=self.translate, collapse_families=False)
+
+    def title(self) -> str:
+        """Its name, else the first words of the query."""
+        if self.name:
+            return self.name
+        words = " ".join(self.query.split())
+        return words if len(words) <= 60 else words[:59].rsplit(" ", 1)[0] + "…"
+
+
+class Watch(BaseModel):
+    """A watch as stored, with where its evaluation stands."""
+
+    id: str
+    name: str
+    request: WatchRequest
+    created: str = Field(..., description="when it was saved (UTC, ISO 8601)")
+    created_generation: int = Field(..., description="the index generation it was saved at: the documents of that "
+                                    "generation and before are never hits")
+    evaluated_generation: int = Field(..., description="the newest generation it has been evaluated against")
+    hits: int = Field(0, description="hits so far (documents deleted since left out)")
+    last_hit_generation: int | None = Field(None, description="the newest generation that brought a hit")
+    error: str | None = Field(None, description="why its last evaluation failed (its query cannot run any more)")
+
+
+class WatchHit(BaseModel):
+    """A new document that ranks in a watch's top k: the generation that brought it, where it ranked, its evidence."""
+
+    doc_id: str
+    title: str | None = None
+    publication_date: date | None = None
+    generation: int = Field(..., description="the generation whose evaluation found it")
+    rank: int = Field(..., description="its rank in the watch's top k at that generation (1 = first)")
+    score: float = Field(..., description="its score in that ranking")
+    found_at: str = Field(..., description="when it was found (UTC, ISO 8601)")
+    passage: PassageHit | None = Field(None, description="its best passage for the watch's query (the evidence)")
+
+
+class WatchHits(BaseModel):
+    """``GET /watches/{id}/hits``: the hits of generations after ``since``, newest generation first."""
+
+    watch: Watch
+    since: int | None
+    hits: list[WatchHit]

@@ -1,0 +1,89 @@
+"""A server's evaluation of the watches: in a thread of its own, each time the server loads a generation (at start,
+on a reload, after ``POST /admin/documents``), against the engine it then answers with.
+
+The engine is held for the evaluation (``acquire``/``release``: the server's engine holder), so a reload meanwhile
+closes the old engine only after it; the next generation is evaluated next. Another process evaluating (``priorart
+add``, ``priorart watch run``) is waited for: the store's lock takes one at a time, and a generation already
+evaluated leaves nothing to do.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from service.watch.store import WatchStore
+
+if TYPE_CHECKING:
+    from service.engine import Engine
+    from service.watch.evaluate import EvaluationReport
+
+log = logging.getLogger(__name__)
+
+
+class WatchRunner:
+    """Evaluates the watches of the state folder ``root`` when :meth:`notify` is called."""
+
+    def __init__(self, root: Path, acquire: Callable[[], Engine | None], release: Callable[[Engine], None]) -> None:
+        self.root = root
+        self._acquire = acquire
+        self._release = release
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._idle = threading.Event()
+        self._idle.set()
+        self._thread: threading.Thread | None = None
+        self.last: EvaluationReport | None = None
+        self.last_error: str | None = None
+
+    def start(self) -> None:
+        """Start the thread and evaluate the generation loaded now (a server started after an add)."""
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._loop, name="watch-evaluation", daemon=True)
+            self._thread.start()
+        self.notify()
+
+    def notify(self) -> None:
+        """A generation was loaded: evaluate it (once the evaluation in progress, if any, has ended)."""
+        self._idle.clear()
+        self._wake.set()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """End the thread: an evaluation in progress ends after its current watch, its finished batch kept."""
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def wait_idle(self, timeout: float | None = None) -> bool:
+        """Wait until no evaluation is running or asked for (tests); False on timeout."""
+        return self._idle.wait(timeout)
+
+    def _loop(self) -> None:
+        from service.watch.evaluate import evaluate
+
+        while not self._stop.is_set():
+            self._wake.wait()
+            self._wake.clear()
+            if self._stop.is_set():
+                break
+            store = WatchStore(self.root)
+            engine = self._acquire() if store.exists else None
+            if engine is not None:
+                try:
+                    self.last = evaluate(engine, store, stop=self._stop.is_set)
+                    self.last_error = None
+                except Exception as exc:  # noqa: BLE001 - the server keeps serving; the next generation retries
+                    self.last_error = f"{type(exc).__name__}: {exc}"
+                    log.exception("watch evaluation at generation %d failed (retried at the next one)",
+                                  engine.generation)
+                finally:
+                    self._release(engine)
+            if not self._wake.is_set():
+                self._idle.set()
+
+
+__all__ = ["WatchRunner"]

@@ -1,0 +1,242 @@
+"""Watches (issue 34): the evaluation against new generations is exact (the hits are what re-running each watch's
+search before and after shows as new in its top k), the bound it proves "no hit" with scores rows as a search
+does, deleted documents drop out, evaluations are idempotent, the state folder stays outside the index."""
+
+from __future__ import annotations
+
+import random
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from service.corpus.jsonl import read_corpus
+from service.corpus.record import PatentRecord
+from service.engine import Engine
+from service.index.live import add_documents, compact, delete_documents
+from service.query import QueryError
+from service.settings import Settings
+from service.watch import evaluate as evaluation
+from service.watch.evaluate import evaluate, restricted_first_stage, save_watch
+from service.watch.models import WatchRequest
+from service.watch.store import StateError, WatchStore, owner_of, state_dir
+
+N_BASE = 700
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[PatentRecord]]:
+    """A synthetic index of 700 documents (translation tables and compound splitting, as `priorart build` makes
+    them), and 140 more documents to add."""
+    from training.build import build_index
+    from training.synth import SynthConfig, write_synthetic
+
+    d = tmp_path_factory.mktemp("watch")
+    write_synthetic(d / "all.jsonl", SynthConfig(n=N_BASE + 140, seed=7), progress=False)
+    records = list(read_corpus(d / "all.jsonl"))
+    build_index(records[:N_BASE], d / "index", progress=False)
+    return d / "index", records
+
+
+def _copy(built: tuple[Path, list[PatentRecord]], tmp_path: Path) -> tuple[Path, WatchStore]:
+    idx = tmp_path / "index"
+    shutil.copytree(built[0], idx)
+    return idx, WatchStore.open(state_dir(idx), create=True)
+
+
+def _load(idx: Path) -> Engine:
+    return Engine.load(idx, settings=Settings(index_dir=idx), verify=False)
+
+
+def _requests(records: list[PatentRecord], rng: random.Random, n: int) -> list[WatchRequest]:
+    """Claims in en/de/fr (of base and of added documents: some are hits of their own), a few with a code filter, a
+    date filter, a publication number, untranslated, k from 1 to 30."""
+    out: list[WatchRequest] = []
+    with_lang = {lang: [r for r in records if r.claims.get(lang)] for lang in ("en", "de", "fr")}
+    for i in range(n):
+        lang = ("en", "de", "fr")[i % 3]
+        rec = rng.choice(with_lang[lang])
+        text = " ".join(c.text for c in rec.claims[lang][:2])[:1500]
+        extra: dict = {}
+        if i % 7 == 3 and rec.cpc:
+            extra = {"codes": [rec.cpc[0]], "code_filter": "subclass"}
+        elif i % 11 == 5:
+            extra = {"before": "2015-01-01"}
+        elif i % 13 == 6:
+            extra = {"translate": False}
+        out.append(WatchRequest(query=text, lang=lang, k=rng.choice([1, 5, 10, 10, 20, 30]), **extra))
+    base_ids = [r.id for r in records[:N_BASE]]
+    out.append(WatchRequest(query=rng.choice(base_ids), k=10, name="a publication number"))
+    return out
+
+
+def _top(engine: Engine, req: WatchRequest) -> list[str]:
+    return [h.id for h in engine.search(req.search_request()).results]
+
+
+def _expected(engine: Engine, watches: dict[str, WatchRequest], new: set[str]) -> dict[str, list[tuple[int, str]]]:
+    """Per watch: the (rank, id) of the new documents in its top k, by re-running its search."""
+    return {wid: [(i, d) for i, d in enumerate(_top(engine, req), 1) if d in new] for wid, req in watches.items()}
+
+
+def _got(store: WatchStore, generation: int) -> dict[str, list[tuple[int, str]]]:
+    out: dict[str, list[tuple[int, str]]] = {}
+    for w in store.watches(None):
+        out[w.id] = sorted((h.rank, h.doc_id) for h in store.hits(None, w.id) or [] if h.generation == generation)
+    return out
+
+
+def test_restricted_rows_score_as_in_a_search(built: tuple[Path, list[PatentRecord]]) -> None:
+    """The first stage over the postings of some rows gives each of those rows the score a search gives it, bit for
+    bit (one route, translated routes merged, filters): what the bound relies on."""
+    idx, records = built
+    engine = _load(idx)
+    fs = evaluation.ranking_first_stage(engine)
+    assert fs is not None
+    rng = np.random.default_rng(3)
+    allowed = np.zeros(len(engine.docs.ids), dtype=bool)
+    allowed[rng.choice(len(allowed), size=120, replace=False)] = True
+    cut = restricted_first_stage(fs, allowed)
+    compared = 0
+    for req in _requests(records, random.Random(5), 24):
+        full = engine.query(req.search_request())
+        full.explain = False
+        full.depth = full.k = len(allowed)
+        from service.query import resolve
+
+        resolve(full, engine.docs)
+        everything = fs.run(full)
+        part = engine.query(req.search_request())
+        part.explain = False
+        part.k = part.depth = req.k
+        resolve(part, engine.docs)
+        found = cut.run(part)
+        want = [(float(s), int(r)) for r, s in zip(everything.rows.tolist(), everything.scores.tolist(), strict=True)
+                if allowed[r]][: req.k]
+        assert [(float(s), int(r)) for r, s in zip(found.rows.tolist(), found.scores.tolist(), strict=True)] == want
+        compared += len(want)
+    assert compared > 100
+
+
+def test_hits_equal_what_rerunning_each_search_shows_as_new(built: tuple[Path, list[PatentRecord]],
+                                                             tmp_path: Path) -> None:
+    """Three generations: an add, an add with a replaced publication and an add that compacts; every watch's hits at
+    each generation are the new documents in its top k, as re-running its search shows, ranks included; most watches
+    are settled by the bound, without a search."""
+    idx, records = built
+    idx, store = _copy(built, tmp_path)
+    rng = random.Random(11)
+    engine = _load(idx)
+    reqs = _requests(records, rng, 90)
+    watches = {save_watch(engine, store, "", r).id: r for r in reqs}
+    before = {wid: _top(engine, r) for wid, r in watches.items()}
+    engine.close()
+    batches = [records[N_BASE : N_BASE + 60], records[N_BASE + 60 : N_BASE + 100] + [records[3]],
+               records[N_BASE + 100 :]]
+    replaced = records[3].model_copy(update={"abstract": {"en": "A replaced abstract: " + " ".join(
+        c.text for c in records[N_BASE + 5].claims.get("en", [])[:1])}})
+    batches[1][-1] = replaced
+    totals = {"hits": 0, "bound": 0, "searched": 0}
+    for gen, batch in enumerate(batches, 1):
+        add_documents(idx, batch, progress=False, max_segments=2)  # the second add (a replace) compacts
+        engine = _load(idx)
+        assert engine.generation >= gen
+        report = evaluate(engine, store)
+        assert report.watches == len(watches) and report.errors == 0 and report.fast_path
+        expected = _expected(engine, watches, {r.id for r in batch})
+        got = _got(store, engine.generation)
+        assert got == expected, f"generation {engine.generation}"
+        if gen == 1:  # before the add, none of its documents was in the index, so none in any top k
+            assert all(not set(before[w]) & {r.id for r in batch} for w in watches)
+        totals["hits"] += report.hits
+        totals["bound"] += report.by_bound
+        totals["searched"] += report.searched
+        # idempotent: a second evaluation at the same generation does nothing
+        again = evaluate(engine, store)
+        assert again.watches == 0 and _got(store, engine.generation) == got
+        engine.close()
+    print(f"\nwatches: {len(watches)} x 3 generations, {totals['hits']} hits, all equal to re-running the searches; "
+          f"{totals['bound']} settled by the bound, {totals['searched']} searched")
+    assert totals["hits"] >= 20 and totals["bound"] > totals["searched"]
+    hits = [h for w in watches for h in store.hits(None, w) or []]
+    assert all(h.passage is not None and h.passage.doc_id == h.doc_id for h in hits)
+
+
+def test_every_watch_searched_gives_the_same_hits(built: tuple[Path, list[PatentRecord]], tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """A pipeline the bound does not apply to (models, learning to rank) runs every watch's search: same hits."""
+    idx, records = built
+    idx, store = _copy(built, tmp_path)
+    engine = _load(idx)
+    watches = {save_watch(engine, store, "", r).id: r for r in _requests(records, random.Random(2), 30)}
+    engine.close()
+    add_documents(idx, records[N_BASE:], progress=False)
+    engine = _load(idx)
+    monkeypatch.setattr(evaluation, "ranking_first_stage", lambda engine: None)
+    report = evaluate(engine, store)
+    assert not report.fast_path and report.searched == len(watches) and report.by_bound == 0
+    assert _got(store, engine.generation) == _expected(engine, watches, {r.id for r in records[N_BASE:]})
+
+
+def test_deleted_documents_drop_out_and_replaced_ones_are_new(built: tuple[Path, list[PatentRecord]],
+                                                             tmp_path: Path) -> None:
+    idx, records = built
+    idx, store = _copy(built, tmp_path)
+    engine = _load(idx)
+    added = records[N_BASE : N_BASE + 20]
+    # each watch is an added document's own claim: it ranks first once added
+    reqs = [WatchRequest(query=" ".join(c.text for c in r.claims["en"][:2]), lang="en", k=5) for r in added
+            if r.claims.get("en")][:6]
+    watches = [save_watch(engine, store, "", r) for r in reqs]
+    engine.close()
+    add_documents(idx, added, progress=False)
+    evaluate(_load(idx), store)
+    hit_ids = {h.doc_id for w in watches for h in store.hits(None, w.id) or []}
+    assert len(hit_ids) >= 5
+    gone = sorted(hit_ids)[:2]
+    delete_documents(idx, gone)
+    engine = _load(idx)
+    report = evaluate(engine, store)
+    assert report.nothing_new == len(watches)  # a deletion brings nothing new
+    left = {h.doc_id for w in watches for h in store.hits(None, w.id) or []}
+    assert left == hit_ids - set(gone)
+    # a replaced publication (same id, new text) is new again; the compaction after it keeps that
+    target = next(r for r in added if r.id not in gone and r.id in hit_ids)
+    w_target = next(w for w in watches if w.request.query.startswith(target.claims["en"][0].text[:40]))
+    changed = target.model_copy(update={"title": {"en": "Replacement " + target.title.get("en", "")}})
+    add_documents(idx, [changed], progress=False)
+    compact(idx, progress=False)
+    engine = _load(idx)
+    evaluate(engine, store)
+    newest = [h for h in store.hits(None, w_target.id) or [] if h.generation == engine.generation]
+    assert [h.doc_id for h in newest] == [target.id] and newest[0].rank == 1 and newest[0].title.startswith(
+        "Replacement")
+
+
+def test_save_refuses_a_query_that_cannot_run(built: tuple[Path, list[PatentRecord]], tmp_path: Path) -> None:
+    idx, store = _copy(built, tmp_path)
+    engine = _load(idx)
+    with pytest.raises(QueryError, match="no index terms"):
+        save_watch(engine, store, "", WatchRequest(query="the of and", lang="en"))
+    with pytest.raises(QueryError):
+        save_watch(engine, store, "", WatchRequest(query="EP9999999A1"))
+    assert store.watches(None) == []
+
+
+def test_state_folder_outside_the_index_and_owners(built: tuple[Path, list[PatentRecord]], tmp_path: Path) -> None:
+    idx = built[0]
+    assert state_dir(idx) == idx.with_name(idx.name + ".state")
+    for inside in (idx / "state", idx):
+        with pytest.raises(StateError, match="inside the index folder"):
+            state_dir(idx, inside)
+    assert owner_of(None) == owner_of("") == ""
+    assert owner_of("key-a") != owner_of("key-b") and "key-a" not in owner_of("key-a")
+    store = WatchStore.open(tmp_path / "s", create=True)
+    a, b = owner_of("key-a"), owner_of("key-b")
+    w = store.add(a, WatchRequest(query="rotor blade"), 0)
+    assert store.get(b, w.id) is None and not store.delete(b, w.id)
+    assert store.hits(b, w.id) is None and store.watches(b) == []
+    assert store.get(None, w.id) == store.get(a, w.id) == w and store.watches(a) == [w]
+    with pytest.raises(StateError, match="save one first"):
+        WatchStore.open(tmp_path / "none")
