@@ -60,7 +60,8 @@ class Settings(BaseSettings):
                                  "none idle the new one is answered 503. Lowered at start to what the open-files "
                                  "limit leaves (ulimit -n, less twice the files the index holds open, less 64)")
     max_header_bytes: int = Field(32_768, ge=1024, description="largest request line and headers (431 past it)")
-    api_key: str | None = Field(None, description="when set, requests must carry it in X-API-Key")
+    api_key: str | None = Field(None, description="when set, requests must carry it in X-API-Key; several keys "
+                                "separated by commas are several clients, each with its own watches")
     admin_key: str | None = Field(None, description="key for /admin/* (X-API-Key); unset: the admin routes are off "
                                   "(403). The API key never opens them")
     cors_origins: list[str] = Field(default_factory=list, description="allowed CORS origins")
@@ -76,6 +77,8 @@ class Settings(BaseSettings):
                                       "/opt/priorart/kernel-cache), read-only is fine: `priorart serve` copies them "
                                       "into NUMBA_CACHE_DIR at start, so that a new container does not compile them "
                                       "(30-40 s); unset: numba's own cache (service/startup.py)")
+    state_dir: Path | None = Field(None, description="folder of the saved searches (watches: SQLite), beside the "
+                                   "index folder, never inside it (a rebuild replaces that); default: INDEX_DIR.state")
     log_level: str = "INFO"
 
     @model_validator(mode="after")
@@ -83,6 +86,11 @@ class Settings(BaseSettings):
         if self.default_depth > self.max_depth:
             raise ValueError(f"default_depth ({self.default_depth}) is over max_depth ({self.max_depth})")
         return self
+
+    @property
+    def api_keys(self) -> list[str]:
+        """The API keys of ``api_key`` (comma-separated); empty: no key is asked for."""
+        return [k.strip() for k in (self.api_key or "").split(",") if k.strip()]
 
     @property
     def limits(self) -> Limits:

@@ -20,7 +20,7 @@ from service.api.deps import EngineHolder
 from service.api.errors import install_error_handlers
 from service.api.metrics import Metrics
 from service.api.middleware import GuardMiddleware
-from service.api.routes import admin, apidocs, documents, health, search, workflow
+from service.api.routes import admin, apidocs, documents, health, search, watches, workflow
 from service.settings import Settings
 
 if TYPE_CHECKING:
@@ -56,9 +56,11 @@ def create_app(settings: Settings | None = None, *,
         log.info("index %s (generation %d) loaded in %.1f s: %s", settings.index_dir, engine.generation,
                  time.perf_counter() - started, engine.describe())
         watcher = asyncio.create_task(watch_generations(app)) if settings.reload_interval_s > 0 else None
+        watches.start_runner(app)  # the saved searches evaluated on each generation loaded, this one first
         yield
         if watcher is not None:
             watcher.cancel()
+        watches.stop_runner(app)
         app.state.engines.swap(None)
 
     app = FastAPI(
@@ -86,6 +88,7 @@ def create_app(settings: Settings | None = None, *,
     app.include_router(health.router)
     app.include_router(admin.router)
     app.include_router(workflow.router)
+    app.include_router(watches.router)
     apidocs.install(app)
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
     return app

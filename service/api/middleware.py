@@ -36,6 +36,14 @@ def same_key(given: str | None, key: str) -> bool:
     return hmac.compare_digest(given.encode("latin-1", "replace"), key.encode("utf-8"))
 
 
+def known_key(given: str | None, keys: list[str]) -> bool:
+    """Whether a header value is one of ``keys``, every key compared in constant time."""
+    found = False
+    for key in keys:
+        found |= same_key(given, key)
+    return found
+
+
 def is_admin_path(path: str) -> bool:
     return path == ADMIN_PREFIX or path.startswith(ADMIN_PREFIX + "/")
 
@@ -121,7 +129,7 @@ class GuardMiddleware:
 
         length = headers.get("content-length")
         path = scope["path"]
-        key = self.settings.api_key
+        keys = self.settings.api_keys
         try:
             if length is not None and (not length.isdigit() or int(length) > limit):
                 await reply(413, "Payload Too Large", f"request body over {limit} bytes")
@@ -134,8 +142,8 @@ class GuardMiddleware:
                 else:  # the body within the time limit; the change itself runs to its end, so that its answer
                     # says what was committed (a time limit there would answer 504 for a batch that commits later)
                     await self.app(scope, limited_receive, send_wrapper)
-            elif key and path != "/" and not path.startswith(OPEN_PATHS) and not same_key(headers.get("x-api-key"),
-                                                                                           key):
+            elif keys and path != "/" and not path.startswith(OPEN_PATHS) and not known_key(headers.get("x-api-key"),
+                                                                                             keys):
                 await reply(401, "Unauthorized", "missing or wrong X-API-Key header")
             elif self.settings.request_threads == 0 and path in INLINE_PATHS:
                 # run in the event loop: a cancellation could only land in the middle of sending the answer;

@@ -72,6 +72,9 @@ def reload_engine(app: FastAPI, *, only_if_newer: bool = False) -> dict[str, Any
             raise
         holder.swap(new)  # one reference swap: a request sees either the old or the new generation
         heap.settle()  # the new index out of the collector's full passes, as at startup
+    from service.api.routes.watches import notify_runner
+
+    notify_runner(app)  # the watches evaluated against the generation loaded
     metrics.reloads.labels("ok").inc()
     metrics.index_docs.set(new.num_docs)
     log.info("index %s generation %d loaded (was %s)", settings.index_dir, new.generation,
