@@ -143,6 +143,27 @@ def highlight_matches(text: str, query_terms: Collection[str], analyzer: Analyze
     return out
 
 
+def token_terms(text: str, analyzer: Analyzer) -> list[tuple[int, int, tuple[str, ...]]]:
+    """``(start, end, terms)`` of every token of ``text`` the analyzer keeps: its span and its index terms (its term,
+    then, with a compound splitter, its parts' terms). For a text highlighted for many queries (a claim chart's
+    passages, once per element): :func:`term_matches` then finds each query's matches without analysing it again."""
+    stop = stopwords(analyzer.lang) if analyzer.remove_stopwords else frozenset()
+    of = analyzer.terms if analyzer.splitter is not None else (lambda tok: (analyzer.term(tok),))
+    return [(s, e, of(tok)) for s, e, tok in token_spans(text) if tok not in stop and (len(tok) > 1 or tok.isdigit())]
+
+
+def term_matches(tokens: list[tuple[int, int, tuple[str, ...]]],
+                 query_terms: Collection[str]) -> list[tuple[int, int, str]]:
+    """:func:`highlight_matches` over the tokens of :func:`token_terms`: ``(start, end, term)`` of each token one of
+    whose terms is a query term (``term``: the first that is)."""
+    out: list[tuple[int, int, str]] = []
+    for s, e, terms in tokens:
+        hit = next((t for t in terms if t in query_terms), None)
+        if hit is not None:
+            out.append((s, e, hit))
+    return out
+
+
 def query_words(text: str, analyzer: Analyzer) -> dict[str, list[str]]:
     """The words of a query text (as written) behind each of its index terms, a compound's parts included."""
     out: dict[str, list[str]] = {}

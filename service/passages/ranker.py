@@ -604,11 +604,8 @@ def rank_passages(
         matches: list[PassageMatch] = []
         if highlight and plang in sc.images:
             image = sc.images[plang]
-            found = highlight_matches(text, image.probs, analyzers.get(plang) or get_analyzer(plang))
-            matches = [PassageMatch(start=s, end=e, term=t, translated=plang != lang,
-                                    query_words=list(dict.fromkeys(w for src in image.sources.get(t, ())
-                                                                   for w in (words or {}).get(src, ()))))
-                       for s, e, t in found]
+            matches = passage_matches(highlight_matches(text, image.probs, analyzers.get(plang) or get_analyzer(plang)),
+                                      plang, lang, image, words)
         hits.append(PassageHit(
             doc_id=index.doc_id(row), passage_id=f"{index.doc_id(row)}/{index.pids.text(unit)}",
             section_path=section_path(index, row, int(sc.sections[i])), text=text, score=float(final[i]),
@@ -616,6 +613,19 @@ def rank_passages(
             matches=matches,
         ))
     return PassageRanking(hits, int(sc.rows.size), skipped)
+
+
+def passage_matches(found: list[tuple[int, int, str]], plang: str, lang: str, image: QueryImage,
+                    words: Mapping[str, Sequence[str]] | None) -> list[PassageMatch]:
+    """The highlights of a passage in ``plang`` for a query in ``lang`` from its words whose term is in the query's
+    image there (``found``: :func:`~service.passages.highlight.highlight_matches`), translated when ``plang`` is
+    not ``lang``, each with the query words (``words``) it renders."""
+    rendered: dict[str, list[str]] = {}  # a term's query words, once per term
+    for _, _, t in found:
+        if t not in rendered:
+            rendered[t] = list(dict.fromkeys(w for src in image.sources.get(t, ()) for w in (words or {}).get(src, ())))
+    return [PassageMatch(start=s, end=e, term=t, translated=plang != lang, query_words=list(rendered[t]))
+            for s, e, t in found]
 
 
 def section_path(index: PassageArrays, row: int, section: int) -> list[str]:

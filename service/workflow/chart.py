@@ -21,7 +21,9 @@ from typing import TYPE_CHECKING, Literal, Protocol
 import numpy as np
 
 from service.passages import PassageIndex
+from service.passages.highlight import term_matches, token_terms
 from service.passages.lm import QueryImage
+from service.passages.ranker import passage_matches
 from service.query import Query, QueryError
 from service.schema import (
     ChartCell,
@@ -109,6 +111,9 @@ def claim_chart(engine: Engine, req: ClaimChartRequest) -> ClaimChartResponse:
             raise QueryError("the search with this claim found no document to chart")
     ids = [engine.docs.ids[r] for r in rows]
     cells: list[ChartCell] = []
+    # per passage id, what the chart's elements read of it again and again: its terms, its tokens' spans and terms
+    analysed: dict[str, set[str]] = {}
+    tokens: dict[str, list[tuple[int, int, tuple[str, ...]]]] = {}
     disclosed = dict.fromkeys(ids, 0)
     not_disclosed: list[str] = []
     for el in split.elements:
@@ -124,7 +129,7 @@ def claim_chart(engine: Engine, req: ClaimChartRequest) -> ClaimChartResponse:
         targets = _targets(images, words_of)
         any_disclosed = False
         for row, doc_id in zip(rows, ids, strict=True):
-            cell = _cell(resources, passages, el.label, doc_id, row, images, words, targets, lang)
+            cell = _cell(resources, passages, el.label, doc_id, row, images, words, targets, lang, analysed, tokens)
             cells.append(cell)
             if cell.status == "disclosed":
                 disclosed[doc_id] += 1
@@ -165,29 +170,40 @@ def _targets(images: dict[str, QueryImage], words_of: list[tuple[str, ...]]) -> 
 
 def _cell(resources: IndexResources, passages: PassageIndex, label: str, doc_id: str, row: int,
           images: dict[str, QueryImage], words: dict[str, list[str]],
-          targets: dict[str, list[set[str]]], lang: str) -> ChartCell:
+          targets: dict[str, list[set[str]]], lang: str, analysed: dict[str, set[str]],
+          tokens: dict[str, list[tuple[int, int, tuple[str, ...]]]]) -> ChartCell:
     """One document's cell for one element: of its ``CELL_CANDIDATES`` best passages for the element (ranked within
     the document alone, so that a cell does not depend on the other documents charted), the one that renders most
-    of the element's terms (ties: the better ranked)."""
+    of the element's terms (ties: the better ranked). Only that one is highlighted. ``analysed`` and ``tokens`` keep
+    a passage's terms and tokens for the chart's other elements."""
     hits = passages.rank(images, lang, np.asarray([row], dtype=np.int64), None,
                          analyzers=resources.analyzers, words=words, k=CELL_CANDIDATES,
-                         langs=set(images)).hits
+                         langs=set(images), highlight=False).hits
     best: tuple[float, PassageHit] | None = None
     for hit in hits:
         plang = hit.lang or lang
-        present = set(resources.analyzer(plang)(hit.text))
         rendered = targets.get(plang, [])
         if not rendered:
             continue
+        present = analysed.get(hit.passage_id)
+        if present is None:
+            present = analysed[hit.passage_id] = set(resources.analyzer(plang)(hit.text))
         overlap = sum(1 for t in rendered if t & present) / len(rendered)
         if best is None or overlap > best[0]:
             best = (overlap, hit)
     if best is None:
         return ChartCell(element=label, doc_id=doc_id)
     overlap, hit = best
+    plang = hit.lang or lang
+    matches = []
+    if plang in images:
+        found = tokens.get(hit.passage_id)
+        if found is None:
+            found = tokens[hit.passage_id] = token_terms(hit.text, resources.analyzer(plang))
+        matches = passage_matches(term_matches(found, images[plang].probs), plang, lang, images[plang], words)
     return ChartCell(element=label, doc_id=doc_id, passage_id=hit.passage_id, section_path=list(hit.section_path),
-                     text=hit.text, score=hit.score, highlights=list(hit.highlights), matches=list(hit.matches),
-                     lang=hit.lang or lang, overlap=round(overlap, 4), status=_status(overlap))
+                     text=hit.text, score=hit.score, highlights=[(m.start, m.end) for m in matches], matches=matches,
+                     lang=plang, overlap=round(overlap, 4), status=_status(overlap))
 
 
 def _title(titles: dict[str, str], lang: str) -> str | None:

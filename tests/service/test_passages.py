@@ -458,6 +458,30 @@ def test_analysed_spans_agree_with_the_analyzer(lang: str, text: str) -> None:
     assert [t for _, _, t in analysed_spans(text, an)] == an(text)
 
 
+def test_term_matches_of_the_token_terms_are_the_highlight_matches() -> None:
+    """A claim chart analyses a passage once (token_terms) and finds each element's matches in it (term_matches):
+    the same spans and terms as highlight_matches, compound parts included (the first term a query holds)."""
+    from service.passages.highlight import highlight_matches, term_matches, token_terms
+    from service.text.analysis import Analyzer, stopwords
+    from service.text.compounds import CompoundSplitter
+
+    splitter = CompoundSplitter({"hoch": 30, "spannung": 12, "anordnung": 20, "gehäuse": 9, "deckel": 5}, set(),
+                                lang="de", stop=stopwords("de"))
+    cases = [
+        (get_analyzer("en"), "A housing (4) per H01F 27/14 with 1,5 mm SO2; the ﬁlter's Valves and SPRINGS."),
+        (get_analyzer("fr"), "Le dispositif selon la revendication 1, où l'élément (3) est réalisé en acier."),
+        (Analyzer("de", splitter=splitter), "Die Hochspannungsanordnung (12a) hat einen Gehäusedeckel und "
+                                            "eine Anordnung; das Gehäuse enthält 0,25 g Natriumchlorid."),
+    ]
+    for an, text in cases:
+        tokens = token_terms(text, an)
+        every = {t for _, _, terms in tokens for t in terms}
+        assert every == set(an(text))
+        for query in (every, {"deckel", "anordn", "hoch"}, {"gehaus", "gehausedeckel"}, {"h01f27/14", "(4)"},
+                      {an.term("valves"), an.term("acier")}, set()):
+            assert term_matches(tokens, query) == highlight_matches(text, query, an), (an.lang, query)
+
+
 # ------------------------------------------------------------------------------------- validation
 
 
