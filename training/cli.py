@@ -23,6 +23,7 @@ from training.commands import (
     train,
     translate,
     warmup,
+    watch,
 )
 
 app = typer.Typer(
@@ -34,7 +35,7 @@ app = typer.Typer(
 )
 
 for module in (ingest, synth, build, live, search, evaluate, tasks, translate, train, serve, warmup, demo, bench,
-               experiment, ltr):
+               experiment, ltr, watch):
     module.register(app)
 
 

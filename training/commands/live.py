@@ -75,6 +75,8 @@ def add_command(
     max_segments: int = typer.Option(10, "--max-segments", min=1, help="Compact when a generation would hold more."),
     as_json: bool = typer.Option(False, "--json", help="Print the report as one JSON object."),
     progress: bool | None = typer.Option(None, "--progress/--no-progress", help="Progress bars on stderr."),
+    watches: bool = typer.Option(True, "--watches/--no-watches", help="Evaluate the saved searches (priorart watch) "
+                                 "against the new documents once the batch is committed."),
 ) -> None:
     """Add publications to an index as a new segment (an id already in the index is replaced)."""
     from service.corpus.jsonl import CorpusFormatError
@@ -88,6 +90,23 @@ def add_command(
     except (LiveIndexError, CorpusFormatError, DocumentError, FileNotFoundError) as exc:
         _unchanged(exc)
     _print(report, as_json)
+    if watches:
+        _evaluate_watches(index, as_json)
+
+
+def _evaluate_watches(index: Path, as_json: bool) -> None:
+    """The saved searches evaluated against the committed batch (training/commands/watch.py); a failure is said, with
+    exit 3: the batch stays committed, and ``priorart watch run`` (or a server) evaluates them later."""
+    from training.commands.watch import evaluate_watches
+
+    try:
+        done = evaluate_watches(index)
+    except Exception as exc:  # noqa: BLE001 - committed: no failure now may read as a failed add
+        typer.echo(f"error: the batch is committed; the watches were not evaluated ({type(exc).__name__}: {exc}); "
+                   "`priorart watch run` evaluates them", err=True)
+        raise typer.Exit(EXIT_AFTER_COMMIT) from exc
+    if done is not None:
+        typer.echo(done.line(), err=as_json)
 
 
 def delete_command(
