@@ -74,11 +74,7 @@ def write_json_atomic(path: str | Path, data: object, *, indent: int | None = 1,
         os.replace(tmp, p)
         return p
     with open(tmp, "w", encoding="utf-8") as fh:
-        half = len(text) // 2
-        fh.write(text[:half])
-        fh.flush()
-        _crash_point("manifest")  # tests kill the process here: a half-written temporary file, no rename
-        fh.write(text[half:])
+        fh.write(text)
         fh.flush()
         os.fsync(fh.fileno())
     os.replace(tmp, p)
@@ -93,18 +89,6 @@ def fsync_dir(path: str | Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
-
-
-CRASH_ENV = "PRIORART_TEST_CRASH_AT"
-"""Test hook: a process whose environment names a crash point here kills itself with SIGKILL when it reaches
-it (the crash test of the live index; ``manifest``: after writing half of a generation manifest)."""
-
-
-def _crash_point(name: str) -> None:
-    if os.environ.get(CRASH_ENV) == name:
-        import signal
-
-        os.kill(os.getpid(), signal.SIGKILL)
 
 
 def write_versioned(path: str | Path, fmt: str, version: int, body: Mapping[str, Any], *,

@@ -199,11 +199,35 @@ def _cli_env() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": str(REPO)}
 
 
+CRASH_AT_MANIFEST = """
+import os, runpy, signal, sys
+from pathlib import Path
+
+rename = os.replace
+
+
+def replace(src, dst, *args, **kwargs):
+    if Path(dst).parent.name == "generations":  # a generation manifest: die with half of it written, not renamed
+        tmp = Path(src)
+        tmp.write_bytes(tmp.read_bytes()[: tmp.stat().st_size // 2])
+        os.kill(os.getpid(), signal.SIGKILL)
+    return rename(src, dst, *args, **kwargs)
+
+
+os.replace = replace
+sys.argv[0] = "priorart"
+runpy.run_module("training.cli", run_name="__main__", alter_sys=True)
+"""
+"""The CLI with a fault injected: the process kills itself (SIGKILL) when it would rename a generation manifest into
+place, leaving half of the manifest's temporary file, as a crash while writing it would."""
+
+
 def _run_killed(cmd: list[str], *, at_manifest: bool, rng: random.Random, max_s: float, min_s: float = 0.3) -> None:
-    """Run ``cmd`` and kill it with SIGKILL: half-way through writing the manifest (the test hook of
-    service/versioned.py), or after a random time between ``min_s`` and ``max_s`` seconds."""
+    """Run ``cmd`` (``python -m training.cli ...``) and kill it with SIGKILL: half-way through writing the manifest
+    (:data:`CRASH_AT_MANIFEST`), or after a random time between ``min_s`` and ``max_s`` seconds."""
     if at_manifest:
-        proc = subprocess.run(cmd, env={**_cli_env(), "PRIORART_TEST_CRASH_AT": "manifest"}, capture_output=True,
+        assert cmd[1:3] == ["-m", "training.cli"], cmd
+        proc = subprocess.run([cmd[0], "-c", CRASH_AT_MANIFEST, *cmd[3:]], env=_cli_env(), capture_output=True,
                               timeout=300)
         assert proc.returncode == -signal.SIGKILL, proc.stderr
         return
