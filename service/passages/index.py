@@ -139,6 +139,7 @@ class PassageIndex(PassageArrays):
         highlight: bool = True,
         mu: float = DEFAULT_MU,
         mu_translated: float = DEFAULT_MU_TRANSLATED,
+        alone: bool = False,
     ) -> PassageRanking:
         """The ``k`` best passages of the candidate ``rows`` (first-stage order, ``doc_scores`` their scores).
 
@@ -146,11 +147,13 @@ class PassageIndex(PassageArrays):
         ``analyzers``, translated with ``translations``). ``words``: the query words behind each query term (the
         highlights say which query words a passage word renders). ``langs``: candidates without any text in these
         languages are left out (counted in ``skipped``), and only passages in these languages are returned; the
-        other passages of a candidate still shape its scores.
+        other passages of a candidate still shape its scores. ``alone``: the ``k`` best passages of each candidate
+        as if it were the only one (its passages normalised among themselves), candidate by candidate, from one
+        scoring of them all (a claim chart's cells).
         """
         from service.passages.ranker import rank_passages
 
         return rank_passages(self, query, lang, rows, doc_scores, translations=translations, analyzers=analyzers,
                              words=words, variant=variant, alpha=alpha, beta=beta, sigma=sigma, k=k,
                              doc_score=doc_score, langs=langs, highlight=highlight, mu=mu,
-                             mu_translated=mu_translated)
+                             mu_translated=mu_translated, alone=alone)

@@ -226,6 +226,21 @@ class PassageScores:
         sel = np.concatenate([above, tied])
         return sel[np.lexsort((sel, -scores[sel]))]
 
+    def alone(self, d: int) -> PassageScores:
+        """The scores of candidate ``d``'s passages as if it were the only candidate: its slice of the arrays, each
+        component min-max normalised over its passages alone (its document score, one value, becomes 0), as
+        :func:`score_passages` with that candidate alone gives them (every raw value is the document's own)."""
+        sl = slice(*np.searchsorted(self.doc_index, [d, d + 1]).tolist())
+        raw = {name: arr[sl] for name, arr in self.raw.items()}
+        return PassageScores(
+            index=self.index, variant=self.variant, sigma=self.sigma, query_lang=self.query_lang,
+            rows=self.rows[d:d + 1], doc_index=np.zeros(sl.stop - sl.start, dtype=np.int64), units=self.units[sl],
+            sections=self.sections[sl], lang=self.lang[sl],
+            passage=minmax(raw["passage"] if self.variant == "qsf_v" else raw["passage_title"]),
+            doc=minmax(self.doc[sl]), context=None if self.context is None else minmax(raw["context"]),
+            first_stage=self.first_stage[sl], matched=self.matched[sl], images=self.images, raw=raw,
+        )
+
     def key(self, scores: FloatArray) -> FloatArray:
         """The order of the final ``scores`` (of :meth:`combine`) as one value per passage: every passage that holds a
         query term before every one that holds none, then by score (scores are in [0, 1])."""
@@ -561,8 +576,9 @@ def rank_passages(
     highlight: bool = True,
     mu: float = DEFAULT_MU,
     mu_translated: float = DEFAULT_MU_TRANSLATED,
+    alone: bool = False,
 ) -> PassageRanking:
-    """The ``k`` best passages of the candidates (see :meth:`PassageIndex.rank`)."""
+    """The ``k`` best passages of the candidates (see :meth:`PassageIndex.rank`); ``alone``: of each candidate."""
     check_params(variant, alpha, beta, sigma)
     if k < 1:
         raise ValueError(f"k must be >= 1, got {k}")
@@ -584,31 +600,36 @@ def rank_passages(
     analyzers = analyzers or {}
     sc = score_passages(index, query, lang, rows_a, scores_a, variant=variant, sigma=sigma, doc_score=doc_score,
                         translations=translations, analyzers=analyzers, mu=mu, mu_translated=mu_translated)
-    final = sc.combine(alpha, beta)
-    top = sc.top(final, k, None if langs is None else np.flatnonzero(np.isin(sc.lang, [LANG_CODE[x] for x in langs])))
+    ranked: list[tuple[PassageScores, FloatArray, int]] = []  # (scores, final scores, passage) best first
+    for part in [sc.alone(d) for d in range(int(rows_a.size))] if alone else [sc]:
+        final = part.combine(alpha, beta)
+        top = part.top(final, k, None if langs is None else
+                       np.flatnonzero(np.isin(part.lang, [LANG_CODE[x] for x in langs])))
+        ranked.extend((part, final, i) for i in top.tolist())
     if highlight and words is None:
         words = query_words(query, analyzers.get(lang) or get_analyzer(lang)) if isinstance(query, str) else {}
     context_name = "section" if variant == "qsf_section" else "propagated"
     hits: list[PassageHit] = []
     titles: dict[int, str | None] = {}
-    for i in top.tolist():
-        row = int(sc.rows[sc.doc_index[i]])
-        unit = int(sc.units[i])
-        plang = LANGS[int(sc.lang[i])]
+    for part, final, i in ranked:
+        row = int(part.rows[part.doc_index[i]])
+        unit = int(part.units[i])
+        plang = LANGS[int(part.lang[i])]
         text = index.texts.text(unit)
-        comps = {"passage": float(sc.passage[i]), "doc": float(sc.doc[i]), "first_stage": float(sc.first_stage[i])}
-        if sc.context is not None:
-            comps[context_name] = float(sc.context[i])
+        comps = {"passage": float(part.passage[i]), "doc": float(part.doc[i]),
+                 "first_stage": float(part.first_stage[i])}
+        if part.context is not None:
+            comps[context_name] = float(part.context[i])
         if row not in titles:
             titles[row] = document_title(index, row, lang)
         matches: list[PassageMatch] = []
-        if highlight and plang in sc.images:
-            image = sc.images[plang]
+        if highlight and plang in part.images:
+            image = part.images[plang]
             matches = passage_matches(highlight_matches(text, image.probs, analyzers.get(plang) or get_analyzer(plang)),
                                       plang, lang, image, words)
         hits.append(PassageHit(
             doc_id=index.doc_id(row), passage_id=f"{index.doc_id(row)}/{index.pids.text(unit)}",
-            section_path=section_path(index, row, int(sc.sections[i])), text=text, score=float(final[i]),
+            section_path=section_path(index, row, int(part.sections[i])), text=text, score=float(final[i]),
             components=comps, highlights=[(m.start, m.end) for m in matches], title=titles[row], lang=plang,
             matches=matches,
         ))

@@ -127,9 +127,17 @@ def claim_chart(engine: Engine, req: ClaimChartRequest) -> ClaimChartResponse:
         words_of = list({whole: (whole, *parts) for whole, parts in
                          resources.analyzer(lang).groups(el.text)}.values())
         targets = _targets(images, words_of)
+        # each document's CELL_CANDIDATES best passages, ranked within the document alone (a cell does not depend
+        # on the other documents charted), all documents scored at once
+        of_doc: dict[str, list[PassageHit]] = {}
+        for hit in passages.rank(images, lang, np.asarray(rows, dtype=np.int64), None, analyzers=resources.analyzers,
+                                 words=words, k=CELL_CANDIDATES, langs=set(images), highlight=False,
+                                 alone=True).hits:
+            of_doc.setdefault(hit.doc_id, []).append(hit)
         any_disclosed = False
-        for row, doc_id in zip(rows, ids, strict=True):
-            cell = _cell(resources, passages, el.label, doc_id, row, images, words, targets, lang, analysed, tokens)
+        for doc_id in ids:
+            cell = _cell(resources, el.label, doc_id, of_doc.get(doc_id, []), images, words, targets, lang, analysed,
+                         tokens)
             cells.append(cell)
             if cell.status == "disclosed":
                 disclosed[doc_id] += 1
@@ -168,17 +176,14 @@ def _targets(images: dict[str, QueryImage], words_of: list[tuple[str, ...]]) -> 
     return out
 
 
-def _cell(resources: IndexResources, passages: PassageIndex, label: str, doc_id: str, row: int,
+def _cell(resources: IndexResources, label: str, doc_id: str, hits: list[PassageHit],
           images: dict[str, QueryImage], words: dict[str, list[str]],
           targets: dict[str, list[set[str]]], lang: str, analysed: dict[str, set[str]],
           tokens: dict[str, list[tuple[int, int, tuple[str, ...]]]]) -> ChartCell:
-    """One document's cell for one element: of its ``CELL_CANDIDATES`` best passages for the element (ranked within
-    the document alone, so that a cell does not depend on the other documents charted), the one that renders most
-    of the element's terms (ties: the better ranked). Only that one is highlighted. ``analysed`` and ``tokens`` keep
-    a passage's terms and tokens for the chart's other elements."""
-    hits = passages.rank(images, lang, np.asarray([row], dtype=np.int64), None,
-                         analyzers=resources.analyzers, words=words, k=CELL_CANDIDATES,
-                         langs=set(images), highlight=False).hits
+    """One document's cell for one element: of its ``CELL_CANDIDATES`` best passages for the element (``hits``,
+    ranked within the document alone, so that a cell does not depend on the other documents charted), the one that
+    renders most of the element's terms (ties: the better ranked). Only that one is highlighted. ``analysed`` and
+    ``tokens`` keep a passage's terms and tokens for the chart's other elements."""
     best: tuple[float, PassageHit] | None = None
     for hit in hits:
         plang = hit.lang or lang

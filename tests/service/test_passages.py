@@ -335,6 +335,24 @@ def test_rank_returns_k_best_with_ties_in_candidate_order() -> None:
     assert ranking.hits == [] and ranking.documents == 0
 
 
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_alone_ranks_each_candidate_as_if_it_were_the_only_one(variant: str) -> None:
+    """rank(alone=True), a claim chart's cells: each candidate's k best passages, exactly (scores, components,
+    highlights) as ranking that candidate alone gives them, candidate by candidate, from one scoring of them all."""
+    docs = [_nested(), _context_doc(), _rec("EP0000080B1", [Section(paragraphs=["la soupape et le ressort"])],
+                                            lang="fr", title="Soupape"),
+            _rec("EP0000081B1", [Section(heading="Seals", paragraphs=["valve valve seal", "spring"])])]
+    index = PassageIndex.from_records(docs)
+    rows = [3, 0, 2, 1]
+    for query, lang, langs in (("valve spring seal", "en", None), ("valve spring", "en", {"en"}),
+                               ("Ventil Feder Dichtung", "de", {"de"})):
+        together = index.rank(query, lang, rows, variant=variant, k=3, langs=langs, alone=True)
+        one_by_one = [index.rank(query, lang, [r], variant=variant, k=3, langs=langs) for r in rows]
+        assert together.hits == [h for r in one_by_one for h in r.hits], (query, variant)
+        assert together.skipped == sum(r.skipped for r in one_by_one)
+        assert together.documents == sum(r.documents for r in one_by_one)
+
+
 def test_partial_order_equals_stable_full_sort() -> None:
     scores = PassageIndex.from_records([_nested()]).score("valve", "en", [0])
     rng = np.random.default_rng(3)
