@@ -11,6 +11,7 @@ from training.commands import (
     bench,
     build,
     demo,
+    docs,
     evaluate,
     experiment,
     ingest,
@@ -35,7 +36,7 @@ app = typer.Typer(
 )
 
 for module in (ingest, synth, build, live, search, evaluate, tasks, translate, train, serve, warmup, demo, bench,
-               experiment, ltr, watch):
+               experiment, ltr, docs, watch):
     module.register(app)
 
 

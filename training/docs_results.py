@@ -1,0 +1,350 @@
+"""The measured tables of docs/RESULTS.md and the README, rendered from the result files in docs/results/
+(``priorart docs results``; ``--check`` fails when a document differs from its rendering).
+
+A document marks each generated table with a pair of comments::
+
+    <!-- BEGIN results NAME -->
+    ...                                   (replaced by the rendering of NAME)
+    <!-- END results -->
+
+``NAME`` is a key of :data:`TABLES`; each table names the result files it reads (relative to docs/results/), each
+written by the ``--out`` of a ``priorart experiment`` command (:mod:`training.experiments.output`), and ends with
+the commit and the command that measured it. :func:`figure` reads one figure of a result file: the expected
+figures (docs/results/expected.json) are checked against the result files and re-measured by
+tests/test_docs_results.py.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+RESULTS_DIR = REPO / "docs" / "results"
+DOCUMENTS = (REPO / "docs" / "RESULTS.md", REPO / "README.md")
+BLOCK = re.compile(r"(<!-- BEGIN results (?P<name>[\w./-]+) -->\n)(?P<body>.*?)(<!-- END results -->)", re.S)
+
+Result = dict[str, Any]
+
+
+class ResultsError(ValueError):
+    """A document or result file is not what the generator expects (the message names it)."""
+
+
+# ---- reading -------------------------------------------------------------------------------------------------
+
+
+def load(name: str, results_dir: Path = RESULTS_DIR) -> Result:
+    path = results_dir / name
+    if not path.is_file():
+        raise ResultsError(f"result file {path} not found (written by the command named in docs/RESULTS.md)")
+    data: Result = json.loads(path.read_text(encoding="utf-8"))
+    return data
+
+
+def _xling_rows(r: Result, row: str, measure: str) -> float:
+    lang = "all"
+    if ":" in row:  # "all+compounds:de": one topic language
+        row, lang = row.rsplit(":", 1)
+    return float(r["rows"][row][lang][measure])
+
+
+def _passages(r: Result, row: str, measure: str) -> float:
+    return float(next(v for v in r["variants"] if v["variant"] == row)[measure])
+
+
+def _feedback(r: Result, row: str, measure: str) -> float:
+    return float(r[row][measure])  # row: before / after; measure: MRR, R@100
+
+
+def _xling_passages(r: Result, row: str, measure: str) -> float:
+    direction, variant = row.split(" ", 1)
+    return float(r["rows"][direction][variant][measure])
+
+
+# experiment -> how its result file is addressed by an expected figure's row and measure
+FIGURES: dict[str, Callable[[Result, str, str], float]] = {
+    "passages": _passages,
+    "xling": _xling_rows,
+    "xling-tasks": _xling_rows,
+    "route-merge": _xling_rows,
+    "feedback": _feedback,
+    "xling-passages": _xling_passages,
+}
+
+
+def figure(experiment: str, result: Result, row: str, measure: str) -> float:
+    """One figure of a result file: e.g. ``("passages", r, "qsf_v", "defaults")``, ``("xling-tasks", r,
+    "all+compounds:de", "mrr")``. Raises :class:`ResultsError` for a row or measure the file lacks."""
+    if experiment not in FIGURES:
+        raise ResultsError(f"unknown experiment {experiment!r}; known: {', '.join(FIGURES)}")
+    try:
+        return FIGURES[experiment](result, row, measure)
+    except (KeyError, StopIteration, ValueError) as exc:
+        raise ResultsError(f"{experiment}: no figure {measure!r} of row {row!r} in the result file") from exc
+
+
+# ---- rendering -----------------------------------------------------------------------------------------------
+
+
+def _p(p: float | None) -> str:
+    if p is None:
+        return "–"
+    return f"{p:.4f}" if p < 0.001 else f"{p:.3f}" if p < 0.1 else f"{p:.2f}"
+
+
+def source(r: Result, name: str) -> str:
+    """The line under a table: which file, which commit, which command."""
+    seconds = r.get("seconds")
+    total = seconds.get("total") if isinstance(seconds, Mapping) else seconds
+    took = f" ({total / 60:.1f} min)" if isinstance(total, int | float) and total >= 90 else (
+        f" ({total:.0f} s)" if isinstance(total, int | float) else "")
+    command = r.get("command") or "(command not recorded)"
+    return (f"Result file `docs/results/{name}`, measured at `{r.get('commit') or 'unknown commit'}`{took} by "
+            f"`{command}`.")
+
+
+def _ordered(keys: Any, order: Any) -> list[str]:
+    """``keys`` in the order of ``order`` (a result file's keys are sorted), the others after them."""
+    rank = {k: i for i, k in enumerate(order)}
+    return sorted(keys, key=lambda k: (rank.get(k, len(rank)), k))
+
+
+LANG_ORDER = ("all", "en", "de", "fr")
+
+
+def _table(head: list[str], rows: list[list[str]]) -> list[str]:
+    return ["| " + " | ".join(head) + " |", "|" + "---|" * len(head), *("| " + " | ".join(r) + " |" for r in rows)]
+
+
+XLING_ROW_NAMES = {
+    "none": "none (no translation)",
+    "x-en only": "de→en, fr→en only",
+    "de-en only": "de→en only",
+    "fr-en only": "fr→en only",
+    "en-de only": "en→de only",
+    "en-fr only": "en→fr only",
+    "all": "all (every table)",
+    "all, query-weight merge": "all, routes merged by Σ idf (k1+1)",
+    "all, max merge": "all, routes merged by each route's best score",
+    "all+compounds": "**all + compounds (default)**",
+    "all+compounds, no parts": "all + compounds, parts never translated",
+    "all+compounds, parts always": "all + compounds, parts always translated",
+}
+
+
+def xling_task_table(name: str, results_dir: Path = RESULTS_DIR) -> str:
+    r = load(name, results_dir)
+    langs = _ordered([k for k in next(iter(r["rows"].values())) if k != "all"], LANG_ORDER)
+    head = ["translation", "MRR", "S@1", "S@10", *(f"MRR {x}" for x in langs if len(langs) > 1), "p vs none",
+            "p vs all"]
+    routes = r["task"] == "reverse"
+    if routes:
+        head.append("the grant's best route")
+    rows = []
+    for row in _ordered(r["rows"], XLING_ROW_NAMES):
+        res = r["rows"][row]
+        a = res["all"]
+        p = r["p_values"].get(row, {})
+        mrr = f"**{a['mrr']:.3f}**" if row == "all+compounds" else f"{a['mrr']:.3f}"
+        cells = [XLING_ROW_NAMES.get(row, row), mrr, f"{a['success@1']:.2f}", f"{a['success@10']:.2f}",
+                 *(f"{res[x]['mrr']:.3f}" for x in langs if len(langs) > 1),
+                 _p(p.get("vs none")), _p(p.get("vs all"))]
+        if routes:
+            won = sorted(r["routes"].get(row, {}).items(), key=lambda kv: (-kv[1], kv[0]))
+            cells.append(", ".join(f"{k} {v}" for k, v in won if k != "not found") or "–")
+        rows.append(cells)
+    lines = _table(head, rows)
+    lines += ["", f"{r['topics']} topics ({len(r['grants'])} grants), {r['settings']['folds']} folds. "
+              + source(r, name)]
+    return "\n".join(lines)
+
+
+def xling_table(name: str, results_dir: Path = RESULTS_DIR) -> str:
+    r = load(name, results_dir)
+    names = {"none": "none", "dict": "dictionary (FreeDict) only", "aligned": "aligned claims (IBM-1) only",
+             "both": "**both (interpolated)**"}
+    rows = [[names.get(row, row), f"{m['all']['mrr']:.3f}", f"{m['all']['success@1']:.2f}",
+             f"{m['all']['success@10']:.2f}", f"{m['de']['mrr']:.3f}", f"{m['fr']['mrr']:.3f}",
+             _p(r["p_values"].get(row))] for row, m in ((k, r["rows"][k]) for k in _ordered(r["rows"], names))]
+    lines = _table(["tables", "MRR", "S@1", "S@10", "MRR de", "MRR fr", "p vs none"], rows)
+    lines += ["", f"{r['topics']} topics ({len(r['grants'])} grants × de, fr), {r['settings']['folds']} folds. "
+              + source(r, name)]
+    return "\n".join(lines)
+
+
+def _params(row: Mapping[str, Any]) -> str:
+    parts = [f"α {row['alpha']:.1f}"]
+    if row.get("beta") is not None:
+        parts.append(f"β {row['beta']:.1f}")
+    if row.get("sigma") is not None:
+        parts.append(f"σ {row['sigma']:g}")
+    return " ".join(parts)
+
+
+VARIANT_NAMES = {"qsf_v": "QSF_v", "qsf_v_title": "QSF_v_title", "qsf_section": "QSF_section",
+                 "qsf_section_propagate": "QSF_sectionPropagate", "qsf_passage_propagate": "QSF_passagePropagate"}
+
+
+def passages_table(name: str, results_dir: Path = RESULTS_DIR) -> str:
+    r = load(name, results_dir)
+    rows = []
+    for v in r["variants"]:
+        rows.append([VARIANT_NAMES.get(v["variant"], v["variant"]), f"{v['defaults']:.3f}", f"{v['paper']:.3f}",
+                     f"{v['tuned']:.3f}", " / ".join(f"{f['heldout_map_d']:.3f}" for f in v["folds"]),
+                     _p(v["p_vs_defaults"]), "; ".join(_params(f) for f in v["folds"])])
+    lines = _table(["variant", "defaults α = β = 0.5, σ = 1", "paper Table 4 (σ = 1)", "tuned, held out",
+                    "per fold", "p tuned vs defaults", "tuned on the other fold"], rows)
+    lines += ["", f"MAP(D), k = {r['settings']['k']}; {r['queries']} proxy queries from {r['query_documents']} "
+              f"documents, {r['documents']} candidate documents, {r['settings']['folds']} folds by document. "
+              + source(r, name)]
+    return "\n".join(lines)
+
+
+def xling_passages_table(name: str, results_dir: Path = RESULTS_DIR) -> str:
+    r = load(name, results_dir)
+    variant = "qsf_passage_propagate"
+    base = bool(r.get("baseline"))
+    head = ["direction", "topics", "MRR", "S@1", "S@10", "top passage from the grant", "`/search` @1"]
+    if base:
+        head += ["MRR before", "top from grant before", "p vs before"]
+    directions = _ordered(r["rows"], r["settings"].get("directions", ()))
+    rows = []
+    for direction in directions:
+        m = r["rows"][direction][variant]
+        cells = [direction, str(r["topics"][direction]), f"**{m['mrr']:.3f}**", f"{m['success@1']:.2f}",
+                 f"{m['success@10']:.2f}", f"{m['top_from_grant']:.2f}", f"{m['search@1']:.2f}"]
+        if base:
+            b = r["baseline"].get(direction, {}).get(variant, {})
+            cells += [f"{b['mrr']:.3f}" if b else "–", f"{b['top_from_grant']:.2f}" if b else "–",
+                      _p(r["p_values"].get(direction, {}).get(variant))]
+        rows.append(cells)
+    best = []
+    for direction in directions:
+        v, m = max(r["rows"][direction].items(), key=lambda kv: kv[1]["mrr"])
+        best.append(f"{direction} {VARIANT_NAMES.get(v, v)} {m['mrr']:.3f}")
+    lines = _table(head, rows)
+    lines += ["", f"Variant `{variant}` (the service's default), k = {r['settings']['k']}, "
+              f"{r['settings']['folds']} folds. The best variant per direction: {'; '.join(best)}. "
+              + source(r, name)]
+    return "\n".join(lines)
+
+
+ROUTE_MERGE_NAMES = {"own route only": "own route only", "all routes": "every route, reference merge (default)",
+                     "all routes, weight merge": "every route, query-weight merge (Σ idf (k1+1))",
+                     "all routes, saturated merge": "every route, translated units saturated at (k1+1) × one best "
+                                                    "occurrence",
+                     "all routes, max merge": "every route, each route's best score"}
+
+
+def route_merge_table(name: str, results_dir: Path = RESULTS_DIR) -> str:
+    r = load(name, results_dir)
+    langs = _ordered(r["topics"], LANG_ORDER)
+    head = ["merge", "MRR all", *(f"{x} ({r['topics'][x]})" for x in langs), "topics moved down / up",
+            "p vs own route only"]
+    rows = []
+    for row in _ordered(r["rows"], ROUTE_MERGE_NAMES):
+        by_lang = r["rows"][row]
+        mv = r["moved"].get(row, {}).get("all")
+        rows.append([ROUTE_MERGE_NAMES.get(row, row), f"{by_lang['all']['mrr']:.3f}",
+                     *(f"{by_lang[x]['mrr']:.3f}" for x in langs),
+                     f"{mv['down']} / {mv['up']}" if mv else "–", _p(r["p_values"].get(row))])
+    lines = _table(head, rows)
+    lines += ["", f"MRR, depth {r['settings']['depth']}, {r['settings']['folds']} folds. " + source(r, name)]
+    return "\n".join(lines)
+
+
+def feedback_table(name: str, results_dir: Path = RESULTS_DIR) -> str:
+    r = load(name, results_dir)
+    rows = [[m, f"{r['before'][m]:.3f}", f"{r['after'][m]:.3f}", _p(r["p"][m])] for m in r["before"]]
+    lines = _table(["measure", "before", "after", "p"], rows)
+    ex = r.get("added_example") or {}
+    lines += ["", f"{r['measured']} of {r['topics']} topics measured ({r['no_relevant_found']} without a relevant "
+              f"document in the top {r['depth']}); {r['mean_relevant']:.1f} remaining relevant documents per "
+              f"topic; {r['terms']} expansion terms"
+              + (f" (e.g. {ex['topic']}, marked {ex['marked']}: added {', '.join(ex['added'])})" if ex else "")
+              + ". " + source(r, name)]
+    return "\n".join(lines)
+
+
+def summary_table(results_dir: Path = RESULTS_DIR) -> str:
+    """The README's table: each cross-lingual task, without translation and with the default build."""
+    tasks = [("xling-tasks/mate.json", "German/French first claim → English-only index"),
+             ("xling-tasks/descriptions.json", "German/French first claim → descriptions (en, de, fr)"),
+             ("xling-tasks/reverse.json", "English first claim → German/French-only grants"),
+             ("xling-tasks/titles.json", "German/French title → English-only index")]
+    rows = []
+    commits = set()
+    for name, label in tasks:
+        r = load(name, results_dir)
+        commits.add(r.get("commit") or "unknown commit")
+        a, b = r["rows"]["none"]["all"], r["rows"]["all+compounds"]["all"]
+        rows.append([label, str(r["topics"]), f"{a['mrr']:.3f}", f"**{b['mrr']:.3f}**", f"{b['success@10']:.2f}"])
+    p = load("xling-passages.json", results_dir)
+    commits.add(p.get("commit") or "unknown commit")
+    for direction, label in (("de-en", "German claim → its English twin claim (`/passages`)"),
+                             ("en-de", "English claim → its German twin claim (`/passages`)")):
+        m = p["rows"][direction]["qsf_passage_propagate"]
+        rows.append([label, str(p["topics"][direction]), "–", f"**{m['mrr']:.3f}**", f"{m['success@10']:.2f}"])
+    lines = _table(["task (topics from the 25 trilingual EP grants)", "topics",
+                    "MRR without translation", "MRR (default build)", "S@10"], rows)
+    lines += ["", f"Cross-fitted (no table or compound list saw a topic's grant); measured at "
+              f"{', '.join(f'`{c}`' for c in sorted(commits))}; commands and every row in "
+              "[docs/RESULTS.md](docs/RESULTS.md)."]
+    return "\n".join(lines)
+
+
+def _file(render: Callable[[str, Path], str], name: str) -> Callable[[Path], str]:
+    return lambda results_dir: render(name, results_dir)
+
+
+@dataclass(frozen=True)
+class Table:
+    render: Callable[[Path], str]
+    files: tuple[str, ...]
+
+
+TABLES: dict[str, Table] = {
+    **{f"xling-tasks/{t}": Table(_file(xling_task_table, f"xling-tasks/{t}.json"), (f"xling-tasks/{t}.json",))
+       for t in ("descriptions", "reverse", "mate", "titles")},
+    "xling-tasks-words-only/mate": Table(_file(xling_task_table, "xling-tasks-words-only/mate.json"),
+                                         ("xling-tasks-words-only/mate.json",)),
+    "xling": Table(_file(xling_table, "xling/xling.json"), ("xling/xling.json",)),
+    "passages": Table(_file(passages_table, "passages.json"), ("passages.json",)),
+    "xling-passages": Table(_file(xling_passages_table, "xling-passages.json"), ("xling-passages.json",)),
+    "route-merge": Table(_file(route_merge_table, "route-merge.json"), ("route-merge.json",)),
+    "feedback": Table(_file(feedback_table, "feedback.json"), ("feedback.json",)),
+    "summary": Table(summary_table, tuple(f"xling-tasks/{t}.json" for t in ("mate", "descriptions", "reverse",
+                                                                                 "titles")) + ("xling-passages.json",)),
+}
+
+
+def render_document(text: str, results_dir: Path = RESULTS_DIR, *, where: str = "document") -> str:
+    """``text`` with every marked block replaced by its table."""
+
+    def one(m: re.Match[str]) -> str:
+        name = m.group("name")
+        if name not in TABLES:
+            raise ResultsError(f"{where}: unknown results table {name!r}; known: {', '.join(TABLES)}")
+        return m.group(1) + TABLES[name].render(results_dir) + "\n" + m.group(4)
+
+    return BLOCK.sub(one, text)
+
+
+def update(documents: tuple[Path, ...] = DOCUMENTS, results_dir: Path = RESULTS_DIR, *,
+           check: bool = False) -> list[Path]:
+    """Render every document's tables; write them back (or, with ``check``, only compare). Returns the documents
+    that differed from their rendering."""
+    stale = []
+    for doc in documents:
+        text = doc.read_text(encoding="utf-8")
+        rendered = render_document(text, results_dir, where=str(doc))
+        if rendered != text:
+            stale.append(doc)
+            if not check:
+                doc.write_text(rendered, encoding="utf-8")
+    return stale
