@@ -281,7 +281,6 @@ def evaluate(engine: Engine, store: WatchStore, *, wait: bool = True, batch: int
             log.info("watches: evaluating %d at generation %d (%d documents new since generation %d)", len(pending),
                      engine.generation, report.new_documents, oldest)
             buffer: list[Outcome] = []
-            batches = 0
             for outcome in evaluator.run(pending, brought):
                 if stop is not None and stop():
                     break
@@ -293,12 +292,10 @@ def evaluate(engine: Engine, store: WatchStore, *, wait: bool = True, batch: int
                 report.nothing_new += outcome.how == "nothing new"
                 report.errors += outcome.how == "error"
                 if len(buffer) >= batch:
-                    batches += 1
-                    store.record(conn, buffer, batch=batches)
+                    store.record(conn, buffer)
                     buffer = []
             if buffer:
-                batches += 1
-                store.record(conn, buffer, batch=batches)
+                store.record(conn, buffer)
     report.seconds = time.perf_counter() - started
     log.info("%s", report.line())
     return report

@@ -52,9 +52,6 @@ DB_NAME = "watches.sqlite"
 LOCK_NAME = "evaluate.lock"
 SCHEMA_VERSION = 1
 STATE_SUFFIX = ".state"
-CRASH_ENV = "PRIORART_TEST_CRASH_AT"
-"""Test hook (as service/versioned.py's): ``watch-commit:N`` kills the process with SIGKILL just before the N-th
-commit of an evaluation's batches, its rows written and not committed."""
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS watches (
@@ -375,7 +372,7 @@ class WatchStore:
                             "WHERE evaluated_generation < ? ORDER BY id", (generation,)).fetchall()
         return [Pending(r[0], r[1], WatchRequest.model_validate_json(r[2]), r[3], json.loads(r[4])) for r in rows]
 
-    def record(self, conn: sqlite3.Connection, outcomes: Sequence[Outcome], *, batch: int = 0) -> int:
+    def record(self, conn: sqlite3.Connection, outcomes: Sequence[Outcome]) -> int:
         """Write the evaluations of a batch of watches in one transaction; returns how many were written (a watch
         deleted meanwhile, or evaluated at that generation by another process, is left out)."""
         written = 0
@@ -404,7 +401,6 @@ class WatchStore:
                       h.publication_date.isoformat() if h.publication_date else None,
                       h.passage.model_dump_json() if h.passage is not None else None, h.found_at) for h in o.hits])
                 written += 1
-            _crash_point(batch)
             conn.execute("COMMIT")
         except BaseException:
             with contextlib.suppress(sqlite3.Error):
@@ -417,15 +413,6 @@ _WATCH_SQL = ("SELECT w.id, w.name, w.request, w.created, w.created_generation, 
               "(SELECT COUNT(*) FROM hits h WHERE h.watch_id = w.id AND h.dropped_generation IS NULL), "
               "(SELECT MAX(h.generation) FROM hits h WHERE h.watch_id = w.id AND h.dropped_generation IS NULL) "
               "FROM watches w")
-
-
-def _crash_point(batch: int) -> None:
-    """The test hook of :data:`CRASH_ENV`: ``watch-commit:N`` dies with the N-th batch's rows written, uncommitted."""
-    spec = os.environ.get(CRASH_ENV, "")
-    if spec.startswith("watch-commit:") and spec.split(":", 1)[1] == str(batch):
-        import signal
-
-        os.kill(os.getpid(), signal.SIGKILL)
 
 
 __all__ = ["DB_NAME", "Outcome", "Pending", "Snapshot", "StateError", "WatchStore", "owner_of", "state_dir"]

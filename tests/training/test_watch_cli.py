@@ -137,6 +137,42 @@ def _env(**extra: str) -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": str(REPO), **extra}
 
 
+CRASH_AT_COMMIT = """
+import os, runpy, signal, sys
+
+from service.watch.store import WatchStore
+
+AT = int(os.environ["WATCH_CRASH_AT"])
+connect = WatchStore.connect
+
+
+class Connection:
+    \"\"\"A connection that kills the process (SIGKILL) at the AT-th commit of evaluations, their rows written.\"\"\"
+
+    def __init__(self, conn):
+        self._conn, self._evaluations, self._commits = conn, False, 0
+
+    def execute(self, sql, *args):
+        if sql.startswith("INSERT INTO evaluations"):
+            self._evaluations = True
+        elif sql == "COMMIT" and self._evaluations:
+            self._evaluations, self._commits = False, self._commits + 1
+            if self._commits == AT:
+                os.kill(os.getpid(), signal.SIGKILL)
+        return self._conn.execute(sql, *args)
+
+    def __getattr__(self, name):
+        return getattr(self._conn, name)
+
+
+WatchStore.connect = lambda self: Connection(connect(self))
+sys.argv[0] = "priorart"
+runpy.run_module("training.cli", run_name="__main__", alter_sys=True)
+"""
+"""``priorart`` with a fault injected: the process kills itself when it would commit the ``WATCH_CRASH_AT``-th batch
+of evaluations, their rows written, as a crash then would."""
+
+
 @pytest.mark.slow
 def test_kill_9_during_evaluation_loses_and_duplicates_nothing(built: tuple[Path, list[PatentRecord]],
                                                               tmp_path: Path) -> None:
@@ -173,8 +209,8 @@ def test_kill_9_during_evaluation_loses_and_duplicates_nothing(built: tuple[Path
         shutil.copytree(pristine, store.root)
         if trial % 2 == 0:  # killed with the rows of a batch written, not committed
             at = rng.randint(1, batches - 1)
-            done = subprocess.run(cmd, env=_env(PRIORART_TEST_CRASH_AT=f"watch-commit:{at}"), capture_output=True,
-                                  timeout=300)
+            done = subprocess.run([sys.executable, "-c", CRASH_AT_COMMIT, *cmd[3:]], env=_env(WATCH_CRASH_AT=str(at)),
+                                  capture_output=True, timeout=300)
             assert done.returncode == -signal.SIGKILL, done.stderr
         else:  # killed at a random time
             proc = subprocess.Popen(cmd, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
