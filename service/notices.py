@@ -13,8 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from service.fusion import REQUEST_WEIGHTS
-
-LANG_NAMES = {"en": "English", "de": "German", "fr": "French"}
+from service.text.analysis import LANG_NAMES
 
 
 @dataclass(frozen=True)

@@ -13,8 +13,10 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from service.codes import normalise_codes
+from service.text.analysis import Language
 
-Lang = Literal["auto", "en", "de", "fr"]
+Lang = Literal["auto", Language]
+"""A request's language: one of the languages (service/text/analysis.py), or ``auto``: detected."""
 Variant = Literal["qsf_v", "qsf_v_title", "qsf_section", "qsf_section_propagate", "qsf_passage_propagate"]
 COMPONENT_NAMES = ("bm25", "dense", "text", "meta", "joint", "wordpair", "domain")  # service.fusion.COMPONENTS
 

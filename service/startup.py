@@ -322,11 +322,12 @@ def first_queries(engine: Engine, *, rows: int = 50, k: int = 10) -> int:
     allocations); the number of queries run. A query the index cannot answer is skipped (logged)."""
     from service.query import QueryError
     from service.schema import PassageRequest, SearchRequest
+    from service.text.analysis import SUPPORTED_LANGS
 
     texts: dict[str, str] = {}
     for row in range(min(rows, len(engine.docs.ids))):
         for lang, title in engine.docs.header_row(row).title.items():
-            if lang in ("en", "de", "fr") and title.strip():
+            if lang in SUPPORTED_LANGS and title.strip():
                 texts.setdefault(lang, title)
         if len(texts) == 3:
             break

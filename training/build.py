@@ -29,11 +29,11 @@ from pathlib import Path
 from typing import Any
 
 from service.corpus.jsonl import read_corpus
-from service.corpus.record import LANGS, PatentRecord
+from service.corpus.record import PatentRecord
 from service.index.folder import FIELDS, SCORINGS, IndexFolder, Layout, validate_settings, write_meta
 from service.index.live import ENCODE_BATCH, EmptyBatchError, encode_documents, index_documents
 from service.index.store import DocStore
-from service.text.analysis import Analyzer, CachedAnalyzer, get_analyzer
+from service.text.analysis import SUPPORTED_LANGS, Analyzer, CachedAnalyzer, get_analyzer
 from service.text.compounds import CompoundSplitter
 from training.translation.compounds import COMPOUND_LANGS
 from training.translation.index_step import (
@@ -50,7 +50,7 @@ from training.translation.lexicons import DEFAULT_LEXICONS, DEFAULT_SPLITTER_LEX
 
 log = logging.getLogger(__name__)
 
-DEFAULT_INDEX_LANGS = ("en", "de", "fr")
+DEFAULT_INDEX_LANGS = SUPPORTED_LANGS  # every language
 
 
 class BuildError(ValueError):
@@ -201,7 +201,7 @@ def build_index(
         raise BuildError(f"unknown dense index {dense_index!r}; choose from {', '.join(DENSE_KINDS)}")
     if models_dir is not None and not (Path(models_dir) / "meta.json").is_file():
         raise BuildError(f"{Path(models_dir) / 'meta.json'} is missing: not a models folder (run `priorart train`)")
-    langs = _parse_list(index_langs, LANGS, "index language(s)")
+    langs = _parse_list(index_langs, SUPPORTED_LANGS, "index language(s)")
     field_list = _parse_list(fields, FIELDS, "field(s)")
     if scoring not in SCORINGS:
         raise BuildError(f"unknown scoring {scoring!r}; choose from {', '.join(SCORINGS)}")
@@ -529,7 +529,7 @@ def build_sharded_index(
         raise BuildError(f"{Path(models_dir) / 'meta.json'} is missing: not a models folder (run `priorart train`)")
     if not Path(corpus).is_file():
         raise BuildError(f"corpus file {corpus} does not exist")
-    langs = _parse_list(index_langs, LANGS, "index language(s)")
+    langs = _parse_list(index_langs, SUPPORTED_LANGS, "index language(s)")
     out = _output_folder(out_dir, overwrite)
     compound_langs, xopts = _translation_options(compounds, langs, translation, translation_dir, lexicons,
                                                  splitter_lexicons)

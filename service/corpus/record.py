@@ -11,8 +11,7 @@ from datetime import date
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from service.codes import normalise_codes
-
-LANGS = ("en", "de", "fr")
+from service.text.analysis import SUPPORTED_LANGS
 
 
 class Claim(BaseModel):
@@ -91,7 +90,8 @@ class PatentRecord(BaseModel):
         langs = set(self.title) | set(self.abstract) | {k for k, v in self.claims.items() if v}
         if self.description and self.lang:
             langs.add(self.lang)
-        return sorted(langs, key=lambda x: (LANGS.index(x) if x in LANGS else len(LANGS), x))
+        return sorted(langs, key=lambda x: (SUPPORTED_LANGS.index(x) if x in SUPPORTED_LANGS else len(SUPPORTED_LANGS),
+                                            x))
 
     def description_text(self) -> str:
         """All description paragraphs (headings included) as one string."""

@@ -15,7 +15,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from service.codes import normalise_codes, record_codes
-from service.corpus.record import LANGS
+from service.text.analysis import SUPPORTED_LANGS
 
 Run = dict[str, dict[str, float]]
 """A run: query id -> document id -> score (higher is better)."""
@@ -62,8 +62,8 @@ class Topic(BaseModel):
     @field_validator("lang")
     @classmethod
     def _lang_known(cls, value: str | None) -> str | None:
-        if value is not None and value not in LANGS:
-            raise ValueError(f"lang must be one of {', '.join(LANGS)}, got {value!r}")
+        if value is not None and value not in SUPPORTED_LANGS:
+            raise ValueError(f"lang must be one of {', '.join(SUPPORTED_LANGS)}, got {value!r}")
         return value
 
     @field_validator("ipc", "cpc", mode="before")

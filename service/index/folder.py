@@ -69,8 +69,8 @@ from typing import Any
 import numpy as np
 
 from service import __version__
-from service.corpus.record import LANGS
 from service.phases import timed
+from service.text.analysis import SUPPORTED_LANGS
 from service.versioned import read_versioned, write_versioned
 
 log = logging.getLogger(__name__)
@@ -190,7 +190,7 @@ def validate_settings(settings: Mapping[str, Any]) -> dict[str, Any]:
     if unknown:
         raise ValueError(f"unexpected setting(s): {', '.join(unknown)} (known: {', '.join(required + optional)})")
     _check_list("fields", settings["fields"], FIELDS)
-    _check_list("index_langs", settings["index_langs"], LANGS)
+    _check_list("index_langs", settings["index_langs"], SUPPORTED_LANGS)
     if settings["scoring"] not in SCORINGS:
         raise ValueError(f"setting 'scoring' is {settings['scoring']!r}; valid: {', '.join(SCORINGS)}")
     k1, b, eps = settings["k1"], settings["b"], settings["epsilon"]

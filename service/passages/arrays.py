@@ -15,10 +15,10 @@ import numpy as np
 import numpy.typing as npt
 
 import service.passages.format as fmt
-from service.corpus.record import LANGS
 from service.index.folder import IndexFormatError
 from service.passages.kernels import warm as warm_kernels
 from service.passages.tree import lang_mask
+from service.text.analysis import SUPPORTED_LANGS
 
 
 class PassageIndexError(IndexFormatError):
@@ -160,7 +160,7 @@ class PassageArrays:
                                                                                   (totals[0],)),
             f"{fmt.PID}.npy": ((len(self.pids),), (totals[0],)),
             fmt.VOCAB_CF: (self.vocab_cf.shape, (len(self.vocab),)),
-            fmt.LANG_TOKENS: (self.lang_tokens.shape, (len(LANGS),)),
+            fmt.LANG_TOKENS: (self.lang_tokens.shape, (len(SUPPORTED_LANGS),)),
         }
         for name, (got, want) in expect.items():
             if tuple(got) != tuple(want):

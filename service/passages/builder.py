@@ -24,9 +24,9 @@ import numpy.typing as npt
 from tqdm import tqdm
 
 import service.passages.format as fmt
-from service.corpus.record import LANGS, PatentRecord
+from service.corpus.record import PatentRecord
 from service.passages.tree import KIND_ABSTRACT, layout
-from service.text.analysis import get_analyzer
+from service.text.analysis import SUPPORTED_LANGS, get_analyzer
 
 log = logging.getLogger(__name__)
 
@@ -74,11 +74,12 @@ class PassageIndexBuilder:
         if any(self.out.iterdir()):
             raise PassageIndexBuildError(f"{self.out} is not empty: build a passage index into a new folder")
         given = dict(analyzers or {})
-        self._analyze: list[Analyze] = [given.get(lang) or get_analyzer(lang) for lang in LANGS]
-        self._vocab: list[dict[str, int]] = [{} for _ in LANGS]  # term -> provisional id (order of first sight)
+        self._analyze: list[Analyze] = [given.get(lang) or get_analyzer(lang) for lang in SUPPORTED_LANGS]
+        # term -> provisional id (order of first sight)
+        self._vocab: list[dict[str, int]] = [{} for _ in SUPPORTED_LANGS]
         self._n_terms = 0
         self._cf = array("q")  # per provisional id, the term's count (the collection model)
-        self._tokens = [0] * len(LANGS)
+        self._tokens = [0] * len(SUPPORTED_LANGS)
         self._files: dict[str, BinaryIO] = {}
         self._bufs: dict[str, array[int]] = {}
         for name, code in _STREAMS.items():
@@ -188,10 +189,10 @@ class PassageIndexBuilder:
             fh.close()
         # vocabulary: sorted "lang\0term" keys; a term's joint id is its rank
         keyed = sorted(
-            (f"{LANGS[code]}\0{term}".encode(), tid) for code, vocab in enumerate(self._vocab)
+            (f"{SUPPORTED_LANGS[code]}\0{term}".encode(), tid) for code, vocab in enumerate(self._vocab)
             for term, tid in vocab.items()
         )
-        self._vocab = [{} for _ in LANGS]
+        self._vocab = [{} for _ in SUPPORTED_LANGS]
         remap = np.empty(len(keyed), dtype=np.int32)
         offsets = np.zeros(len(keyed) + 1, dtype=np.int64)
         with open(self.out / f"{fmt.VOCAB}.bin", "wb") as fh:

@@ -81,7 +81,6 @@ from typing import TYPE_CHECKING
 import numpy as np
 import numpy.typing as npt
 
-from service.corpus.record import LANGS
 from service.passages.highlight import highlight_matches, query_words
 from service.passages.kernels import passage_propagate, query_entries
 from service.passages.lm import (
@@ -122,11 +121,11 @@ if TYPE_CHECKING:
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 
-_N_LANGS = len(LANGS)
+_N_LANGS = len(SUPPORTED_LANGS)
 # _PICK[mask, lang]: the language a query in `lang` reads from a field available in `mask`
 _PICK = np.asarray([[pick_lang(m, q) for q in range(_N_LANGS)] for m in range(1 << _N_LANGS)], dtype=np.int64)
 # rank of each language code in string order: the reference breaks document-language ties by max((len, lang))
-_STR_RANK = np.asarray([sorted(LANGS).index(lang) for lang in LANGS], dtype=np.float64)
+_STR_RANK = np.asarray([sorted(SUPPORTED_LANGS).index(lang) for lang in SUPPORTED_LANGS], dtype=np.float64)
 _scratch = threading.local()
 
 
@@ -614,7 +613,7 @@ def rank_passages(
     for part, final, i in ranked:
         row = int(part.rows[part.doc_index[i]])
         unit = int(part.units[i])
-        plang = LANGS[int(part.lang[i])]
+        plang = SUPPORTED_LANGS[int(part.lang[i])]
         text = index.texts.text(unit)
         comps = {"passage": float(part.passage[i]), "doc": float(part.doc[i]),
                  "first_stage": float(part.first_stage[i])}

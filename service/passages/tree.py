@@ -41,15 +41,14 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from service.corpus.record import LANGS, PatentRecord, Section
+from service.corpus.record import PatentRecord, Section
 from service.text.analysis import SUPPORTED_LANGS
 
 ABSTRACT_LABEL, DESCRIPTION_LABEL, CLAIMS_LABEL = "Abstract", "Description", "Claims"
 
-# language codes (the order of LANGS); NO_LANG marks "none"
-LANG_CODE = {lang: i for i, lang in enumerate(LANGS)}
-NO_LANG = len(LANGS)
-assert tuple(SUPPORTED_LANGS) == tuple(LANGS), "language codes assume SUPPORTED_LANGS == LANGS"
+# language codes (the order of SUPPORTED_LANGS); NO_LANG marks "none"
+LANG_CODE = {lang: i for i, lang in enumerate(SUPPORTED_LANGS)}
+NO_LANG = len(SUPPORTED_LANGS)
 
 # unit kinds; passages are the kinds >= KIND_ABSTRACT
 KIND_TITLE, KIND_HEADING, KIND_ABSTRACT, KIND_DESCRIPTION, KIND_CLAIM = range(5)
@@ -166,7 +165,7 @@ def layout(record: PatentRecord) -> DocumentLayout:
         return len(lay.sec_parent) - 1
 
     titles = [Unit(KIND_TITLE, LANG_CODE[lang], -1, record.title[lang])
-              for lang in LANGS if record.title.get(lang, "").strip()]
+              for lang in SUPPORTED_LANGS if record.title.get(lang, "").strip()]
     headings: list[tuple[int, str]] = []  # (section, heading)
     abstracts: list[Unit] = []
     paragraphs: list[Unit] = []
@@ -176,7 +175,7 @@ def layout(record: PatentRecord) -> DocumentLayout:
     if lay.abstract_mask:
         sec = section(0, SEC_ABSTRACT)
         abstracts = [Unit(KIND_ABSTRACT, LANG_CODE[lang], sec, record.abstract[lang], "abstract")
-                     for lang in LANGS if lay.abstract_mask & (1 << LANG_CODE[lang])]
+                     for lang in SUPPORTED_LANGS if lay.abstract_mask & (1 << LANG_CODE[lang])]
     if record.description:
         dsec = section(0, SEC_DESCRIPTION)
 
@@ -197,7 +196,7 @@ def layout(record: PatentRecord) -> DocumentLayout:
     if lay.claims_mask:
         csec = section(0, SEC_CLAIMS)
         prefix = len(record.id) + 1
-        for lang in LANGS:
+        for lang in SUPPORTED_LANGS:
             if lay.claims_mask & (1 << LANG_CODE[lang]):
                 claims += [Unit(KIND_CLAIM, LANG_CODE[lang], csec, text, pid[prefix:])
                            for pid, text in claim_passage_ids(record, lang)]
@@ -226,7 +225,7 @@ class Passage:
 def document_passages(record: PatentRecord, lang: str) -> list[Passage]:
     """The passages of ``record`` for a query in ``lang``, in tree order (what the ranker scores)."""
     if lang not in LANG_CODE:
-        raise ValueError(f"unsupported language {lang!r}; choose one of {', '.join(LANGS)}")
+        raise ValueError(f"unsupported language {lang!r}; choose one of {', '.join(SUPPORTED_LANGS)}")
     lay = layout(record)
     code = LANG_CODE[lang]
     abs_lang, claim_lang = pick_lang(lay.abstract_mask, code), pick_lang(lay.claims_mask, code)
@@ -244,7 +243,7 @@ def document_passages(record: PatentRecord, lang: str) -> list[Passage]:
     for u in lay.units:
         if u.kind == KIND_DESCRIPTION or (u.kind == KIND_ABSTRACT and u.lang == abs_lang) or (
                 u.kind == KIND_CLAIM and u.lang == claim_lang):
-            out.append(Passage(record.id, f"{record.id}/{u.pid}", path(u.section), u.text, LANGS[u.lang],
+            out.append(Passage(record.id, f"{record.id}/{u.pid}", path(u.section), u.text, SUPPORTED_LANGS[u.lang],
                                KIND_NAMES[u.kind] if u.kind != KIND_DESCRIPTION else "description",
                                lay.sec_depth[u.section] + 1))
     return out

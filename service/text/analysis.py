@@ -13,7 +13,7 @@ import re
 import unicodedata
 from functools import lru_cache
 from importlib import resources
-from typing import Protocol
+from typing import Literal, Protocol, get_args
 
 import Stemmer  # PyStemmer
 
@@ -28,8 +28,13 @@ class Splitter(Protocol):
     def __len__(self) -> int: ...
 
 
-SUPPORTED_LANGS = ("en", "de", "fr")
-_STEMMER_NAMES = {"en": "english", "de": "german", "fr": "french"}
+Language = Literal["en", "de", "fr"]
+"""The languages priorart reads, indexes and translates between: the one definition. Records, analyzers, translation
+tables, the build's default and the API's ``lang`` (with ``auto``, service/schema.py) all take it from here."""
+SUPPORTED_LANGS: tuple[str, ...] = get_args(Language)
+LANG_NAMES: dict[str, str] = {"en": "English", "de": "German", "fr": "French"}
+STEMMERS: dict[str, str] = {"en": "english", "de": "german", "fr": "french"}
+"""The Snowball stemmer (PyStemmer's name) of each language."""
 
 TOKEN_RE = re.compile(
     r"""
@@ -105,7 +110,7 @@ class Analyzer:
         self.stem = stem
         self.remove_stopwords = remove_stopwords
         self.splitter = splitter
-        self._stemmer = Stemmer.Stemmer(_STEMMER_NAMES[lang])
+        self._stemmer = Stemmer.Stemmer(STEMMERS[lang])
         self._stop = stopwords(lang) if remove_stopwords else frozenset()
         self._part_stop = stopwords(lang)
         self._cache: dict[str, str] = {}

@@ -35,6 +35,8 @@ from typing import TYPE_CHECKING, Any
 
 import Stemmer  # PyStemmer
 
+from service.text.analysis import STEMMERS
+
 if TYPE_CHECKING:
     from service.text.analysis import Analyzer
 
@@ -50,7 +52,6 @@ INFLECTION_ENDINGS = {
         {"ende", "enden", "endes", "ender", "endem", "ige", "iges", "igen", "iger", "igem", "lich", "isch"}
     ),
 }
-_STEMMERS = {"en": "english", "de": "german", "fr": "french"}
 
 
 class CompoundSplitter:
@@ -83,7 +84,7 @@ class CompoundSplitter:
         self.stop = frozenset(stop)
         self.endings = INFLECTION_ENDINGS.get(lang, frozenset())
         self.sources = list(sources)
-        self._stemmer = Stemmer.Stemmer(_STEMMERS.get(lang, "porter"))
+        self._stemmer = Stemmer.Stemmer(STEMMERS.get(lang, "porter"))
         # a surface form whose stem is a dictionary headword's stem is a dictionary word ("schwimmenden")
         self._dict_stems = frozenset(self._stemmer.stemWords(list(self.dictionary)))
         self._memo: dict[str, tuple[str, ...]] = {}

@@ -15,8 +15,6 @@ from pathlib import Path
 TABLE_FORMAT = "priorart-translation-table"
 TABLE_VERSION = 1
 
-TRANSLATION_LANGS = ("en", "de", "fr")
-
 
 class TranslationTable:
     """p(target term | source term) for one language pair, pruned for query time."""

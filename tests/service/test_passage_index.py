@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from service.corpus.jsonl import write_corpus
-from service.corpus.record import LANGS, Claim, PatentRecord, Section
+from service.corpus.record import Claim, PatentRecord, Section
 from service.index.folder import IndexFormatError, load_meta, write_meta
 from service.passages import VARIANTS, PassageIndex, PassageIndexError, PassageIndexMissingError
 from service.passages import format as fmt
@@ -23,6 +23,7 @@ from service.passages.builder import (
     compact,
     concat_passage_indexes,
 )
+from service.text.analysis import SUPPORTED_LANGS
 from service.text.translation import TranslationTable
 from training.benchmarks.passages_reference import PassageRanker, background_of, background_of_index
 
@@ -169,8 +170,8 @@ def test_collection_statistics_count_every_text_of_every_language() -> None:
     assert set(got) == set(want)
     for lang in want:
         assert got[lang].counts == want[lang].counts, lang
-        assert int(index.lang_tokens[LANGS.index(lang)]) == want[lang].total
-    assert all(int(index.lang_tokens[LANGS.index(lang)]) == 0 for lang in LANGS if lang not in want)
+        assert int(index.lang_tokens[SUPPORTED_LANGS.index(lang)]) == want[lang].total
+    assert all(int(index.lang_tokens[SUPPORTED_LANGS.index(lang)]) == 0 for lang in SUPPORTED_LANGS if lang not in want)
 
 
 # ------------------------------------------------------------------------------------------- format

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from service.corpus.record import PatentRecord
+from service.text.analysis import SUPPORTED_LANGS
 
 DUMP_FORMAT = "priorart-result-dump"
 
@@ -36,7 +37,7 @@ def real_topics(records: Sequence[PatentRecord]) -> list[DumpTopic]:
 
     out = [DumpTopic(f"known-item/{t.qid}", t.lang or "en", t.text) for t in known_item_task(records).topics]
     for g in trilingual_grants(records):
-        for lang in ("en", "de", "fr"):
+        for lang in SUPPORTED_LANGS:
             for claim in sorted(g.claims[lang], key=lambda c: c.num):
                 text = strip_reference_signs(claim.text)
                 if text.strip():

@@ -23,6 +23,7 @@ from service.engine import Engine
 from service.index.live import add_documents, compact
 from service.schema import SearchRequest
 from service.settings import Settings
+from service.text.analysis import SUPPORTED_LANGS
 
 
 def _latencies(indexes: dict[str, Path], queries: list[tuple[str, str]], rounds: int) -> dict[str, dict[str, float]]:
@@ -75,7 +76,7 @@ def run_add_bench(n_base: int = 100_000, n_add: int = 10_000, *, segments: int =
                           max_segments=segments + 1)
         qs = []
         for i, rec in enumerate(records[:: max(1, len(records) // queries)][:queries]):
-            lang = ("en", "de", "fr")[i % 3]
+            lang = SUPPORTED_LANGS[i % 3]
             text = rec.title.get(lang) or rec.title.get("en") or next(iter(rec.title.values()))
             qs.append((text, lang if lang in rec.title else "en"))
         shutil.copytree(tmp / "seg", tmp / "one")

@@ -118,7 +118,7 @@ import numpy as np
 import numpy.typing as npt
 from scipy import sparse
 
-from service.corpus.record import LANGS, PatentRecord, Section
+from service.corpus.record import PatentRecord, Section
 from service.passages.lm import DEFAULT_DOC_SCORE, DEFAULT_MU, DEFAULT_MU_TRANSLATED, QueryImage, query_models
 from service.passages.tree import layout
 from service.text.analysis import SUPPORTED_LANGS, TOKEN_RE, Analyzer, get_analyzer, normalise, stopwords
@@ -252,10 +252,10 @@ def background_of(records: Iterable[PatentRecord]) -> dict[str, BackgroundModel]
     """Background models of every text of ``records``: each title, heading, abstract, claim and description
     paragraph in every language, analysed with the default analyzers (what a passage index of those records
     counts)."""
-    counts: dict[str, Counter[str]] = {lang: Counter() for lang in LANGS}
+    counts: dict[str, Counter[str]] = {lang: Counter() for lang in SUPPORTED_LANGS}
     for rec in records:
         for unit in layout(rec).units:
-            lang = LANGS[unit.lang]
+            lang = SUPPORTED_LANGS[unit.lang]
             counts[lang].update(get_analyzer(lang)(unit.text))
     return {lang: BackgroundModel(c, lang) for lang, c in counts.items() if c}
 
@@ -263,7 +263,7 @@ def background_of(records: Iterable[PatentRecord]) -> dict[str, BackgroundModel]
 def background_of_index(index: PassageArrays) -> dict[str, BackgroundModel]:
     """A passage index's collection statistics (every title, heading and passage of a language) as background
     models: the reference then scores with the collection model the array ranker reads."""
-    counts: dict[str, dict[str, int]] = {lang: {} for lang in LANGS}
+    counts: dict[str, dict[str, int]] = {lang: {} for lang in SUPPORTED_LANGS}
     for i in range(len(index.vocab)):
         lang, term = index.vocab.text(i).split("\0", 1)
         counts[lang][term] = int(index.vocab_cf[i])
@@ -281,7 +281,8 @@ def _pick_lang(available: Iterable[str], lang: str) -> str | None:
         return lang
     if "en" in langs:
         return "en"
-    return sorted(langs, key=lambda x: (LANGS.index(x) if x in LANGS else len(LANGS), x))[0]
+    order = {lang: i for i, lang in enumerate(SUPPORTED_LANGS)}
+    return sorted(langs, key=lambda x: (order.get(x, len(order)), x))[0]
 
 
 def description_passage_ids(record: PatentRecord) -> Iterator[tuple[str, tuple[str, ...], str]]:

@@ -35,11 +35,12 @@ from tqdm import tqdm
 
 from service.corpus.record import PatentRecord
 from service.evaluation.significance import randomisation_test
+from service.text.analysis import SUPPORTED_LANGS
 from training.experiments.xling import ExperimentError
 
 log = logging.getLogger(__name__)
 
-LANGS = ("en", "de", "fr")
+LANGS = SUPPORTED_LANGS
 FIELDS = ("abstract", "claims", "description")
 OWN = "own route only"
 ALL = "all routes"

@@ -48,7 +48,7 @@ from service.evaluation.measures import evaluate_run
 from service.evaluation.significance import randomisation_test
 from service.evaluation.trec import write_qrels, write_run
 from service.retrieval.first_stage import PARTS_MAX_TERMS, FirstStage
-from service.text.analysis import Analyzer, get_analyzer
+from service.text.analysis import SUPPORTED_LANGS, Analyzer, get_analyzer
 from service.text.compounds import CompoundSplitter
 from service.text.translation import TranslationTable
 from training.experiments.output import write_result
@@ -72,8 +72,8 @@ TASKS = ("descriptions", "reverse", "mate", "titles")
 MEASURES = ("mrr", "success@1", "success@10")
 PARTS = {"all+compounds, no parts": 0, "all+compounds, parts always": 1_000_000}  # else the default
 TASK_SETUP: dict[str, dict[str, Any]] = {
-    "descriptions": {"topic_langs": ("de", "fr"), "index_langs": ("en", "de", "fr"), "fields": ("description",)},
-    "reverse": {"topic_langs": ("en",), "index_langs": ("en", "de", "fr"), "fields": None},
+    "descriptions": {"topic_langs": ("de", "fr"), "index_langs": SUPPORTED_LANGS, "fields": ("description",)},
+    "reverse": {"topic_langs": ("en",), "index_langs": SUPPORTED_LANGS, "fields": None},
     "mate": {"topic_langs": ("de", "fr"), "index_langs": ("en",), "fields": None},
     "titles": {"topic_langs": ("de", "fr"), "index_langs": ("en",), "fields": ("abstract", "claims", "description")},
 }
@@ -203,7 +203,7 @@ def run_xling_task(
 
     # dictionaries: the rows of the topics' terms (under any fold's analysis), whole lexicons of pivot legs
     t = time.perf_counter()
-    qterms: dict[str, set[str]] = {lang: set() for lang in ("en", "de", "fr")}
+    qterms: dict[str, set[str]] = {lang: set() for lang in SUPPORTED_LANGS}
     for _, _, lang, text in topics:
         qterms[lang].update(get_analyzer(lang)(text))
         for fold in range(s.folds):

@@ -74,7 +74,7 @@ DESCRIPTION_QUERY_CHARS = 2000
 
 def is_trilingual(record: PatentRecord) -> bool:
     """Claims in English, German and French (the EP grants with aligned claims)."""
-    return all(record.claims.get(lang) for lang in ("en", "de", "fr"))
+    return all(record.claims.get(lang) for lang in SUPPORTED_LANGS)
 
 
 # --------------------------------------------------------------------------------------------------

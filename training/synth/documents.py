@@ -11,7 +11,8 @@ from datetime import date, timedelta
 from typing import Any
 
 from service.codes import truncate_code
-from service.corpus.record import LANGS, Citation, Claim, PatentRecord, Section
+from service.corpus.record import Citation, Claim, PatentRecord, Section
+from service.text.analysis import SUPPORTED_LANGS
 from training.synth.lexicon import ADJ, NOUN, VERB
 from training.synth.render import _en_article
 from training.synth.templates import (
@@ -48,7 +49,7 @@ class SynthConfig:
 
     n: int
     seed: int = 0
-    langs: tuple[str, ...] = LANGS  # languages of multilingual documents (English is always present)
+    langs: tuple[str, ...] = SUPPORTED_LANGS  # languages of multilingual documents (English is always present)
     multilingual: float = 0.3  # fraction of documents with titles and claims in all of ``langs``
     n_topics: int | None = None  # main groups; default :func:`default_topics`
     derive_rate: float = 0.75  # chance a document builds on earlier documents of its topic
@@ -58,9 +59,10 @@ class SynthConfig:
     def __post_init__(self) -> None:
         if self.n < 0:
             raise ValueError(f"n must be >= 0, got {self.n}")
-        bad = [lang for lang in self.langs if lang not in LANGS]
+        bad = [lang for lang in self.langs if lang not in SUPPORTED_LANGS]
         if bad or "en" not in self.langs:
-            raise ValueError(f"langs must include 'en' and be among {', '.join(LANGS)}, got {','.join(self.langs)}")
+            raise ValueError(f"langs must include 'en' and be among {', '.join(SUPPORTED_LANGS)}, "
+                             f"got {','.join(self.langs)}")
         if not 0.0 <= self.multilingual <= 1.0:
             raise ValueError(f"multilingual must be in [0, 1], got {self.multilingual}")
         if not 0.0 <= self.derive_rate <= 1.0:
@@ -414,7 +416,7 @@ def generate(
     n: int,
     seed: int = 0,
     *,
-    langs: Sequence[str] = LANGS,
+    langs: Sequence[str] = SUPPORTED_LANGS,
     multilingual: float = 0.3,
     n_topics: int | None = None,
 ) -> Iterator[PatentRecord]:

@@ -12,8 +12,7 @@ import random
 import re
 from typing import Any
 
-from service.corpus.record import LANGS
-from service.text.analysis import stopwords
+from service.text.analysis import SUPPORTED_LANGS, stopwords
 
 NOUN, ADJ, VERB = 0, 1, 2
 
@@ -276,9 +275,9 @@ class _Lexicon:
     def __init__(self, rng: random.Random) -> None:
         self.rng = rng
         self.kind = bytearray()
-        self.forms: dict[str, list[tuple[str, ...]]] = {lang: [] for lang in LANGS}
-        self._used: dict[str, set[str]] = {lang: set() for lang in LANGS}
-        self._stop = {lang: stopwords(lang) for lang in LANGS}
+        self.forms: dict[str, list[tuple[str, ...]]] = {lang: [] for lang in SUPPORTED_LANGS}
+        self._used: dict[str, set[str]] = {lang: set() for lang in SUPPORTED_LANGS}
+        self._stop = {lang: stopwords(lang) for lang in SUPPORTED_LANGS}
 
     def __len__(self) -> int:
         return len(self.kind)

@@ -6,7 +6,8 @@ import random
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from service.corpus.record import LANGS, PatentRecord
+from service.corpus.record import PatentRecord
+from service.text.analysis import SUPPORTED_LANGS
 
 CITATION_GRADES = {"X": 2, "Y": 1, "A": 1}
 """Relevance of a cited document by search-report category (see :func:`synth_topics`)."""
@@ -17,7 +18,7 @@ def synth_topics(
     n_topics: int,
     seed: int = 0,
     *,
-    langs: Sequence[str] = LANGS,
+    langs: Sequence[str] = SUPPORTED_LANGS,
 ) -> tuple[list[dict[str, Any]], dict[str, dict[str, int]]]:
     """A prior-art evaluation task from synthetic records (CLEF-IP style).
 
@@ -37,9 +38,9 @@ def synth_topics(
     langs = tuple(dict.fromkeys(langs))
     if n_topics < 1:
         raise ValueError(f"n_topics must be >= 1, got {n_topics}")
-    bad = [lang for lang in langs if lang not in LANGS]
+    bad = [lang for lang in langs if lang not in SUPPORTED_LANGS]
     if bad or not langs:
-        raise ValueError(f"langs must be among {', '.join(LANGS)}, got {', '.join(langs) or 'none'}")
+        raise ValueError(f"langs must be among {', '.join(SUPPORTED_LANGS)}, got {', '.join(langs) or 'none'}")
     rng = random.Random(f"priorart-synth-topics-{seed}")
     quota = {lang: n_topics // len(langs) + (1 if k < n_topics % len(langs) else 0) for k, lang in enumerate(langs)}
     pools: dict[str, list[PatentRecord]] = {lang: [] for lang in langs}

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from service.corpus.record import LANGS
+from service.text.analysis import SUPPORTED_LANGS
 from training.synth.lexicon import _en_gerund, _Lexicon, _w
 from training.synth.render import _Renderer
 
@@ -241,7 +241,7 @@ class SynthWorld:
         self.inventors: list[list[str]] = []
         used: set[str] = set()
         for _ in range(n_companies):
-            lang = rng.choice(LANGS)
+            lang = rng.choice(SUPPORTED_LANGS)
             while True:
                 name = self.lex._root(lang).capitalize()
                 full = f"{name} {rng.choice(company_word)} {rng.choice(company_suffix[lang])}"
@@ -251,7 +251,7 @@ class SynthWorld:
             self.companies.append(full)
             staff = []
             for _ in range(rng.randint(4, 15)):
-                ilang = lang if rng.random() < 0.8 else rng.choice(LANGS)
+                ilang = lang if rng.random() < 0.8 else rng.choice(SUPPORTED_LANGS)
                 surname = self.lex._root(ilang).capitalize() + rng.choice(surname_suffix[ilang])
                 staff.append(f"{rng.choice(first[ilang])} {surname}")
             self.inventors.append(staff)

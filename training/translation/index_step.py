@@ -32,11 +32,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from service.corpus.record import LANGS, PatentRecord
+from service.corpus.record import PatentRecord
 from service.index.folder import Layout
-from service.text.analysis import tokenize
+from service.text.analysis import SUPPORTED_LANGS, tokenize
 from service.text.compounds import ANALYSIS_VERSION, CompoundSplitter
-from service.text.translation import TRANSLATION_LANGS, TranslationTable
+from service.text.translation import TranslationTable
 from training.translation.compounds import COMPOUND_LANGS, MIN_PART, splitter_from_counts
 from training.translation.lexicons import (
     DEFAULT_LEXICONS,
@@ -199,7 +199,7 @@ class AlignedCollector:
 
     def add(self, rec: PatentRecord) -> None:
         langs = {lang for lang, claims in rec.claims.items() if claims} | set(rec.title)
-        if len(langs & set(TRANSLATION_LANGS)) < 2:
+        if len(langs & set(SUPPORTED_LANGS)) < 2:
             return
         slim = rec.model_copy(update={"description": [], "abstract": {}, "citations": []})
         self.seen += 1
@@ -216,8 +216,8 @@ class AlignedCollector:
 
 def needed_directions(index_langs: Sequence[str]) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
     """(direct pairs to train, pivot pairs to compose) so that every query language reaches every indexed one."""
-    targets = [t for t in index_langs if t in TRANSLATION_LANGS]
-    wanted = [(s, t) for t in targets for s in TRANSLATION_LANGS if s != t]
+    targets = [t for t in index_langs if t in SUPPORTED_LANGS]
+    wanted = [(s, t) for t in targets for s in SUPPORTED_LANGS if s != t]
     pivots = [(s, t) for s, t in wanted if (s, t) not in DIRECT_PAIRS]
     direct = [p for p in DIRECT_PAIRS if p in wanted]
     for s, t in pivots:
@@ -324,11 +324,11 @@ def copy_tables(
             table = TranslationTable.load(path)
         except ValueError as exc:
             raise TranslationBuildError(str(exc)) from exc
-        if table.src not in LANGS or table.tgt not in LANGS or table.src == table.tgt or \
+        if table.src not in SUPPORTED_LANGS or table.tgt not in SUPPORTED_LANGS or table.src == table.tgt or \
                 path.name != f"{table.src}-{table.tgt}.json":
             raise TranslationBuildError(
                 f"{path}: table translates {table.src}->{table.tgt}; expected two different languages of "
-                f"{', '.join(LANGS)} in a file named <src>-<tgt>.json"
+                f"{', '.join(SUPPORTED_LANGS)} in a file named <src>-<tgt>.json"
             )
         if table.tgt not in index_langs:
             skipped.append(path.name)
