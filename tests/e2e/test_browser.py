@@ -674,3 +674,89 @@ def test_newcomer_walkthrough_start_page_german_claim_passages_chart_report(page
     expect(report_page.locator("table.chart tbody tr")).to_have_count(len(chart["elements"]))
     report_page.screenshot(path=str(artifacts / "walkthrough-5-report.png"), full_page=True)
     report_page.close()
+
+
+# ---------------------------------------------------------------------------------------------- watches (issue 34)
+@pytest.fixture(scope="module")
+def watch_server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory,
+                 artifacts: Path) -> Iterator[tuple[LiveServer, dict[str, Any]]]:
+    """A server of its own over a copy of the real-data index without one trilingual grant with an English
+    description (``priorart delete``: generation 1), and that grant: the watch test adds it back in English."""
+    import shutil
+    import subprocess
+
+    from liveserver import live_server, priorart_exe
+
+    try:
+        real = Path(request.getfixturevalue("real_index"))
+    except pytest.skip.Exception:
+        pytest.skip("the watch test needs the real-data index (a German claim and its English grant)")
+    index = tmp_path_factory.mktemp("watch-ui") / "index"
+    shutil.copytree(real, index)
+    grant = next(d for d in sorted(read_docs(index), key=lambda d: d["id"])
+                 if d.get("lang") == "en" and {"de", "en"} <= set(d.get("claims", {})) and d.get("description"))
+    subprocess.run([*priorart_exe(), "delete", str(index), grant["id"]], check=True, capture_output=True, timeout=120)
+    with live_server(index, artifacts / "serve-watch.log", extra_env={"PRIORART_RELOAD_INTERVAL_S": "0.5"}) as s:
+        yield s, grant
+
+
+def test_a_watch_on_a_german_claim_shows_the_english_grant_added_later_with_its_passage(
+        browser_context: Any, watch_server: tuple[LiveServer, dict[str, Any]], artifacts: Path,
+        tmp_path: Path) -> None:
+    """Issue 34: a watch saved in the UI on a German claim; `priorart add` then brings the English version of the
+    grant; the watches page shows it as new since the last visit, with its English passage and the words matched
+    through the translation marked."""
+    import subprocess
+
+    from liveserver import priorart_exe
+
+    server, grant = watch_server
+    page = browser_context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    page.goto(f"{server.url}/")
+    expect(page.locator("#health")).to_contain_text("documents")
+    claim = grant["claims"]["de"][0]["text"]
+    page.fill("#query", claim)
+    page.select_option("#lang", "de")
+    page.fill("#k", "10")
+    with page.expect_response(lambda r: r.url.endswith("/watches") and r.request.method == "POST") as info:
+        page.click("#watch-btn")
+    saved = info.value.json()
+    assert info.value.status == 201, saved
+    assert saved["request"]["lang"] == "de" and saved["request"]["k"] == 10 and saved["created_generation"] == 1
+    expect(page.locator("#status")).to_contain_text(f"Watching “{saved['name']}” (top 10)")
+    page.screenshot(path=str(artifacts / "watch-saved.png"), full_page=False)
+    page.click("#watch-saved")  # to the watches page
+    card = page.locator(f'.watch[data-id="{saved["id"]}"]')
+    expect(card.locator("h3")).to_have_text("Nothing new since your last visit")
+    # the English grant arrives: priorart add commits generation 2 and evaluates the watch
+    english = {k: v for k, v in grant.items() if k not in ("title", "abstract", "claims")}
+    english.update(title={"en": grant["title"]["en"]}, claims={"en": grant["claims"]["en"]},
+                   abstract={"en": grant["abstract"]["en"]} if "en" in grant.get("abstract", {}) else {})
+    batch = tmp_path / "english.jsonl"
+    batch.write_text(json.dumps(english) + "\n", encoding="utf-8")
+    added = subprocess.run([*priorart_exe(), "add", str(server.index_dir), str(batch), "--no-progress"],
+                           capture_output=True, text=True, timeout=300)
+    assert added.returncode == 0, added.stderr
+    assert "generation 1 -> 2" in added.stdout and "watches: 1 evaluated at generation 2" in added.stdout
+    page.reload()
+    hit = card.locator(f'.new-hits .watch-hit[data-doc="{grant["id"]}"]')
+    expect(hit).to_be_visible()
+    expect(card.locator("h3")).to_contain_text("new since your last visit")
+    expect(hit.locator(".lang")).to_have_text("en")
+    expect(hit).to_contain_text("generation 2")
+    marks = hit.locator(".passage-text mark.translated")
+    expect(marks.first).to_be_visible()
+    assert " → " in (marks.first.get_attribute("title") or "")
+    api = httpx.get(f"{server.url}/watches/{saved['id']}/hits", timeout=10).json()["hits"]
+    assert api[0]["doc_id"] == grant["id"] and api[0]["passage"]["lang"] == "en" and api[0]["generation"] == 2
+    expect(hit.locator(".passage-text")).to_contain_text(" ".join(api[0]["passage"]["text"].split()[:6]))
+    marks.first.hover()
+    page.screenshot(path=str(artifacts / "watches.png"), full_page=False)
+    # the next visit: the hit is no longer new
+    page.reload()
+    expect(card.locator("h3")).to_have_text("Nothing new since your last visit")
+    expect(card.locator(f'.older-hits .watch-hit[data-doc="{grant["id"]}"]')).to_have_count(1)
+    page.close()
+    assert not errors, f"JavaScript errors on the page: {errors}"
