@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from service.retrieval.first_stage import FirstStage
     from service.retrieval.resources import IndexResources
     from service.retrieval.sparse import CollectionStats
-    from service.shards import Submit
+    from service.shards import Shard, Submit
 
 log = logging.getLogger(__name__)
 
@@ -282,6 +282,19 @@ def compose(index: IndexFolder | ShardSet, settings: Settings, docs: DocStore | 
     return Pipeline(stages, docs, notices, device, first.resources)
 
 
+def load_shard(shards: ShardSet, number: int, settings: Settings,
+               stats: Mapping[str, CollectionStats] | None = None) -> Shard:
+    """One shard of a sharded index with its pipeline composed with the global statistics (computed over every
+    shard when not given), without learning-to-rank stores (not served from shards)."""
+    from service.shards import Shard, global_stats
+
+    folder = shards.shards[number]
+    if folder.has("ltr"):
+        raise IndexFormatError(f"{folder.root}: learning-to-rank stores (ltr/) are not served from shards")
+    stats = stats if stats is not None else global_stats(shards)
+    return Shard(number, folder, compose(folder, settings, stats=stats))
+
+
 def _compose_sharded(shards: ShardSet, settings: Settings, docs: DocStore | None,
                      submit: Sequence[Submit] | None) -> Pipeline:
     """A sharded index's pipeline: the fan-out stage over ``submit`` (default: every shard loaded in this process
@@ -289,18 +302,18 @@ def _compose_sharded(shards: ShardSet, settings: Settings, docs: DocStore | None
     fan-out has no sparse index of the whole collection: ``resources`` is one shard's, for the query's analysis
     and translation)."""
     from service.retrieval.first_stage import FirstStage
-    from service.shards import Shard, ShardFanOut, global_stats, local_submit
+    from service.shards import ShardFanOut, global_stats, local_submit
 
     union = shards.union()
     docs = docs if docs is not None else DocStore.of_folder(union)
     local: list[Shard] = []
     if submit is None:
         stats = global_stats(shards)
-        local = [Shard.load(shards, i, settings, stats) for i in range(shards.n_shards)]
+        local = [load_shard(shards, i, settings, stats) for i in range(shards.n_shards)]
         submit = [local_submit(s) for s in local]
-        first = local[0].pipeline.first_stage
-        notices = list(local[0].pipeline.notices)
-        device = local[0].pipeline.device
+        shard0 = local[0].pipeline
+        assert isinstance(shard0, Pipeline)
+        first, notices, device = shard0.first_stage, list(shard0.notices), shard0.device
     else:
         first = FirstStage.from_folder(shards.shards[0], DocStore.of_folder(shards.shards[0]))
         notices, device = [], "cpu"
@@ -310,4 +323,4 @@ def _compose_sharded(shards: ShardSet, settings: Settings, docs: DocStore | None
     return Pipeline([fan, FusionStep(fusion)], docs, notices, device, first.resources)
 
 
-__all__ = ["SYSTEMS", "Candidates", "Pipeline", "Stage", "StageTrace", "check_stages", "compose"]
+__all__ = ["SYSTEMS", "Candidates", "Pipeline", "Stage", "StageTrace", "check_stages", "compose", "load_shard"]

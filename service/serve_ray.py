@@ -32,6 +32,7 @@ from ray.exceptions import RayTaskError
 
 from service import heap
 from service.index.folder import ShardSet, current_generation
+from service.pipeline import load_shard
 from service.query import Query, QueryError
 from service.settings import Settings
 from service.shards import Shard, ShardHits, Submit, Waiter, shard_name
@@ -61,7 +62,7 @@ class ShardServer:
 
     def _load(self) -> None:
         shards = ShardSet.open(self.index_dir, verify=True, verify_only=self.number)
-        old, self.shard = self.shard, Shard.load(shards, self.number, self.settings)
+        old, self.shard = self.shard, load_shard(shards, self.number, self.settings)
         self.generation = shards.generation
         if old is not None:
             old.close()

@@ -34,19 +34,18 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
 from service.candidates import CANDIDATES, Candidates
-from service.index.folder import IndexFolder, IndexFormatError, ShardSet
-from service.pipeline import Pipeline, compose
+from service.index.folder import IndexFolder, ShardSet
+from service.index.store import DocStore
 from service.query import Query, QueryError
 from service.retrieval.first_stage import FirstStage, RouteInfo, SearchInfo, collection_stats
 from service.retrieval.sparse import CollectionStats
-from service.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -87,22 +86,24 @@ def global_stats(shards: ShardSet) -> dict[str, CollectionStats]:
     return out
 
 
+class ShardPipeline(Protocol):
+    """What a shard needs of its pipeline (service/pipeline.py ``Pipeline``; composed there, with the global
+    statistics: :func:`service.pipeline.load_shard`)."""
+
+    docs: DocStore
+
+    def features(self, query: Query) -> Candidates: ...
+
+    def explain(self, cands: Candidates, rows: np.ndarray | None = None) -> int: ...
+
+
 class Shard:
     """One shard's side of a search: its pipeline, composed with the global statistics, without the fusion."""
 
-    def __init__(self, number: int, folder: IndexFolder, pipeline: Pipeline) -> None:
+    def __init__(self, number: int, folder: IndexFolder, pipeline: ShardPipeline) -> None:
         self.number = number
         self.folder = folder
         self.pipeline = pipeline
-
-    @classmethod
-    def load(cls, shards: ShardSet, number: int, settings: Settings,
-             stats: Mapping[str, CollectionStats] | None = None) -> Shard:
-        folder = shards.shards[number]
-        if folder.has("ltr"):
-            raise IndexFormatError(f"{folder.root}: learning-to-rank stores (ltr/) are not served from shards")
-        stats = stats if stats is not None else global_stats(shards)
-        return cls(number, folder, compose(folder, settings, stats=stats))
 
     @property
     def name(self) -> str:
