@@ -33,10 +33,11 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Iterable, Sequence
-from typing import Protocol
+from typing import Literal, Protocol, get_args
 
-CODE_LEVELS = ("section", "class", "subclass", "main_group", "subgroup")
-"""The levels, coarsest first."""
+CodeLevel = Literal["section", "class", "subclass", "main_group", "subgroup"]
+"""The levels, coarsest first: the one definition (filters, indexes, the API's ``code_filter``)."""
+CODE_LEVELS: tuple[str, ...] = get_args(CodeLevel)
 
 _RANK = {name: i for i, name in enumerate(CODE_LEVELS)}
 

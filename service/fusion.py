@@ -5,7 +5,8 @@ Components (:data:`COMPONENTS`) are the scores the stages put on candidates, eac
 ranker over classification codes), ``joint`` (joint text+meta ranker), ``wordpair`` and ``domain``
 (learning-to-rank models). A component counts only where its input exists (:data:`REQUIRES`): the stage
 that computes it records why it did not apply to a query (no codes, no encoder for the language), and
-the fusion weights are renormalised over the components that apply, per request.
+the fusion weights are renormalised over the components that apply, per request. The names of the components and
+of the methods are defined in service/schema.py (``COMPONENTS``, ``FusionMethod``), the lowest module that needs them.
 
 Methods (:data:`METHODS`), all over one candidate set (NaN where a component did not score a row):
 
@@ -41,14 +42,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, get_args
 
 import numpy as np
 
 from service.candidates import CANDIDATES, Candidates
 from service.index.folder import IndexFolder, IndexFormatError, Layout
 from service.query import QueryError
-from service.schema import FusionInfo
+from service.schema import COMPONENTS, FusionInfo, FusionMethod
 from service.versioned import read_versioned, write_versioned
 
 if TYPE_CHECKING:
@@ -56,8 +57,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-COMPONENTS = ("bm25", "dense", "text", "meta", "joint", "wordpair", "domain")
-METHODS = ("linear", "borda", "linlearn")
+METHODS: tuple[str, ...] = get_args(FusionMethod)
 PROFILES = ("nocodes", "codes")
 FUSION_FORMAT = "priorart-fusion"
 FUSION_VERSION = 2

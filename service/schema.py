@@ -12,13 +12,19 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from service.codes import normalise_codes
+from service.codes import CodeLevel, normalise_codes
 from service.text.analysis import Language
 
 Lang = Literal["auto", Language]
 """A request's language: one of the languages (service/text/analysis.py), or ``auto``: detected."""
 Variant = Literal["qsf_v", "qsf_v_title", "qsf_section", "qsf_section_propagate", "qsf_passage_propagate"]
-COMPONENT_NAMES = ("bm25", "dense", "text", "meta", "joint", "wordpair", "domain")  # service.fusion.COMPONENTS
+"""The passage scoring variants, in the paper's order: the one definition (service/passages/lm.py ``VARIANTS``)."""
+CodeFilter = Literal["none", CodeLevel]
+"""A request's code filter: ``none``, or the level at which a document must share a code with the query."""
+FusionMethod = Literal["linear", "borda", "linlearn"]
+"""The fusion methods: the one definition (service/fusion.py implements each, ``METHODS`` in its order)."""
+COMPONENTS = ("bm25", "dense", "text", "meta", "joint", "wordpair", "domain")
+"""The score components the stages put on candidates: the one definition (service/fusion.py says what each is)."""
 
 
 class FeedbackRequest(BaseModel):
@@ -37,7 +43,7 @@ class SearchRequest(BaseModel):
     query: str = Field(..., min_length=1, description="claims, title+abstract text, or a publication number")
     lang: Lang = Field("auto", description="query language; auto detects en/de/fr")
     codes: list[str] = Field(default_factory=list, max_length=50, description="IPC/CPC codes of the query")
-    code_filter: Literal["none", "section", "class", "subclass", "main_group", "subgroup"] = Field(
+    code_filter: CodeFilter = Field(
         "none", description="keep only documents sharing a code with `codes` at this level"
     )
     before: date | None = Field(None, description="keep only documents published before this date")
@@ -46,7 +52,7 @@ class SearchRequest(BaseModel):
     weights: dict[str, float] | None = Field(
         None, description="fusion weight override, e.g. {'bm25': 1}; components that do not apply to the query "
         "are left out and the rest renormalised")
-    fusion: Literal["linear", "borda", "linlearn"] | None = Field(
+    fusion: FusionMethod | None = Field(
         None, description="score combination: linear (learned weights), borda, linlearn; default: the index's"
     )
     explain: bool = Field(False, description="include matched terms and stage details")
@@ -74,7 +80,7 @@ class SearchRequest(BaseModel):
     def _weights(cls, w: dict[str, float] | None) -> dict[str, float] | None:
         if w is None:
             return None
-        allowed = set(COMPONENT_NAMES)
+        allowed = set(COMPONENTS)
         bad = sorted(set(w) - allowed)
         if bad:
             raise ValueError(f"unknown score names {bad}; valid: {sorted(allowed)}")
@@ -264,7 +270,7 @@ class ClaimChartRequest(BaseModel):
                                  description="publication ids to chart; empty: the top k of a search with the claim")
     k: int = Field(5, ge=1, le=20, strict=True, description="documents charted when none are given")
     codes: list[str] = Field(default_factory=list, max_length=50)
-    code_filter: Literal["none", "section", "class", "subclass", "main_group", "subgroup"] = "none"
+    code_filter: CodeFilter = "none"
     before: date | None = None
     feedback: FeedbackRequest | None = None
 

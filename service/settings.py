@@ -11,12 +11,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Literal, get_args
 
 from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-DEVICES = ("auto", "cpu", "cuda")
+Device = Literal["auto", "cpu", "cuda"]
+"""Where ONNX models and FAISS run: the one definition."""
+DEVICES: tuple[str, ...] = get_args(Device)
 HARD_MAX_DEPTH = 10_000
 """Largest candidate depth any setting may allow (the dense and rerank stages score every candidate)."""
 
@@ -40,7 +42,7 @@ class Settings(BaseSettings):
 
     index_dir: Path = Field(Path("index"), description="index folder built by `priorart build`")
     cpc_titles: Path | None = Field(None, description="CPC title list (tsv.gz) for code autocomplete/titles")
-    device: Literal["auto", "cpu", "cuda"] = Field("auto", description="where ONNX models and FAISS run")
+    device: Device = Field("auto", description="where ONNX models and FAISS run")
     onnx_threads: int = Field(1, ge=0, description="onnxruntime intra-op threads per graph (0 = onnxruntime's "
                               "default, one spinning thread per core)")
     max_query_chars: int = Field(20_000, ge=1, description="longest accepted query text")

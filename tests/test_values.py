@@ -1,11 +1,18 @@
-"""One home per value: each vocabulary of the service is defined once; the API schema's ``Literal`` types are built
-from the domain's definitions (or the domain's tuples from the schema's), so the two cannot drift apart."""
+"""One home per value: each vocabulary of the service is defined once, in the lowest module that needs it, and the
+others take it from there. The API schema's ``Literal`` types are built from the domain's definitions (languages,
+code levels), or the domain's tuples from the schema's (fusion methods, components, passage variants: the fusion
+and the passage ranker sit above the schema), so that the two cannot drift apart."""
 
 from __future__ import annotations
 
 from typing import get_args
 
 from service import schema
+from service.codes import CODE_LEVELS, CodeLevel
+from service.fusion import COMPONENTS, METHODS
+from service.passages.lm import VARIANTS
+from service.retrieval.dense import INDEX_KINDS
+from service.settings import DEVICES, Settings
 from service.text.analysis import LANG_NAMES, STEMMERS, SUPPORTED_LANGS, Language
 
 
@@ -13,3 +20,28 @@ def test_the_languages_are_defined_once() -> None:
     assert SUPPORTED_LANGS == get_args(Language) == ("en", "de", "fr")
     assert get_args(schema.Lang) == ("auto", *SUPPORTED_LANGS)
     assert set(LANG_NAMES) == set(STEMMERS) == set(SUPPORTED_LANGS)
+
+
+def test_the_schema_takes_each_vocabulary_from_its_one_home() -> None:
+    assert CODE_LEVELS == get_args(CodeLevel) == ("section", "class", "subclass", "main_group", "subgroup")
+    assert get_args(schema.CodeFilter) == ("none", *CODE_LEVELS)
+    assert get_args(schema.SearchRequest.model_fields["code_filter"].annotation) == ("none", *CODE_LEVELS)
+    assert METHODS == get_args(schema.FusionMethod) == ("linear", "borda", "linlearn")
+    assert COMPONENTS is schema.COMPONENTS
+    assert get_args(schema.Variant) == VARIANTS and VARIANTS[-1] == "qsf_passage_propagate"
+    assert DEVICES == get_args(Settings.model_fields["device"].annotation) == ("auto", "cpu", "cuda")
+    assert INDEX_KINDS == ("flat", "hnsw", "ivf")
+
+
+def test_the_api_refuses_a_value_outside_the_vocabulary() -> None:
+    """What the JSON schema lists is what the domain accepts, and nothing else."""
+    import pytest
+    from pydantic import ValidationError
+
+    for lang in SUPPORTED_LANGS:
+        assert schema.SearchRequest(query="x", lang=lang).lang == lang
+    for field, bad in (("lang", "it"), ("code_filter", "group"), ("fusion", "rrf")):
+        with pytest.raises(ValidationError):
+            schema.SearchRequest.model_validate({"query": "x", field: bad})
+    with pytest.raises(ValidationError, match="unknown score names"):
+        schema.SearchRequest(query="x", weights={"bm26": 1.0})

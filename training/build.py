@@ -33,6 +33,7 @@ from service.corpus.record import PatentRecord
 from service.index.folder import FIELDS, SCORINGS, IndexFolder, Layout, validate_settings, write_meta
 from service.index.live import ENCODE_BATCH, EmptyBatchError, encode_documents, index_documents
 from service.index.store import DocStore
+from service.retrieval.dense import INDEX_KINDS
 from service.text.analysis import SUPPORTED_LANGS, Analyzer, CachedAnalyzer, get_analyzer
 from service.text.compounds import CompoundSplitter
 from training.translation.compounds import COMPOUND_LANGS
@@ -197,8 +198,8 @@ def build_index(
     flat|hnsw|ivf, ``device`` auto|cpu|cuda for the encoders); ``fuse`` then learns fusion weights on the
     dev split (``fuse_task``: auto|xling|known-item, see :mod:`training.fusion`).
     """
-    if dense_index not in DENSE_KINDS:
-        raise BuildError(f"unknown dense index {dense_index!r}; choose from {', '.join(DENSE_KINDS)}")
+    if dense_index not in INDEX_KINDS:
+        raise BuildError(f"unknown dense index {dense_index!r}; choose from {', '.join(INDEX_KINDS)}")
     if models_dir is not None and not (Path(models_dir) / "meta.json").is_file():
         raise BuildError(f"{Path(models_dir) / 'meta.json'} is missing: not a models folder (run `priorart train`)")
     langs = _parse_list(index_langs, SUPPORTED_LANGS, "index language(s)")
@@ -293,7 +294,6 @@ def build_index(
 
 # ------------------------------------------------------------------------------------------ models
 
-DENSE_KINDS = ("flat", "hnsw", "ivf")
 # torch state dicts (training side only) and the training corpus' vectors (the index encodes its own documents)
 SKIP_MODEL_DIRS = ("checkpoints", "dense")
 MODELS_COMPONENT_VERSION = 1
@@ -345,8 +345,8 @@ def add_models(
     from service.retrieval.encoders import ModelsFolderError
     from service.retrieval.neural import ENCODINGS, RERANK_VERSION, Models
 
-    if dense_index not in DENSE_KINDS:
-        raise BuildError(f"unknown dense index {dense_index!r}; choose from {', '.join(DENSE_KINDS)}")
+    if dense_index not in INDEX_KINDS:
+        raise BuildError(f"unknown dense index {dense_index!r}; choose from {', '.join(INDEX_KINDS)}")
     if batch_size < 1:
         raise BuildError(f"batch size must be >= 1, got {batch_size}")
     folder = index_dir if isinstance(index_dir, IndexFolder) else IndexFolder.open(index_dir, verify=True)

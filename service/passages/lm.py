@@ -16,11 +16,12 @@ import math
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, get_args
 
 import numpy as np
 import numpy.typing as npt
 
+from service.schema import Variant
 from service.text.analysis import get_analyzer
 
 if TYPE_CHECKING:
@@ -28,8 +29,8 @@ if TYPE_CHECKING:
 
 FloatArray = npt.NDArray[np.float64]
 
-VARIANTS = ("qsf_v", "qsf_v_title", "qsf_section", "qsf_section_propagate", "qsf_passage_propagate")
-"""Valid ``variant`` names, in the paper's order."""
+VARIANTS: tuple[str, ...] = get_args(Variant)
+"""Valid ``variant`` names, in the paper's order (named in service/schema.py ``Variant``)."""
 CONTEXT_VARIANTS = ("qsf_section", "qsf_section_propagate", "qsf_passage_propagate")
 DOC_SCORES = ("lm", "first_stage")
 DEFAULT_DOC_SCORE = "first_stage"

@@ -43,13 +43,13 @@ from typing import Any
 import numpy as np
 
 from service.index.folder import IndexFolder, IndexFormatError, Layout
+from service.settings import DEVICES
 
 log = logging.getLogger(__name__)
 
 DENSE_FORMAT_VERSION = 1
 INDEX_KINDS = ("flat", "hnsw", "ivf")
 METRICS = ("inner_product", "cosine", "l2")
-DEVICES = ("auto", "cpu", "cuda")
 DEFAULT_HNSW_M = 32
 DEFAULT_EF_CONSTRUCTION = 200
 DEFAULT_EF_SEARCH = 128

@@ -4,12 +4,11 @@ generation; a hit is a new document in its top k, with the generation that broug
 from __future__ import annotations
 
 from datetime import date
-from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from service.codes import normalise_codes
-from service.schema import Lang, PassageHit, SearchRequest
+from service.schema import CodeFilter, Lang, PassageHit, SearchRequest
 
 WATCH_MAX_K = 100
 """Largest top k a watch may follow (each evaluation ranks the new documents against it)."""
@@ -25,7 +24,7 @@ class WatchRequest(BaseModel):
     query: str = Field(..., min_length=1, description="claims, title+abstract text, or a publication number")
     lang: Lang = Field("auto", description="query language; auto detects en/de/fr")
     codes: list[str] = Field(default_factory=list, max_length=50, description="IPC/CPC codes of the query")
-    code_filter: Literal["none", "section", "class", "subclass", "main_group", "subgroup"] = Field(
+    code_filter: CodeFilter = Field(
         "none", description="keep only documents sharing a code with `codes` at this level")
     before: date | None = Field(None, description="keep only documents published before this date")
     k: int = Field(10, ge=1, le=WATCH_MAX_K, strict=True,

@@ -44,6 +44,7 @@ from service.retrieval.encoders import (
     document_ids,
     sha256_file,
 )
+from service.settings import DEVICES
 from service.text.analysis import SUPPORTED_LANGS, get_analyzer
 from training.models.dual import DualConfig
 from training.models.embeddings import CodeGraph, Embeddings
@@ -101,8 +102,8 @@ class TrainConfig:
     dual: DualConfig = field(default_factory=DualConfig)
 
     def __post_init__(self) -> None:
-        if self.device not in ("auto", "cpu", "cuda"):
-            raise ValueError(f"device must be auto, cpu or cuda, got {self.device!r}")
+        if self.device not in DEVICES:
+            raise ValueError(f"device must be one of {', '.join(DEVICES)}, got {self.device!r}")
         if self.epochs is not None:
             if self.epochs < 1:
                 raise ValueError("epochs must be >= 1")
