@@ -193,7 +193,7 @@ def _cell(resources: IndexResources, label: str, doc_id: str, hits: list[Passage
         present = analysed.get(hit.passage_id)
         if present is None:
             present = analysed[hit.passage_id] = set(resources.analyzer(plang)(hit.text))
-        overlap = sum(1 for t in rendered if t & present) / len(rendered)
+        overlap = sum(1 for t in rendered if not t.isdisjoint(present)) / len(rendered)
         if best is None or overlap > best[0]:
             best = (overlap, hit)
     if best is None:
