@@ -21,6 +21,7 @@ from training.experiments.xling import (
     trilingual_grants,
     words_only,
 )
+from training.ingest import MissingDataError
 
 
 def _rec(rid: str, langs: tuple[str, ...], kind: str = "B1") -> PatentRecord:
@@ -54,7 +55,7 @@ def test_words_only_drops_strings_shared_by_all_languages() -> None:
 def test_settings_are_checked(tmp_path: Path) -> None:
     with pytest.raises(ExperimentError, match="folds must be >= 2"):
         XlingSettings(folds=1)
-    with pytest.raises(ExperimentError, match="patent folders not found"):
+    with pytest.raises(MissingDataError, match="patent folders not found"):
         run_xling(tmp_path, XlingSettings(folds=2))
     with pytest.raises(ExperimentError, match="trilingual EP grants found"):
         run_xling(tmp_path, XlingSettings(folds=2), records=[_rec("EP0000001B1", ("en", "de", "fr"))])

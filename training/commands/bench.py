@@ -250,14 +250,14 @@ def dump_command(
     """The results of every real-data topic (/search top k, /passages of every 5th), to show that a change of the
     code changes no result (training/benchmarks/dump.py)."""
     from training.benchmarks.dump import compare, dump, read, write
-    from training.ingest import iter_records
+    from training.ingest import MissingDataError, shared_records
 
-    roots = [data / "patents" / "ep", data / "patents" / "us"]
-    missing = [str(p) for p in roots if not p.is_dir()]
-    if missing:
-        typer.echo(f"error: patent folders not found: {', '.join(missing)} (pass --data: the shared data)", err=True)
-        raise typer.Exit(2)
-    result = dump(index, list(iter_records(roots)), k=k)
+    try:
+        records = shared_records(data)
+    except MissingDataError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from exc
+    result = dump(index, records, k=k)
     write(result, out)
     typer.echo(f"{result['topics']} topics -> {out}")
     if compare_to is not None:
@@ -267,6 +267,40 @@ def dump_command(
         typer.echo(f"{len(diffs)} differences against {compare_to}" if diffs else f"identical to {compare_to}")
         if diffs:
             raise typer.Exit(1)
+
+
+@bench_app.command("watch")
+def watch_command(
+    n_base: int = typer.Option(100_000, "--n-base", help="Synthetic documents in the index before the add."),
+    n_add: int = typer.Option(1_000, "--n-add", help="Synthetic documents added (the week's publications)."),
+    watches: int = typer.Option(10_000, "--watches", help="Watches saved before the add."),
+    real_share: float = typer.Option(0.3, "--real-share", min=0.0, max=1.0, help="Share of real claims among them "
+                                     "(at most the real data's claims of 15 words or more)."),
+    data: Path | None = typer.Option(None, "--data", help="Real data folder (its claims are watched); default "
+                                     "../shared/data beside the repository when it exists."),
+    cache_dir: Path = typer.Option(Path.home() / ".cache" / "priorart" / "bench-watch", "--cache-dir",
+                                   help="Keeps the synthetic corpus and index for the next run."),
+    chunk: int | None = typer.Option(None, "--chunk", min=1, help="Watches sharing one cut of the index."),
+    verify: bool = typer.Option(True, "--verify/--no-verify", help="Run every watch's search again after the add "
+                                "and compare its new top-k documents with its hits."),
+    seed: int = typer.Option(0, "--seed"),
+    out: Path | None = typer.Option(None, "--out", "-o", help="Also write the result (JSON, with the commit and the "
+                                    "command) here."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+) -> None:
+    """Prior-art watches (issue 34): evaluation time (in all, per watch) and memory after a 1 % add."""
+    from training.benchmarks.watch import format_report, run_watch_bench
+    from training.experiments.output import write_result
+
+    if data is None:
+        default = Path(__file__).resolve().parents[2].parent / "shared" / "data"
+        data = default if default.is_dir() else None
+    report = run_watch_bench(n_base=n_base, n_add=n_add, n_watches=watches, real_share=real_share, data=data,
+                             cache_dir=cache_dir, seed=seed, verify=verify, chunk=chunk,
+                             log=lambda line: typer.echo(line, err=True))
+    if out is not None:
+        write_result(report, out)
+    typer.echo(json.dumps(report, indent=1) if as_json else format_report(report))
 
 
 def register(app: typer.Typer) -> None:

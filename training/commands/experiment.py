@@ -253,7 +253,7 @@ def xling_tasks_command(
     grants, and the mate task; rows per table direction, with and without compound splitting."""
     from training.experiments.xling import ExperimentError
     from training.experiments.xling_tasks import XlingTaskSettings, format_task_table, run_xling_task
-    from training.ingest import iter_records
+    from training.ingest import shared_records
     from training.translation.lexicons import parse_lexicons
 
     try:
@@ -264,11 +264,7 @@ def xling_tasks_command(
             settings.lexicons = parse_lexicons(lexicons)
         if splitter_lexicons is not None:
             settings.splitter_lexicons = parse_lexicons(splitter_lexicons)
-        roots = [data / "patents" / "ep", data / "patents" / "us"]
-        missing = [str(p) for p in roots if not p.is_dir()]
-        if missing:
-            raise ExperimentError(f"patent folders not found: {', '.join(missing)} (pass --data: the shared data)")
-        records = list(iter_records(roots, progress=progress))
+        records = shared_records(data, progress=progress)
         results = [run_xling_task(data, t.strip(), settings, out_dir=out, records=records, progress=progress,
                                   write_runs=runs, command=command_line())
                    for t in tasks.split(",") if t.strip()]
@@ -366,15 +362,10 @@ def feedback_command(
     """Relevance feedback (Rocchio) on the first relevant hit: MRR and recall of the remaining relevant
     documents before and after (relevance: sharing the topic's first classification main group)."""
     from training.experiments.feedback import format_feedback, run_feedback
-    from training.ingest import iter_records
+    from training.ingest import shared_records
 
-    roots = [data / "patents" / "ep", data / "patents" / "us"]
-    missing = [str(p) for p in roots if not p.is_dir()]
-    if missing:
-        typer.echo(f"error: patent folders not found: {', '.join(missing)} (pass --data: the shared data)", err=True)
-        raise typer.Exit(2)
     try:
-        result = run_feedback(list(iter_records(roots, progress=progress)), depth=depth, terms=terms,
+        result = run_feedback(shared_records(data, progress=progress), depth=depth, terms=terms,
                               min_relevant=min_relevant, index_dir=index)
     except ValueError as exc:
         typer.echo(f"error: {exc}", err=True)

@@ -72,13 +72,9 @@ class PassageTuningResult:
 
 def load_records(data: Path) -> list[PatentRecord]:
     """The EP and US documents of the shared data that have a description (the candidates)."""
-    from training.ingest import iter_records
+    from training.ingest import shared_records
 
-    roots = [data / "patents" / "ep", data / "patents" / "us"]
-    missing = [str(r) for r in roots if not r.is_dir()]
-    if missing:
-        raise ExperimentError(f"not found: {', '.join(missing)} (pass the shared data folder with --data)")
-    return [r for r in iter_records(roots) if r.description]
+    return [r for r in shared_records(data) if r.description]
 
 
 def _mean(values: Sequence[float]) -> float:

@@ -89,7 +89,7 @@ def run_route_merge(data: str | Path, settings: RouteMergeSettings | None = None
     from service.text.analysis import Analyzer
     from service.text.translation import TranslationTable
     from training.build import build_index
-    from training.ingest import iter_records
+    from training.ingest import shared_records
     from training.translation.compounds import build_splitter
     from training.translation.index_step import TranslationOptions, build_index_tables
     from training.translation.tables import TableSettings
@@ -100,11 +100,7 @@ def run_route_merge(data: str | Path, settings: RouteMergeSettings | None = None
         raise ExperimentError(f"unknown route merge(s) {bad}; valid: {', '.join(COMBINES)}")
     t0 = time.perf_counter()
     if records is None:
-        roots = [Path(data) / "patents" / "ep", Path(data) / "patents" / "us"]
-        missing = [str(p) for p in roots if not p.is_dir()]
-        if missing:
-            raise ExperimentError(f"patent folders not found: {', '.join(missing)} (pass --data: the shared data)")
-        records = list(iter_records(roots, progress=progress))
+        records = shared_records(data, progress=progress)
     topics = own_language_topics(records)
     ids = sorted({doc for _, doc, _, _ in topics})
     fold_of = {doc: i % s.folds for i, doc in enumerate(ids)}

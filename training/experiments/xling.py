@@ -162,21 +162,14 @@ def run_xling(
     ``records`` may be passed to skip reading ``data`` (e.g. an already ingested corpus).
     """
     from training.build import build_index
-    from training.ingest import iter_records
+    from training.ingest import shared_records
     from training.tasks import strip_reference_signs
 
     s = settings or XlingSettings()
     seconds: dict[str, float] = {}
     t0 = time.perf_counter()
     if records is None:
-        data = Path(data)
-        roots = [data / "patents" / "ep", data / "patents" / "us"]
-        missing = [str(p) for p in roots if not p.is_dir()]
-        if missing:
-            raise ExperimentError(
-                f"patent folders not found: {', '.join(missing)} (pass --data, the shared data folder)"
-            )
-        records = list(iter_records(roots, progress=progress))
+        records = shared_records(data, progress=progress)
     seconds["ingest"] = time.perf_counter() - t0
     grants = trilingual_grants(records)
     if len(grants) < s.folds:

@@ -189,17 +189,13 @@ def run_xling_passages(
     from service.schema import PassageRequest, SearchRequest
     from service.settings import Settings
     from training.build import build_index
-    from training.ingest import iter_records
+    from training.ingest import shared_records
     from training.translation.compounds import build_splitter
 
     s = settings or XlingPassageSettings()
     t0 = time.perf_counter()
     if records is None:
-        roots = [Path(data) / "patents" / "ep", Path(data) / "patents" / "us"]
-        missing = [str(p) for p in roots if not p.is_dir()]
-        if missing:
-            raise ExperimentError(f"patent folders not found: {', '.join(missing)} (pass --data: the shared data)")
-        records = list(iter_records(roots, progress=progress))
+        records = shared_records(data, progress=progress)
     grants = trilingual_grants(records)
     if len(grants) < s.folds:
         raise ExperimentError(f"{len(grants)} trilingual EP grants found; need at least {s.folds} (one per fold)")

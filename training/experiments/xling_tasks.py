@@ -156,7 +156,7 @@ def run_xling_task(
     """Run one task (see the module docstring); with ``out_dir`` write ``<task>.json`` (the result, with the commit
     and ``command``: :func:`training.experiments.output.write_result`) and, with ``write_runs``, runs and qrels."""
     from training.build import build_index
-    from training.ingest import iter_records
+    from training.ingest import shared_records
     from training.tasks import strip_reference_signs
 
     if task not in TASKS:
@@ -166,11 +166,7 @@ def run_xling_task(
     seconds: dict[str, float] = {}
     t0 = time.perf_counter()
     if records is None:
-        roots = [Path(data) / "patents" / "ep", Path(data) / "patents" / "us"]
-        missing = [str(p) for p in roots if not p.is_dir()]
-        if missing:
-            raise ExperimentError(f"patent folders not found: {', '.join(missing)} (pass --data: the shared data)")
-        records = list(iter_records(roots, progress=progress))
+        records = shared_records(data, progress=progress)
     grants = trilingual_grants(records)
     if len(grants) < s.folds:
         raise ExperimentError(f"{len(grants)} trilingual EP grants found; need at least {s.folds} (one per fold)")

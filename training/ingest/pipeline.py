@@ -195,3 +195,18 @@ def ingest(
     output = Path(output)
     write_corpus(iter_records(paths, stats, progress=progress, exclude=[output]), output)
     return stats
+
+
+class MissingDataError(IngestInputError):
+    """The shared data folder does not hold the patent folders (the message names them)."""
+
+
+def shared_records(data: str | Path, *, progress: bool | None = None) -> list[PatentRecord]:
+    """Every EP and US publication of the shared data folder (``DATA/patents/ep`` and ``DATA/patents/us``): what
+    the real-data experiments, benchmarks and tests read. Raises :class:`MissingDataError` naming what is missing."""
+    roots = [Path(data) / "patents" / "ep", Path(data) / "patents" / "us"]
+    missing = [str(p) for p in roots if not p.is_dir()]
+    if missing:
+        raise MissingDataError(f"patent folders not found: {', '.join(missing)} (pass --data: the shared data folder)")
+    return list(iter_records(roots, progress=progress))
+

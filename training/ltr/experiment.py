@@ -284,7 +284,7 @@ def run_ltr_experiment(
 ) -> LtrExperimentResult:
     """Run the experiment (module docstring); with ``out_dir`` write runs, qrels, reports."""
     from training.build import build_index
-    from training.ingest import iter_records
+    from training.ingest import shared_records
     from training.tasks import known_item_task, xling_task
 
     s = settings or LtrExperimentSettings()
@@ -294,12 +294,7 @@ def run_ltr_experiment(
     if records is None:
         if data is None:
             raise LtrExperimentError("give the data folder (--data) or the records")
-        roots = [Path(data) / "patents" / "ep", Path(data) / "patents" / "us"]
-        missing = [str(p) for p in roots if not p.is_dir()]
-        if missing:
-            raise LtrExperimentError(f"patent folders not found: {', '.join(missing)} (pass --data, the shared data "
-                                     "folder)")
-        records = list(iter_records(roots, progress=progress))
+        records = shared_records(data, progress=progress)
     seconds["ingest"] = time.perf_counter() - t0
     task = xling_task(records) if s.task == "xling" else known_item_task(records, n=s.known_item_n)
     qrels: Qrels = task.qrels
