@@ -24,8 +24,9 @@ from typing import Any, Literal
 import numpy as np
 
 from service.codes import CODE_LEVELS, record_codes
+from service.corpus.ids import id_shaped, looks_like_pub_id
 from service.corpus.record import PatentRecord
-from service.index.store import DocStore, UnknownDocumentError, id_shaped, looks_like_pub_id
+from service.index.store import DocStore, UnknownDocumentError
 from service.retrieval.feedback import Feedback
 from service.text.analysis import SUPPORTED_LANGS, detect_language
 

@@ -45,3 +45,15 @@ def test_the_api_refuses_a_value_outside_the_vocabulary() -> None:
             schema.SearchRequest.model_validate({"query": "x", field: bad})
     with pytest.raises(ValidationError, match="unknown score names"):
         schema.SearchRequest(query="x", weights={"bm26": 1.0})
+
+
+def test_one_publication_id_normaliser() -> None:
+    """The doc store, the API's /documents, a priority claim (families) and a citation read an id the same way."""
+    from service.corpus.families import group
+    from service.corpus.ids import normalise_pub_id
+    from service.corpus.record import PatentRecord
+
+    assert normalise_pub_id(" jp 2002-156293 ") == normalise_pub_id("JP2002156293") == "JP2002156293"
+    recs = [PatentRecord(id=f"EP000000{i}A1", country="EP", number=f"000000{i}", kind="A1", source="jsonl",
+                         priority_ids=[p]) for i, p in enumerate(("JP 2002-156293", "jp2002156293"), start=1)]
+    assert [(g.head, g.members) for g in group(recs)] == [(0, [1])]

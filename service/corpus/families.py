@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from service.corpus.ids import normalise_pub_id
 from service.corpus.record import PatentRecord
 
 KEYS = ("family", "publication number", "priority")
@@ -35,7 +36,7 @@ def _keys(rec: PatentRecord) -> list[tuple[str, str]]:
     out = [("publication number", f"{rec.country}{rec.number.lstrip('0')}")]
     if rec.family_id:
         out.append(("family", rec.family_id))
-    out += [("priority", p.replace(" ", "").upper()) for p in rec.priority_ids if p.strip()]
+    out += [("priority", normalise_pub_id(p)) for p in rec.priority_ids if p.strip()]
     return out
 
 

@@ -21,9 +21,6 @@ from service.index.store import (
     DocStore,
     DocStoreWriter,
     UnknownDocumentError,
-    id_shaped,
-    looks_like_pub_id,
-    normalise_pub_id,
 )
 
 __all__ = [
@@ -40,10 +37,7 @@ __all__ = [
     "IndexMeta",
     "Layout",
     "UnknownDocumentError",
-    "id_shaped",
     "load_meta",
-    "looks_like_pub_id",
-    "normalise_pub_id",
     "sha256_file",
     "update_meta",
     "validate_settings",

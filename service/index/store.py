@@ -20,7 +20,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import re
 import threading
 from array import array
 from collections import OrderedDict
@@ -33,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from service.codes import CODE_LEVELS, check_level, codes_at, parse_code, record_codes, truncate_code
+from service.corpus.ids import id_keys, normalise_pub_id
 from service.corpus.record import PatentRecord
 from service.index.folder import IndexFolder, IndexFormatError, Layout
 
@@ -73,44 +73,6 @@ def _relative(seg_dir: Path, root: Path) -> str:
 
 
 # ------------------------------------------------------------------------------- ids and codes
-
-_ID_SEP_RE = re.compile(r"[\s\-.,/]+")
-_ID_RE = re.compile(r"^([A-Z]{2})([A-Z]{0,2})(\d+)([A-Z]\d?)?$")
-# patent offices whose numbers we recognise as a "patent number query"
-_OFFICES_TEXT = (
-    "EP WO US DE FR GB JP CN KR CH AT BE NL IT ES SE DK FI NO PL CZ RU CA AU BR IN MX TW IL ZA NZ SG HK "
-    "IE PT GR HU RO SK SI LU EA AP OA"
-)
-OFFICES = frozenset(_OFFICES_TEXT.split(" "))
-
-
-def normalise_pub_id(text: str) -> str:
-    """``'ep 0640886 b1'`` -> ``'EP0640886B1'`` (uppercase, spaces/dashes/dots removed)."""
-    return _ID_SEP_RE.sub("", text.strip().upper())
-
-
-def _id_keys(norm: str) -> tuple[str, str] | None:
-    """(id without leading zeros in the number, same without kind) or None when not id-shaped."""
-    m = _ID_RE.match(norm)
-    if not m:
-        return None
-    country, prefix, digits, kind = m.groups()
-    base = f"{country}{prefix}{digits.lstrip('0') or '0'}"
-    return base + (kind or ""), base
-
-
-def id_shaped(text: str) -> bool:
-    """True for text shaped like a publication number: country letters + at least 4 digits (+ kind)."""
-    if len(text) > 40:
-        return False
-    m = _ID_RE.match(normalise_pub_id(text))
-    return bool(m and len(m.group(3)) >= 4)
-
-
-def looks_like_pub_id(text: str) -> bool:
-    """True for text shaped like a publication number of a known office (``EP0640886B1``, ``US 7,861,316``)."""
-    return id_shaped(text) and normalise_pub_id(text)[:2] in OFFICES
-
 
 # ---------------------------------------------------------------------------------- doc store
 
@@ -293,7 +255,7 @@ class DocStore:
             if self.live is not None and not self.live[row]:
                 continue
             self._row[pid] = row
-            keys = _id_keys(normalise_pub_id(pid))
+            keys = id_keys(normalise_pub_id(pid))
             if keys:
                 self._loose.setdefault(keys[0], row)
                 self._nokind.setdefault(keys[1], []).append(row)
@@ -330,7 +292,7 @@ class DocStore:
         row = self._row.get(norm)
         if row is not None:
             return row
-        keys = _id_keys(norm)
+        keys = id_keys(norm)
         if keys is None:
             return None
         row = self._loose.get(keys[0])

@@ -56,8 +56,9 @@ from typing import Any
 import numpy as np
 
 from service.codes import CODE_LEVELS, codes_at, record_codes
+from service.corpus.ids import normalise_pub_id
 from service.corpus.record import PatentRecord
-from service.index.store import EPOCH, MISSING_DATE, normalise_pub_id
+from service.index.store import EPOCH, MISSING_DATE
 from service.retrieval.wordpair import DocTermStore, _bisect, gather_csr
 from service.versioned import read_versioned
 

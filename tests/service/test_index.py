@@ -10,15 +10,10 @@ import numpy as np
 import pytest
 
 from service.codes import truncate_code
+from service.corpus.ids import looks_like_pub_id, normalise_pub_id
 from service.corpus.record import Claim, PatentRecord
 from service.index.folder import IndexFormatError, Layout, load_meta, update_meta, write_meta
-from service.index.store import (
-    DocStore,
-    DocStoreWriter,
-    UnknownDocumentError,
-    looks_like_pub_id,
-    normalise_pub_id,
-)
+from service.index.store import DocStore, DocStoreWriter, UnknownDocumentError
 
 SETTINGS = {
     "fields": ["title", "claims"],

@@ -8,6 +8,7 @@ from typing import Any
 from fastapi import APIRouter, HTTPException, Query
 
 from service.api.deps import EngineDep
+from service.corpus.ids import normalise_pub_id
 
 router = APIRouter(tags=["documents"])
 _ID_RE = re.compile(r"^[A-Z]{2}[A-Z0-9]{1,20}$")
@@ -15,7 +16,7 @@ _ID_RE = re.compile(r"^[A-Z]{2}[A-Z0-9]{1,20}$")
 
 @router.get("/documents/{doc_id}", summary="The structured record of one publication")
 def document(doc_id: str, engine: EngineDep) -> dict[str, Any]:
-    norm = doc_id.replace(" ", "").upper()
+    norm = normalise_pub_id(doc_id)
     if not _ID_RE.match(norm):  # ids are country + number + kind; nothing else reaches the store
         raise HTTPException(404, f"no document {doc_id!r}: publication ids look like EP0640886B1")
     record = engine.document(norm)
