@@ -77,7 +77,8 @@ REQUEST_WEIGHTS = "the request's weights"
 
 
 class FusionError(ValueError):
-    """Fusion weights that cannot be used (the message names the file and what to do)."""
+    """Fusion weights that cannot be used, or learned (``priorart fuse``, training/fusion.py); the message says why
+    and what to do."""
 
 
 # --------------------------------------------------------------------------------------------------

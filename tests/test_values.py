@@ -57,3 +57,25 @@ def test_one_publication_id_normaliser() -> None:
     recs = [PatentRecord(id=f"EP000000{i}A1", country="EP", number=f"000000{i}", kind="A1", source="jsonl",
                          priority_ids=[p]) for i, p in enumerate(("JP 2002-156293", "jp2002156293"), start=1)]
     assert [(g.head, g.members) for g in group(recs)] == [(0, [1])]
+
+
+def test_one_error_type_per_concept_and_one_check_of_the_bm25_parameters() -> None:
+    import pytest
+
+    import service.fusion
+    import training.fusion
+    from service.index.folder import validate_settings
+    from service.retrieval.sparse import SparseIndexBuilder
+    from training.experiments import ExperimentError, models, passages, xling
+    from training.ltr import experiment as ltr_experiment
+
+    assert training.fusion.FusionError is service.fusion.FusionError
+    assert xling.ExperimentError is models.ExperimentError is passages.ExperimentError is ExperimentError
+    assert ltr_experiment.ExperimentError is ExperimentError
+    settings = {"fields": ["claims"], "index_langs": ["en"], "scoring": "bm25", "k1": 1.2, "b": 0.75, "epsilon": 0.25}
+    for name, bad in (("k1", 150.0), ("b", 1.5), ("epsilon", 2.0), ("k1", -1.0)):
+        with pytest.raises(ValueError, match=f"{name} must be a number in") as built:
+            SparseIndexBuilder(**{name: bad})  # type: ignore[arg-type]
+        with pytest.raises(ValueError, match=f"{name} must be a number in") as validated:
+            validate_settings({**settings, name: bad})
+        assert str(validated.value) == f"setting: {built.value}"

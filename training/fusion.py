@@ -68,6 +68,7 @@ from service.fusion import (
     BM25_ONLY,
     FUSION_VERSION,
     PROFILES,
+    FusionError,
     FusionModel,
     ProfileWeights,
     fuse_linear,
@@ -77,6 +78,7 @@ from service.index.store import DocStore
 from service.pipeline import Pipeline, compose
 from service.query import Query
 from service.settings import Settings
+from service.text.analysis import SUPPORTED_LANGS
 
 log = logging.getLogger(__name__)
 
@@ -92,11 +94,7 @@ PROFILE_COMPONENTS: dict[str, tuple[str, ...]] = {
     "codes": ("bm25", "dense", "text", "meta", "joint"),
 }
 SINGLE = ("bm25", "dense", "text", "meta", "joint")
-LANG_SUFFIXES = ("-en", "-de", "-fr")
-
-
-class FusionError(ValueError):
-    """Fusion weights cannot be learned for this index (the message says why and what to do)."""
+LANG_SUFFIXES = tuple(f"-{lang}" for lang in SUPPORTED_LANGS)
 
 
 # --------------------------------------------------------------------------------------------------

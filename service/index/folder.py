@@ -176,6 +176,21 @@ def _check_list(name: str, value: object, allowed: Sequence[str]) -> None:
         raise ValueError(f"setting {name!r} lists a value twice: {value!r}")
 
 
+BM25_BOUNDS: dict[str, tuple[float, float]] = {"k1": (0.0, 100.0), "b": (0.0, 1.0), "epsilon": (0.0, 1.0)}
+
+
+def check_scoring(scoring: object, k1: object, b: object, epsilon: object) -> None:
+    """The one check of the scoring and its parameters (the build settings, ``meta.json``, a sparse index builder):
+    ``scoring`` one of :data:`SCORINGS`, each parameter a number within :data:`BM25_BOUNDS`. ``ValueError`` naming
+    the one that is not."""
+    if scoring not in SCORINGS:
+        raise ValueError(f"unknown scoring {scoring!r}; valid: {', '.join(SCORINGS)}")
+    for name, value in (("k1", k1), ("b", b), ("epsilon", epsilon)):
+        lo, hi = BM25_BOUNDS[name]
+        if not _is_number(value) or not lo <= value <= hi:  # type: ignore[operator]
+            raise ValueError(f"{name} must be a number in [{lo:g}, {hi:g}], got {value!r}")
+
+
 def validate_settings(settings: Mapping[str, Any]) -> dict[str, Any]:
     """Check the build settings (required keys, valid values, no unknown key); returns a plain dict.
 
@@ -191,15 +206,10 @@ def validate_settings(settings: Mapping[str, Any]) -> dict[str, Any]:
         raise ValueError(f"unexpected setting(s): {', '.join(unknown)} (known: {', '.join(required + optional)})")
     _check_list("fields", settings["fields"], FIELDS)
     _check_list("index_langs", settings["index_langs"], SUPPORTED_LANGS)
-    if settings["scoring"] not in SCORINGS:
-        raise ValueError(f"setting 'scoring' is {settings['scoring']!r}; valid: {', '.join(SCORINGS)}")
-    k1, b, eps = settings["k1"], settings["b"], settings["epsilon"]
-    if not _is_number(k1) or not 0 <= k1 <= 100:
-        raise ValueError(f"setting 'k1' must be a number in [0, 100], got {k1!r}")
-    if not _is_number(b) or not 0 <= b <= 1:
-        raise ValueError(f"setting 'b' must be a number in [0, 1], got {b!r}")
-    if not _is_number(eps) or not 0 <= eps <= 1:
-        raise ValueError(f"setting 'epsilon' must be a number in [0, 1], got {eps!r}")
+    try:
+        check_scoring(settings["scoring"], settings["k1"], settings["b"], settings["epsilon"])
+    except ValueError as exc:
+        raise ValueError(f"setting: {exc}") from None
     out = {k: (list(settings[k]) if isinstance(settings[k], list) else settings[k]) for k in required}
     if "analysis" in settings:
         from service.text.compounds import check_analysis
@@ -726,7 +736,8 @@ def shard_for(key: str, n_shards: int) -> int:
     return min(int(hash_unit(key) * n_shards), n_shards - 1)
 
 
-__all__ = ["FIELDS", "GENERATION_FORMAT", "GENERATION_VERSION", "INDEX_FORMAT", "INDEX_VERSION", "SCORINGS",
-           "SHARDS_FORMAT", "IndexFolder", "IndexFormatError", "IndexMeta", "Layout", "Segment", "ShardSet",
-           "ShardedIndexError", "current_generation", "hash_unit", "is_sharded", "shard_for", "write_shards_meta",
-           "generation_numbers", "load_meta", "sha256_file", "update_meta", "validate_settings", "write_meta"]
+__all__ = ["BM25_BOUNDS", "FIELDS", "GENERATION_FORMAT", "GENERATION_VERSION", "INDEX_FORMAT", "INDEX_VERSION",
+           "SCORINGS", "SHARDS_FORMAT", "IndexFolder", "IndexFormatError", "IndexMeta", "Layout", "Segment",
+           "ShardSet", "ShardedIndexError", "current_generation", "hash_unit", "is_sharded", "shard_for",
+           "write_shards_meta", "check_scoring", "generation_numbers", "load_meta", "sha256_file", "update_meta",
+           "validate_settings", "write_meta"]

@@ -61,7 +61,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from service.index.folder import SCORINGS, IndexFormatError
+from service.index.folder import IndexFormatError, check_scoring
 from service.phases import timed
 from service.retrieval import kernels
 from service.versioned import read_versioned
@@ -81,17 +81,6 @@ _WEIGHT_CHUNK = 1 << 20  # postings per step when precomputing weights (bounds t
 def monolingual_units(terms: Iterable[str]) -> list[QueryUnit]:
     """``['a', 'b', 'a']`` -> ``[({'a': 1.0}, 2.0), ({'b': 1.0}, 1.0)]`` (first-occurrence order)."""
     return [({t: 1.0}, float(c)) for t, c in Counter(terms).items()]
-
-
-def _check_params(scoring: str, k1: float, b: float, epsilon: float) -> None:
-    if scoring not in SCORINGS:
-        raise ValueError(f"unknown scoring {scoring!r}; valid: {', '.join(SCORINGS)}")
-    if not k1 >= 0:
-        raise ValueError(f"k1 must be >= 0, got {k1}")
-    if not 0 <= b <= 1:
-        raise ValueError(f"b must be in [0, 1], got {b}")
-    if not epsilon >= 0:
-        raise ValueError(f"epsilon must be >= 0, got {epsilon}")
 
 
 @dataclass(frozen=True)
@@ -147,7 +136,7 @@ class SparseIndexBuilder:
     """Accumulates documents row by row (memory: ~8 bytes per distinct term per document)."""
 
     def __init__(self, *, scoring: str = "bm25", k1: float = 1.2, b: float = 0.75, epsilon: float = 0.25) -> None:
-        _check_params(scoring, k1, b, epsilon)
+        check_scoring(scoring, k1, b, epsilon)
         self.scoring, self.k1, self.b, self.epsilon = scoring, k1, b, epsilon
         self._vocab: dict[str, int] = {}
         self._indptr = array("q", [0])

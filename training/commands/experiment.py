@@ -72,7 +72,8 @@ def xling_command(
     Rows: none (untranslated terms), dict (FreeDict), aligned (IBM-1 on aligned claims, k-fold
     cross-fitted), both (interpolated). Reports MRR, success@1, success@10, all and per language.
     """
-    from training.experiments.xling import ExperimentError, XlingSettings, format_table, run_xling
+    from training.experiments import ExperimentError
+    from training.experiments.xling import XlingSettings, format_table, run_xling
 
     try:
         settings = XlingSettings(
@@ -123,7 +124,8 @@ def models_command(
     Fusion weights are learned leak-free on the DEV split (cross-validated, installed only where they beat BM25);
     p-values: paired randomisation vs BM25.
     """
-    from training.experiments.models import ExperimentError, ModelsSettings, format_table, run_models_experiment
+    from training.experiments import ExperimentError
+    from training.experiments.models import ModelsSettings, format_table, run_models_experiment
 
     try:
         settings = ModelsSettings(depth=depth, dense_index=dense_index, device=device, permutations=permutations,
@@ -191,8 +193,8 @@ def passages_command(
 ) -> None:
     """Tune alpha, beta, sigma of each passage variant on the reference-sign proxy (grid search, MAP(D)) and
     report the held-out MAP(D) against the service defaults and the paper's values."""
+    from training.experiments import ExperimentError
     from training.experiments.passages import (
-        ExperimentError,
         PassageTuningSettings,
         format_table,
         load_records,
@@ -251,7 +253,7 @@ def xling_tasks_command(
 ) -> None:
     """Cross-lingual tasks in every direction: claims -> descriptions, English claim -> German/French-only
     grants, and the mate task; rows per table direction, with and without compound splitting."""
-    from training.experiments.xling import ExperimentError
+    from training.experiments import ExperimentError
     from training.experiments.xling_tasks import XlingTaskSettings, format_task_table, run_xling_task
     from training.ingest import shared_records
     from training.translation.lexicons import parse_lexicons
@@ -299,7 +301,7 @@ def xling_passages_command(
     progress: bool | None = typer.Option(None, "--progress/--no-progress", help="Progress bars on stderr."),
 ) -> None:
     """Claims against their aligned twin claim in another language, in every direction, on /passages."""
-    from training.experiments.xling import ExperimentError
+    from training.experiments import ExperimentError
     from training.experiments.xling_passages import XlingPassageSettings, format_table, run_xling_passages
 
     try:
@@ -334,8 +336,8 @@ def route_merge_command(
 ) -> None:
     """Own-language documents under the translated routes: titles in en/de/fr against the trilingual index, with
     the query's own route only and with every route merged (the routes must not push these documents down)."""
+    from training.experiments import ExperimentError
     from training.experiments.route_merge import RouteMergeSettings, format_route_merge, run_route_merge
-    from training.experiments.xling import ExperimentError
 
     try:
         settings = RouteMergeSettings(folds=folds, depth=depth,

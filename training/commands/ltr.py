@@ -121,7 +121,8 @@ def experiment_ltr_command(
     progress: bool | None = typer.Option(None, "--progress/--no-progress", help="Progress bars on stderr."),
 ) -> None:
     """Single systems, every pairwise Borda and LinLearn on a real task, k-fold cross-fitted."""
-    from training.ltr.experiment import LtrExperimentError, LtrExperimentSettings, format_report, run_ltr_experiment
+    from training.experiments import ExperimentError
+    from training.ltr.experiment import LtrExperimentSettings, format_report, run_ltr_experiment
     from training.ltr.wordpair import WordPairConfig
 
     try:
@@ -131,7 +132,7 @@ def experiment_ltr_command(
                                          topic_codes=topic_codes, known_item_n=known_item_n,
                                          wordpair=WordPairConfig(l1_grid=grid, epochs=epochs))
         result = run_ltr_experiment(data, settings, out_dir=out, progress=progress)
-    except (LtrExperimentError, ValueError, FileNotFoundError, RuntimeError) as exc:
+    except (ExperimentError, ValueError, FileNotFoundError, RuntimeError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from exc
     if as_json:

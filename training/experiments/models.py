@@ -46,6 +46,7 @@ from service.evaluation.measures import evaluate_run
 from service.evaluation.significance import randomisation_test
 from service.evaluation.trec import Qrels, Run, Topic, write_qrels, write_run, write_topics
 from service.fusion import PROFILES
+from training.experiments import ExperimentError
 
 log = logging.getLogger(__name__)
 
@@ -56,10 +57,6 @@ TASK_INDEX = {
     "xling": {"index_langs": "en", "fields": "title,abstract,claims,description"},
     "known-item": {"index_langs": "en", "fields": "claims,description"},
 }
-
-
-class ExperimentError(ValueError):
-    """The experiment cannot run on this input (the message says what is missing)."""
 
 
 @dataclass

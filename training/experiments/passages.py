@@ -28,11 +28,8 @@ from service.corpus.record import PatentRecord
 from service.evaluation.significance import randomisation_test
 from service.passages import DEFAULT_PARAMS, PAPER_PARAMS, PAPER_SIGMAS, VARIANTS, PassageIndex
 from service.text.translation import TranslationTable
+from training.experiments import ExperimentError
 from training.passage_tuning import TuningQuery, evaluate_params, proxy_tuning_queries, tune
-
-
-class ExperimentError(ValueError):
-    """The experiment cannot run on this input (the message says why)."""
 
 
 @dataclass(frozen=True)

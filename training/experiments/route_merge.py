@@ -36,7 +36,7 @@ from tqdm import tqdm
 from service.corpus.record import PatentRecord
 from service.evaluation.significance import randomisation_test
 from service.text.analysis import SUPPORTED_LANGS
-from training.experiments.xling import ExperimentError
+from training.experiments import ExperimentError
 
 log = logging.getLogger(__name__)
 

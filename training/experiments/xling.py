@@ -39,6 +39,7 @@ from service.evaluation.trec import write_qrels, write_run
 from service.retrieval.first_stage import FirstStage
 from service.text.analysis import get_analyzer, tokenize
 from service.text.translation import TranslationTable
+from training.experiments import ExperimentError
 from training.experiments.output import write_result
 from training.translation.freedict import DICTD_DIR, load_lexicon
 from training.translation.ibm1 import train_aligned_table
@@ -49,10 +50,6 @@ log = logging.getLogger(__name__)
 ROWS = ("none", "dict", "aligned", "both")
 LANGS = ("de", "fr")
 MEASURES = ("mrr", "success@1", "success@10")
-
-
-class ExperimentError(ValueError):
-    """The experiment cannot run on this input (the message says what is missing)."""
 
 
 @dataclass

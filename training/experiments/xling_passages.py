@@ -50,8 +50,9 @@ from tqdm import tqdm
 from service.corpus.record import PatentRecord
 from service.evaluation.significance import randomisation_test
 from service.passages.lm import VARIANTS
+from training.experiments import ExperimentError
 from training.experiments.output import commit, write_result
-from training.experiments.xling import ExperimentError, trilingual_grants, words_only
+from training.experiments.xling import trilingual_grants, words_only
 
 log = logging.getLogger(__name__)
 

@@ -51,8 +51,9 @@ from service.retrieval.first_stage import PARTS_MAX_TERMS, FirstStage
 from service.text.analysis import SUPPORTED_LANGS, Analyzer, get_analyzer
 from service.text.compounds import CompoundSplitter
 from service.text.translation import TranslationTable
+from training.experiments import ExperimentError
 from training.experiments.output import write_result
-from training.experiments.xling import ExperimentError, first_claim, trilingual_grants, words_only
+from training.experiments.xling import first_claim, trilingual_grants, words_only
 from training.translation.compounds import build_splitter
 from training.translation.ding import TRANS_DIR
 from training.translation.freedict import DICTD_DIR

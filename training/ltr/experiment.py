@@ -71,6 +71,7 @@ from service.retrieval.first_stage import FirstStage
 from service.retrieval.wordpair import DocTermStore, WordPairModel
 from service.text.analysis import get_analyzer
 from service.text.translation import TranslationTable
+from training.experiments import ExperimentError
 from training.ltr.data import LtrConfig, make_query_side, prepare_ltr_data
 from training.ltr.domain import DomainConfig, train_domain
 from training.ltr.linlearn import CandidateList, LinLearnConfig, borda_weights, train_linlearn, tune_borda
@@ -81,10 +82,6 @@ log = logging.getLogger(__name__)
 
 TASKS = ("xling", "known-item")
 MEASURES = ("mrr", "success@1", "success@10", "ndcg", "recall@100")
-
-
-class LtrExperimentError(ValueError):
-    """The experiment cannot run on this input (the message says what is missing)."""
 
 
 @dataclass
@@ -110,15 +107,15 @@ class LtrExperimentSettings:
 
     def __post_init__(self) -> None:
         if self.task not in TASKS:
-            raise LtrExperimentError(f"unknown task {self.task!r}; valid: {', '.join(TASKS)}")
+            raise ExperimentError(f"unknown task {self.task!r}; valid: {', '.join(TASKS)}")
         if self.protocol not in ("folds", "fixed"):
-            raise LtrExperimentError(f"unknown protocol {self.protocol!r}; valid: folds, fixed")
+            raise ExperimentError(f"unknown protocol {self.protocol!r}; valid: folds, fixed")
         if self.models_dir is not None:
             self.protocol = "fixed"
         if self.folds < 3:
-            raise LtrExperimentError(f"folds must be >= 3 (test, dev and train folds), got {self.folds}")
+            raise ExperimentError(f"folds must be >= 3 (test, dev and train folds), got {self.folds}")
         if self.depth < 10:
-            raise LtrExperimentError(f"depth must be >= 10 (success@10 is reported), got {self.depth}")
+            raise ExperimentError(f"depth must be >= 10 (success@10 is reported), got {self.depth}")
         # the domain model is trained with the query side it is tested with
         meta = tuple(m for m in self.ltr.query_meta if m != "codes")
         self.ltr = replace(self.ltr, query_meta=(*meta, "codes") if self.topic_codes else meta)
@@ -259,11 +256,11 @@ def _rounds(s: LtrExperimentSettings, records: Sequence[PatentRecord], docs: lis
         test = {d for d in docs if fixed.part.get(d) == "test"}
         dev = {d for d in docs if fixed.part.get(d) == "dev"}
         if not test or not dev:
-            raise LtrExperimentError(f"the fixed split has {len(test)} test and {len(dev)} dev task documents; "
+            raise ExperimentError(f"the fixed split has {len(test)} test and {len(dev)} dev task documents; "
                                      "need both")
         return [_Round("fixed", fixed, test, dev)]
     if len(docs) < s.folds:
-        raise LtrExperimentError(f"{len(docs)} task documents; need at least {s.folds} (one per fold)")
+        raise ExperimentError(f"{len(docs)} task documents; need at least {s.folds} (one per fold)")
     fold_of = {d: i % s.folds for i, d in enumerate(docs)}
     base = make_split(doc_info(r) for r in records)
     out = []
@@ -293,7 +290,7 @@ def run_ltr_experiment(
     t0 = time.perf_counter()
     if records is None:
         if data is None:
-            raise LtrExperimentError("give the data folder (--data) or the records")
+            raise ExperimentError("give the data folder (--data) or the records")
         records = shared_records(data, progress=progress)
     seconds["ingest"] = time.perf_counter() - t0
     task = xling_task(records) if s.task == "xling" else known_item_task(records, n=s.known_item_n)
