@@ -54,3 +54,20 @@ def test_the_server_freezes_its_engine_at_startup_and_after_a_reload(thawed: Non
         second = c.app.state.engines.engine  # type: ignore[attr-defined]
         assert second is not first and not _walked(second)
         assert c.post("/search", json={"query": "a valve", "lang": "en", "k": 3}).status_code == 200
+
+
+def test_a_replaced_objects_cycles_are_freed_at_the_next_settle(thawed: None) -> None:
+    """Objects in a reference cycle that were frozen with a loaded index (a replaced engine's) are garbage once
+    released; the next settle (after a reload) unfreezes before it collects, so they are freed, not kept frozen."""
+    import weakref
+
+    class Node:
+        other: object = None
+
+    a, b = Node(), Node()
+    a.other, b.other = b, a  # a cycle: reference counting alone never frees it
+    gone = weakref.ref(a)
+    heap.settle()  # loaded: frozen with everything else
+    del a, b  # replaced and released
+    heap.settle()  # the reload's settle
+    assert gone() is None

@@ -70,19 +70,20 @@ def reload_engine(app: FastAPI, *, only_if_newer: bool = False) -> dict[str, Any
         except Exception:
             metrics.reloads.labels("refused").inc()
             raise
+        from service.api.routes.health import public_health
+
+        previous = public_health(old, settings.index_dir)["index"] if old else None  # read before it is released
         holder.swap(new)  # one reference swap: a request sees either the old or the new generation
+        was = old.generation if old else None
+        del old  # released here (or by the last request that holds it): settle then frees its cycles
         heap.settle()  # the new index out of the collector's full passes, as at startup
     from service.api.routes.watches import notify_runner
 
     notify_runner(app)  # the watches evaluated against the generation loaded
     metrics.reloads.labels("ok").inc()
     metrics.index_docs.set(new.num_docs)
-    log.info("index %s generation %d loaded (was %s)", settings.index_dir, new.generation,
-             old.generation if old else None)
-    from service.api.routes.health import public_health
-
-    return {"previous": public_health(old, settings.index_dir)["index"] if old else None,
-            "current": public_health(new, settings.index_dir)["index"]}
+    log.info("index %s generation %d loaded (was %s)", settings.index_dir, new.generation, was)
+    return {"previous": previous, "current": public_health(new, settings.index_dir)["index"]}
 
 
 async def watch_generations(app: FastAPI) -> None:
