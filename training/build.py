@@ -34,6 +34,7 @@ from service.index.folder import FIELDS, SCORINGS, IndexFolder, Layout, validate
 from service.index.live import ENCODE_BATCH, EmptyBatchError, encode_documents, index_documents
 from service.index.store import DocStore
 from service.retrieval.dense import INDEX_KINDS
+from service.retrieval.encoders import ModelsLayout
 from service.text.analysis import SUPPORTED_LANGS, Analyzer, CachedAnalyzer, get_analyzer
 from service.text.compounds import CompoundSplitter
 from training.translation.compounds import COMPOUND_LANGS
@@ -200,8 +201,9 @@ def build_index(
     """
     if dense_index not in INDEX_KINDS:
         raise BuildError(f"unknown dense index {dense_index!r}; choose from {', '.join(INDEX_KINDS)}")
-    if models_dir is not None and not (Path(models_dir) / "meta.json").is_file():
-        raise BuildError(f"{Path(models_dir) / 'meta.json'} is missing: not a models folder (run `priorart train`)")
+    if models_dir is not None and not (Path(models_dir) / ModelsLayout.META).is_file():
+        raise BuildError(f"{Path(models_dir) / ModelsLayout.META} is missing: not a models folder "
+                         "(run `priorart train`)")
     langs = _parse_list(index_langs, SUPPORTED_LANGS, "index language(s)")
     field_list = _parse_list(fields, FIELDS, "field(s)")
     if scoring not in SCORINGS:
@@ -294,8 +296,6 @@ def build_index(
 
 # ------------------------------------------------------------------------------------------ models
 
-# torch state dicts (training side only) and the training corpus' vectors (the index encodes its own documents)
-SKIP_MODEL_DIRS = ("checkpoints", "dense")
 MODELS_COMPONENT_VERSION = 1
 
 
@@ -313,7 +313,7 @@ def _copy_models(src: Path, dest: Path) -> list[str]:
     dest.mkdir(parents=True)
     omitted: list[str] = []
     for rel in sorted(meta["files"]):
-        if rel.split("/", 1)[0] in SKIP_MODEL_DIRS:
+        if rel.split("/", 1)[0] in ModelsLayout.TRAINING_ONLY:
             omitted.append(rel)
             continue
         (dest / rel).parent.mkdir(parents=True, exist_ok=True)

@@ -77,6 +77,7 @@ from service.index.folder import IndexFolder, Layout
 from service.index.store import DocStore
 from service.pipeline import Pipeline, compose
 from service.query import Query
+from service.retrieval.encoders import ModelsLayout
 from service.settings import Settings
 from service.text.analysis import SUPPORTED_LANGS
 
@@ -166,7 +167,7 @@ def dev_topics(folder: IndexFolder, docs: DocStore, tasks: str | Sequence[str] =
     from training.models.pairs import Split
     from training.tasks import known_item_task, xling_task
 
-    split_path = folder.path(Layout.MODELS) / "split.json"
+    split_path = folder.path(Layout.MODELS) / ModelsLayout.SPLIT
     if split is None:
         if not split_path.is_file():
             raise FusionError(f"{split_path} is missing: fusion needs an index built with --models")

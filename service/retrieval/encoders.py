@@ -74,6 +74,48 @@ CODES_MAX = 32
 RANKER_KINDS = ("text", "meta", "joint", "stacked")
 
 
+class ModelsLayout:
+    """Relative paths of everything a models folder may hold (the module docstring says what each is), as
+    :class:`service.index.folder.Layout` names an index folder's; an index keeps a copy under ``models/``."""
+
+    META = "meta.json"
+    SPLIT = "split.json"
+    VOCAB = "vocab"
+    CODE_VOCAB = "vocab/codes.json"
+    EMBEDDINGS = "embeddings"
+    CODE_EMBEDDINGS = "embeddings/codes.npy"
+    DUAL = "dual"
+    DENSE = "dense"
+    DOC_VECTORS = "dense/doc_vectors.npy"
+    DOC_IDS = "dense/doc_ids.json"
+    RANKERS = "rankers"
+    STACKED = "rankers/stacked.json"
+    CHECKPOINTS = "checkpoints"
+    LTR = "ltr"  # written by ``priorart train-ltr`` (training/ltr/train.py)
+    TRAINED = (VOCAB, EMBEDDINGS, DUAL, DENSE, RANKERS, CHECKPOINTS)
+    """The folders ``priorart train`` writes (and replaces when it trains into the folder again)."""
+    TRAINING_ONLY = (CHECKPOINTS, DENSE)
+    """Left out of an index's copy: the torch state dicts, and the training corpus' vectors (the index encodes its
+    own documents)."""
+
+    @staticmethod
+    def words_vocab(lang: str) -> str:
+        return f"vocab/words.{lang}.json"
+
+    @staticmethod
+    def words_embeddings(lang: str) -> str:
+        return f"embeddings/words.{lang}.npy"
+
+    @staticmethod
+    def ranker(kind: str) -> str:
+        """The folder of one ranker's graphs (``text``, ``meta``, ``joint``)."""
+        return f"rankers/{kind}"
+
+    @staticmethod
+    def checkpoint(name: str) -> str:
+        return f"checkpoints/{name}.pt"
+
+
 class ModelsFolderError(ValueError):
     """The models folder is missing, of another format, or a file does not match its checksum."""
 
@@ -201,7 +243,7 @@ def pad_batch(seqs: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
 
 def read_models_meta(root: Path) -> dict[str, Any]:
     """``meta.json`` of a models folder, with its format and version checked."""
-    path = root / "meta.json"
+    path = root / ModelsLayout.META
     if not path.is_file():
         raise ModelsFolderError(f"{path}: missing; {root} is not a models folder (run `priorart train` first)")
     meta = read_versioned(path, MODELS_FORMAT, MODELS_VERSION, error=ModelsFolderError, fix="retrain")

@@ -46,6 +46,7 @@ from service.evaluation.measures import evaluate_run
 from service.evaluation.significance import randomisation_test
 from service.evaluation.trec import Qrels, Run, Topic, write_qrels, write_run, write_topics
 from service.fusion import PROFILES
+from service.retrieval.encoders import ModelsLayout
 from training.experiments import ExperimentError
 
 log = logging.getLogger(__name__)
@@ -178,8 +179,8 @@ def run_models_experiment(
             train_models(corpus, models_dir, config=TrainConfig(device=s.device, progress=show))
             seconds["train"] = time.perf_counter() - t
         models_dir = Path(models_dir)
-        models_meta = json.loads((models_dir / "meta.json").read_text(encoding="utf-8"))
-        split = Split.load(models_dir / "split.json")
+        models_meta = json.loads((models_dir / ModelsLayout.META).read_text(encoding="utf-8"))
+        split = Split.load(models_dir / ModelsLayout.SPLIT)
         unknown = [r.id for r in records if r.id not in split.part]
         if unknown:
             raise ExperimentError(

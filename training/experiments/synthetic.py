@@ -29,6 +29,7 @@ from typing import Any
 
 from service.evaluation.trec import Qrels, Topic
 from service.fusion import PROFILES
+from service.retrieval.encoders import ModelsLayout
 from training.experiments.models import Block, ModelsSettings, evaluate_rows, format_blocks
 
 log = logging.getLogger(__name__)
@@ -95,7 +96,7 @@ def run_synthetic_experiment(s: SyntheticSettings, *, work_dir: str | Path | Non
         seconds["synth"] = time.perf_counter() - t
         t = time.perf_counter()
         models = work / "models"
-        if not (models / "meta.json").is_file():
+        if not (models / ModelsLayout.META).is_file():
             train_models(corpus, models, cpc=scheme, config=TrainConfig(
                 device=s.device, progress=show, max_train_topics=s.max_train_topics, epochs=s.epochs, seed=s.seed))
         else:
@@ -106,7 +107,7 @@ def run_synthetic_experiment(s: SyntheticSettings, *, work_dir: str | Path | Non
         build_index(corpus, index, models_dir=models, device=s.device, fuse=False, overwrite=True, progress=show,
                     translation=s.translation)
         seconds["build"] = time.perf_counter() - t
-        split = Split.load(models / "split.json")
+        split = Split.load(models / ModelsLayout.SPLIT)
         topics, qrels = synth_topics(read_corpus(corpus), s.topics, seed=s.seed)
         dev, dev_qrels = split_topics(topics, qrels, set(split.ids("dev")))
         test, test_qrels = split_topics(topics, qrels, set(split.ids("test")))

@@ -67,6 +67,7 @@ from service.evaluation.trec import Qrels, Run, Topic, write_qrels, write_run
 from service.fusion import fuse
 from service.retrieval.domain import FEATURES as FEATURES_ALL
 from service.retrieval.domain import DomainModel, DomainStore
+from service.retrieval.encoders import ModelsLayout
 from service.retrieval.first_stage import FirstStage
 from service.retrieval.wordpair import DocTermStore, WordPairModel
 from service.text.analysis import get_analyzer
@@ -303,7 +304,7 @@ def run_ltr_experiment(
         from service.retrieval.neural import Models
 
         models = Path(s.models_dir)
-        fixed = Split.load(models / "split.json")
+        fixed = Split.load(models / ModelsLayout.SPLIT)
         bundle = Models(models, device="auto", verify=True)
         notes.append(f"neural systems from {models}: evaluated on the topics of its split's test part only, "
                      "combination weights fitted on its dev part, word-pair/domain trained on its train part")

@@ -44,7 +44,7 @@ from service.index.folder import IndexFolder, Layout
 from service.index.store import DocStore
 from service.pipeline import Pipeline, compose
 from service.retrieval.domain import DomainStore
-from service.retrieval.encoders import sha256_file
+from service.retrieval.encoders import ModelsLayout, sha256_file
 from service.retrieval.wordpair import DocTermStore
 from service.settings import Settings
 from service.stages.ltr import LTR_FORMAT, LTR_VERSION, DomainStep, WordPairStep
@@ -88,7 +88,7 @@ def _sha256_bytes(data: bytes) -> str:
 
 
 def load_split(models_dir: Path, records: list[PatentRecord], notes: list[str]) -> tuple[Split, dict[str, Any]]:
-    path = models_dir / "split.json"
+    path = models_dir / ModelsLayout.SPLIT
     if path.is_file():
         split = Split.load(path)
         missing = sum(1 for r in records if r.id not in split.part)
@@ -246,7 +246,7 @@ def train_ltr(
         notes.append(f"Borda and LinLearn weights not learned: {exc}")
     timings["combination"] = time.perf_counter() - t
 
-    out = models_dir / "ltr"
+    out = models_dir / ModelsLayout.LTR
     if out.exists():
         shutil.rmtree(out)
     out.mkdir(parents=True)

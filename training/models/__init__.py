@@ -5,7 +5,7 @@ Public API (torch and gensim are imported by the modules below, so import them o
 - :mod:`training.models.train`: ``train_models(corpus, out_dir, cpc=None, config=TrainConfig())`` ->
   ``TrainOutput`` (writes the models folder); ``prepare(corpus, config, cpc=None)`` -> ``Prepared``
   (split, word2vec, DeepWalk, encoded topics) for experiments.
-- :mod:`training.models.pairs`: ``make_split``, ``Split.load(models_dir / "split.json")`` (evaluation
+- :mod:`training.models.pairs`: ``make_split``, ``Split.load(models_dir / ModelsLayout.SPLIT)`` (evaluation
   topics = the ``test`` ids), ``record_topics`` / ``topic_text`` (the query text of a record), ``ndcg``.
 - :mod:`training.models.embeddings`: ``train_word2vec``, ``build_code_graph``, ``train_deepwalk``,
   ``sibling_report``.

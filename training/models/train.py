@@ -41,6 +41,7 @@ from service.retrieval.encoders import (
     MODELS_VERSION,
     QUERY_MAX_TERMS,
     CodeVocabulary,
+    ModelsLayout,
     document_ids,
     sha256_file,
 )
@@ -53,8 +54,7 @@ from training.models.rankers import RankerConfig
 
 log = logging.getLogger(__name__)
 
-OWNED_DIRS = ("vocab", "embeddings", "dual", "dense", "rankers", "checkpoints")
-OWNED_FILES = ("meta.json", "split.json")
+OWNED_FILES = (ModelsLayout.META, ModelsLayout.SPLIT)
 
 
 def default_cpc_path() -> Path | None:
@@ -146,7 +146,7 @@ def _prepare_out_dir(out: Path) -> None:
     if out.exists() and not out.is_dir():
         raise FileExistsError(f"{out} exists and is not a directory")
     if out.is_dir() and any(out.iterdir()):
-        meta = out / "meta.json"
+        meta = out / ModelsLayout.META
         if not meta.exists():
             raise FileExistsError(f"{out} is not empty and is not a models folder (no meta.json); choose another -o")
         try:
@@ -159,7 +159,7 @@ def _prepare_out_dir(out: Path) -> None:
                 "choose another -o (e.g. INDEX_DIR/models)"
             )
     out.mkdir(parents=True, exist_ok=True)
-    for name in OWNED_DIRS:
+    for name in ModelsLayout.TRAINED:
         if (out / name).is_dir():
             shutil.rmtree(out / name)
     for name in OWNED_FILES:
@@ -205,7 +205,7 @@ def _record_sentences(record: Any) -> Iterator[tuple[str, str]]:
 def _files_manifest(out: Path) -> dict[str, dict[str, Any]]:
     files: dict[str, dict[str, Any]] = {}
     for path in sorted(out.rglob("*")):
-        if path.is_file() and path.name != "meta.json":
+        if path.is_file() and path.name != ModelsLayout.META:
             rel = path.relative_to(out).as_posix()
             files[rel] = {"sha256": sha256_file(path), "size": path.stat().st_size}
     return files
@@ -477,15 +477,15 @@ def train_models(
     with timer.part("export"):
         vocab_files = {}
         for lang, emb in words.items():
-            vocab_files[lang] = f"vocab/words.{lang}.json"
-            emb.save(out / vocab_files[lang], out / f"embeddings/words.{lang}.npy")
-        prep.code_vocab.save(out / "vocab/codes.json")
-        np.save(out / "embeddings/codes.npy", prep.codes.vectors)
+            vocab_files[lang] = ModelsLayout.words_vocab(lang)
+            emb.save(out / vocab_files[lang], out / ModelsLayout.words_embeddings(lang))
+        prep.code_vocab.save(out / ModelsLayout.CODE_VOCAB)
+        np.save(out / ModelsLayout.CODE_EMBEDDINGS, prep.codes.vectors)
         components: dict[str, Any] = {
-            "vocab": {"words": vocab_files, "codes": "vocab/codes.json"},
+            "vocab": {"words": vocab_files, "codes": ModelsLayout.CODE_VOCAB},
             "embeddings": {
-                "words": {lang: f"embeddings/words.{lang}.npy" for lang in words},
-                "codes": "embeddings/codes.npy",
+                "words": {lang: ModelsLayout.words_embeddings(lang) for lang in words},
+                "codes": ModelsLayout.CODE_EMBEDDINGS,
             },
             "limits": {
                 "query_max_terms": cfg.query_max_terms,
@@ -493,17 +493,17 @@ def train_models(
                 "codes_max": cfg.codes_max,
             },
             "document_text": "English claims; else English title+abstract; else first language (see encoders.py)",
-            "dual": export_dual(dual.model, out),
-            "rankers": {kind: export_ranker(results[kind].model, out, f"rankers/{kind}") for kind in results},
+            "dual": export_dual(dual.model, out, ModelsLayout.DUAL),
+            "rankers": {kind: export_ranker(results[kind].model, out, ModelsLayout.ranker(kind)) for kind in results},
         }
         components["dual"]["thresholds"] = list(dual.thresholds)
         stacked = {"w_text": w_text, "w_meta": w_meta, "combines": ["text", "meta"], "dev_ndcg": stacked_ndcg}
-        (out / "rankers/stacked.json").write_text(json.dumps(stacked, indent=1), encoding="utf-8")
-        components["rankers"]["stacked"] = {"w_text": w_text, "w_meta": w_meta, "file": "rankers/stacked.json"}
-        (out / "checkpoints").mkdir(parents=True, exist_ok=True)
+        (out / ModelsLayout.STACKED).write_text(json.dumps(stacked, indent=1), encoding="utf-8")
+        components["rankers"]["stacked"] = {"w_text": w_text, "w_meta": w_meta, "file": ModelsLayout.STACKED}
+        (out / ModelsLayout.CHECKPOINTS).mkdir(parents=True, exist_ok=True)
         for kind, res in results.items():
-            torch.save(res.model.state_dict(), out / f"checkpoints/ranker_{kind}.pt")
-        torch.save(dual.model.state_dict(), out / "checkpoints/dual.pt")
+            torch.save(res.model.state_dict(), out / ModelsLayout.checkpoint(f"ranker_{kind}"))
+        torch.save(dual.model.state_dict(), out / ModelsLayout.checkpoint("dual"))
 
     # ---- pass 3: document vectors of the whole corpus -------------------------------------------
     with timer.part("doc_vectors"):
@@ -519,16 +519,16 @@ def train_models(
                 yield document_ids(rec, words["en"].vocab, cfg.doc_max_terms)
 
         vectors = encode_documents(dual.model, seqs(), device)
-        (out / "dense").mkdir(parents=True, exist_ok=True)
-        np.save(out / "dense/doc_vectors.npy", vectors.astype(np.float32))
-        (out / "dense/doc_ids.json").write_text(json.dumps(doc_ids), encoding="utf-8")
+        (out / ModelsLayout.DENSE).mkdir(parents=True, exist_ok=True)
+        np.save(out / ModelsLayout.DOC_VECTORS, vectors.astype(np.float32))
+        (out / ModelsLayout.DOC_IDS).write_text(json.dumps(doc_ids), encoding="utf-8")
         components["dense"] = {
-            "vectors": "dense/doc_vectors.npy",
-            "ids": "dense/doc_ids.json",
+            "vectors": ModelsLayout.DOC_VECTORS,
+            "ids": ModelsLayout.DOC_IDS,
             "metric": "inner_product",
             "normalised": False,
         }
-    split.save(out / "split.json")
+    split.save(out / ModelsLayout.SPLIT)
     timer.wall["total"] = time.perf_counter() - t_all
 
     dev: dict[str, Any] = {
@@ -557,7 +557,7 @@ def train_models(
         "corpus": {"path": str(Path(corpus).resolve()), "records": prep.n_records, "sha256": sha256_file(corpus)},
         "cpc": str(prep.cpc_path) if prep.cpc_path else None,
         "settings": cfg.to_json(),
-        "split": {"file": "split.json", **split.summary()},
+        "split": {"file": ModelsLayout.SPLIT, **split.summary()},
         "data": data.summary(),
         "word2vec": prep.word2vec,
         "deepwalk": {
@@ -573,7 +573,7 @@ def train_models(
         "components": components,
     }
     meta["files"] = _files_manifest(out)
-    (out / "meta.json").write_text(json.dumps(meta, indent=1, default=str), encoding="utf-8")
+    (out / ModelsLayout.META).write_text(json.dumps(meta, indent=1, default=str), encoding="utf-8")
     log.info("models written to %s in %.1f s", out, timer.wall["total"])
     models = {**{kind: r.model for kind, r in results.items()}, "dual": dual.model}
     return TrainOutput(out, meta, models, data, split)
