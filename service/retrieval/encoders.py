@@ -97,23 +97,10 @@ class ModelsLayout:
     TRAINING_ONLY = (CHECKPOINTS, DENSE)
     """Left out of an index's copy: the torch state dicts, and the training corpus' vectors (the index encodes its
     own documents)."""
-
-    @staticmethod
-    def words_vocab(lang: str) -> str:
-        return f"vocab/words.{lang}.json"
-
-    @staticmethod
-    def words_embeddings(lang: str) -> str:
-        return f"embeddings/words.{lang}.npy"
-
-    @staticmethod
-    def ranker(kind: str) -> str:
-        """The folder of one ranker's graphs (``text``, ``meta``, ``joint``)."""
-        return f"rankers/{kind}"
-
-    @staticmethod
-    def checkpoint(name: str) -> str:
-        return f"checkpoints/{name}.pt"
+    WORDS_VOCAB = "vocab/words.{lang}.json"  # the paths of one language, one ranker, one checkpoint: str.format
+    WORDS_EMBEDDINGS = "embeddings/words.{lang}.npy"
+    RANKER = "rankers/{kind}"  # the folder of one ranker's graphs (text, meta, joint)
+    CHECKPOINT = "checkpoints/{name}.pt"
 
 
 class ModelsFolderError(ValueError):

@@ -477,14 +477,14 @@ def train_models(
     with timer.part("export"):
         vocab_files = {}
         for lang, emb in words.items():
-            vocab_files[lang] = ModelsLayout.words_vocab(lang)
-            emb.save(out / vocab_files[lang], out / ModelsLayout.words_embeddings(lang))
+            vocab_files[lang] = ModelsLayout.WORDS_VOCAB.format(lang=lang)
+            emb.save(out / vocab_files[lang], out / ModelsLayout.WORDS_EMBEDDINGS.format(lang=lang))
         prep.code_vocab.save(out / ModelsLayout.CODE_VOCAB)
         np.save(out / ModelsLayout.CODE_EMBEDDINGS, prep.codes.vectors)
         components: dict[str, Any] = {
             "vocab": {"words": vocab_files, "codes": ModelsLayout.CODE_VOCAB},
             "embeddings": {
-                "words": {lang: ModelsLayout.words_embeddings(lang) for lang in words},
+                "words": {lang: ModelsLayout.WORDS_EMBEDDINGS.format(lang=lang) for lang in words},
                 "codes": ModelsLayout.CODE_EMBEDDINGS,
             },
             "limits": {
@@ -494,7 +494,8 @@ def train_models(
             },
             "document_text": "English claims; else English title+abstract; else first language (see encoders.py)",
             "dual": export_dual(dual.model, out, ModelsLayout.DUAL),
-            "rankers": {kind: export_ranker(results[kind].model, out, ModelsLayout.ranker(kind)) for kind in results},
+            "rankers": {kind: export_ranker(results[kind].model, out, ModelsLayout.RANKER.format(kind=kind))
+                        for kind in results},
         }
         components["dual"]["thresholds"] = list(dual.thresholds)
         stacked = {"w_text": w_text, "w_meta": w_meta, "combines": ["text", "meta"], "dev_ndcg": stacked_ndcg}
@@ -502,8 +503,8 @@ def train_models(
         components["rankers"]["stacked"] = {"w_text": w_text, "w_meta": w_meta, "file": ModelsLayout.STACKED}
         (out / ModelsLayout.CHECKPOINTS).mkdir(parents=True, exist_ok=True)
         for kind, res in results.items():
-            torch.save(res.model.state_dict(), out / ModelsLayout.checkpoint(f"ranker_{kind}"))
-        torch.save(dual.model.state_dict(), out / ModelsLayout.checkpoint("dual"))
+            torch.save(res.model.state_dict(), out / ModelsLayout.CHECKPOINT.format(name=f"ranker_{kind}"))
+        torch.save(dual.model.state_dict(), out / ModelsLayout.CHECKPOINT.format(name="dual"))
 
     # ---- pass 3: document vectors of the whole corpus -------------------------------------------
     with timer.part("doc_vectors"):
