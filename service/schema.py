@@ -8,9 +8,9 @@ Integer fields are strict: ``true`` or ``"5"`` for ``k`` is a 422, not 1 or 5.
 from __future__ import annotations
 
 from datetime import date
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from service.codes import CodeLevel, normalise_codes
 from service.text.analysis import Language
@@ -23,6 +23,22 @@ CodeFilter = Literal["none", CodeLevel]
 """A request's code filter: ``none``, or the level at which a document must share a code with the query."""
 FusionMethod = Literal["linear", "borda", "linlearn"]
 """The fusion methods: the one definition (service/fusion.py implements each, ``METHODS`` in its order)."""
+
+
+def _not_blank(text: str, info: ValidationInfo) -> str:
+    if not text.strip():
+        raise ValueError(f"{info.field_name} is blank")
+    return text
+
+
+def _query_codes(codes: list[str]) -> list[str]:
+    return normalise_codes(codes)  # subclass or finer, duplicates removed (service/codes.py)
+
+
+NonBlank = Annotated[str, AfterValidator(_not_blank)]
+"""Text with more than white space in it (a query, a claim): ``FIELD is blank`` otherwise."""
+QueryCodes = Annotated[list[str], AfterValidator(_query_codes)]
+"""A query's IPC/CPC codes, normalised (service/codes.py ``normalise_codes``)."""
 COMPONENTS = ("bm25", "dense", "text", "meta", "joint", "wordpair", "domain")
 """The score components the stages put on candidates: the one definition (service/fusion.py says what each is)."""
 
@@ -40,9 +56,9 @@ class FeedbackRequest(BaseModel):
 class SearchRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    query: str = Field(..., min_length=1, description="claims, title+abstract text, or a publication number")
+    query: NonBlank = Field(..., min_length=1, description="claims, title+abstract text, or a publication number")
     lang: Lang = Field("auto", description="query language; auto detects en/de/fr")
-    codes: list[str] = Field(default_factory=list, max_length=50, description="IPC/CPC codes of the query")
+    codes: QueryCodes = Field(default_factory=list, max_length=50, description="IPC/CPC codes of the query")
     code_filter: CodeFilter = Field(
         "none", description="keep only documents sharing a code with `codes` at this level"
     )
@@ -62,18 +78,6 @@ class SearchRequest(BaseModel):
         "over dense vectors when the index has models); query.feedback says what was added")
     collapse_families: bool = Field(
         True, description="collapse publications of one family / application / priority into one result")
-
-    @field_validator("query")
-    @classmethod
-    def _not_blank(cls, v: str) -> str:
-        if not v.strip():
-            raise ValueError("query is blank")
-        return v
-
-    @field_validator("codes")
-    @classmethod
-    def _codes(cls, codes: list[str]) -> list[str]:
-        return normalise_codes(codes)  # subclass or finer, duplicates removed (service.codes)
 
     @field_validator("weights")
     @classmethod
@@ -262,29 +266,17 @@ class ClaimChartRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    claim_text: str = Field(..., min_length=1, description="claim text; '1. ... 2. The device of claim 1, ...'")
+    claim_text: NonBlank = Field(..., min_length=1, description="claim text; '1. ... 2. The device of claim 1, ...'")
     claim: int | None = Field(None, ge=1, le=500, strict=True,
                               description="which numbered claim to chart (default: the first)")
     lang: Lang = "auto"
     documents: list[str] = Field(default_factory=list, max_length=20,
                                  description="publication ids to chart; empty: the top k of a search with the claim")
     k: int = Field(5, ge=1, le=20, strict=True, description="documents charted when none are given")
-    codes: list[str] = Field(default_factory=list, max_length=50)
+    codes: QueryCodes = Field(default_factory=list, max_length=50)
     code_filter: CodeFilter = "none"
     before: date | None = None
     feedback: FeedbackRequest | None = None
-
-    @field_validator("claim_text")
-    @classmethod
-    def _not_blank(cls, v: str) -> str:
-        if not v.strip():
-            raise ValueError("claim_text is blank")
-        return v
-
-    @field_validator("codes")
-    @classmethod
-    def _codes(cls, codes: list[str]) -> list[str]:
-        return normalise_codes(codes)
 
 
 class ClaimElementOut(BaseModel):

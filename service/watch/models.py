@@ -7,8 +7,7 @@ from datetime import date
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from service.codes import normalise_codes
-from service.schema import CodeFilter, Lang, PassageHit, SearchRequest
+from service.schema import CodeFilter, Lang, NonBlank, PassageHit, QueryCodes, SearchRequest
 
 WATCH_MAX_K = 100
 """Largest top k a watch may follow (each evaluation ranks the new documents against it)."""
@@ -21,9 +20,9 @@ class WatchRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     name: str | None = Field(None, max_length=NAME_CHARS, description="what to call it (default: the query's start)")
-    query: str = Field(..., min_length=1, description="claims, title+abstract text, or a publication number")
+    query: NonBlank = Field(..., min_length=1, description="claims, title+abstract text, or a publication number")
     lang: Lang = Field("auto", description="query language; auto detects en/de/fr")
-    codes: list[str] = Field(default_factory=list, max_length=50, description="IPC/CPC codes of the query")
+    codes: QueryCodes = Field(default_factory=list, max_length=50, description="IPC/CPC codes of the query")
     code_filter: CodeFilter = Field(
         "none", description="keep only documents sharing a code with `codes` at this level")
     before: date | None = Field(None, description="keep only documents published before this date")
@@ -32,22 +31,10 @@ class WatchRequest(BaseModel):
                                f"{WATCH_MAX_K})")
     translate: bool = Field(True, description="translate the query into the other indexed languages (PSQ)")
 
-    @field_validator("query")
-    @classmethod
-    def _not_blank(cls, v: str) -> str:
-        if not v.strip():
-            raise ValueError("query is blank")
-        return v
-
     @field_validator("name")
     @classmethod
     def _name(cls, v: str | None) -> str | None:
         return v.strip() or None if v is not None else None
-
-    @field_validator("codes")
-    @classmethod
-    def _codes(cls, codes: list[str]) -> list[str]:
-        return normalise_codes(codes)
 
     def search_request(self) -> SearchRequest:
         """The search the watch runs: documents, not families (``collapse_families`` off), unexplained."""
