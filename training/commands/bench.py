@@ -290,7 +290,7 @@ def watch_command(
 ) -> None:
     """Prior-art watches (issue 34): evaluation time (in all, per watch) and memory after a 1 % add."""
     from training.benchmarks.watch import format_report, run_watch_bench
-    from training.experiments.output import write_result
+    from training.experiments.output import command_line, write_result
 
     if data is None:
         default = Path(__file__).resolve().parents[2].parent / "shared" / "data"
@@ -299,7 +299,7 @@ def watch_command(
                              cache_dir=cache_dir, seed=seed, verify=verify, chunk=chunk,
                              log=lambda line: typer.echo(line, err=True))
     if out is not None:
-        write_result(report, out)
+        write_result(report, out, command=command_line())
     typer.echo(json.dumps(report, indent=1) if as_json else format_report(report))
 
 
