@@ -136,14 +136,16 @@ def _child(index_dir: str, n_queries: int, depth: int, k: int, reference_queries
         cands, _ = engine.pipeline.run(query)
         t_first = time.perf_counter() - t
         lang = query.r.lang
-        readable = {lang} | ({"en"} if lang in engine.pipeline.first_stage.tables else set())
+        # the query as the engine's passage ranker reads it: its image in every language a route reaches
+        images, _ = engine.passage_query(query.r.text, lang, translate=query.translate is not False)
+        readable = set(images)
         t = time.perf_counter()
         recs = []
         for r, s in zip(cands.rows, cands.fused if cands.fused is not None else [], strict=True):
             rec = docs.get_row(int(r))
             if readable & set(rec.languages):
                 recs.append((rec, float(s)))
-        hits = ref.rank(query.r.text, lang, recs, variant=variant, k=k, langs=readable,
+        hits = ref.rank(images, lang, recs, variant=variant, k=k, langs=readable,
                         alpha=DEFAULT_PASSAGE_PARAMS["alpha"], beta=DEFAULT_PASSAGE_PARAMS["beta"],
                         sigma=DEFAULT_PASSAGE_PARAMS["sigma"])
         t_ref = time.perf_counter() - t
