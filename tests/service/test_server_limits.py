@@ -13,6 +13,7 @@ import contextlib
 import json
 import os
 import resource
+import select
 import signal
 import socket
 import subprocess
@@ -96,11 +97,15 @@ def _read_all(s: socket.socket) -> bytes:
 
 
 def _closed_by_server(s: socket.socket) -> bool:
-    """Whether the server closed ``s`` (EOF or a reset waiting to be read)."""
-    try:
-        return s.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
-    except BlockingIOError:
+    """Whether the server has closed ``s`` by now (EOF or a reset waiting to be read), without waiting: a socket with
+    a timeout polls for up to that long before a recv, MSG_DONTWAIT or not, so readability is asked of poll (select
+    takes no descriptor above 1023)."""
+    poller = select.poll()
+    poller.register(s, select.POLLIN)
+    if not poller.poll(0):
         return False
+    try:
+        return s.recv(1, socket.MSG_PEEK) == b""
     except OSError:
         return True
 
