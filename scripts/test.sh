@@ -9,7 +9,8 @@ echo "== ruff"; ruff check service training tests
 echo "== mypy"; mypy
 echo "== pytest"
 set +e
-python -m pytest -q "$@"
+# two workers (the CI machine's two cores), whole test files per worker, handed out longest first (tests/conftest.py)
+python -m pytest -q -n "${PRIORART_TEST_WORKERS:-2}" --dist loadfile --no-loadscope-reorder "$@"
 rc=$?
 set -e
 # pytest exits 5 when it collected nothing: that is a failure of the suite, not a pass.
