@@ -72,8 +72,18 @@ def test_word_list_round_trip_and_bad_files(splitter: CompoundSplitter, tmp_path
     back = CompoundSplitter.load(path)
     assert back.split("hochspannungsanordnung") == splitter.split("hochspannungsanordnung")
     assert back.settings() == splitter.settings()
+    assert "dictionary_stems" in json.loads(path.read_text())  # version 2: the stems are stored, not made at load
+    # a version 1 file (no stems) is still read, its stems made at load: the same splitter
+    old = {k: v for k, v in json.loads(path.read_text()).items() if k != "dictionary_stems"} | {"version": 1}
+    (tmp_path / "v1.json").write_text(json.dumps(old))
+    v1 = CompoundSplitter.load(tmp_path / "v1.json")
+    assert v1.split("hochspannungsanordnung") == back.split("hochspannungsanordnung")
+    assert v1._dict_stems == back._dict_stems
+    (tmp_path / "v2-no-stems.json").write_text(json.dumps(old | {"version": 2}))
+    with pytest.raises(ValueError, match="dictionary_stems"):
+        CompoundSplitter.load(tmp_path / "v2-no-stems.json")
     (tmp_path / "bad.json").write_text(json.dumps({"format": "other"}))
-    with pytest.raises(ValueError, match="not a priorart-compounds v1 file"):
+    with pytest.raises(ValueError, match="not a priorart-compounds v1-v2 file"):
         CompoundSplitter.load(tmp_path / "bad.json")
     with pytest.raises(ValueError, match="cannot read compound word list"):
         CompoundSplitter.load(tmp_path / "missing.json")
