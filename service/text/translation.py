@@ -120,7 +120,7 @@ class TranslationTable:
             map(type, itertools.chain.from_iterable(row.values() for row in entries.values()))
         ) <= {int, float}:
             raise ValueError(f"{path}: 'entries' must map each source term to {{target term: probability}}")
-        table = cls({}, src=data["src"], tgt=data["tgt"], sources=data.get("sources", ()), **pruning)
+        table = cls({}, src=data["src"], tgt=data["tgt"], sources=data.get("sources", ()), **pruning)  # type: ignore[arg-type]
         table.entries = entries  # checked above, and read here only: no copy of every row
         return table
 
