@@ -238,6 +238,8 @@ ROUTE_MERGE_NAMES = {"own route only": "own route only", "all routes": "every ro
                      "all routes, weight merge": "every route, query-weight merge (Σ idf (k1+1))",
                      "all routes, saturated merge": "every route, translated units saturated at (k1+1) × one best "
                                                     "occurrence",
+                     "all routes, scaled merge": "every route, translated tf scaled to its best translation "
+                                                 "(one occurrence of it = one of the source term)",
                      "all routes, max merge": "every route, each route's best score"}
 
 
@@ -268,6 +270,31 @@ def feedback_table(name: str, results_dir: Path = RESULTS_DIR) -> str:
               f"topic; {r['terms']} expansion terms"
               + (f" (e.g. {ex['topic']}, marked {ex['marked']}: added {', '.join(ex['added'])})" if ex else "")
               + ". " + source(r, name)]
+    return "\n".join(lines)
+
+
+def watch_table(name: str, results_dir: Path = RESULTS_DIR) -> str:
+    """``priorart bench watch``: the evaluation after an add, in all and per watch by how it was settled."""
+    r = load(name, results_dir)
+    e, pw = r["evaluation"], r["per_watch_ms"]
+    how = {"all": "every watch", "bound": "settled by the bound (no search)", "search": "searched"}
+    rows = [[how.get(k, k), str(v["count"]), f"{v['p50']:.2f}", f"{v['p99']:.2f}", f"{v['mean']:.2f}"]
+            for k, v in pw.items()]
+    lines = _table(["watches", "count", "p50 ms", "p99 ms", "mean ms"], rows)
+    v = r.get("verify")
+    lines += ["", f"{r['watches']:,} watches ({r['real_claims']:,} real claims of the shared data, "
+              f"{r['synthetic_claims']:,} synthetic first claims; en/de/fr; k "
+              f"{', '.join(f'{k}: {n:,}' for k, n in r['k'].items())}) on {r['n_base']:,} synthetic documents, then "
+              f"an add of {r['added']:,} ({r['n_add'] / r['n_base']:.0%}): **{r['evaluation_s']:.1f} s** to evaluate "
+              f"them all ({r['mean_ms_per_watch']:.2f} ms per watch), {e['hits']:,} hits, {e['errors']} failed. "
+              f"Memory: {r['rss_before_mb']:,.0f} MB resident with the index loaded, {r['rss_peak_mb']:,.0f} MB at the "
+              f"peak of the evaluation; the state database {r['store_mb']:.1f} MB. Not in the figure: saving the "
+              f"watches ({r['save_s']:.0f} s, a search each), the add ({r['add_s']:.1f} s), loading the new "
+              f"generation ({r['load_s']:.1f} s). {r['cpus']} CPUs, load average {r['load_before']} as the "
+              f"evaluation started and {r['load_after']} as it ended."
+              + (f" Exactness: every watch's search run again after the add, {v['expected_hits']:,} new documents in "
+                 f"their top k, **{v['mismatches']}** watches whose hits differ." if v else "")
+              + " " + source(r, name)]
     return "\n".join(lines)
 
 
@@ -318,6 +345,7 @@ TABLES: dict[str, Table] = {
     "xling-passages": Table(_file(xling_passages_table, "xling-passages.json"), ("xling-passages.json",)),
     "route-merge": Table(_file(route_merge_table, "route-merge.json"), ("route-merge.json",)),
     "feedback": Table(_file(feedback_table, "feedback.json"), ("feedback.json",)),
+    "watch": Table(_file(watch_table, "watch.json"), ("watch.json",)),
     "summary": Table(summary_table, tuple(f"xling-tasks/{t}.json" for t in ("mate", "descriptions", "reverse",
                                                                                  "titles")) + ("xling-passages.json",)),
 }

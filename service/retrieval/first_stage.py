@@ -52,7 +52,7 @@ log = logging.getLogger(__name__)
 
 DEFAULT_MAX_QUERY_TERMS = 100
 PAPER_TERMS = {"abstract": 10, "claims": 100}
-COMBINES = ("weight", "reference", "max", "saturated")
+COMBINES = ("weight", "reference", "max", "saturated", "scaled")
 
 @dataclass(slots=True)
 class Hit:
@@ -147,20 +147,21 @@ class FirstStageResult:
         return {"hits": [asdict(h) for h in self.hits], "info": asdict(self.info)}
 
 
-def reference_score(index: SparseIndex, units: Sequence[QueryUnit]) -> float:
+def reference_score(index: SparseIndex, units: Sequence[QueryUnit], *, scale_tf: bool = False) -> float:
     """The score of the query's own best translation as a document of average length in ``index``.
 
     Each unit counts as if a document held its most probable target term once (expected tf = that
     probability), so a route whose translations spread their probability is measured against what a
     perfect match *in that route* scores, not against an untranslated query's. Units that match nothing
-    in the index count with the idf of a term seen once (a miss)."""
+    in the index count with the idf of a term seen once (a miss). ``scale_tf``: the units' expected tf is scaled by
+    their best translation's probability (:meth:`SparseIndex.accumulate`), so that translation counts as tf 1."""
     rare = index.idf_of(1.0)
     total = 0.0
     for mapping, weight in units:
         if not mapping:
             continue
         idf = index.unit_idf(mapping) if any(t in index.term_id for t in mapping) else rare
-        tf = max(mapping.values())
+        tf = 1.0 if scale_tf else max(mapping.values())
         if index.scoring == "bm25":
             part = tf * (index.k1 + 1) / (tf + index.k1)
         else:
@@ -375,17 +376,18 @@ class FirstStage:
                 # the rare row whose only terms have idf 0) that the mask allows
                 norm = 0.0
                 n_matched: int | None
-                sat = self.combine == "saturated"
+                sat, scaled = self.combine == "saturated", self.combine == "scaled"
                 if single:  # one route: its top rows (the matched rows counted when the query is explained)
-                    rows, final, n_matched = index.search(units, acc, n, mask, count=query.explain, saturate=sat)
+                    rows, final, n_matched = index.search(units, acc, n, mask, count=query.explain, saturate=sat,
+                                                          scale_tf=scaled)
                     best = float(final[0]) if len(rows) else 0.0
                 else:
-                    index.accumulate(units, acc, saturate=sat)
+                    index.accumulate(units, acc, saturate=sat, scale_tf=scaled)
                     n_matched, best = acc.matched_max(mask)
                     if self.combine == "weight":
                         norm = attainable_score(index, units)
-                    elif self.combine in ("reference", "saturated"):
-                        norm = reference_score(index, units)
+                    elif self.combine in ("reference", "saturated", "scaled"):
+                        norm = reference_score(index, units, scale_tf=scaled)
                     else:
                         norm = best
                 per_route.append((route, units))
@@ -413,7 +415,8 @@ class FirstStage:
                     allowed = raw != 0 if mask is None else (raw != 0) & mask[rows]
                     route_scores[route.name] = np.where(allowed, raw, np.nan)
                 combine = {"weight": "query-weight", "reference": "reference", "max": "max-normalised",
-                           "saturated": "reference, translations saturated"}[self.combine]
+                           "saturated": "reference, translations saturated",
+                           "scaled": "reference, translated tf scaled to its best translation"}[self.combine]
         finally:
             self._accumulators.give(accs)
 

@@ -508,13 +508,16 @@ class SparseIndex:
         return acc.scores
 
     def accumulate(self, units: Sequence[QueryUnit], acc: kernels.ScoreAccumulator, *,
-                   saturate: bool = False) -> Reach:
+                   saturate: bool = False, scale_tf: bool = False) -> Reach:
         """Add the query's score of every row it reaches into ``acc`` (zeroed, or holding other units' scores);
         returns what its units reach (for :meth:`top_k`). ``saturate`` (BM25): a PSQ unit adds at most ``k1 + 1``
         times what a row of average length holding the unit's most probable translation once adds -- the ceiling a
         source term has over one occurrence of itself. Without it, a unit whose probability spreads over several
         common translations (``Verfahren`` -> method, process, procedure, technique) could add several times that
-        to a row that repeats them, and a translated route outscore the own-language route on its own scale."""
+        to a row that repeats them, and a translated route outscore the own-language route on its own scale.
+        ``scale_tf``: a PSQ unit's expected tf is divided by its most probable translation's probability, so that
+        one occurrence of that translation counts as one occurrence of the source term and the unit saturates as
+        an untranslated term does (BM25's own curve, the same ceiling)."""
         reach = Reach()
         # single-term units (most of them) go to one compiled loop (service.retrieval.kernels) per run of them,
         # so the additions keep the order of the units, and with it the numpy code's scores, bit for bit
@@ -539,14 +542,14 @@ class SparseIndex:
             if los:
                 self._add_terms(acc, los, his, mults)
                 los, his, mults = [], [], []
-            self._score_psq(mapping, weight, acc, reach, saturate)
+            self._score_psq(mapping, weight, acc, reach, saturate, scale_tf)
         if los:
             self._add_terms(acc, los, his, mults)
         return reach
 
     def search(self, units: Sequence[QueryUnit], acc: kernels.ScoreAccumulator, k: int,
                mask: np.ndarray | None = None, *, count: bool = True,
-               saturate: bool = False) -> tuple[np.ndarray, np.ndarray, int | None]:
+               saturate: bool = False, scale_tf: bool = False) -> tuple[np.ndarray, np.ndarray, int | None]:
         """One route's search: the ``k`` best rows that score non-zero and ``mask`` allows (best first, ties by lower
         row), their scores, and how many rows those are (``count``; None when not counted).
 
@@ -563,7 +566,7 @@ class SparseIndex:
                 found = kernels.maxscore(acc, k, mask, self.rows, self.weights, self.indptr, self.max_weight, *terms)
                 if found is not None:
                     return found[0], found[1], None
-        reach = self.accumulate(units, acc, saturate=saturate)
+        reach = self.accumulate(units, acc, saturate=saturate, scale_tf=scale_tf)
         rows, n_matched = self.top_k(acc, reach, k, mask, count=count)
         return rows, acc.scores[rows], n_matched
 
@@ -620,7 +623,7 @@ class SparseIndex:
                          np.array(mults, dtype=np.float64))
 
     def _score_psq(self, mapping: Mapping[str, float], weight: float, acc: kernels.ScoreAccumulator,
-                   reach: Reach, saturate: bool = False) -> None:
+                   reach: Reach, saturate: bool = False, scale_tf: bool = False) -> None:
         los: list[int] = []
         his: list[int] = []
         probs: list[float] = []
@@ -645,6 +648,8 @@ class SparseIndex:
         else:  # the expected tf of every row the targets reach, in one compiled loop (service.retrieval.kernels)
             rows, tf_e = kernels.expected_tf(acc.scratch, self.rows, self.tf, np.array(los, dtype=np.int64),
                                              np.array(his, dtype=np.int64), np.array(probs, dtype=np.float64))
+        if scale_tf:
+            tf_e = tf_e / max(mapping.values())
         if self.scoring == "bm25" and saturate:
             best = max(mapping.values())
             ceiling = (self.k1 + 1.0) * best * (self.k1 + 1.0) / (best + self.k1)  # (k1 + 1) x one best occurrence

@@ -497,6 +497,22 @@ def test_saturated_psq_units_stop_at_k1_plus_one_best_occurrences() -> None:
     assert not sat.scores[2:].any()
 
 
+def test_scaled_psq_units_count_the_best_translation_as_one_occurrence() -> None:
+    # scaled: the expected tf over the best translation's probability, so that one occurrence of it is tf 1 and the
+    # unit follows BM25's own curve to the same ceiling as an untranslated term (idf * (k1 + 1))
+    docs = [["method", "process", "procedure", "technique"] * 6, ["method", "valve"], ["process", "spring"],
+            ["pump"], ["nozzle"], ["latch"]]
+    idx = SparseIndex.build(docs)
+    mapping = {"method": 0.4, "process": 0.2, "procedure": 0.2, "technique": 0.2}
+    scaled = ScoreAccumulator(len(docs))
+    idx.accumulate([(mapping, 1.0)], scaled, scale_tf=True)
+    idf, k1 = idx.unit_idf(mapping), idx.k1
+    for row, tf in ((1, 1.0), (2, 0.5), (0, 6 * (0.4 + 0.2 * 3) / 0.4)):  # method once; process once; all 6 times
+        assert scaled.scores[row] == pytest.approx(idf * tf * (k1 + 1) / (tf + idx.doc_norm[row]))
+    assert scaled.scores[0] < idf * (k1 + 1)  # the ceiling an untranslated term has
+    assert not scaled.scores[3:].any()
+
+
 def test_psq_units_are_independent_and_additive() -> None:
     idx = SparseIndex.build(DOCS)
     u1, u2 = {"coil": 0.6, "core": 0.4}, {"valve": 0.5, "fluid": 0.3, "coil": 0.2}
