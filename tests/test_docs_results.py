@@ -34,7 +34,7 @@ def test_every_result_file_has_a_table_and_says_how_it_was_measured() -> None:
     assert named <= on_disk, named - on_disk
     for name in named:
         r = load(name)
-        assert r.get("commit") and r.get("command", "").startswith("priorart experiment "), name
+        assert r.get("commit") and r.get("command", "").startswith(("priorart experiment ", "priorart bench ")), name
     rendered = "".join(d.read_text(encoding="utf-8") for d in DOCUMENTS)
     for name in TABLES:
         assert f"<!-- BEGIN results {name} -->" in rendered, f"table {name} is in no document"
