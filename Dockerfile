@@ -26,19 +26,30 @@ RUN apt-get update && apt-get install -y --no-install-recommends python3.11 pyth
  && rm -rf /var/lib/apt/lists/* && ln -sf /usr/bin/python3.11 /usr/local/bin/python
 
 # ---- final image ----
+# The kernels (numba) are compiled here, once, into a kernel cache shipped in the image and read-only at run time:
+# `priorart warmup` loads a small synthetic index (no data needed) as the server does. Compiled for CPU levels, not
+# for the build host's CPU, so that the cache holds on every node: x86-64-v4 (AVX-512; compiled without running it)
+# and the generic x86-64 baseline. `priorart serve` picks the best level its CPU runs, copies the cache into
+# NUMBA_CACHE_DIR (numba reads only a folder it can write to) and logs one warning where it cannot use it (another
+# architecture, numba or Python: the kernels are then compiled at load, 30-40 s). Without it every new container
+# compiled them: ready after ~45 s instead of ~4.6 s (docs/DEPLOYMENT.md, Start-up).
 # hadolint ignore=DL3006
 FROM runtime-${VARIANT} AS final
 ARG VARIANT
+ARG KERNEL_CPUS=x86-64-v4,generic
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 \
     PRIORART_INDEX_DIR=/data/index PRIORART_DEVICE=auto PRIORART_VARIANT=${VARIANT} \
-    NUMBA_CACHE_DIR=/tmp/priorart-numba
+    PRIORART_KERNEL_CACHE=/opt/priorart/kernel-cache NUMBA_CACHE_DIR=/tmp/priorart-numba
 COPY --from=build /wheels /wheels
 RUN python -m pip install --no-cache-dir --no-index --find-links /wheels /wheels/*.whl && rm -rf /wheels \
+ && priorart warmup --kernel-cache "$PRIORART_KERNEL_CACHE" --cpu "$KERNEL_CPUS" && chmod -R a+rX,go-w /opt/priorart \
  && useradd --create-home --uid 10001 priorart && mkdir -p /data/index && chown priorart /data/index
 USER 10001
 WORKDIR /home/priorart
 EXPOSE 8000
 VOLUME ["/data/index"]
-HEALTHCHECK --interval=30s --timeout=5s --start-period=60s --retries=3 \
+# ready in ~4.6 s on the real-data index, ~10 s on 100k documents (docs/DEPLOYMENT.md); probed every second
+# until then (Docker 25+; older engines probe at --interval), a 1M-document index may take a minute
+HEALTHCHECK --interval=30s --timeout=5s --start-period=120s --start-interval=1s --retries=3 \
   CMD ["python", "-c", "import urllib.request,sys; sys.exit(0 if urllib.request.urlopen('http://127.0.0.1:8000/ready', timeout=4).status == 200 else 1)"]
 CMD ["priorart", "serve", "/data/index", "--host", "0.0.0.0", "--port", "8000"]

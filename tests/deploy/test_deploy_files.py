@@ -121,3 +121,37 @@ def test_the_deployment_docs_and_configmap_list_each_limit_with_its_default(name
     assert row and row.group(1).strip() == shown, f"{name}: docs say {row and row.group(1)!r}, settings {shown}"
     config = yaml.safe_load((K8S / "configmap.yaml").read_text())["data"]
     assert float(config[f"PRIORART_{name.upper()}"]) == float(default)
+
+
+# ------------------------------------------------------------------------------------------ start-up (issue 35)
+
+START_BUDGET_S = 120
+"""How long a pod or container may take to be ready (docs/DEPLOYMENT.md, Start-up: the kernels compiled at load on a
+CPU the image's kernel cache does not fit, or a 1M-document index)."""
+
+
+@pytest.mark.parametrize("name", ["deployment.yaml", "deployment-gpu.yaml"])
+def test_the_startup_probe_polls_ready_every_second_within_the_start_budget(name: str) -> None:
+    """A pod ready in ~3 s is marked ready within a second of it (was: the readiness probe's first look at 5 s,
+    then every 10 s), and the probes give a slow start the documented budget before liveness counts."""
+    yaml = pytest.importorskip("yaml")
+    docs = list(yaml.safe_load_all((K8S / name).read_text()))
+    container = docs[0]["spec"]["template"]["spec"]["containers"][0]
+    startup, ready, live = container["startupProbe"], container["readinessProbe"], container["livenessProbe"]
+    assert startup["httpGet"]["path"] == "/ready" and startup["periodSeconds"] == 1
+    assert startup["periodSeconds"] * startup["failureThreshold"] == START_BUDGET_S
+    assert "initialDelaySeconds" not in ready and "initialDelaySeconds" not in live  # the startup probe gates them
+    assert ready["httpGet"]["path"] == "/ready" and live["httpGet"]["path"] == "/health"
+
+
+def test_the_image_ships_its_kernel_cache_and_its_healthcheck_has_the_same_budget() -> None:
+    import re
+
+    text = (REPO / "Dockerfile").read_text()
+    assert "PRIORART_KERNEL_CACHE=/opt/priorart/kernel-cache" in text
+    assert 'priorart warmup --kernel-cache "$PRIORART_KERNEL_CACHE" --cpu "$KERNEL_CPUS"' in text
+    cpus = re.search(r"ARG KERNEL_CPUS=(\S+)", text)
+    assert cpus and cpus.group(1).split(",")[-1] == "generic"  # the level the build host runs, every x86-64 CPU
+    health = re.search(r"HEALTHCHECK (.*)", text)
+    assert health and f"--start-period={START_BUDGET_S}s" in health.group(1)
+    assert "--start-interval=1s" in health.group(1)
