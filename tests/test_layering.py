@@ -11,7 +11,8 @@ REPO = Path(__file__).resolve().parents[1]
 FORBIDDEN = {"torch", "gensim", "training"}
 
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("foundation", ("service", "service.settings", "service.versioned", "service.phases", "service.heap")),
+    ("foundation", ("service", "service.settings", "service.versioned", "service.phases", "service.heap",
+                    "service.filecache")),
     ("text, codes, corpus", ("service.text", "service.codes", "service.classification", "service.corpus")),
     ("evaluation", ("service.evaluation",)),
     ("schema", ("service.schema",)),

@@ -37,6 +37,7 @@ from typing import Any
 import numpy as np
 
 from service.codes import CODE_LEVELS
+from service.filecache import load_shared
 from service.index.folder import IndexFolder, IndexFormatError, IndexMeta, Layout
 from service.index.store import DocStore
 from service.query import Query, QueryError, resolve
@@ -257,7 +258,7 @@ class FirstStage:
         tables: dict[tuple[str, str], TranslationTable] = {}
         for entry in folder.components.get("translation", []):
             try:
-                table = TranslationTable.load(folder.path(entry["file"]))
+                table = load_shared(folder.path(entry["file"]), TranslationTable.load)  # a reload reuses it
             except (KeyError, TypeError, ValueError) as exc:
                 raise IndexFormatError(f"{folder.path(Layout.META)}: bad translation entry {entry!r}: {exc}") from exc
             tables[(table.src, table.tgt)] = table

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 import Stemmer  # PyStemmer
 
+from service.filecache import load_shared
 from service.text.analysis import STEMMERS
 
 if TYPE_CHECKING:
@@ -283,7 +284,7 @@ def load_analyzers(index_dir: str | Path, analysis: Mapping[str, Any] | None) ->
         return out
     for lang, spec in check_analysis(dict(analysis)).get("compounds", {}).items():
         path = Path(index_dir) / spec["file"]
-        splitter = CompoundSplitter.load(path)
+        splitter = load_shared(path, CompoundSplitter.load)  # a reload of the index reuses it (service/filecache.py)
         if splitter.lang != lang:
             raise ValueError(f"{path} is a {splitter.lang} word list, meta.json names it for {lang}")
         out[lang] = Analyzer(lang, splitter=splitter)

@@ -92,6 +92,24 @@ def test_default_build_makes_every_direction_and_reports_it(index: Path) -> None
     assert meta.settings["analysis"]["compounds"]["de"]["file"] == "analysis/compounds-de.json"
 
 
+def test_a_reload_reuses_the_tables_and_compound_lists_it_holds(index: Path) -> None:
+    """A second load of the folder (a reload after ``priorart add``) shares the translation tables and compound
+    splitters of the engine still loaded (service/filecache.py); a table a writer replaced is read again."""
+    import shutil
+
+    first = FirstStage.load(index)
+    again = FirstStage.load(index)
+    assert again.pair_tables[("de", "en")] is first.pair_tables[("de", "en")]
+    assert again.analyzer("de").splitter is first.analyzer("de").splitter is not None
+    table = index / next(t["file"] for t in load_meta(index).components["translation"] if t["src"] == "de")
+    tmp = table.with_suffix(".new")
+    shutil.copyfile(table, tmp)
+    tmp.replace(table)  # the same content in a new file (a writer's replace): read again, not taken for the old one
+    other = FirstStage.load(index)
+    assert other.pair_tables[("de", "en")] is not first.pair_tables[("de", "en")]
+    assert other.pair_tables[("de", "en")].entries == first.pair_tables[("de", "en")].entries
+
+
 def test_english_query_reaches_german_and_french_only_documents(index: Path) -> None:
     stage = FirstStage.load(index)
     res = stage.search("coolant tank with a lid and a valve", lang="en", k=5)
