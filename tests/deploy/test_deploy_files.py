@@ -155,3 +155,15 @@ def test_the_image_ships_its_kernel_cache_and_its_healthcheck_has_the_same_budge
     health = re.search(r"HEALTHCHECK (.*)", text)
     assert health and f"--start-period={START_BUDGET_S}s" in health.group(1)
     assert "--start-interval=1s" in health.group(1)
+
+
+@pytest.mark.parametrize("name", ["deployment.yaml", "deployment-gpu.yaml"])
+def test_the_watch_state_folder_is_a_writable_volume(name: str) -> None:
+    """The watches' SQLite state (PRIORART_STATE_DIR) must be writable in a pod whose root file system is read-only
+    and whose index volume is mounted read-only."""
+    yaml = pytest.importorskip("yaml")
+    state = yaml.safe_load((K8S / "configmap.yaml").read_text())["data"]["PRIORART_STATE_DIR"]
+    pod = list(yaml.safe_load_all((K8S / name).read_text()))[0]["spec"]["template"]["spec"]
+    mounts = {m["mountPath"]: m for m in pod["containers"][0]["volumeMounts"]}
+    assert state in mounts and not mounts[state].get("readOnly")
+    assert any(v["name"] == mounts[state]["name"] for v in pod["volumes"])
