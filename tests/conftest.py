@@ -17,21 +17,21 @@ SHARED_DATA = Path(os.environ.get("PRIORART_DATA", REPO.parent / "shared" / "dat
 # every other file keeps its place after these.
 LONGEST_FIRST = (
     "tests/deploy/test_fresh_install.py",
-    "tests/training/test_live.py",
-    "tests/training/test_xling_routes.py",
-    "tests/training/test_demo.py",
-    "tests/training/test_live_failures.py",
+    "tests/service/index/test_live.py",
+    "tests/training/experiments/test_xling_routes.py",
+    "tests/training/commands/test_demo.py",
+    "tests/service/index/test_live_failures.py",
     "tests/service/test_shards.py",
     "tests/e2e/test_schemathesis.py",
     "tests/load/test_bench_load.py",
     "tests/test_docs_results.py",
-    "tests/service/test_watch.py",
+    "tests/service/watch/test_watch.py",
     "tests/e2e/test_browser.py",
     "tests/training/test_build.py",
     "tests/load/test_load.py",
-    "tests/training/test_watch_cli.py",
+    "tests/training/commands/test_watch_cli.py",
     "tests/service/test_serve_ray.py",
-    "tests/training/test_evaluate.py",
+    "tests/training/commands/test_evaluate.py",
 )
 
 

@@ -4,7 +4,7 @@
 this module keeps the previous implementation, which parses every candidate record at query time,
 unchanged, for two uses only:
 
-- the regression test (``tests/service/test_passage_regression.py``) that checks that the array
+- the regression test (``tests/service/passages/test_passage_regression.py``) that checks that the array
   ranker gives the same scores on the real data (within 1e-9), and
 - ``priorart bench passages``, which times "today's" per-query cost in the same run as the new one.
 

@@ -24,7 +24,7 @@ from service.settings import Settings
 from service.text.compounds import load_analyzers
 from training.build import build_index
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def _splitters(index: Path) -> dict:

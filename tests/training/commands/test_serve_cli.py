@@ -142,7 +142,7 @@ def test_priorart_serve_with_two_workers_serves_the_index_and_key_it_was_given(t
 
     idx = _tiny_index(tmp_path)
     port = _free_port()
-    repo = Path(__file__).resolve().parents[2]
+    repo = Path(__file__).resolve().parents[3]
     env = {k: v for k, v in os.environ.items() if not k.startswith("PRIORART_")}
     env["PYTHONPATH"] = str(repo)
     log = tmp_path / "serve.log"
@@ -190,7 +190,7 @@ def test_priorart_serve_on_a_corrupt_index_prints_one_line(tmp_path: Path) -> No
     data = bytearray(victim.read_bytes())
     data[10] ^= 0x01
     victim.write_bytes(bytes(data))
-    repo = Path(__file__).resolve().parents[2]
+    repo = Path(__file__).resolve().parents[3]
     done = subprocess.run([sys.executable, "-m", "training.cli", "serve", str(idx), "--port", "0"], capture_output=True,
                           text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(repo)})
     assert done.returncode == 2, done.stderr

@@ -27,7 +27,7 @@ from service.watch.models import WatchRequest
 from service.watch.store import WatchStore, state_dir
 from training.cli import app
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 N_BASE = 500
 
 

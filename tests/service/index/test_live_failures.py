@@ -40,7 +40,7 @@ from service.index.live import (
 from service.index.store import DocStore
 from training.build import build_index
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
 
 

@@ -30,7 +30,7 @@ from service.retrieval.encoders import (
     pad_batch,
 )
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 TOL = 1e-5
 
 

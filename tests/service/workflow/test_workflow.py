@@ -238,5 +238,5 @@ def test_search_report_json_csv_html(client: TestClient) -> None:
 
 
 def test_layering_still_holds() -> None:
-    src = Path(__file__).resolve().parents[2] / "service" / "workflow"
+    src = Path(__file__).resolve().parents[3] / "service" / "workflow"
     assert not any("training" in p.read_text() .split("\"\"\"", 2)[-1] for p in src.glob("*.py"))

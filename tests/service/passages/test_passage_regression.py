@@ -2,7 +2,7 @@
 
 The reference is the per-record ranker kept in ``training/benchmarks/passages_reference.py`` (the service does
 not use it), with the passage index's collection statistics as its background models
-(tests/service/test_passage_index.py checks those counts against the records). Candidates are the first-stage
+(tests/service/passages/test_passage_index.py checks those counts against the records). Candidates are the first-stage
 results of real queries on the real index (English, German and French claims; German/French reach English text
 through the index's PSQ tables), exactly as the engine hands them over.
 
