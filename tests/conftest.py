@@ -35,7 +35,24 @@ LONGEST_FIRST = (
 )
 
 
+# The fixtures below that read ../shared/data: a test that uses one (directly or through another fixture) is marked
+# `realdata`, so that a bare `pytest` (pyproject's addopts: `-m 'not (slow or realdata or ...)'`) leaves it out.
+REAL_DATA_FIXTURES = frozenset({"shared_data", "ep_dir", "us_dir", "us_formats_dir", "cpc_titles", "real_corpus",
+                                "real_translation", "real_index"})
+# Folders whose every test starts a live `priorart serve` (tests/e2e: browser and schemathesis; tests/load: locust).
+FOLDER_MARKS = {"tests/e2e/": ("e2e", "server"), "tests/load/": ("load", "server")}
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects by the marks added here
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if REAL_DATA_FIXTURES & set(getattr(item, "fixturenames", ())) and not item.get_closest_marker("realdata"):
+            item.add_marker(pytest.mark.realdata)
+        for folder, marks in FOLDER_MARKS.items():
+            if item.nodeid.startswith(folder):
+                for mark in marks:
+                    if not item.get_closest_marker(mark):
+                        item.add_marker(getattr(pytest.mark, mark))
     rank = {path: i for i, path in enumerate(LONGEST_FIRST)}
     items.sort(key=lambda item: rank.get(item.nodeid.split("::", 1)[0], len(rank)))  # stable: the rest as collected
 

@@ -46,6 +46,7 @@ def _snapshot(folder: Path) -> dict[str, tuple[int, int]]:
 
 
 @pytest.mark.slow
+@pytest.mark.server
 def test_the_wheel_with_the_service_extra_serves_ready_from_its_kernel_cache(tmp_path: Path) -> None:
     from training.benchmarks.install import fresh_install
     from training.build import build_index

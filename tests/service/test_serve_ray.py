@@ -33,7 +33,7 @@ from service.schema import SearchRequest  # noqa: E402
 from service.settings import Settings  # noqa: E402
 from training.build import build_sharded_index  # noqa: E402
 
-pytestmark = [pytest.mark.ray, pytest.mark.slow]
+pytestmark = [pytest.mark.ray, pytest.mark.slow, pytest.mark.server]
 
 
 def _free_port() -> int:

@@ -74,6 +74,7 @@ def test_merge_keeps_the_global_top_depth_and_zeroes_bm25_of_dense_only_rows() -
     assert out.in_dense.tolist() == [False, False, True, True]
 
 
+@pytest.mark.slow
 def test_a_shard_that_fails_or_times_out_gives_a_partial_answer(shard_pair: tuple[Path, Path]) -> None:
     _, sharded = shard_pair
     engine = Engine.load(sharded, settings=Settings(index_dir=sharded))
@@ -125,7 +126,7 @@ def _synth(path: Path, n: int, seed: int) -> list[PatentRecord]:
 def shard_pair(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """The same synthetic corpus built unsharded and with --shards 3 (compounds; the unsharded build trains the
     translation tables of every direction, the sharded one reuses them: the tests compare searches, not two
-    trainings of the same tables)."""
+    trainings of the same tables). 27-35 s: the tests that use it are marked slow."""
     d = tmp_path_factory.mktemp("shards")
     _synth(d / "corpus.jsonl", 360, seed=5)
     build_index(d / "corpus.jsonl", d / "full", progress=False)
@@ -171,6 +172,7 @@ def _assert_same(a: Engine, b: Engine, queries: list[tuple[str, str]], k: int = 
     return compared
 
 
+@pytest.mark.slow
 def test_sharded_build_searches_exactly_like_one_index(shard_pair: tuple[Path, Path]) -> None:
     full, sharded = shard_pair
     shards = ShardSet.open(sharded)
@@ -195,6 +197,7 @@ def test_sharded_build_searches_exactly_like_one_index(shard_pair: tuple[Path, P
     b.close()
 
 
+@pytest.mark.slow
 def test_live_add_and_delete_route_to_one_shard_and_stay_exact(shard_pair: tuple[Path, Path],
                                                               tmp_path: Path) -> None:
     import shutil
@@ -227,6 +230,7 @@ def test_live_add_and_delete_route_to_one_shard_and_stay_exact(shard_pair: tuple
     b.close()
 
 
+@pytest.mark.slow
 def test_bad_shard_options_and_old_readers_get_clear_errors(shard_pair: tuple[Path, Path], tmp_path: Path) -> None:
     _, sharded = shard_pair
     with pytest.raises(BuildError, match="--shards must be at least 1, got 0"):

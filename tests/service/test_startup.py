@@ -202,6 +202,7 @@ print(json.dumps({"queries": len(queries) + len(passages), "new": {k: v for k, v
 """
 
 
+@pytest.mark.slow
 def test_no_kernel_is_compiled_for_a_query_after_the_warm_up(index: Path) -> None:
     """The kernels' ``warm()`` covers every variant that searches and passage searches use (languages, routes,
     filters, depths, k, feedback, every QSF variant): a fresh process, the warm-up, then the queries, and no kernel

@@ -48,11 +48,13 @@ RECORDS = [
 
 @pytest.fixture()
 def corpus(tmp_path: Path) -> Path:
+    """Each test that builds from it is marked slow (a default build with translation tables: 5-26 s)."""
     path = tmp_path / "corpus.jsonl"
     write_corpus(RECORDS, path)
     return path
 
 
+@pytest.mark.slow
 def test_build_writes_the_documented_layout(corpus: Path, tmp_path: Path) -> None:
     report = build_index(
         corpus, tmp_path / "idx", index_langs="en,de", fields="title,claims", scoring="tfidf", k1=1.0, b=0.5
@@ -96,6 +98,7 @@ def test_build_writes_the_documented_layout(corpus: Path, tmp_path: Path) -> Non
     assert stage.search("copper winding", lang="en").hits[0].doc_id == "EP0000001B1"
 
 
+@pytest.mark.slow
 def test_build_refuses_bad_input(corpus: Path, tmp_path: Path) -> None:
     with pytest.raises(BuildError, match="does not exist"):
         build_index(tmp_path / "nope.jsonl", tmp_path / "x")
@@ -120,6 +123,7 @@ def test_build_refuses_bad_input(corpus: Path, tmp_path: Path) -> None:
     assert not (tmp_path / "y").exists()
 
 
+@pytest.mark.slow
 def test_rebuild_needs_force(corpus: Path, tmp_path: Path) -> None:
     build_index(corpus, tmp_path / "idx", index_langs="en")
     with pytest.raises(BuildError, match="--force"):
@@ -128,6 +132,7 @@ def test_rebuild_needs_force(corpus: Path, tmp_path: Path) -> None:
     assert load_meta(tmp_path / "idx").settings["index_langs"] == ["en", "de"]
 
 
+@pytest.mark.slow
 def test_build_copies_translation_tables(corpus: Path, tmp_path: Path) -> None:
     tables = tmp_path / "tables"
     de, en = get_analyzer("de"), get_analyzer("en")
@@ -148,6 +153,7 @@ def _app() -> typer.Typer:
     return app
 
 
+@pytest.mark.slow
 def test_cli_build_and_search(corpus: Path, tmp_path: Path) -> None:
     runner = CliRunner()
     idx = tmp_path / "idx"
@@ -169,6 +175,7 @@ def test_cli_build_and_search(corpus: Path, tmp_path: Path) -> None:
     assert res.exit_code == 2 and "--force" in res.output
 
 
+@pytest.mark.slow
 def test_cli_search_refuses_a_tampered_index(corpus: Path, tmp_path: Path) -> None:
     idx = tmp_path / "idx"
     build_index(corpus, idx, index_langs="en")

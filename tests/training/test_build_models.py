@@ -24,6 +24,8 @@ from service.retrieval.dense import DenseIndex  # noqa: E402
 from training.build import BuildError, add_models, build_index  # noqa: E402
 from training.commands import build as build_command  # noqa: E402
 
+pytestmark = pytest.mark.slow  # every test uses the tiny trained models (models_fixture: 16 s once per process)
+
 
 def _cli() -> typer.Typer:
     app = typer.Typer()

@@ -19,6 +19,7 @@ pytest.importorskip("gensim")
 from models_fixture import tiny_index  # noqa: E402
 
 
+@pytest.mark.slow
 def test_a_search_says_which_device_runs_once_and_quietly() -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PRIORART_")}
     res = subprocess.run([sys.executable, "-m", "training.cli", "search", str(tiny_index()), "a rotor with a bearing",

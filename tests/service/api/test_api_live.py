@@ -37,6 +37,7 @@ def _json(rec: PatentRecord) -> dict:
     return rec.model_dump(mode="json", exclude_defaults=True)
 
 
+@pytest.mark.slow
 def test_admin_documents_need_the_key(corpus: tuple[Path, list[PatentRecord]]) -> None:
     d, records = corpus
     idx = _index(d, records, "nokey")
@@ -189,6 +190,7 @@ def test_storage_failures_are_507_and_say_the_disk_is_full(corpus: tuple[Path, l
         assert r.status_code == 404 and r.json()["committed"] is False
 
 
+@pytest.mark.slow
 def test_a_committed_batch_whose_compaction_fails_is_207_committed(corpus: tuple[Path, list[PatentRecord]],
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     """The issue's case over HTTP: the 11th segment makes the add compact, and the disk fills during the

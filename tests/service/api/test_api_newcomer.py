@@ -12,6 +12,8 @@ from fastapi.testclient import TestClient
 from service.api import create_app
 from service.settings import Settings
 
+pytestmark = pytest.mark.slow  # a trilingual index with its translation tables, built for the module (18 s)
+
 
 @pytest.fixture(scope="module")
 def index(tmp_path_factory: pytest.TempPathFactory) -> Path:

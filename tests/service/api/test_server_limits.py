@@ -32,6 +32,8 @@ from service.api.server import uvicorn_options
 from service.corpus.jsonl import read_corpus
 from service.settings import Settings
 
+pytestmark = pytest.mark.server  # real uvicorn servers on 127.0.0.1 (in this process and `priorart serve`)
+
 REPO = Path(__file__).resolve().parents[3]
 WAIT_S = 15.0
 """How long a test waits for the server to close or answer before calling it a hang (not a latency target)."""

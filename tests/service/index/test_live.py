@@ -125,6 +125,7 @@ def _base(d: Path, records: list[PatentRecord], name: str) -> Path:
     return out
 
 
+@pytest.mark.slow
 def test_older_folder_is_generation_zero_and_bad_input_changes_nothing(small: tuple[Path, list[PatentRecord]]) -> None:
     d, records = small
     idx = _base(d, records, "bad-input")
@@ -432,6 +433,7 @@ def test_added_documents_are_encoded_as_a_full_build_encodes_them(tmp_path: Path
           f"own-text dense ranks of added documents among 60 (tiny models) {ranks}; the same after compact")
 
 
+@pytest.mark.slow
 def test_bench_add_small_prints_both_figures(tmp_path: Path) -> None:
     """``priorart bench add`` end to end at a tiny size: a rebuild and an add timed, the many-segment index and its
     compacted copy timed side by side on the same queries."""

@@ -307,6 +307,7 @@ main()
 """
 
 
+@pytest.mark.slow
 def test_cli_add_whose_compaction_fails_says_committed_with_its_own_exit_code(
         base: tuple[Path, list[PatentRecord]], tmp_path: Path) -> None:
     """The issue's case: ``priorart add IDX new.jsonl --max-segments 1`` on a disk that fills during the
@@ -346,6 +347,7 @@ main()
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("free", "says"), [(4096, "the disk is full"), (10**9, "the device failed")])
 def test_cli_partial_write_message_says_the_disk_is_full(base: tuple[Path, list[PatentRecord]], tmp_path: Path,
                                                           free: int, says: str) -> None:

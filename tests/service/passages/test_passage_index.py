@@ -75,6 +75,7 @@ def _same_run(a: list[tuple[str, str, float]], b: list[tuple[str, str, float]], 
     return {x[1] for x in a if x[2] > last + tol} == {y[1] for y in b if y[2] > last + tol}
 
 
+@pytest.mark.slow
 def test_array_ranker_equals_the_per_record_reference_on_random_records() -> None:
     checked = 0
     for seed in range(60):
@@ -182,6 +183,7 @@ def _records(n: int, seed: int = 0) -> list[PatentRecord]:
     return [random_record(rng, i) for i in range(n)]
 
 
+@pytest.mark.slow
 def test_index_folder_holds_a_registered_memory_mapped_passage_index(tmp_path: Path) -> None:
     from training.build import build_index
 
@@ -275,6 +277,7 @@ def _index_without_passages(tmp_path: Path) -> Path:
     return idx
 
 
+@pytest.mark.slow
 def test_an_index_built_before_passages_were_indexed_says_rebuild(tmp_path: Path) -> None:
     from fastapi.testclient import TestClient
 
@@ -294,6 +297,7 @@ def test_an_index_built_before_passages_were_indexed_says_rebuild(tmp_path: Path
         assert client.get("/health").json()["passages"] is None
 
 
+@pytest.mark.slow
 def test_unusable_passage_folders_are_refused_with_a_clear_message(tmp_path: Path) -> None:
     from training.build import build_index
 
@@ -318,6 +322,7 @@ def test_unusable_passage_folders_are_refused_with_a_clear_message(tmp_path: Pat
         PassageIndex.open(idx / fmt.PASSAGES_DIR)
 
 
+@pytest.mark.slow
 def test_build_passage_index_reads_the_doc_store_in_row_order(tmp_path: Path) -> None:
     from training.build import build_index
 

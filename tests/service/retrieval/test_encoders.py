@@ -91,6 +91,7 @@ def test_service_module_does_not_import_torch_or_training() -> None:
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, list[PatentRecord]]:
+    """Tiny models trained for the module (7-10 s): the tests that use them are marked slow."""
     pytest.importorskip("torch")
     pytest.importorskip("gensim")
     pytest.importorskip("onnxruntime")
@@ -128,6 +129,7 @@ def trained(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, list[PatentR
     return out, list(read_corpus(corpus))
 
 
+@pytest.mark.slow
 def test_models_folder_is_self_describing(trained: tuple[Any, list[PatentRecord]]) -> None:
     out, records = trained
     meta = json.loads((out.out_dir / "meta.json").read_text())
@@ -158,6 +160,7 @@ def test_models_folder_is_self_describing(trained: tuple[Any, list[PatentRecord]
     assert json.loads((out.out_dir / "dense/doc_ids.json").read_text()) == [r.id for r in records]
 
 
+@pytest.mark.slow
 def test_onnx_models_match_torch(trained: tuple[Any, list[PatentRecord]]) -> None:
     import torch
 
@@ -212,6 +215,7 @@ def test_onnx_models_match_torch(trained: tuple[Any, list[PatentRecord]]) -> Non
         query_side.encode_documents(cands)
 
 
+@pytest.mark.slow
 def test_models_errors(trained: tuple[Any, list[PatentRecord]], tmp_path: Path) -> None:
     from service.retrieval.neural import Models
 

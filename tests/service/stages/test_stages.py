@@ -34,6 +34,7 @@ TOL = 1e-5
 
 @pytest.fixture(scope="module")
 def index() -> Path:
+    """The tiny trained models' index (16 s once per process): the tests that use it are marked slow."""
     return tiny_index()
 
 
@@ -58,6 +59,7 @@ def test_select_providers() -> None:
         neural.select_providers("gpu", [])
 
 
+@pytest.mark.slow
 def test_cuda_asked_for_without_cuda_is_said(index: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import onnxruntime as ort
 
@@ -66,6 +68,7 @@ def test_cuda_asked_for_without_cuda_is_said(index: Path, monkeypatch: pytest.Mo
     assert p.device == "cpu" and any("cuda asked for" in n for n in p.notices)
 
 
+@pytest.mark.slow
 def test_composition_without_fusion_weights(pipeline: Pipeline) -> None:
     import json
 
@@ -75,6 +78,7 @@ def test_composition_without_fusion_weights(pipeline: Pipeline) -> None:
     json.dumps(pipeline.describe())  # /health must serialise it
 
 
+@pytest.mark.slow
 def test_precomputed_encodings_match_the_oracle(index: Path, pipeline: Pipeline) -> None:
     oracle = neural.Models(index / Layout.MODELS, device="cpu")
     records = [pipeline.docs.get_row(r) for r in range(len(pipeline.docs))]
@@ -89,6 +93,7 @@ def test_precomputed_encodings_match_the_oracle(index: Path, pipeline: Pipeline)
         np.testing.assert_allclose(got[kind], want[kind], atol=TOL, err_msg=kind)
 
 
+@pytest.mark.slow
 def test_union_and_applicability(pipeline: Pipeline) -> None:
     text, codes = _query_of(pipeline, 7)
     q = Query(text=text, lang="en", k=10, depth=8)  # no codes: meta and joint do not apply
@@ -108,6 +113,7 @@ def test_union_and_applicability(pipeline: Pipeline) -> None:
     np.testing.assert_array_equal(with_codes.rows, cands.rows)
 
 
+@pytest.mark.slow
 def test_language_without_encoders_is_left_out(pipeline: Pipeline, monkeypatch: pytest.MonkeyPatch) -> None:
     models = pipeline.stage("dense").models  # type: ignore[union-attr]
     monkeypatch.setattr(models, "languages_of", lambda kind: ("en",))  # as if no German encoders
@@ -117,6 +123,7 @@ def test_language_without_encoders_is_left_out(pipeline: Pipeline, monkeypatch: 
     assert cands.skipped["text"] == "no text ranker for de queries in the models"
 
 
+@pytest.mark.slow
 def test_filters_and_number_queries_reach_every_stage(pipeline: Pipeline) -> None:
     docs = pipeline.docs
     text, _ = _query_of(pipeline, 11)
@@ -130,6 +137,7 @@ def test_filters_and_number_queries_reach_every_stage(pipeline: Pipeline) -> Non
     assert 11 not in cands.rows.tolist() and "meta" in cands.scores
 
 
+@pytest.mark.slow
 def test_fusion_weights_per_profile_and_depth(index: Path, tmp_path: Path) -> None:
     from service.engine import Engine
     from service.schema import SearchRequest
@@ -164,6 +172,7 @@ def test_fusion_weights_per_profile_and_depth(index: Path, tmp_path: Path) -> No
     assert [h.id for h in r.results] == [engine.docs.ids[int(i)] for i in top]
 
 
+@pytest.mark.slow
 def test_hits_lifted_from_deep_in_the_first_stage_list_their_matched_terms(index: Path) -> None:
     """The first stage explains its top k rows only; a first-stage row that another component lifts into the top k
     from deeper (here: a request ranked by the dense component alone) gets its matched terms on demand, the same
@@ -209,6 +218,7 @@ def _cut_before_every_match(p: Pipeline) -> tuple[str, list[str], date]:
     raise AssertionError("no query of the tiny corpus has documents published before its first match")
 
 
+@pytest.mark.slow
 def test_filters_that_leave_no_matching_document_give_no_results_and_say_which(pipeline: Pipeline) -> None:
     """Issue 30: a date filter that left no document containing a query term returned the dense stage's nearest
     documents (each at score 1.0 ranked by word match, matching nothing), and no notice said why."""
@@ -235,6 +245,7 @@ def test_filters_that_leave_no_matching_document_give_no_results_and_say_which(p
     assert len(cands) > 0 and cands.in_first.any() and not [n for n in q.notes if n.startswith("filtered out:")]
 
 
+@pytest.mark.slow
 def test_an_index_without_learned_fusion_says_so(index: Path) -> None:
     """Issue 30: on an index where no fusion was ever learned, the explanation said the learned combination did no
     better than word match."""
@@ -251,6 +262,7 @@ def test_an_index_without_learned_fusion_says_so(index: Path) -> None:
     engine.close()
 
 
+@pytest.mark.slow
 def test_the_query_graphs_run_on_one_thread_by_default(index: Path) -> None:
     """Issue 30: a publication-number query took 107 ms (others 5-25 ms). Its long text gives the ONNX graphs the most
     work, and onnxruntime's default thread pool (one spinning thread per core) competed with the server for a busy
@@ -269,6 +281,7 @@ def test_the_query_graphs_run_on_one_thread_by_default(index: Path) -> None:
     assert Settings(index_dir=index, onnx_threads=0).onnx_threads == 0  # onnxruntime's own default, when asked
 
 
+@pytest.mark.slow
 def test_documents_that_match_nothing_are_not_ranked_by_word_match(pipeline: Pipeline) -> None:
     """Issue 30: a query no document contains, ranked by word match alone, listed the dense stage's nearest documents,
     each at score 1.0 with no matched term. With a weight on the dense score they are listed (ranked by it)."""

@@ -22,6 +22,8 @@ from service.watch.evaluate import evaluate, restricted_first_stage, save_watch
 from service.watch.models import WatchRequest
 from service.watch.store import StateError, WatchStore, owner_of, state_dir
 
+pytestmark = pytest.mark.slow  # a 700-document index with live generations, built for the module (19 s)
+
 N_BASE = 700
 
 

@@ -13,6 +13,7 @@ from training.benchmarks import first_stage, peers
 from training.commands import bench
 
 
+@pytest.mark.slow
 def test_bench_prints_every_peer_beside_ours_and_reuses_its_cache(tmp_path: Path) -> None:
     cache, work = tmp_path / "cache", tmp_path / "work"
     work.mkdir()

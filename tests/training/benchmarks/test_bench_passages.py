@@ -13,6 +13,8 @@ from training.build import build_index
 from training.commands import bench
 from training.synth import generate
 
+pytestmark = pytest.mark.slow  # a synthetic index for the module (13 s) and the benches' timed runs
+
 
 @pytest.fixture(scope="module")
 def synth_index(tmp_path_factory: pytest.TempPathFactory) -> Path:

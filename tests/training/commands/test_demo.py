@@ -10,6 +10,8 @@ from typer.testing import CliRunner
 
 from training.cli import app
 
+pytestmark = pytest.mark.slow  # every test builds a demo index with its translation tables (20-40 s each)
+
 
 def test_demo_builds_a_searchable_index_from_synthetic_data(tmp_path: Path) -> None:
     work = tmp_path / "demo"
@@ -180,6 +182,7 @@ def built_demo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return work
 
 
+@pytest.mark.server
 @pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="reads a process' children from /proc (Linux)")
 def test_stopping_the_demo_stops_its_server(built_demo: Path) -> None:
     """Issue 30: SIGTERM to `priorart demo` left its server answering; 'serving http://...' came before the server
@@ -205,6 +208,7 @@ def test_stopping_the_demo_stops_its_server(built_demo: Path) -> None:
     assert demo.proc.returncode == 0 and "server stopped (SIGTERM)" in out and "error:" not in out
 
 
+@pytest.mark.server
 @pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="reads a process' children from /proc (Linux)")
 def test_a_server_stopped_by_a_signal_is_not_a_failed_step(built_demo: Path) -> None:
     """Issue 30: SIGTERM to the demo's server printed "error: step 'serve' failed (exit -15)"."""

@@ -122,6 +122,7 @@ def test_evaluate_run_errors(tmp_path: Path, files: dict[str, Path], content: st
     assert "Traceback" not in res.output
 
 
+@pytest.mark.slow
 def test_evaluate_runs_the_index_pipeline(tmp_path: Path) -> None:
     """No models: the pipeline is the first stage, so the run is the first stage's ranking, in order."""
     from service.corpus.jsonl import write_corpus

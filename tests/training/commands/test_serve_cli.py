@@ -135,6 +135,7 @@ def _tiny_index(tmp_path: Path) -> Path:
 
 
 @pytest.mark.slow
+@pytest.mark.server
 def test_priorart_serve_with_two_workers_serves_the_index_and_key_it_was_given(tmp_path: Path) -> None:
     """``priorart serve INDEX --workers 2 --api-key K`` with no PRIORART_* setting in the environment: the workers
     load the index named on the command line and require the key given there."""
@@ -177,6 +178,7 @@ def test_priorart_serve_with_two_workers_serves_the_index_and_key_it_was_given(t
             proc.wait(timeout=10)
 
 
+@pytest.mark.server
 def test_priorart_serve_on_a_corrupt_index_prints_one_line(tmp_path: Path) -> None:
     """The real command on an index with one flipped byte (its checksum fails): one line, exit 2, no traceback."""
     from service.corpus.jsonl import read_corpus

@@ -53,6 +53,7 @@ def _cli(*args: str) -> tuple[int, str]:
     return res.exit_code, res.output
 
 
+@pytest.mark.slow
 def test_watch_add_list_hits_run_and_priorart_add(built: tuple[Path, list[PatentRecord]], tmp_path: Path) -> None:
     d, records = built
     idx = tmp_path / "index"
@@ -97,6 +98,7 @@ def test_watch_add_list_hits_run_and_priorart_add(built: tuple[Path, list[Patent
     assert code == 0 and wid not in _cli("watch", "list", idx)[1]
 
 
+@pytest.mark.slow
 def test_add_without_watches_leaves_them_to_watch_run(built: tuple[Path, list[PatentRecord]], tmp_path: Path) -> None:
     d, records = built
     idx = tmp_path / "index"

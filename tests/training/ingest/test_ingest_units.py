@@ -337,6 +337,7 @@ def _peak_while_iterating(path: Path) -> tuple[int, int]:
     return count, peak
 
 
+@pytest.mark.slow
 def test_streaming_memory_does_not_grow_with_file_size(tmp_path: Path) -> None:
     doc = us_doc(body=" and new" * 150)  # about 3 kB per document
     small, big = tmp_path / "small.xml", tmp_path / "big.xml"

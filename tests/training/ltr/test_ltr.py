@@ -251,7 +251,8 @@ def test_list_measures_by_hand() -> None:
 @pytest.fixture(scope="module")
 def synth_setup(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
     """Synthetic patents whose trilingual grants are renamed EP grants, indexed in English only: the xling
-    dev task suits the index, so the combination is learned on leak-free dev topics."""
+    dev task suits the index, so the combination is learned on leak-free dev topics. 10 s: the tests that use it
+    are marked slow."""
     from training.build import build_index
     from training.synth import generate
 
@@ -267,6 +268,7 @@ def synth_setup(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, P
     return corpus, root / "models", root / "index"
 
 
+@pytest.mark.slow
 def test_learn_combination_installs_only_what_beats_bm25() -> None:
     from training.ltr.train import TrainLtrConfig, learn_combination
 
@@ -290,6 +292,7 @@ def test_learn_combination_installs_only_what_beats_bm25() -> None:
     assert not out["linlearn"]["installable"] and not out["borda"]["installable"]
 
 
+@pytest.mark.slow
 def test_train_ltr_writes_a_folder_the_service_loads(synth_setup: tuple[Path, Path, Path]) -> None:
     from service.index.folder import IndexFolder, load_meta
     from service.index.store import DocStore
@@ -357,6 +360,7 @@ def test_train_ltr_writes_a_folder_the_service_loads(synth_setup: tuple[Path, Pa
 # ------------------------------------------------------------------------------------ experiment
 
 
+@pytest.mark.slow
 def test_ltr_experiment_cross_fits_and_writes_its_reports(tmp_path: Path) -> None:
     """The cross-fitted experiment on synthetic patents whose trilingual grants are renamed EP grants."""
     from training.ltr.domain import DomainConfig

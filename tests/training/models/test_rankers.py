@@ -272,6 +272,7 @@ def _pair_accuracy(model: Ranker, data: RankingData) -> float:
     return float((sb > sw).float().mean())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["text", "meta", "joint"])
 def test_training_learns_the_pair_order(prepared: Prepared, kind: str) -> None:
     wv = {lang: e.vectors for lang, e in prepared.words.items()}
@@ -301,6 +302,7 @@ def test_stacked_weight_is_fit_on_dev(prepared: Prepared) -> None:
     assert w_text > 0.5
 
 
+@pytest.mark.slow
 def test_training_is_deterministic(prepared: Prepared) -> None:
     wv = {lang: e.vectors for lang, e in prepared.words.items()}
     cfg = tiny_config(epochs=2).ranker

@@ -254,6 +254,7 @@ def _memory_growth(n: int, first_mark: int) -> float:
     return marks[n] - marks[first_mark]
 
 
+@pytest.mark.slow
 def test_streaming_memory_is_bounded_small() -> None:
     # 8 topics x 24 remembered earlier documents fill up within ~600 docs; after that nothing may accumulate
     # (measured: under 1 kB). Retaining the records would cost ~7 kB each, about 5 MB here.

@@ -55,6 +55,7 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def index(corpus: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A default build, every direction's tables trained (12 s): the tests that use it are marked slow."""
     out = tmp_path_factory.mktemp("xl-index") / "idx"
     build_index(corpus, out, progress=False)
     return out
@@ -81,6 +82,7 @@ def test_pivot_table_composes_two_tables_at_query_time() -> None:
         PivotTable(en_fr, de_en)
 
 
+@pytest.mark.slow
 def test_default_build_makes_every_direction_and_reports_it(index: Path) -> None:
     meta = load_meta(index)
     pairs = {(t["src"], t["tgt"]): t for t in meta.components["translation"]}
@@ -92,6 +94,7 @@ def test_default_build_makes_every_direction_and_reports_it(index: Path) -> None
     assert meta.settings["analysis"]["compounds"]["de"]["file"] == "analysis/compounds-de.json"
 
 
+@pytest.mark.slow
 def test_a_reload_reuses_the_tables_and_compound_lists_it_holds(index: Path) -> None:
     """A second load of the folder (a reload after ``priorart add``) shares the translation tables and compound
     splitters of the engine still loaded (service/filecache.py); a table a writer replaced is read again."""
@@ -110,6 +113,7 @@ def test_a_reload_reuses_the_tables_and_compound_lists_it_holds(index: Path) -> 
     assert other.pair_tables[("de", "en")].entries == first.pair_tables[("de", "en")].entries
 
 
+@pytest.mark.slow
 def test_english_query_reaches_german_and_french_only_documents(index: Path) -> None:
     stage = FirstStage.load(index)
     res = stage.search("coolant tank with a lid and a valve", lang="en", k=5)
@@ -123,6 +127,7 @@ def test_english_query_reaches_german_and_french_only_documents(index: Path) -> 
         assert h.score > 0 and h.route in h.route_scores
 
 
+@pytest.mark.slow
 def test_german_query_reaches_french_only_documents_through_english(index: Path) -> None:
     stage = FirstStage.load(index)
     res = stage.search("Transformator mit Kern und Wicklung", lang="de", k=5)
@@ -146,6 +151,7 @@ def test_route_merge_scales() -> None:
     assert reference_score(idx, missing) == pytest.approx(idx.idf_of(1.0))
 
 
+@pytest.mark.slow
 def test_no_translation_and_reused_tables(corpus: Path, tmp_path: Path) -> None:
     report = build_index(corpus, tmp_path / "plain", translation=False, compounds="", progress=False)
     assert report.translation == [] and report.translation_report["mode"] == "off"
@@ -189,6 +195,7 @@ def test_missing_lexicons_fall_back_to_aligned_claims_with_a_warning(
     assert "freedict" not in report.translation_report["directions"]["en-de"]["sources"]
 
 
+@pytest.mark.slow
 def test_cli_build_prints_what_was_used(corpus: Path, tmp_path: Path) -> None:
     from training.cli import app
 

@@ -215,6 +215,7 @@ def test_build_tables_report_the_lexicons_of_each_direction(trans_dir: Path, tmp
 REAL_DING = Path("/usr/share/trans/de-en")
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not REAL_DING.is_file(), reason=f"{REAL_DING} absent: install trans-de-en (scripts/setup.sh)")
 def test_real_ding_file() -> None:
     lines = REAL_DING.read_text(encoding="utf-8").splitlines()
