@@ -39,6 +39,12 @@ def readme_examples() -> list[Example]:
     return out
 
 
+def test_the_readme_is_short_enough_to_read() -> None:
+    """Issue 31: the README is for users (what it is, two commands, a tour), at most 200 lines; results go to docs/."""
+    lines = README.read_text(encoding="utf-8").splitlines()
+    assert len(lines) <= 200, f"README.md has {len(lines)} lines (at most 200: move measured results to docs/)"
+
+
 def test_the_readme_has_an_example_of_each_endpoint() -> None:
     assert {e.endpoint for e in readme_examples()} == set(ENDPOINTS)
 
