@@ -12,10 +12,9 @@ SHARED_DATA = Path(os.environ.get("PRIORART_DATA", REPO.parent / "shared" / "dat
 
 
 # The suite runs on two workers (scripts/test.sh: pytest-xdist, whole files per worker, in collection order). Files are
-# handed out longest first, so that no long file starts last and holds up the end (a file's time in a sequential run
-# on the 2-core machine, seconds: 226, 206, 170, 169, 153, 150, 131, 122, 121, 116, 114, 107, 106, 97, 93, 82);
-# every other file keeps its place after these.
-LONGEST_FIRST = (  # seconds per file in the full run of 835 tests (-n 2, the 2-core machine), longest first
+# handed out longest first, so that no long file starts last and holds up the end (each file's seconds in the full
+# run of 835 tests, -n 2 on the 2-core machine); every other file keeps its place after these.
+LONGEST_FIRST = (
     "tests/deploy/test_fresh_install.py",  # 252
     "tests/service/index/test_live.py",  # 241
     "tests/load/test_bench_load.py",  # 166
