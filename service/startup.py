@@ -233,6 +233,41 @@ def copy_cache(src: Path, dst: Path) -> int:
     return n
 
 
+def numba_cache_dir(py_file: Path) -> Path:
+    """Where numba keeps the cache of the functions of ``py_file`` in this process's settings: under
+    ``NUMBA_CACHE_DIR`` in a folder named after the source folder, else ``__pycache__`` beside the file."""
+    from numba.core import config
+    from numba.core.caching import UserProvidedCacheLocator
+
+    if config.CACHE_DIR:
+        return Path(config.CACHE_DIR) / UserProvidedCacheLocator.get_suitable_cache_subpath(str(py_file))
+    return py_file.parent / "__pycache__"
+
+
+def reuse_kernel_cache(src_root: Path, dst_root: Path) -> list[str]:
+    """Copy numba's compiled kernels of the source tree ``src_root`` to the copy of the project at ``dst_root`` (a
+    worktree of another commit) for each kernel module whose source is the same in both: numba keys a cached
+    variant by the sha256 of its source file, and the folder by the file's path, so the other tree would compile
+    them again (about 100 s for all) where the files are identical. Returns the modules whose kernels were copied."""
+    reused = []
+    for name in KERNEL_MODULES:
+        rel = Path(*name.split(".")).with_suffix(".py")
+        src, dst = src_root / rel, dst_root / rel
+        if not (src.is_file() and dst.is_file()) or src.read_bytes() != dst.read_bytes():
+            continue
+        src_cache, dst_cache = numba_cache_dir(src.resolve()), numba_cache_dir(dst.resolve())
+        files = sorted(src_cache.glob(f"{src.stem}.*.nb[ic]")) if src_cache.is_dir() else []
+        if not files:
+            continue
+        dst_cache.mkdir(parents=True, exist_ok=True)
+        for path in files:
+            tmp = dst_cache / f"{path.name}.{os.getpid()}.tmp"
+            shutil.copyfile(path, tmp)
+            os.replace(tmp, dst_cache / path.name)
+        reused.append(name)
+    return reused
+
+
 def write_manifest(cache: Path, cpus: list[str], variants: int, functions: int) -> dict[str, Any]:
     """``kernel-cache.json`` of a cache filled for the CPU levels ``cpus`` (best first; ``["host"]``: numba's
     default, this CPU's own name and features)."""

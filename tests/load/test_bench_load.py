@@ -26,7 +26,7 @@ def test_bench_load_runs_both_codes_and_prints_the_ratio(tmp_path: Path, capsys:
     write_synthetic(corpus, SynthConfig(n=120, seed=3), progress=False)
     report = run_load_bench(corpus, baseline="HEAD", users=2, seconds=3, rounds=1, work_dir=tmp_path,
                             progress=False)
-    assert [r["code"] for r in report["runs"]] == ["baseline", "current"]
+    assert [r["code"] for r in report["runs"]] == ["current", "baseline"]
     for run in report["runs"]:
         assert run["all"]["requests"] > 0 and run["search"]["requests"] > 0
     assert report["failures"] == 0

@@ -19,7 +19,9 @@ from service.startup import (
     X86_LEVELS,
     copy_cache,
     host_description,
+    numba_cache_dir,
     plan_kernel_cache,
+    reuse_kernel_cache,
     runs_here,
 )
 from service.versioned import write_versioned
@@ -60,6 +62,25 @@ def test_a_cache_apart_from_numbas_cache_dir_is_copied_there_and_the_copy_leaves
     assert (tmp_path / "run" / "retrieval_0123" / "kernels._top_k-264.py311.nbi").read_bytes() == b"index"
     assert not (tmp_path / "run" / MANIFEST).exists()
     assert {p: p.stat().st_mtime_ns for p in cache.rglob("*")} == before
+
+
+def test_kernels_are_reused_by_another_tree_only_where_the_kernel_source_is_the_same(tmp_path: Path) -> None:
+    src, dst = tmp_path / "repo", tmp_path / "worktree"
+    for root, passages in ((src, b"def f(): pass\n"), (dst, b"def f(): return 1\n")):
+        for rel, text in (("service/retrieval/kernels.py", b"def g(): pass\n"), ("service/passages/kernels.py", passages)):
+            (root / rel).parent.mkdir(parents=True, exist_ok=True)
+            (root / rel).write_bytes(text)
+    for rel in ("service/retrieval/kernels.py", "service/passages/kernels.py"):
+        cache = numba_cache_dir((src / rel).resolve())
+        cache.mkdir(parents=True, exist_ok=True)
+        (cache / "kernels.g-1.py311.nbi").write_bytes(b"index " + rel.encode())
+        (cache / "kernels.g-1.py311.1.nbc").write_bytes(b"code")
+        (cache / "other.h-1.py311.nbi").write_bytes(b"another module's")
+    assert reuse_kernel_cache(src, dst) == ["service.retrieval.kernels"]  # the passage kernels differ
+    got = numba_cache_dir((dst / "service/retrieval/kernels.py").resolve())
+    assert sorted(p.name for p in got.iterdir()) == ["kernels.g-1.py311.1.nbc", "kernels.g-1.py311.nbi"]
+    assert (got / "kernels.g-1.py311.nbi").read_bytes() == b"index service/retrieval/kernels.py"
+    assert not numba_cache_dir((dst / "service/passages/kernels.py").resolve()).exists()
 
 
 def test_a_writable_cache_without_numba_cache_dir_is_used_in_place(tmp_path: Path) -> None:

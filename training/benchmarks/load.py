@@ -5,10 +5,11 @@ errors. Today is the commit before the passage index (:data:`BASELINE_REF`). One
 
 1. a worktree of the baseline commit (``git worktree add --detach``; removed at the end);
 2. each code builds its own index of the same corpus (``priorart build`` run in its own tree, with its defaults);
-3. ``rounds`` times: the baseline served (``priorart serve`` from its tree, its defaults), its own locustfile run
-   headless (``users``, no think time, ``seconds``), the server stopped; then this code the same way, with this
-   tree's locustfile. Each code runs its own scenario because the responses changed (a baseline answer carries no
-   ``generation``); both draw the same kinds of queries from their index (``tests/load/locustfile.py``).
+3. ``rounds`` times: this code served (``priorart serve``, its defaults), its own locustfile run headless
+   (``users``, no think time, ``seconds``), the server stopped; then the baseline the same way, from its tree with
+   its locustfile. (This code goes first so that its compiled kernels can be reused by the baseline's tree where
+   the kernel sources are the same.) Each code runs its own scenario because the responses changed (a baseline
+   answer carries no ``generation``); both draw the same kinds of queries from their index (``tests/load/locustfile.py``).
 4. per run: requests/s, failures, p50/p99 (all requests, searches, passages), and the ratio of the mean
    throughputs.
 
@@ -24,6 +25,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +57,13 @@ def _env(code: Path) -> dict[str, str]:
     import os
 
     return {**os.environ, "PYTHONPATH": str(code)}
+
+
+def _reuse_kernels(tree: Path, echo: Callable[[str], None]) -> None:
+    from service.startup import reuse_kernel_cache
+
+    if reused := reuse_kernel_cache(REPO, tree):
+        echo(f"  kernels of {', '.join(reused)} reused from {REPO} (the same source)")
 
 
 def _rows(prefix: Path) -> dict[str, dict[str, str]]:
@@ -112,15 +121,21 @@ def run_load_bench(corpus: Path, *, baseline: str = BASELINE_REF, users: int = 2
     tree = work / "baseline"
     try:
         _git("worktree", "add", "--detach", str(tree), commit)
-        codes = {"baseline": tree, "current": REPO}
+        # this code first: its compiled kernels are then copied to the baseline's tree where the sources are the
+        # same (service.startup.reuse_kernel_cache), before each baseline step, so that no kernel is compiled twice
+        codes = {"current": REPO, "baseline": tree}
         built = {}
         for name, code in codes.items():
             echo(f"building the {name} index with {code} ...")
+            if code is tree:
+                _reuse_kernels(tree, echo)
             built[name] = _build(code, corpus, work / f"index-{name}")
         runs: list[dict[str, Any]] = []
         for rnd in range(1, rounds + 1):
             for name, code in codes.items():
                 echo(f"round {rnd}: {name}, {users} users for {seconds} s ...")
+                if code is tree:
+                    _reuse_kernels(tree, echo)
                 fig = _locust(code, work / f"index-{name}", users, seconds, work / f"locust-{name}-{rnd}")
                 runs.append({"round": rnd, "code": name, **fig})
         mean = {name: sum(r["all"]["requests_per_s"] for r in runs if r["code"] == name) / rounds for name in codes}
