@@ -131,7 +131,7 @@ def test_locust_search_and_passages_mix(server: Any, artifacts: Path, capsys: py
 
 # ------------------------------------------------------------------------------------ live index under load
 
-LIVE_MIN_RUN_S, LIVE_MAX_RUN_S, PICKUP_TIMEOUT_S = 32, 80, 30
+LIVE_MIN_RUN_S, LIVE_MAX_RUN_S, PICKUP_TIMEOUT_S = 32, 300, 30  # the test stops locust itself; 300: a cap only
 
 
 @pytest.fixture

@@ -86,11 +86,15 @@ def test_ray_build_and_serve_answer_as_the_embedded_engine(cluster: dict[str, An
     with httpx.Client(base_url=cluster["url"], timeout=60) as client:
         assert client.get("/health").json()["documents"] == 300
         for body in _queries(records):
-            got = client.post("/search", json=body)
-            assert got.status_code == 200, got.text
-            res = got.json()
+            for _attempt in range(3):  # a shard past its deadline (shard_timeout_s 3) on a busy 2-core machine:
+                got = client.post("/search", json=body)  # that answer says partial; ask again, the whole one counts
+                assert got.status_code == 200, got.text
+                res = got.json()
+                if not res["partial"]:
+                    break
             want = embedded.search(SearchRequest(**body))
-            assert not res["partial"] and [h["id"] for h in res["results"]] == [h.id for h in want.results]
+            assert not res["partial"], res["notices"]
+            assert [h["id"] for h in res["results"]] == [h.id for h in want.results]
             for a, b in zip(res["results"], want.results, strict=True):
                 assert a["score"] == pytest.approx(b.score, rel=1e-9, abs=1e-12)
         bad = client.post("/search", json={"query": "EP9999999B1"})  # a bad query is a 4xx from a shard, not a fault

@@ -67,7 +67,8 @@ def test_a_cache_apart_from_numbas_cache_dir_is_copied_there_and_the_copy_leaves
 def test_kernels_are_reused_by_another_tree_only_where_the_kernel_source_is_the_same(tmp_path: Path) -> None:
     src, dst = tmp_path / "repo", tmp_path / "worktree"
     for root, passages in ((src, b"def f(): pass\n"), (dst, b"def f(): return 1\n")):
-        for rel, text in (("service/retrieval/kernels.py", b"def g(): pass\n"), ("service/passages/kernels.py", passages)):
+        files = (("service/retrieval/kernels.py", b"def g(): pass\n"), ("service/passages/kernels.py", passages))
+        for rel, text in files:
             (root / rel).parent.mkdir(parents=True, exist_ok=True)
             (root / rel).write_bytes(text)
     for rel in ("service/retrieval/kernels.py", "service/passages/kernels.py"):

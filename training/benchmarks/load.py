@@ -9,7 +9,8 @@ errors. Today is the commit before the passage index (:data:`BASELINE_REF`). One
    (``users``, no think time, ``seconds``), the server stopped; then the baseline the same way, from its tree with
    its locustfile. (This code goes first so that its compiled kernels can be reused by the baseline's tree where
    the kernel sources are the same.) Each code runs its own scenario because the responses changed (a baseline
-   answer carries no ``generation``); both draw the same kinds of queries from their index (``tests/load/locustfile.py``).
+   answer carries no ``generation``); both draw the same kinds of queries from their index
+   (``tests/load/locustfile.py``).
 4. per run: requests/s, failures, p50/p99 (all requests, searches, passages), and the ratio of the mean
    throughputs.
 

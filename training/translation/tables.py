@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from service.corpus.record import PatentRecord
 from service.text.analysis import get_analyzer
 from service.text.translation import TranslationTable
-from training.translation.freedict import DICTD_DIR, LEXICON_NAMES, lexicon_paths, load_lexicon
+from training.translation.freedict import DICTD_DIR, LEXICON_NAMES, cached_lexicon, lexicon_paths
 from training.translation.ibm1 import train_aligned_table
 
 if TYPE_CHECKING:
@@ -181,7 +181,7 @@ def build_tables(
             if lexicons is not None and lang in lexicons:
                 dictionary = lexicons[lang]
             else:
-                dictionary = load_lexicon(lang, dictd_dir=dictd_dir, progress=progress)
+                dictionary = cached_lexicon(lang, dictd_dir=dictd_dir, progress=progress)  # parsed once, then read
         table, info = build_direction(kept, lang, "en", settings, exclude_ids=exclude_ids, lexicon=dictionary,
                                       target_vocab=target_vocab, progress=progress)
         if dictionary is not None:
