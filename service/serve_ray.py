@@ -61,6 +61,10 @@ class ShardServer:
         self._load()
 
     def _load(self) -> None:
+        if self.shard is None:  # as `priorart serve` does at start-up: no first query pays for the kernels
+            from service.startup import warm_kernels
+
+            warm_kernels()
         shards = ShardSet.open(self.index_dir, verify=True, verify_only=self.number)
         old, self.shard = self.shard, load_shard(shards, self.number, self.settings)
         self.generation = shards.generation

@@ -18,8 +18,9 @@ They compute exactly what the numpy code before them did, e.g.:
   rows were reached in).
 
 The functions are compiled at first use (about a second) and cached on disk by numba
-(``NUMBA_CACHE_DIR`` when the package folder is read-only); :func:`warm` compiles them at load, so a
-first query does not pay it. They release the GIL (``nogil``).
+(``NUMBA_CACHE_DIR`` when the package folder is read-only); a server calls :func:`warm` at start-up
+(:func:`service.startup.warm_kernels`, for each shard replica too), so a first query does not pay it. A process that
+only writes an index (``build``, ``add``) loads none of them. They release the GIL (``nogil``).
 """
 
 from __future__ import annotations
@@ -854,7 +855,8 @@ _warm = False
 def warm() -> None:
     """Compile (or load from numba's cache) every kernel for the arrays an index gives it: its postings
     writable (built or joined in memory) or read-only (memory-mapped), masks of either kind. Once per
-    process; every :class:`service.retrieval.sparse.SparseIndex` calls it when made."""
+    process; a server calls it at start-up (:func:`service.startup.warm_kernels`); elsewhere a kernel is read
+    from numba's cache (or compiled) at its first use."""
     global _warm
     if _warm:
         return

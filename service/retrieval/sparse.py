@@ -202,7 +202,6 @@ class SparseIndex:
     ) -> None:
         self.vocab = vocab
         self.term_id: dict[str, int] = {t: i for i, t in enumerate(vocab)}
-        kernels.warm()
         # plain ndarray views of memory maps: np.memmap slicing costs several microseconds per call
         a = {name: np.asarray(arrays[name]).view(np.ndarray) for name in _ARRAYS}
         self.indptr: np.ndarray = a["indptr"]

@@ -9,7 +9,6 @@ index terms. BM25 then scores each source term with expected term/document frequ
 from __future__ import annotations
 
 import itertools
-import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -96,7 +95,7 @@ class TranslationTable:
     def save(self, path: str | Path) -> None:
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(self.to_json(), ensure_ascii=False, sort_keys=True), encoding="utf-8")
+        path.write_bytes(orjson.dumps(self.to_json(), option=orjson.OPT_SORT_KEYS))  # UTF-8; 10x json.dumps
 
     @classmethod
     def load(cls, path: str | Path, **pruning: float) -> TranslationTable:

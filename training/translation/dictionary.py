@@ -20,13 +20,14 @@ with the grammar and comment marks removed); the rest is shared:
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import os
 import re
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
+
+import orjson
 
 from service.text.analysis import get_analyzer, stopwords, tokenize
 
@@ -117,7 +118,7 @@ def cached_table(name: str, files: Sequence[Path], version: int, build: Callable
     key = hashlib.sha256(f"{version}|{stamp}".encode()).hexdigest()[:16]
     path = cache_dir() / "lexicons" / f"{name}-{key}.json"
     try:
-        cached: Entries = json.loads(path.read_text(encoding="utf-8"))
+        cached: Entries = orjson.loads(path.read_bytes())
         return cached
     except (OSError, ValueError):
         pass
@@ -125,7 +126,7 @@ def cached_table(name: str, files: Sequence[Path], version: int, build: Callable
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(table, ensure_ascii=False, separators=(",", ":")), encoding="utf-8")
+        tmp.write_bytes(orjson.dumps(table))
         os.replace(tmp, path)
     except OSError as exc:
         log.warning("cannot cache the parsed lexicon in %s: %s", path.parent, exc)

@@ -37,6 +37,7 @@ lexicons have the same format and are read the same way, with the languages swap
 
 from __future__ import annotations
 
+import functools
 import gzip
 import logging
 import re
@@ -237,13 +238,21 @@ def freedict_headwords(lang: str, dictd_dir: str | Path = DICTD_DIR, *, min_len:
     index = Path(dictd_dir) / f"{name}.index"
     if not index.is_file():
         raise LexiconNotFoundError(f"FreeDict index {index} not found; install {DEBIAN_PACKAGES[(lang, 'en')]}")
+    st = index.stat()
+    return set(_headwords(str(index.resolve()), st.st_size, st.st_mtime_ns, min_len))
+
+
+@functools.lru_cache(maxsize=8)
+def _headwords(index: str, size: int, mtime_ns: int, min_len: int) -> frozenset[str]:
+    """The headwords of one ``.index`` file, kept for this process while the file is unchanged (size and mtime in
+    the key): every build with compound splitting reads them (280k German lines, about 0.8 s)."""
     words: set[str] = set()
     with open(index, encoding="utf-8", errors="replace") as fh:
         for line in fh:
             head = normalise(line.split("\t", 1)[0]).strip()
             if len(head) >= min_len and head.isalpha():  # one word of letters only (a token of its own)
                 words.add(head)
-    return words
+    return frozenset(words)
 
 
 LEXICON_CACHE_VERSION = 1  # bump when the parsing or the analysers change what a lexicon table holds

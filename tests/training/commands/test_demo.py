@@ -13,10 +13,17 @@ from training.cli import app
 pytestmark = pytest.mark.slow  # every test builds a demo index with its translation tables (20-40 s each)
 
 
-def test_demo_builds_a_searchable_index_from_synthetic_data(tmp_path: Path) -> None:
-    work = tmp_path / "demo"
+@pytest.fixture(scope="module")
+def demo300(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """``priorart demo -n 300 --no-train --no-serve``: its work folder (read, not changed, by the tests below)."""
+    work = tmp_path_factory.mktemp("demo300") / "demo"
     res = CliRunner().invoke(app, ["demo", "-n", "300", "--workdir", str(work), "--no-train", "--no-serve"])
     assert res.exit_code == 0, res.output
+    return work
+
+
+def test_demo_builds_a_searchable_index_from_synthetic_data(demo300: Path) -> None:
+    work = demo300
     meta = json.loads((work / "index" / "meta.json").read_text())
     assert meta["format"] == "priorart-index"
     pairs = {(t["src"], t["tgt"]) for t in meta["components"]["translation"]}
@@ -26,14 +33,12 @@ def test_demo_builds_a_searchable_index_from_synthetic_data(tmp_path: Path) -> N
     assert len(json.loads(out.output)["results"]) == 3
 
 
-def test_demo_index_answers_german_french_and_english_queries_across_languages(tmp_path: Path) -> None:
+def test_demo_index_answers_german_french_and_english_queries_across_languages(demo300: Path) -> None:
     """No extra step: the demo's plain build translates a German claim into English and French text."""
     from service.corpus.jsonl import read_corpus
     from service.retrieval.first_stage import FirstStage
 
-    work = tmp_path / "demo"
-    res = CliRunner().invoke(app, ["demo", "-n", "300", "--workdir", str(work), "--no-train", "--no-serve"])
-    assert res.exit_code == 0, res.output
+    work = demo300
     stage = FirstStage.load(work / "index")
     recs = list(read_corpus(work / "corpus.jsonl"))
     tri = next(r for r in recs if all(r.claims.get(x) for x in ("en", "de", "fr")))
