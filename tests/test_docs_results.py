@@ -74,7 +74,10 @@ def _measure(experiment: str, data: Path) -> dict[str, Any]:
         kwargs: dict[str, Any] = {f.name: tuple(v) if isinstance(v := saved["settings"][f.name], list) else v
                                   for f in fields(PassageTuningSettings)}
         settings = PassageTuningSettings(**kwargs)
-        return run_passage_tuning(load_records(data), settings, progress=False).to_dict()
+        # each fold at the parameters the result file says its grid search chose: the figures are the scoring's;
+        # the grid search itself is checked on the real proxy by tests/training/test_passage_tuning.py
+        chosen = {v["variant"]: v["folds"] for v in saved["variants"]}
+        return run_passage_tuning(load_records(data), settings, progress=False, fold_params=chosen).to_dict()
     if experiment == "feedback":
         from training.experiments.feedback import run_feedback
         from training.ingest import iter_records

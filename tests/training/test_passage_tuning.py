@@ -155,16 +155,27 @@ def test_proxy_queries_score_their_own_document_without_claims() -> None:
 
 @pytest.mark.realdata
 def test_passage_experiment_on_the_real_proxy(shared_data: Path) -> None:
+    from training.docs_results import load
     from training.experiments.passages import PassageTuningSettings, format_table, load_records, run_passage_tuning
 
     records = load_records(shared_data)
-    settings = PassageTuningSettings(grid_step=0.5, sigmas=(1.0, 5.0), variants=("qsf_passage_propagate",),
-                                     permutations=200)
+    # the documented run's grid (docs/results/passages.json) for the service's variant, with the sigmas its folds
+    # chose (in the grid's order): the grid search chooses again what it chose there, with the same training value
+    # (test_docs_results re-measures every variant at the chosen parameters)
+    saved = load("passages.json")
+    recorded = next(v for v in saved["variants"] if v["variant"] == "qsf_passage_propagate")
+    chosen = {f["sigma"] for f in recorded["folds"]}
+    sigmas = tuple(x for x in saved["settings"]["sigmas"] if x in chosen)
+    settings = PassageTuningSettings(grid_step=saved["settings"]["grid_step"], sigmas=sigmas,
+                                     variants=("qsf_passage_propagate",), permutations=200)
     result = run_passage_tuning(records, settings, progress=False)
     assert (result.queries, result.query_documents) == (91, 37)  # the proxy's size on the shared data
     for v in result.variants:
         assert len(v.folds) == 2 and sum(f["queries"] for f in v.folds) == 91
         assert 0.0 < v.defaults < 1.0 and 0.0 < v.tuned < 1.0 and 0.0 < v.p_vs_defaults <= 1.0
         assert len(v.per_query) == 91
+        for got, want in zip(v.folds, recorded["folds"], strict=True):
+            assert (got["alpha"], got["beta"], got["sigma"]) == (want["alpha"], want["beta"], want["sigma"])
+            assert got["train_map_d"] == pytest.approx(want["train_map_d"], abs=1e-9)
     table = format_table(result)
     assert "qsf_passage_propagate" in table and "held-out" in table

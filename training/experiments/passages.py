@@ -93,10 +93,13 @@ def load_tables(folder: Path) -> dict[tuple[str, str], TranslationTable]:
 def run_passage_tuning(
     records: Sequence[PatentRecord], settings: PassageTuningSettings | None = None, *, progress: bool | None = None,
     translations: Mapping[tuple[str, str], TranslationTable] | None = None,
+    fold_params: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
 ) -> PassageTuningResult:
     """Tune every variant with ``settings.folds``-fold cross-validation over the proxy queries of ``records``;
     ``translations``: the queries also reach the other languages through these tables, as in the service (their
-    passages shape the scale; the judged passages are in the query's language)."""
+    passages shape the scale; the judged passages are in the query's language). ``fold_params``: per variant, the
+    ``folds`` rows of an earlier result (alpha, beta, sigma, train_map_d per fold): each fold is evaluated at those
+    parameters instead of tuned again (the grid search is most of the time; the docs' regression check uses it)."""
     s = settings or PassageTuningSettings()
     if s.folds < 2:
         raise ExperimentError(f"folds must be >= 2, got {s.folds}")
@@ -120,15 +123,19 @@ def run_passage_tuning(
         held: dict[str, float] = {}
         fold_rows: list[dict[str, Any]] = []
         for f, test in enumerate(folds):
-            train = [q for g, qs in enumerate(folds) if g != f for q in qs]
-            res = tune(index, train, s.grid_step, variant=variant, sigmas=s.sigmas, k=s.k,
-                       translations=translations)
-            values = evaluate_params(index, test, variant=variant, alpha=res.alpha, beta=res.beta, sigma=res.sigma,
-                                     k=s.k, translations=translations)
+            if fold_params is not None:
+                given = fold_params[variant][f]
+                alpha, beta, sigma, train_value = given["alpha"], given["beta"], given["sigma"], given["train_map_d"]
+            else:
+                train = [q for g, qs in enumerate(folds) if g != f for q in qs]
+                res = tune(index, train, s.grid_step, variant=variant, sigmas=s.sigmas, k=s.k,
+                           translations=translations)
+                alpha, beta, sigma, train_value = res.alpha, res.beta, res.sigma, res.value
+            values = evaluate_params(index, test, variant=variant, alpha=alpha, beta=beta, sigma=sigma, k=s.k,
+                                     translations=translations)
             held.update(values)
-            fold_rows.append({"fold": f, "alpha": res.alpha, "beta": res.beta, "sigma": res.sigma,
-                              "train_map_d": res.value, "heldout_map_d": _mean(list(values.values())),
-                              "queries": len(values)})
+            fold_rows.append({"fold": f, "alpha": alpha, "beta": beta, "sigma": sigma, "train_map_d": train_value,
+                              "heldout_map_d": _mean(list(values.values())), "queries": len(values)})
         defaults = evaluate_params(index, queries, variant=variant, alpha=DEFAULT_PARAMS["alpha"],
                                    beta=DEFAULT_PARAMS["beta"] if uses_beta else None,
                                    sigma=DEFAULT_PARAMS["sigma"] if uses_sigma else None, k=s.k,
