@@ -12,24 +12,30 @@ SHARED_DATA = Path(os.environ.get("PRIORART_DATA", REPO.parent / "shared" / "dat
 
 
 # The suite runs on two workers (scripts/test.sh: pytest-xdist, whole files per worker, in collection order). Files are
-# handed out longest first, so that no long file starts last and holds up the end (each file's seconds in the full
-# run of 835 tests, -n 2 on the 2-core machine); every other file keeps its place after these.
+# handed out longest first, so that no long file starts last and holds up the end (each file's seconds in a full run
+# of 840 tests from a fresh clone of 5a29b39, -n 2 on the 2-core machine, less what the next commits cut from a few of
+# them); every other file keeps its place after these.
 LONGEST_FIRST = (
-    "tests/deploy/test_fresh_install.py",  # 252
-    "tests/service/index/test_live.py",  # 241
-    "tests/load/test_bench_load.py",  # 166
-    "tests/test_docs_results.py",  # 149
-    "tests/training/commands/test_demo.py",  # 148
-    "tests/service/index/test_live_failures.py",  # 145
-    "tests/e2e/test_schemathesis.py",  # 127
-    "tests/training/experiments/test_xling_routes.py",  # 120
-    "tests/training/commands/test_watch_cli.py",  # 103
-    "tests/load/test_load.py",  # 99
-    "tests/e2e/test_browser.py",  # 77
-    "tests/service/test_serve_ray.py",  # 76
-    "tests/service/test_shards.py",  # 64
-    "tests/training/test_build.py",  # 62
-    "tests/training/commands/test_evaluate.py",  # 55
+    "tests/service/index/test_live.py",  # 176
+    "tests/deploy/test_fresh_install.py",  # 160
+    "tests/service/index/test_live_failures.py",  # 155
+    "tests/load/test_bench_load.py",  # 127 (the first server of a fresh clone compiles every kernel)
+    "tests/load/test_load.py",  # 110
+    "tests/training/commands/test_demo.py",  # 106
+    "tests/training/experiments/test_xling_routes.py",  # 90
+    "tests/service/test_serve_ray.py",  # 82
+    "tests/test_docs_results.py",  # 75
+    "tests/e2e/test_schemathesis.py",  # 74
+    "tests/training/commands/test_watch_cli.py",  # 70
+    "tests/e2e/test_browser.py",  # 62
+    "tests/training/test_build.py",  # 60
+    "tests/service/test_shards.py",  # 57
+    "tests/training/test_fusion.py",  # 48
+    "tests/training/commands/test_evaluate.py",  # 45
+    "tests/training/translation/test_lexicons.py",  # 41
+    "tests/training/test_passage_tuning.py",  # 38
+    "tests/service/passages/test_passage_regression.py",  # 38
+    "tests/training/experiments/test_xling.py",  # 36
     "tests/service/watch/test_watch.py",
 )
 

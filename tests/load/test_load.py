@@ -1,6 +1,6 @@
 """Load test: the locust scenario (``locustfile.py``) headless against a live ``priorart serve`` on 127.0.0.1.
 
-20 users, spawn rate 10/s, 30 s, ``--exit-code-on-error 1``. Fails on any failed request (HTTP error or a
+20 users, spawn rate 10/s, 20 s, ``--exit-code-on-error 1``. Fails on any failed request (HTTP error or a
 response that does not check out). Prints requests/s and p50/p95/p99 from locust's ``--csv`` stats and
 writes them (plus the CSVs and the HTML report) to ``$PRIORART_ARTIFACTS/load`` or a session tmp folder.
 Figures are reported, never asserted: they depend on the machine.
@@ -29,7 +29,7 @@ import httpx
 import pytest
 
 HERE = Path(__file__).resolve().parent
-USERS, SPAWN_RATE, RUN_TIME_S = 20, 10, 30
+USERS, SPAWN_RATE, RUN_TIME_S = 20, 10, 20
 
 # never import locust here: it monkey-patches the whole process with gevent; it runs as a subprocess
 pytestmark = [

@@ -254,11 +254,12 @@ def test_kill_9_during_add_leaves_old_or_new_generation(small: tuple[Path, list[
     write_corpus(records[150:260], batch)
     rng = random.Random(18)
     outcomes = {"old": 0, "new": 0}
-    trials = 12
+    trials = 8
+    took = 3.0  # a run's duration, then that of the last rerun: random kills within it
     for trial in range(trials):
         before = _state(idx)
         # every 4th killed while writing the manifest (half of it written, not renamed), else at random times
-        _run_killed(_add_cmd(idx, batch), at_manifest=trial % 4 == 0, rng=rng, max_s=4.0)
+        _run_killed(_add_cmd(idx, batch), at_manifest=trial % 4 == 0, rng=rng, max_s=took)
         after = _state(idx)
         if after[0] == before[0]:
             assert after == before
@@ -266,7 +267,7 @@ def test_kill_9_during_add_leaves_old_or_new_generation(small: tuple[Path, list[
         else:
             assert after[0] == before[0] + 1 and after[1] == 260
             outcomes["new"] += 1
-        _rerun(_add_cmd(idx, batch))
+        took = _rerun(_add_cmd(idx, batch))
         gen, n_live, ids = _state(idx)
         assert gen > after[0] and n_live == 260 and ids == sorted(r.id for r in records[:260])
     print(f"\nkill -9 during add, {trials} trials: {outcomes['old']} at the previous generation, "

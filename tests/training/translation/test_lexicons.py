@@ -221,7 +221,8 @@ def test_real_ding_file() -> None:
     lines = REAL_DING.read_text(encoding="utf-8").splitlines()
     entries = [ln for ln in lines if ln.strip() and not ln.startswith("#")]
     assert len(entries) > 150_000
-    assert sum(parse_line(ln) is not None for ln in entries) > 0.99 * len(entries)  # sub-entries align
+    sample = entries[::5]  # every 5th entry (the two tables below parse them all)
+    assert sum(parse_line(ln) is not None for ln in sample) > 0.99 * len(sample)  # sub-entries align
     terms = {D(w) for w in ("Gehäuse", "Ausdehnungsgefäß", "Drehmoment", "Transformator")}
     table = ding_entries_table(lines, "de", "en", only=terms)
     assert {E("housing"), E("case")} <= set(table[D("Gehäuse")])
