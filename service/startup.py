@@ -239,8 +239,9 @@ def numba_cache_dir(py_file: Path) -> Path:
     from numba.core import config
     from numba.core.caching import UserProvidedCacheLocator
 
-    if config.CACHE_DIR:
-        return Path(config.CACHE_DIR) / UserProvidedCacheLocator.get_suitable_cache_subpath(str(py_file))
+    cache_dir = getattr(config, "CACHE_DIR", "")  # (set by numba from the environment: no typed attribute)
+    if cache_dir:
+        return Path(cache_dir) / UserProvidedCacheLocator.get_suitable_cache_subpath(str(py_file))
     return py_file.parent / "__pycache__"
 
 
