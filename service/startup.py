@@ -224,13 +224,18 @@ def copy_cache(src: Path, dst: Path) -> int:
     n = 0
     for path in sorted(src.rglob("*")):
         if path.is_file() and path.suffix in (".nbi", ".nbc"):
-            out = dst / path.relative_to(src)
-            out.parent.mkdir(parents=True, exist_ok=True)
-            tmp = out.with_name(f"{out.name}.{os.getpid()}.tmp")
-            shutil.copyfile(path, tmp)
-            os.replace(tmp, out)  # a process reading the old file keeps it
+            _copy_cache_file(path, dst / path.relative_to(src))
             n += 1
     return n
+
+
+def _copy_cache_file(path: Path, out: Path) -> None:
+    """Copy one of numba's cache files to ``out``, replacing it in one step (a process reading the old file keeps
+    it, and none sees half a file)."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f"{out.name}.{os.getpid()}.tmp")
+    shutil.copyfile(path, tmp)
+    os.replace(tmp, out)
 
 
 def numba_cache_dir(py_file: Path) -> Path:
@@ -258,14 +263,10 @@ def reuse_kernel_cache(src_root: Path, dst_root: Path) -> list[str]:
             continue
         src_cache, dst_cache = numba_cache_dir(src.resolve()), numba_cache_dir(dst.resolve())
         files = sorted(src_cache.glob(f"{src.stem}.*.nb[ic]")) if src_cache.is_dir() else []
-        if not files:
-            continue
-        dst_cache.mkdir(parents=True, exist_ok=True)
         for path in files:
-            tmp = dst_cache / f"{path.name}.{os.getpid()}.tmp"
-            shutil.copyfile(path, tmp)
-            os.replace(tmp, dst_cache / path.name)
-        reused.append(name)
+            _copy_cache_file(path, dst_cache / path.name)
+        if files:
+            reused.append(name)
     return reused
 
 
