@@ -57,7 +57,7 @@ def query_entries(term_id: np.ndarray, starts: np.ndarray, counts: np.ndarray, q
     order = np.argsort(qj, kind="stable").astype(np.int64)
     sorted_ids = qj[order].astype(np.int64)
     use_map = qmap is not None
-    return _query_entries(term_id, starts.astype(np.int64), counts.astype(np.int64),
+    return _query_entries(readonly(term_id), starts.astype(np.int64), counts.astype(np.int64),
                           qmap if qmap is not None else np.zeros(1, dtype=np.int32), use_map, sorted_ids, order)
 
 
@@ -171,9 +171,9 @@ def warm() -> None:
         return
     starts, counts = np.array([0], dtype=np.int64), np.array([2], dtype=np.int64)
     qj = np.array([1], dtype=np.int64)
-    for term_id in (np.array([1, 3], dtype=np.int32), readonly(np.array([1, 3], dtype=np.int32))):
-        query_entries(term_id, starts, counts, np.array([-1, 0, -1, -1], dtype=np.int32), qj)
-        query_entries(term_id, starts, counts, None, qj)
+    term_id = np.array([1, 3], dtype=np.int32)  # read-only in the kernel, memory-mapped or in memory alike
+    query_entries(term_id, starts, counts, np.array([-1, 0, -1, -1], dtype=np.int32), qj)
+    query_entries(term_id, starts, counts, None, qj)
     # one document: a root section with one child, a passage in each
     passage_propagate(np.ones(16), np.array([1.0, 2.0]), np.array([0, 1]), np.array([0, 0]), 1,
                       np.array([-1, 0]), np.array([0, 1]))

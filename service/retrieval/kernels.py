@@ -32,8 +32,17 @@ from numba import njit
 
 from service.index.arrays import readonly
 
-_NO_MASK = np.zeros(0, dtype=np.bool_)
+# Every index array goes into a kernel read-only (``readonly``, a view): numba compiles a kernel once per combination
+# of argument types, writable and read-only arrays being different types, and an index's arrays are read-only when
+# memory-mapped but writable when built or joined in memory; one kind means one variant per kernel (and dtypes) to
+# compile at a cold start, not one per combination.
+_NO_MASK = readonly(np.zeros(0, dtype=np.bool_))
 _NO_WINNER = np.zeros(0, dtype=np.int16)
+
+
+def _mask(mask: np.ndarray | None) -> np.ndarray:
+    """A kernel's ``mask`` argument: read-only, an empty one for none."""
+    return _NO_MASK if mask is None else readonly(mask)
 
 
 @njit(cache=True, nogil=True)
@@ -77,7 +86,7 @@ def expected_tf(scratch: np.ndarray, rows: np.ndarray, tf: np.ndarray, los: np.n
     """A PSQ unit's expected term frequency ``sum_i probs[i] * tf`` of every row in the postings of its targets
     (``[los[i], his[i])``), summed target after target as ``np.add.at`` did: the rows (increasing) and their
     expected tf. ``scratch``: zeros, one per row, left zeroed (probabilities must be positive)."""
-    return _expected_tf(scratch, rows, tf, los, his, probs)
+    return _expected_tf(scratch, readonly(rows), readonly(tf), los, his, probs)
 
 
 @njit(cache=True, nogil=True)
@@ -112,7 +121,7 @@ def _contains(indptr, postings, term_ids, rows):
 
 def contains(indptr: np.ndarray, postings: np.ndarray, term_ids: np.ndarray, rows: np.ndarray) -> np.ndarray:
     """``found[i, j]``: row ``rows[i]`` is in the (sorted) postings of term ``term_ids[j]``."""
-    return _contains(indptr, postings, term_ids, rows)
+    return _contains(readonly(indptr), readonly(postings), term_ids, rows)
 
 
 @njit(cache=True, nogil=True)
@@ -168,7 +177,7 @@ def _max_per_term(indptr, weights):
 
 def max_per_term(indptr: np.ndarray, weights: np.ndarray) -> np.ndarray:
     """The largest weight of each term's postings (0 for a term without postings)."""
-    return _max_per_term(indptr, weights)
+    return _max_per_term(readonly(indptr), readonly(weights))
 
 
 # ---------------------------------------------------------------------------- into the accumulator
@@ -690,8 +699,8 @@ def maxscore(acc: ScoreAccumulator, k: int, mask: np.ndarray | None, rows: np.nd
     accumulator lists (a query of common terms only): accumulate it whole instead."""
     if acc.n:
         raise ValueError("maxscore needs a zeroed accumulator")
-    best, vals, ok = _maxscore(rows, weights, indptr, max_weight, ids, mults, k, _NO_MASK if mask is None else mask,
-                               mask is not None, acc.partial, acc.touched, acc.cap)
+    best, vals, ok = _maxscore(readonly(rows), readonly(weights), readonly(indptr), max_weight, ids, mults, k,
+                               _mask(mask), mask is not None, acc.partial, acc.touched, acc.cap)
     return (best, vals) if ok else None
 
 
@@ -745,26 +754,27 @@ class ScoreAccumulator:
         """``scores[rows[j]] += weights[j] * mults[i]`` for ``j`` in ``[los[i], his[i])``, term ``i`` by term ``i``
         (the stored weight itself when ``mults[i]`` is 1)."""
         track = self._track(int((his - los).sum()))
-        self.n = _acc_postings(self.scores, self.seen, self.touched, self.n, track, rows, weights, los, his, mults)
+        self.n = _acc_postings(self.scores, self.seen, self.touched, self.n, track, readonly(rows), readonly(weights),
+                               los, his, mults)
 
     def add_bm25(self, rows: np.ndarray, tf_e: np.ndarray, doc_norm: np.ndarray, idf: float, k1: float,
                  weight: float) -> None:
         """``scores[rows] += weight * idf * tf (k1 + 1) / (tf + doc_norm[rows])`` (rows distinct): a PSQ unit's BM25
         term, the operations of ``_term_weight`` in its order (bit-identical)."""
         track = self._track(len(rows))
-        self.n = _acc_bm25(self.scores, self.seen, self.touched, self.n, track, rows, tf_e, doc_norm, float(idf),
-                           float(k1), float(weight))
+        self.n = _acc_bm25(self.scores, self.seen, self.touched, self.n, track, readonly(rows), tf_e,
+                           readonly(doc_norm), float(idf), float(k1), float(weight))
 
     def add_values(self, rows: np.ndarray, values: np.ndarray) -> None:
         """``scores[rows] += values`` (rows distinct)."""
         track = self._track(len(rows))
-        self.n = _acc_values(self.scores, self.seen, self.touched, self.n, track, rows, values)
+        self.n = _acc_values(self.scores, self.seen, self.touched, self.n, track, readonly(rows), values)
 
     def top_k(self, k: int, mask: np.ndarray | None = None, *, nonzero: bool = True) -> np.ndarray:
         """The ``k`` best rows that ``mask`` allows and that score non-zero (``nonzero``; else: that were reached, by
         :meth:`merge`), best first, ties by lower row."""
-        vals, rows = _top_k(self.scores, self.seen, self.touched, self.n, not self.tracking, k,
-                            _NO_MASK if mask is None else mask, mask is not None, nonzero)
+        vals, rows = _top_k(self.scores, self.seen, self.touched, self.n, not self.tracking, k, _mask(mask),
+                            mask is not None, nonzero)
         return _best_first(vals, rows)
 
     def top_k_bounded(self, k: int, mask: np.ndarray | None, rows: np.ndarray, los: np.ndarray, his: np.ndarray,
@@ -775,8 +785,8 @@ class ScoreAccumulator:
         if self.n and not self._seen_dirty:  # the marks of the rows listed before the listing stopped
             _unmark(self.seen, self.touched, self.n)
         self._seen_dirty = True
-        vals, out = _top_k_bounded(self.scores, self.seen, rows, los, his, starts, ubs, k,
-                                   _NO_MASK if mask is None else mask, mask is not None)
+        vals, out = _top_k_bounded(self.scores, self.seen, readonly(rows), los, his, starts, ubs, k, _mask(mask),
+                                   mask is not None)
         return _best_first(vals, out)
 
     def matched(self, mask: np.ndarray | None = None) -> int:
@@ -785,8 +795,7 @@ class ScoreAccumulator:
 
     def matched_max(self, mask: np.ndarray | None = None) -> tuple[int, float]:
         """How many rows score non-zero and pass ``mask``, and their best score (0.0 when none)."""
-        n, best = _matched_max(self.scores, self.touched, self.n, not self.tracking,
-                               _NO_MASK if mask is None else mask, mask is not None)
+        n, best = _matched_max(self.scores, self.touched, self.n, not self.tracking, _mask(mask), mask is not None)
         return int(n), float(best)
 
     def merge(self, route: ScoreAccumulator, mask: np.ndarray | None, norm: float, index: int) -> None:
@@ -797,8 +806,8 @@ class ScoreAccumulator:
             self.winner = np.full(self.n_rows, -1, dtype=np.int16)
         track = self._track(route.n if route.tracking else self.n_rows)
         self.n = _merge(self.scores, self.winner, self.seen, self.touched, self.n, track, route.scores,
-                        route.touched, route.n, not route.tracking, _NO_MASK if mask is None else mask,
-                        mask is not None, float(norm), index)
+                        route.touched, route.n, not route.tracking, _mask(mask), mask is not None, float(norm),
+                        index)
 
     def reset(self) -> None:
         """Zero the scores (and marks, winners) of the rows reached, so the next query starts from zeros."""
@@ -853,10 +862,10 @@ _warm = False
 
 
 def warm() -> None:
-    """Compile (or load from numba's cache) every kernel for the arrays an index gives it: its postings
-    writable (built or joined in memory) or read-only (memory-mapped), masks of either kind. Once per
-    process; a server calls it at start-up (:func:`service.startup.warm_kernels`); elsewhere a kernel is read
-    from numba's cache (or compiled) at its first use."""
+    """Compile (or load from numba's cache) every kernel for the arrays an index gives it (read-only, see
+    ``_NO_MASK``; rows of either dtype where both occur). Once per process; a server calls it at start-up
+    (:func:`service.startup.warm_kernels`); elsewhere a kernel is read from numba's cache (or compiled) at its first
+    use."""
     global _warm
     if _warm:
         return
@@ -864,42 +873,31 @@ def warm() -> None:
     bounds = np.array([0], dtype=np.int64), np.array([2], dtype=np.int64), np.array([1.0])
     acc, merged = ScoreAccumulator(4), ScoreAccumulator(4)
     acc.add_postings(rows, weights, *bounds)
-    acc.add_postings(readonly(rows), readonly(weights), *bounds)
     tf = np.array([1, 3], dtype=np.int32)
     indptr, ids, at = np.array([0, 2], dtype=np.int64), np.array([0], dtype=np.int64), np.array([2], dtype=np.int64)
     contains(indptr, rows, ids, at)
-    contains(readonly(indptr), readonly(rows), ids, at)
     expected_tf(np.zeros(4), rows, tf, *bounds)
-    expected_tf(np.zeros(4), readonly(rows), readonly(tf), *bounds)
-    norms = np.ones(4)
-    for r in (rows, readonly(rows), np.array([1, 2], dtype=np.int64)):
-        for d in (norms, readonly(norms)):
-            acc.add_bm25(r, np.array([1.0, 2.0]), d, 1.0, 1.2, 1.0)
+    for r in (rows, np.array([1, 2], dtype=np.int64)):
+        acc.add_bm25(r, np.array([1.0, 2.0]), np.ones(4), 1.0, 1.2, 1.0)
         acc.add_values(r, np.array([1.0, 2.0]))
-    for x in (indptr, readonly(indptr)):
-        for w in (weights, readonly(weights)):
-            max_per_term(x, w)
+    max_per_term(indptr, weights)
     mask = np.ones(4, dtype=np.bool_)
     starts = np.array([0, 1], dtype=np.int64)
     two_units = np.array([0, 1], dtype=np.int64), np.array([1, 2], dtype=np.int64), np.array([0, 1, 2], dtype=np.int64)
-    for m in (None, mask, readonly(mask)):
+    for m in (None, mask):
         acc.top_k(1, m)
         acc.top_k(1, m, nonzero=False)
         acc.matched_max(m)
         merged.merge(acc, m, 2.0, 0)
-        for r in (rows, readonly(rows)):
-            acc.top_k_bounded(1, m, r, bounds[0], bounds[1], starts, np.array([1.0]))
-            # two units, their bounds reversed as SparseIndex gives them (a view of negative stride: layout 'A')
-            acc.top_k_bounded(1, m, r, *two_units, np.cumsum(np.array([1.5, 0.5])[::-1])[::-1])
+        acc.top_k_bounded(1, m, rows, bounds[0], bounds[1], starts, np.array([1.0]))
+        # two units, their bounds reversed as SparseIndex gives them (a view of negative stride: layout 'A')
+        acc.top_k_bounded(1, m, rows, *two_units, np.cumsum(np.array([1.5, 0.5])[::-1])[::-1])
     merged.top_k(1, nonzero=False)
     merged.reset()
     acc.reset()
     listed = ScoreAccumulator(16)  # rows still listed at the reset (the 4-row ones above stopped listing: cap 1)
     listed.add_values(np.array([1, 2], dtype=np.int64), np.array([1.0, 2.0]))
     listed.reset()
-    for r in (rows, readonly(rows)):
-        for w in (weights, readonly(weights)):
-            for m in (None, mask, readonly(mask)):
-                for x in (indptr, readonly(indptr)):
-                    maxscore(acc, 1, m, r, w, x, np.array([1.5]), np.array([0], dtype=np.int64), np.array([1.0]))
+    for m in (None, mask):
+        maxscore(acc, 1, m, rows, weights, indptr, np.array([1.5]), np.array([0], dtype=np.int64), np.array([1.0]))
     _warm = True
