@@ -31,7 +31,7 @@ from service.index.store import DocStore, UnknownDocumentError
 from service.notices import explain as explain_notices
 from service.passages import DEFAULT_PARAMS, PassageIndex, PassageIndexMissingError
 from service.passages.highlight import query_words
-from service.passages.lm import QueryImage
+from service.passages.lm import QueryImage, rho_of
 from service.pipeline import Pipeline, compose
 from service.query import Query, QueryError
 from service.retrieval.feedback import Feedback
@@ -232,13 +232,15 @@ class Engine:
                   for name, default in DEFAULT_PASSAGE_PARAMS.items()}
         t0 = time.perf_counter()
         lang = query.r.lang
+        params["rho"] = rho_of(req.rho, lang)  # the query language's default unless given
         images, words = self.passage_query(query.r.text, lang, translate=query.translate is not False)
         readable = set(images)
         try:
             ranking = self._passages.rank(
                 images, lang, cands.rows, cands.fused, analyzers=self._resources().analyzers, words=words,
                 variant=req.variant, k=req.k, langs=readable, alpha=params["alpha"], beta=params["beta"],
-                sigma=params["sigma"], mu=params["mu"], mu_translated=params["mu_translated"])
+                sigma=params["sigma"], mu=params["mu"], mu_translated=params["mu_translated"],
+                rho=params["rho"])
         except ValueError as exc:
             raise QueryError(str(exc)) from exc
         if ranking.skipped:

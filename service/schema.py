@@ -103,6 +103,9 @@ class PassageRequest(SearchRequest):
     mu: float | None = Field(None, gt=0, le=100_000, description="Dirichlet prior of text in the query's language")
     mu_translated: float | None = Field(None, gt=0, le=100_000,
                                         description="Dirichlet prior of text reached through a translation")
+    rho: float | None = Field(None, gt=0, le=1,
+                              description="share of its ideal gain a translated text must reach to stand level with "
+                                          "a text in the query's language that reaches all of its own")
 
 
 class SearchHit(BaseModel):

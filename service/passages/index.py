@@ -111,13 +111,14 @@ class PassageIndex(PassageArrays):
         exclude_claims: npt.ArrayLike | None = None,
         mu: float = DEFAULT_MU,
         mu_translated: float = DEFAULT_MU_TRANSLATED,
+        rho: float | None = None,
     ) -> PassageScores:
         """Every score component of every passage of the candidate ``rows`` (see :mod:`service.passages.ranker`)."""
         from service.passages.ranker import score_passages
 
         return score_passages(self, query, lang, rows, first_stage, variant=variant, sigma=sigma,
                               doc_score=doc_score, translations=translations, analyzers=analyzers,
-                              exclude_claims=exclude_claims, mu=mu, mu_translated=mu_translated)
+                              exclude_claims=exclude_claims, mu=mu, mu_translated=mu_translated, rho=rho)
 
     def rank(
         self,
@@ -139,6 +140,7 @@ class PassageIndex(PassageArrays):
         highlight: bool = True,
         mu: float = DEFAULT_MU,
         mu_translated: float = DEFAULT_MU_TRANSLATED,
+        rho: float | None = None,
         alone: bool = False,
     ) -> PassageRanking:
         """The ``k`` best passages of the candidate ``rows`` (first-stage order, ``doc_scores`` their scores).
@@ -156,4 +158,4 @@ class PassageIndex(PassageArrays):
         return rank_passages(self, query, lang, rows, doc_scores, translations=translations, analyzers=analyzers,
                              words=words, variant=variant, alpha=alpha, beta=beta, sigma=sigma, k=k,
                              doc_score=doc_score, langs=langs, highlight=highlight, mu=mu,
-                             mu_translated=mu_translated, alone=alone)
+                             mu_translated=mu_translated, rho=rho, alone=alone)

@@ -16,6 +16,7 @@ import math
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import TYPE_CHECKING, get_args
 
 import numpy as np
@@ -42,6 +43,13 @@ DEFAULT_MU_TRANSLATED = 100.0
 paper's): a smaller prior judges a text by how many of the query's terms it renders rather than by how often it
 repeats a few (a translated term spreads over alternatives, so repetition is weak evidence). Chosen by
 ``priorart experiment xling-passages --mu-translated ...``, cross-fitted (docs/RESULTS.md)."""
+DEFAULT_RHO: Mapping[str, float] = MappingProxyType({"de": 0.85, "en": 0.5, "fr": 0.5})
+"""``rho`` per query language: the share of its ideal gain a text reached through a translation must reach to stand
+level with a text in the query's language that reaches all of its own (a true translation renders only part of
+the query's best rendering there; 1 measures every language against its full ideal). Chosen per query language by
+``priorart experiment xling-passages --sweep rho=1,0.85,0.7,0.6,0.5``, cross-fitted: both halves of the grants chose
+these values (docs/RESULTS.md). A German query's tables render more of it (dictionaries, compounds) than an
+English or French query's."""
 DEFAULT_PARAMS: dict[str, float] = {"alpha": 0.5, "beta": 0.5, "sigma": 1.0, "mu": DEFAULT_MU,
                                     "mu_translated": DEFAULT_MU_TRANSLATED}
 """The service's defaults (``priorart experiment passages`` reports them against tuned values)."""
@@ -66,6 +74,14 @@ def check_params(variant: str, alpha: float, beta: float, sigma: float) -> None:
         raise ValueError(f"beta must be in [0, 1], got {beta}")
     if not sigma > 0 or math.isinf(sigma):
         raise ValueError(f"sigma must be a finite number > 0, got {sigma}")
+
+
+def rho_of(rho: float | None, lang: str) -> float:
+    """``rho`` as given, or the query language's default (:data:`DEFAULT_RHO`); ``ValueError`` unless in (0, 1]."""
+    value = DEFAULT_RHO.get(lang, 1.0) if rho is None else float(rho)
+    if not 0.0 < value <= 1.0:
+        raise ValueError(f"rho must be in (0, 1], got {rho}")
+    return value
 
 
 def gaussian_weight(distance: float | npt.ArrayLike, sigma: float) -> FloatArray:

@@ -96,6 +96,7 @@ from service.passages.lm import (
     gaussian_weight,
     minmax,
     query_models,
+    rho_of,
 )
 from service.passages.tree import (
     KIND_ABSTRACT,
@@ -288,6 +289,7 @@ def score_passages(
     exclude_claims: npt.ArrayLike | None = None,
     mu: float = DEFAULT_MU,
     mu_translated: float = DEFAULT_MU_TRANSLATED,
+    rho: float | None = None,
 ) -> PassageScores:
     """All score components of every passage of the candidate ``rows`` (module docstring).
 
@@ -305,6 +307,7 @@ def score_passages(
     for name, value in (("mu", mu), ("mu_translated", mu_translated)):
         if not value > 0 or math.isinf(value):
             raise ValueError(f"{name} must be a finite number > 0, got {value}")
+    rho = rho_of(rho, lang)
     rows_a = index.check_rows(rows)
     n = int(rows_a.size)
     first = np.zeros(n) if first_stage is None else np.asarray(first_stage, dtype=np.float64).reshape(-1)
@@ -421,6 +424,7 @@ def score_passages(
     ideal = np.append(np.bincount(ql, pqw * np.log1p(np.asarray(q_ideal) * inv), minlength=_N_LANGS), 0.0)
     for code, p, count in lost:
         ideal[code] += p * math.log1p(count * n_tokens[code] / mu_l[code])
+    ideal[np.arange(_N_LANGS + 1) != L] *= rho  # a translated text at rho of its ideal stands level with the ideal
     target = float(ideal[reached].max()) if reached.any() else 0.0
     scale = np.where(reached & (ideal > 0), target / np.where(ideal > 0, ideal, 1.0), 1.0)
     shift = np.where(reached, np.log(ref_len + mu_l), -np.inf)
@@ -575,6 +579,7 @@ def rank_passages(
     highlight: bool = True,
     mu: float = DEFAULT_MU,
     mu_translated: float = DEFAULT_MU_TRANSLATED,
+    rho: float | None = None,
     alone: bool = False,
 ) -> PassageRanking:
     """The ``k`` best passages of the candidates (see :meth:`PassageIndex.rank`); ``alone``: of each candidate."""
@@ -598,7 +603,8 @@ def rank_passages(
         return PassageRanking([], 0, skipped)
     analyzers = analyzers or {}
     sc = score_passages(index, query, lang, rows_a, scores_a, variant=variant, sigma=sigma, doc_score=doc_score,
-                        translations=translations, analyzers=analyzers, mu=mu, mu_translated=mu_translated)
+                        translations=translations, analyzers=analyzers, mu=mu, mu_translated=mu_translated,
+                        rho=rho)
     ranked: list[tuple[PassageScores, FloatArray, int]] = []  # (scores, final scores, passage) best first
     for part in [sc.alone(d) for d in range(int(rows_a.size))] if alone else [sc]:
         final = part.combine(alpha, beta)

@@ -119,7 +119,14 @@ import numpy.typing as npt
 from scipy import sparse
 
 from service.corpus.record import PatentRecord, Section
-from service.passages.lm import DEFAULT_DOC_SCORE, DEFAULT_MU, DEFAULT_MU_TRANSLATED, QueryImage, query_models
+from service.passages.lm import (
+    DEFAULT_DOC_SCORE,
+    DEFAULT_MU,
+    DEFAULT_MU_TRANSLATED,
+    QueryImage,
+    query_models,
+    rho_of,
+)
 from service.passages.tree import layout
 from service.text.analysis import SUPPORTED_LANGS, TOKEN_RE, Analyzer, get_analyzer, normalise, stopwords
 
@@ -746,6 +753,7 @@ class PassageRanker:
         mu: float = DEFAULT_MU,
         *,
         mu_translated: float = DEFAULT_MU_TRANSLATED,
+        rho: float | None = None,
         background: Mapping[str, BackgroundModel] | None = None,
         translations: Mapping[str, TranslationTable] | None = None,
         include_abstract: bool = True,
@@ -757,6 +765,9 @@ class PassageRanker:
             if not value > 0 or math.isinf(value):
                 raise ValueError(f"{name} must be a finite number > 0, got {value}")
         self.mu_translated = float(mu_translated)
+        if rho is not None:
+            rho_of(rho, "en")  # raises when out of range
+        self.rho = rho  # None: the query language's default
         if cache_size < 0:
             raise ValueError(f"cache_size must be >= 0, got {cache_size}")
         self.mu = float(mu)
@@ -900,6 +911,8 @@ class PassageRanker:
             mu_l = mu if plang == lang else self.mu_translated
             ideal_of[plang] = sum(image.probs[t] * math.log1p(c / (mu_l * bg.prob(t)))
                                   for t, c in image.ideal.items() if t in image.probs)
+            if plang != lang:  # a translated text at rho of its ideal stands level with the ideal
+                ideal_of[plang] *= rho_of(self.rho, lang)
         target = max(ideal_of.values(), default=0.0)  # the common scale: the largest ideal gain among them
 
         for plang in langs:

@@ -26,9 +26,10 @@ Measured per direction and QSF variant (``/passages`` at the request's defaults 
 * ``search@1`` -- share of topics for which ``/search`` ranks the grant first (the same query, the same index):
   the goal is ``top_from_grant`` within 2 points of it.
 
-``sweep``: a passage parameter (``mu_translated``, ``alpha``, ...) run at several values; the row
+``sweep``: a passage parameter (``mu_translated``, ``rho``, ``alpha``, ...) run at several values; the row
 ``<variant> <param>=cross-fitted`` scores each half of the grants (by fold) with the value that was best on the
-other half (MRR over all its topics), so that the chosen value is judged on grants it was not chosen on.
+other half (MRR over all its topics), so that the chosen value is judged on grants it was not chosen on; the row
+``... per query language`` chooses a value per query language the same way (on that language's topics).
 
 ``baseline``: a result file of an earlier run (another commit's ranker); each variant's per-topic reciprocal
 ranks are compared with its own in a paired randomisation test (10,000 permutations).
@@ -60,7 +61,7 @@ DIRECTIONS: tuple[tuple[str, str], ...] = (("de", "en"), ("fr", "en"), ("en", "d
                                            ("fr", "de"))
 MEASURES = ("mrr", "success@1", "success@10", "top_from_grant", "grant_mrr", "search@1")
 DEFAULT_VARIANT = "qsf_passage_propagate"
-SWEEPABLE = ("alpha", "beta", "sigma", "mu", "mu_translated")
+SWEEPABLE = ("alpha", "beta", "sigma", "mu", "mu_translated", "rho")
 
 
 @dataclass
@@ -261,17 +262,23 @@ def run_xling_passages(
     if s.sweep is not None:  # per variant, each half of the grants scored with the value best on the other half
         half = {q: fold_of[q.split("-", 1)[0]] % 2 for q in direction_of}
         param, values = s.sweep
+        query_langs = sorted({d.split("-", 1)[0] for d in direction_of.values()})
         for variant in s.variants:
-            name = f"{variant} {param}=cross-fitted"
-            per_query[name] = {}
-            chosen[name] = []
-            for h in (0, 1):
-                train = [q for q in direction_of if half[q] != h]
-                best = max(values, key=lambda v: (sum(per_query[f"{variant} {param}={v:g}"][q]["mrr"]
-                                                      for q in train), -abs(v - values[0])))
-                chosen[name].append(best)
-                per_query[name].update({q: per_query[f"{variant} {param}={best:g}"][q] for q in direction_of
-                                        if half[q] == h})
+            # one value for every topic, and one per query language (chosen on that language's topics)
+            for name, groups in ((f"{variant} {param}=cross-fitted", {"": set(direction_of)}),
+                                 (f"{variant} {param}=cross-fitted per query language",
+                                  {src: {q for q, d in direction_of.items() if d.startswith(f"{src}-")}
+                                   for src in query_langs})):
+                per_query[name] = {}
+                for group, members in groups.items():
+                    picks = chosen.setdefault(f"{name} {group}".rstrip(), [])
+                    for h in (0, 1):
+                        train = [q for q in members if half[q] != h]
+                        best = max(values, key=lambda v: (sum(per_query[f"{variant} {param}={v:g}"][q]["mrr"]
+                                                              for q in train), -abs(v - values[0])))
+                        picks.append(best)
+                        per_query[name].update({q: per_query[f"{variant} {param}={best:g}"][q] for q in members
+                                                if half[q] == h})
     rows: dict[str, dict[str, dict[str, float]]] = {}
     topics: dict[str, int] = {}
     for src, dst in s.directions:

@@ -103,6 +103,32 @@ def test_passage_index_scores_equal_todays_implementation_on_real_data(stage: Fi
     assert compared > 100_000  # passages compared over all queries and settings
 
 
+def test_rho_scores_equal_the_reference_on_real_data(stage: FirstStage, real_index: Path) -> None:
+    """rho < 1 (translated languages measured against a share of their ideal) moves the scores of the languages a
+    query reaches through a table, identically in both implementations."""
+    index = PassageIndex.load(real_index)
+    reference = PassageRanker(translations=stage.tables, background=background_of_index(index), rho=0.6)
+    changed = 0
+    for text, lang in _queries(stage)[:2]:  # English (reaches German, French) and German (reaches English)
+        hits = stage.search(text, lang=lang, k=300).hits
+        rows, scores = [h.row for h in hits], [h.score for h in hits]
+        records = [(stage.docs.get_row(r), s) for r, s in zip(rows, scores, strict=True)]
+        want = reference.score(text, lang, records, variant="qsf_passage_propagate", doc_score="lm")
+        got = index.score(text, lang, rows, scores, variant="qsf_passage_propagate", doc_score="lm",
+                          translations=stage.tables, rho=0.6)
+        plain = index.score(text, lang, rows, scores, variant="qsf_passage_propagate", doc_score="lm",
+                            translations=stage.tables)
+        for key in want.raw:
+            _close(got.raw[key], want.raw[key], f"{lang} rho raw {key}")
+        assert np.max(np.abs(got.combine(0.5, 0.5) - want.combine(0.5, 0.5))) <= TOL
+        if len(got.images) > 1:  # the query reaches a language through a table
+            assert not np.allclose(got.raw["passage_title"], plain.raw["passage_title"]), f"{lang}: rho changed nothing"
+            changed += 1
+        else:  # only the query's own language: rho has nothing to act on
+            assert np.array_equal(got.raw["passage_title"], plain.raw["passage_title"])
+    assert changed
+
+
 def test_engine_hits_equal_todays_implementation_on_real_data(stage: FirstStage, real_index: Path,
                                                               reference: PassageRanker) -> None:
     from training.benchmarks.passages import same_hits

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
+from pydantic import ValidationError
 
 from service.corpus.record import Claim, PatentRecord, Section
 from service.engine import Engine
@@ -164,3 +166,29 @@ def test_a_german_claim_charted_against_an_english_document(engines: dict[str, E
                                                         documents=["EP0000100B1"]))
     assert [(c.element, c.passage_id, c.status) for c in alone.cells] == \
         [(c.element, c.passage_id, c.status) for c in twin]
+
+
+def test_rho_is_the_query_languages_default_unless_the_request_sets_it(engines: dict[str, Engine]) -> None:
+    """``rho`` (the share of its ideal a translated text must reach to stand level with an own-language text at its
+    ideal): the query language's default (service/passages/lm.py DEFAULT_RHO), reported in the trace; a request's
+    value replaces it and moves the translated passages' scores, never the order of the query language's own."""
+    from service.passages.lm import DEFAULT_RHO
+    from service.passages.tree import LANG_CODE
+
+    engine = engines["de"]
+    for lang, rho in (("en", None), ("de", None), ("en", 1.0), ("en", 0.3)):
+        res = engine.passages(PassageRequest(query=TWIN[lang][0], lang=lang, k=10, rho=rho, explain=True))
+        detail = next(s.detail for s in res.stages if s.name == "passages")
+        assert detail["rho"] == (DEFAULT_RHO[lang] if rho is None else rho)
+    # the ranker's raw scores (before min-max): a German text, reached through en->de, rises as rho falls; the
+    # English query's own language is measured as before
+    images, _ = engine.passage_query(TWIN["en"][0], "en")
+    index, rows = engine.passage_index(), list(range(len(engine.docs)))
+    raw = {rho: index.score(images, "en", rows, rho=rho) for rho in (1.0, 0.3)}
+    de = raw[1.0].lang == LANG_CODE["de"]
+    assert de.any() and (~de).any()
+    assert np.all(raw[0.3].raw["passage_title"][de] > raw[1.0].raw["passage_title"][de])
+    with pytest.raises(ValidationError):
+        PassageRequest(query="x", lang="en", rho=0)
+    with pytest.raises(ValidationError):
+        PassageRequest(query="x", lang="en", rho=1.5)
