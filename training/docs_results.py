@@ -234,6 +234,27 @@ def xling_passages_table(name: str, results_dir: Path = RESULTS_DIR) -> str:
     return "\n".join(lines)
 
 
+def xling_passages_sweep_table(name: str, results_dir: Path = RESULTS_DIR) -> str:
+    """A sweep of one passage parameter (``xling-passages --sweep``): MRR / top passage from the grant per direction
+    and value, the cross-fitted rows, and the values each half of the grants chose."""
+    r = load(name, results_dir)
+    param, values = r["settings"]["sweep"]
+    variant = r["settings"]["variants"][0]
+    directions = _ordered(r["rows"], r["settings"].get("directions", ()))
+    cols = [f"{variant} {param}={v:g}" for v in values] + [f"{variant} {param}=cross-fitted",
+                                                           f"{variant} {param}=cross-fitted per query language"]
+    head = ["direction", *(f"{param} {v:g}" for v in values), "cross-fitted", "cross-fitted per query language"]
+    rows = [[d, *(f"{r['rows'][d][c]['mrr']:.3f} / {r['rows'][d][c]['top_from_grant']:.2f}" if c in r["rows"][d]
+                  else "–" for c in cols)] for d in directions]
+    lines = _table(head, rows)
+    chosen = "; ".join(f"{row.removeprefix(f'{variant} {param}=cross-fitted').strip() or 'all topics'}: "
+                       f"{', '.join(f'{v:g}' for v in picks)}" for row, picks in r.get("chosen", {}).items())
+    lines += ["", f"MRR / top passage from the grant; variant `{variant}`, k = {r['settings']['k']}, "
+              f"{r['settings']['folds']} folds. Chosen on the other half of the grants (half 1, half 2): {chosen}. "
+              + source(r, name)]
+    return "\n".join(lines)
+
+
 ROUTE_MERGE_NAMES = {"own route only": "own route only", "all routes": "every route, reference merge (default)",
                      "all routes, weight merge": "every route, query-weight merge (Σ idf (k1+1))",
                      "all routes, saturated merge": "every route, translated units saturated at (k1+1) × one best "
@@ -343,6 +364,8 @@ TABLES: dict[str, Table] = {
     "xling": Table(_file(xling_table, "xling/xling.json"), ("xling/xling.json",)),
     "passages": Table(_file(passages_table, "passages.json"), ("passages.json",)),
     "xling-passages": Table(_file(xling_passages_table, "xling-passages.json"), ("xling-passages.json",)),
+    "xling-passages-rho": Table(_file(xling_passages_sweep_table, "xling-passages-rho.json"),
+                                ("xling-passages-rho.json",)),
     "route-merge": Table(_file(route_merge_table, "route-merge.json"), ("route-merge.json",)),
     "feedback": Table(_file(feedback_table, "feedback.json"), ("feedback.json",)),
     "watch": Table(_file(watch_table, "watch.json"), ("watch.json",)),
