@@ -5,8 +5,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 . .venv/bin/activate
+# the numba kernels compile (into numba's cache beside the package) while ruff and mypy run on the other core: the
+# tests' first engines and servers then read them from the cache instead of compiling them, each on its own
+python -c "from service.startup import warm_kernels; print('== kernels:', warm_kernels())" &
+kernels=$!
 echo "== ruff"; ruff check service training tests
 echo "== mypy"; mypy
+wait "$kernels"
 echo "== pytest"
 set +e
 # two workers (the CI machine's two cores), whole test files per worker, handed out longest first (tests/conftest.py);
