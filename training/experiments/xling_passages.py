@@ -265,9 +265,9 @@ def run_xling_passages(
         query_langs = sorted({d.split("-", 1)[0] for d in direction_of.values()})
         for variant in s.variants:
             # one value for every topic, and one per query language (chosen on that language's topics)
-            for name, groups in ((f"{variant} {param}=cross-fitted", {"": set(direction_of)}),
+            for name, groups in ((f"{variant} {param}=cross-fitted", {"": list(direction_of)}),
                                  (f"{variant} {param}=cross-fitted per query language",
-                                  {src: {q for q, d in direction_of.items() if d.startswith(f"{src}-")}
+                                  {src: [q for q, d in direction_of.items() if d.startswith(f"{src}-")]
                                    for src in query_langs})):
                 per_query[name] = {}
                 for group, members in groups.items():
