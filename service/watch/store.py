@@ -239,7 +239,7 @@ class WatchStore:
     def add(self, owner: str, request: WatchRequest, generation: int, topk: Sequence[str] = ()) -> Watch:
         """Save a watch at ``generation`` (the documents of it and before are never its hits); ``topk``: the ids of
         its top k there (the bound of its first evaluation)."""
-        wid = secrets.token_urlsafe(9)
+        wid = secrets.token_hex(9)  # (not token_urlsafe: an id that began with '-' read as an option on the CLI)
         with contextlib.closing(self.connect()) as conn:
             conn.execute("INSERT INTO watches (id, owner, name, request, created, created_generation, "
                          "evaluated_generation, topk) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",

@@ -5,6 +5,7 @@ does, deleted documents drop out, evaluations are idempotent, the state folder s
 from __future__ import annotations
 
 import random
+import re
 import shutil
 from pathlib import Path
 
@@ -242,3 +243,13 @@ def test_state_folder_outside_the_index_and_owners(built: tuple[Path, list[Paten
     assert store.get(None, w.id) == store.get(a, w.id) == w and store.watches(a) == [w]
     with pytest.raises(StateError, match="save one first"):
         WatchStore.open(tmp_path / "none")
+
+
+def test_watch_ids_never_read_as_a_command_line_option(tmp_path: Path) -> None:
+    """A watch id is passed on the command line (`priorart watch hits INDEX ID`): it never begins with '-' (one id in
+    64 did, and the CLI took it for an option)."""
+    store = WatchStore.open(tmp_path / "state", create=True)
+    request = WatchRequest(query="a rotor blade with a cooling channel", lang="en")
+    ids = [store.add("owner", request, 0).id for _ in range(300)]
+    assert len(set(ids)) == 300 and not any(i.startswith("-") for i in ids)
+    assert all(re.fullmatch(r"[0-9a-f]+", i) for i in ids)
