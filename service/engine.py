@@ -284,7 +284,8 @@ class Engine:
         units = res.query_units(text, lang, translate=translate)
         if not units.get(lang):
             raise QueryError("the query has no index terms after analysis (only stop words or punctuation?)")
-        images = {tgt: QueryImage.of_units(tgt, u) for tgt, u in units.items() if any(w > 0 for _, (_, w) in u)}
+        images = {tgt: QueryImage.of_units(tgt, u, hops=res.hops(lang, tgt)) for tgt, u in units.items()
+                  if any(w > 0 for _, (_, w) in u)}
         return images, query_words(text, res.analyzer(lang))
 
     def _resources(self) -> IndexResources:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, get_args
 
@@ -24,6 +24,7 @@ import numpy.typing as npt
 
 from service.schema import Variant
 from service.text.analysis import get_analyzer
+from service.text.translation import PivotTable
 
 if TYPE_CHECKING:
     from service.text.translation import TranslationTable
@@ -43,13 +44,14 @@ DEFAULT_MU_TRANSLATED = 100.0
 paper's): a smaller prior judges a text by how many of the query's terms it renders rather than by how often it
 repeats a few (a translated term spreads over alternatives, so repetition is weak evidence). Chosen by
 ``priorart experiment xling-passages --mu-translated ...``, cross-fitted (docs/RESULTS.md)."""
-DEFAULT_RHO: Mapping[str, float] = MappingProxyType({"de": 0.85, "en": 0.5, "fr": 0.5})
-"""``rho`` per query language: the share of its ideal gain a text reached through a translation must reach to stand
-level with a text in the query's language that reaches all of its own (a true translation renders only part of
-the query's best rendering there; 1 measures every language against its full ideal). Chosen per query language by
-``priorart experiment xling-passages --sweep rho=1,0.85,0.7,0.6,0.5``, cross-fitted: both halves of the grants chose
-these values (docs/RESULTS.md). A German query's tables render more of it (dictionaries, compounds) than an
-English or French query's."""
+DEFAULT_RHO: Mapping[str, float] = MappingProxyType({"de": 0.6, "en": 0.5, "fr": 0.85})
+"""``rho`` per query language: the share of its ideal gain a text reached through one translation table must reach
+to stand level with a text in the query's language that reaches all of its own (a true translation renders only part
+of the query's best rendering there; 1 measures every language against its full ideal); through two tables (de <->
+fr composed through English) rho squared. Chosen per query language by ``priorart experiment xling-passages --sweep
+rho=1,0.85,0.7,0.6,0.5``, cross-fitted: both halves of the grants chose these values (docs/RESULTS.md). A French
+query's German text comes through two tables, its English twin through one: a lower rho for French lifts the German
+text of other documents above the English twin."""
 DEFAULT_PARAMS: dict[str, float] = {"alpha": 0.5, "beta": 0.5, "sigma": 1.0, "mu": DEFAULT_MU,
                                     "mu_translated": DEFAULT_MU_TRANSLATED}
 """The service's defaults (``priorart experiment passages`` reports them against tuned values)."""
@@ -115,11 +117,18 @@ class QueryImage:
     probs: Mapping[str, float]
     ideal: Mapping[str, float]
     sources: Mapping[str, tuple[str, ...]]
+    # per index term: the weight of the query units it renders (how often the query asks for it); the ranker counts
+    # a translated text's occurrences of the term up to this
+    need: Mapping[str, float] = field(default_factory=dict)
+    # the tables the query went through to reach this language: 0 its own, 1 one table, 2 composed through a pivot
+    hops: int = 0
 
     @classmethod
-    def of_units(cls, lang: str, units: Iterable[tuple[str, tuple[Mapping[str, float], float]]]) -> QueryImage:
+    def of_units(cls, lang: str, units: Iterable[tuple[str, tuple[Mapping[str, float], float]]], *,
+                 hops: int = 0) -> QueryImage:
         """The image of weighted query units ``(query term, ({index term: p}, weight))`` (a PSQ route's units;
-        ``{term: 1.0}`` for an untranslated term). Raises ``ValueError`` when there is no unit with a weight."""
+        ``{term: 1.0}`` for an untranslated term), reached through ``hops`` tables. Raises ``ValueError`` when there
+        is no unit with a weight."""
         items = [(src, mapping, float(w)) for src, (mapping, w) in units if w > 0 and mapping]
         total = sum(w for _, _, w in items)
         if not total > 0:
@@ -127,15 +136,17 @@ class QueryImage:
         probs: dict[str, float] = {}
         ideal: dict[str, float] = {}
         sources: dict[str, list[str]] = {}
+        need: dict[str, float] = {}
         for src, mapping, w in items:
             mass = sum(mapping.values())
             for term, p in mapping.items():
                 probs[term] = probs.get(term, 0.0) + w * p / (mass * total)
+                need[term] = need.get(term, 0.0) + w
                 if src not in sources.setdefault(term, []):
                     sources[term].append(src)
             best = min(mapping.items(), key=lambda kv: (-kv[1], kv[0]))[0]
             ideal[best] = ideal.get(best, 0.0) + w
-        return cls(lang, probs, ideal, {t: tuple(v) for t, v in sources.items()})
+        return cls(lang, probs, ideal, {t: tuple(v) for t, v in sources.items()}, need, hops)
 
     @classmethod
     def of_terms(cls, lang: str, terms: Iterable[str]) -> QueryImage:
@@ -175,5 +186,6 @@ def query_models(
             continue
         counts = Counter(terms)
         models[table.tgt] = QueryImage.of_units(table.tgt, [(t, (table.translate_term(t), float(n)))
-                                                            for t, n in counts.items()])
+                                                            for t, n in counts.items()],
+                                                hops=2 if isinstance(table, PivotTable) else 1)
     return models

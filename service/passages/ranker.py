@@ -35,6 +35,14 @@ language, the query language when the document has passages in it, else its lang
 document component is by default the first stage's (fused) score instead (``doc_score="first_stage"``),
 which already merges the languages on one scale.
 
+In a translated text unit (passage, heading, title) the count ``c(w, unit)`` is capped at ``need(w)``, the
+occurrences of the query terms ``w`` renders (:attr:`service.passages.lm.QueryImage.need`): a long claim that
+repeats a rendering, or renders in several places a word the query has once, gains no more than the short claim
+that renders it once; a passage's headings and title still add their counts. Text in the query's own language
+keeps the paper's uncapped Dirichlet gain. A text reached through a translation is measured against a share of its
+ideal: ``gain(ideal_L)`` above is multiplied by ``rho ** hops`` (``QueryImage.hops``: 1 through one table, 2 for de
+<-> fr composed through English; ``rho`` per query language, :data:`service.passages.lm.DEFAULT_RHO`).
+
 Variants (paper equations 3-12; ``_norm`` = min-max over the candidate set):
 
 - ``qsf_v``: ``a * Sim_norm(q, g) + (1 - a) * Sim_norm(q, doc)``.
@@ -370,6 +378,7 @@ def score_passages(
     q_prob: list[float] = []
     q_lang: list[int] = []
     q_ideal: list[float] = []
+    q_need: list[float] = []
     reached = np.zeros(_N_LANGS + 1, dtype=bool)  # languages with an image (NO_LANG never)
     ref_len = np.zeros(_N_LANGS + 1)
     lost: list[tuple[int, float, float]] = []  # ideal-text terms absent from the vocabulary: (language, p, count)
@@ -384,6 +393,7 @@ def score_passages(
                 q_prob.append(p)
                 q_lang.append(code)
                 q_ideal.append(image.ideal.get(term, 0.0))
+                q_need.append(image.need.get(term, math.inf))
             elif term in image.ideal:
                 lost.append((code, p, image.ideal[term]))
     nq = len(q_jid)
@@ -404,6 +414,12 @@ def score_passages(
         po_c = index.post_count[pst].astype(np.float64)
         keep = counted[po_cu]
         po_q, po_c, po_cu = po_q[keep], po_c[keep], po_cu[keep]
+        # A translated text unit (passage, heading, title) counts each index term at most as often as the query asks
+        # for what it renders (``need``: the occurrences of the query terms it translates): a long claim that
+        # repeats one rendering, or renders in several places a word the query has once, gains no more than a
+        # short claim that renders it once. The query language's own text keeps the paper's Dirichlet gain.
+        cap = np.where(ql == L, np.inf, np.asarray(q_need, dtype=np.float64))
+        po_c = np.minimum(po_c, cap[po_q])
 
     # collection model per language: the index's text in that language; a query term the index has no
     # text with counts as seen once (a miss)
@@ -424,7 +440,11 @@ def score_passages(
     ideal = np.append(np.bincount(ql, pqw * np.log1p(np.asarray(q_ideal) * inv), minlength=_N_LANGS), 0.0)
     for code, p, count in lost:
         ideal[code] += p * math.log1p(count * n_tokens[code] / mu_l[code])
-    ideal[np.arange(_N_LANGS + 1) != L] *= rho  # a translated text at rho of its ideal stands level with the ideal
+    # a text reached through one table at rho of its ideal stands level with the ideal; through two (de <-> fr composed
+    # through English) at rho squared: each table renders only part of what it is given
+    for plang, image in models.items():
+        if plang != lang:
+            ideal[LANG_CODE[plang]] *= rho ** max(image.hops, 1)
     target = float(ideal[reached].max()) if reached.any() else 0.0
     scale = np.where(reached & (ideal > 0), target / np.where(ideal > 0, ideal, 1.0), 1.0)
     shift = np.where(reached, np.log(ref_len + mu_l), -np.inf)

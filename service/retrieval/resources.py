@@ -135,6 +135,13 @@ class IndexResources:
         """The analyzer of ``lang`` this index was built with."""
         return self.analyzers.get(lang) or get_analyzer(lang)
 
+    def hops(self, src: str, tgt: str) -> int:
+        """How many tables a query in ``src`` goes through to reach text in ``tgt``: 0 in its own language, 2 through a
+        table composed through the pivot language (de <-> fr through English), 1 otherwise."""
+        if src == tgt:
+            return 0
+        return 2 if isinstance(self.pair_tables.get((src, tgt)), PivotTable) else 1
+
     def query_units(self, text: str, lang: str, *, translate: bool = True) -> dict[str, list[tuple[str, QueryUnit]]]:
         """The query in every language it reaches, as this index's routes render it (the same units a search
         scores), each unit with the query term it renders: its own terms (the index's analysis: compounds split

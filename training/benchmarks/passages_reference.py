@@ -911,8 +911,8 @@ class PassageRanker:
             mu_l = mu if plang == lang else self.mu_translated
             ideal_of[plang] = sum(image.probs[t] * math.log1p(c / (mu_l * bg.prob(t)))
                                   for t, c in image.ideal.items() if t in image.probs)
-            if plang != lang:  # a translated text at rho of its ideal stands level with the ideal
-                ideal_of[plang] *= rho_of(self.rho, lang)
+            if plang != lang:  # a translated text at rho (rho squared through two tables) of its ideal: level
+                ideal_of[plang] *= rho_of(self.rho, lang) ** max(image.hops, 1)
         target = max(ideal_of.values(), default=0.0)  # the common scale: the largest ideal gain among them
 
         for plang in langs:
@@ -944,6 +944,9 @@ class PassageRanker:
                                       [b.p_cnt for b in blocks], p_off)
             hr, hq, hc, hb = _matched(qmap, [b.h_rows for b in blocks], [b.h_cols for b in blocks],
                                       [b.h_cnt for b in blocks], h_off)
+            if plang != lang:  # a translated unit counts each term at most as often as the query asks for it
+                cap = np.asarray([lang_image.need.get(t, math.inf) for t, _, _ in qterms], dtype=np.float64)
+                pc, hc = np.minimum(pc, cap[pq]), np.minimum(hc, cap[hq])
             p_c = np.asarray([bg.prob(t) for t, _, _ in qterms], dtype=np.float64)
             pqw = np.asarray([p for _, _, p in qterms], dtype=np.float64)
 

@@ -192,3 +192,47 @@ def test_rho_is_the_query_languages_default_unless_the_request_sets_it(engines: 
         PassageRequest(query="x", lang="en", rho=0)
     with pytest.raises(ValidationError):
         PassageRequest(query="x", lang="en", rho=1.5)
+
+
+def test_a_translated_text_counts_each_rendering_at_most_as_often_as_the_query_asks(
+        tmp_path_factory: pytest.TempPathFactory) -> None:
+    """A German text reached through en->de: a paragraph that repeats `Transformator` three times gains no more than
+    one that holds it once (the English query says `transformer` once); both have six words, so they score the
+    same. The query language's own text keeps the Dirichlet gain of repetition: under a German query the repeating
+    paragraph is above."""
+    root = tmp_path_factory.mktemp("xling-cap")
+    repeated = "Transformator Transformator Transformator Stahl Kabel Räder."
+    once = "Transformator Schiene Stahl Kabel Räder Öl."
+    records = [*_corpus("de"), _record("EP0000300A1", "de", "Eine Schiene aus Stahl.", [repeated, once])]
+    idx = root / "index"
+    build_index(records, idx, translation_dir=_tables(root / "tables"), compounds=(), progress=False)
+    engine = Engine.load(idx, settings=Settings(index_dir=idx))
+    index, rows = engine.passage_index(), list(range(len(engine.docs)))
+    for lang, query in (("en", TWIN["en"][0]), ("de", TWIN["de"][0])):
+        images, _ = engine.passage_query(query, lang)
+        scores = index.score(images, lang, rows)
+        by_id = {scores.passage_id(i): i for i in range(len(scores))}
+        a, b = (scores.raw["passage"][by_id[f"EP0000300A1/d/1/p{p}"]] for p in (1, 2))
+        if lang == "en":
+            assert images["de"].need[_term("de", "Transformator")] == 1.0
+            assert a == pytest.approx(b, rel=1e-12), (a, b)
+        else:
+            assert a > b * 1.01, (a, b)
+    engine.close()
+
+
+def test_a_language_reached_through_two_tables_is_measured_against_rho_squared(engines: dict[str, Engine]) -> None:
+    """de <-> fr is composed through English: its image says two hops, and its texts are measured against rho^2 of
+    their ideal (each table renders only part of what it is given), English text against rho, the query's own
+    language against its whole ideal."""
+    import dataclasses
+
+    engine = engines["fr"]
+    images, _ = engine.passage_query(TWIN["de"][0], "de")
+    assert {lang: image.hops for lang, image in images.items()} == {"de": 0, "en": 1, "fr": 2}
+    index, rows = engine.passage_index(), list(range(len(engine.docs)))
+    two = {"de": images["de"], "fr": images["fr"]}
+    one = {"de": images["de"], "fr": dataclasses.replace(images["fr"], hops=1)}
+    squared = index.score(two, "de", rows, rho=0.5).raw["passage"]
+    np.testing.assert_allclose(squared, index.score(one, "de", rows, rho=0.25).raw["passage"], rtol=1e-12)
+    assert not np.allclose(squared, index.score(one, "de", rows, rho=0.5).raw["passage"])
