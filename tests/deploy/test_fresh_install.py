@@ -54,7 +54,7 @@ def test_the_wheel_with_the_service_extra_serves_ready_from_its_kernel_cache(tmp
     from training.build import build_index
     from training.synth import generate
 
-    inst = fresh_install(tmp_path / "venv", tmp_path / "work")
+    inst = fresh_install(tmp_path / "venv", tmp_path / "work", compile_modules=False)  # pyc: not under test
     assert "numba" in inst.packages and "fastapi" in inst.packages and "torch" not in inst.packages
     home = tmp_path / "home"
     home.mkdir()

@@ -159,12 +159,12 @@ def _synth(path: Path, n: int, seed: int = 0) -> list[PatentRecord]:
 
 @pytest.fixture(scope="module")
 def base(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[PatentRecord]]:
-    """A small index (40 synthetic documents, English) with one added segment (generation 1); 20 more records."""
+    """A small index (20 synthetic documents, English) with one added segment of 5 (generation 1); 35 more records."""
     d = tmp_path_factory.mktemp("live-failures")
     records = _synth(d / "all.jsonl", 60, seed=29)
     idx = d / "base"
-    build_index(records[:40], idx, index_langs="en", translation=False, compounds="", progress=False)
-    add_documents(idx, records[40:45], progress=False)
+    build_index(records[:20], idx, index_langs="en", translation=False, compounds="", progress=False)
+    add_documents(idx, records[20:25], progress=False)
     return idx, records
 
 
@@ -249,7 +249,7 @@ def test_add_then_compaction_every_step_fails_in_turn(base: tuple[Path, list[Pat
     from step k on, for every k. A failure in the compaction (after the commit) must say committed, never
     unchanged (the bug of issue 29: "unchanged at generation 1" while generation 1 served the new documents)."""
     idx, records = base
-    batch = records[45:50]
+    batch = records[25:30]
     new = {r.id for r in batch}
     sweep = _sweep(idx, tmp_path, lambda p: add_documents(p, batch, progress=False, max_segments=1),
                    lambda ids: sorted(set(ids) | new), monkeypatch)
@@ -275,7 +275,7 @@ def test_compact_every_step_fails_once_with_eio(base: tuple[Path, list[PatentRec
 def test_delete_every_step_fails_in_turn(base: tuple[Path, list[PatentRecord]], tmp_path: Path,
                                          monkeypatch: pytest.MonkeyPatch, code: int, persist: bool) -> None:
     idx, records = base
-    gone = {records[3].id, records[42].id}
+    gone = {records[3].id, records[22].id}
     sweep = _sweep(idx, tmp_path, lambda p: delete_documents(p, sorted(gone)),
                    lambda ids: sorted(set(ids) - gone), monkeypatch, code=code, persist=persist)
     _print(f"delete, {errno.errorcode[code]} at step k", sweep)
@@ -316,7 +316,7 @@ def test_cli_add_whose_compaction_fails_says_committed_with_its_own_exit_code(
     idx = tmp_path / "idx"
     shutil.copytree(idx0, idx)
     batch = tmp_path / "new.jsonl"
-    write_corpus(records[50:52], batch)
+    write_corpus(records[30:32], batch)
     gen0 = current_generation(idx)
     script = tmp_path / "run.py"
     script.write_text(_FAIL_COMPACTION)
@@ -328,7 +328,7 @@ def test_cli_add_whose_compaction_fails_says_committed_with_its_own_exit_code(
     assert "the disk is full" in done.stderr and "unchanged at" not in done.stderr, done.stderr
     assert f"generation {gen0} -> {gen0 + 1}, 2 added" in done.stdout
     gen, ids = _state(idx)
-    assert gen == gen0 + 1 and {r.id for r in records[50:52]} <= set(ids)
+    assert gen == gen0 + 1 and {r.id for r in records[30:32]} <= set(ids)
 
 
 _PARTIAL_WRITE = """
@@ -357,7 +357,7 @@ def test_cli_partial_write_message_says_the_disk_is_full(base: tuple[Path, list[
     idx = tmp_path / "idx"
     shutil.copytree(idx0, idx)
     batch = tmp_path / "new.jsonl"
-    write_corpus(records[50:52], batch)
+    write_corpus(records[30:32], batch)
     script = tmp_path / "run.py"
     script.write_text(_PARTIAL_WRITE)
     gen0 = current_generation(idx)
@@ -388,20 +388,20 @@ def test_a_damaged_newest_generation_is_rolled_back_by_the_next_writer(
     idx = tmp_path / "idx"
     shutil.copytree(idx0, idx)
     good = current_generation(idx)
-    add_documents(idx, records[45:47], progress=False)
+    add_documents(idx, records[25:27], progress=False)
     top = idx / Layout.generation(good + 1)
     top.write_text(top.read_text()[:40])  # torn
     with pytest.raises(Exception, match="damaged"):
         IndexFolder.open(idx)
-    report = add_documents(idx, records[50:52], progress=False)
+    report = add_documents(idx, records[30:32], progress=False)
     assert report.rolled_back and f"rolled back to generation {good}" in report.rolled_back
     assert report.previous == good and report.generation == good + 2
     assert top.with_name(top.name + ".damaged").exists() and not top.exists()
     gen, ids = _state(idx)
-    assert gen == good + 2 and {r.id for r in records[50:52]} <= set(ids)
-    assert not {r.id for r in records[45:47]} & set(ids)  # the damaged generation's batch is not there
+    assert gen == good + 2 and {r.id for r in records[30:32]} <= set(ids)
+    assert not {r.id for r in records[25:27]} & set(ids)  # the damaged generation's batch is not there
     # the CLI prints the message; a delete rolls back a damaged segment's generation the same way
-    add_documents(idx, records[45:47], progress=False)
+    add_documents(idx, records[25:27], progress=False)
     seg_meta = idx / Layout.segment(good + 3) / Layout.META
     data = json.loads(seg_meta.read_text())
     data["created"] = "changed"
@@ -418,4 +418,4 @@ def test_a_damaged_build_is_not_rolled_back(base: tuple[Path, list[PatentRecord]
     shutil.copytree(idx0, idx)
     (idx / Layout.META).write_text("{")
     with pytest.raises(LiveIndexError, match="meta.json"):
-        add_documents(idx, records[50:52], progress=False)
+        add_documents(idx, records[30:32], progress=False)
