@@ -24,7 +24,6 @@ import numpy.typing as npt
 
 from service.schema import Variant
 from service.text.analysis import get_analyzer
-from service.text.translation import PivotTable
 
 if TYPE_CHECKING:
     from service.text.translation import TranslationTable
@@ -187,5 +186,5 @@ def query_models(
         counts = Counter(terms)
         models[table.tgt] = QueryImage.of_units(table.tgt, [(t, (table.translate_term(t), float(n)))
                                                             for t, n in counts.items()],
-                                                hops=2 if isinstance(table, PivotTable) else 1)
+                                                hops=table.hops)
     return models

@@ -136,11 +136,13 @@ class IndexResources:
         return self.analyzers.get(lang) or get_analyzer(lang)
 
     def hops(self, src: str, tgt: str) -> int:
-        """How many tables a query in ``src`` goes through to reach text in ``tgt``: 0 in its own language, 2 through a
-        table composed through the pivot language (de <-> fr through English), 1 otherwise."""
+        """How many tables a query in ``src`` goes through to reach text in ``tgt``: 0 in its own language, the
+        table's :attr:`~service.text.translation.TranslationTable.hops` (2 for de <-> fr composed through English),
+        1 on a route without a table."""
         if src == tgt:
             return 0
-        return 2 if isinstance(self.pair_tables.get((src, tgt)), PivotTable) else 1
+        table = self.pair_tables.get((src, tgt))
+        return 1 if table is None else table.hops
 
     def query_units(self, text: str, lang: str, *, translate: bool = True) -> dict[str, list[tuple[str, QueryUnit]]]:
         """The query in every language it reaches, as this index's routes render it (the same units a search

@@ -21,6 +21,8 @@ TABLE_VERSION = 1
 class TranslationTable:
     """p(target term | source term) for one language pair, pruned for query time."""
 
+    hops = 1  # the tables a term goes through (the passage ranker measures such text against rho ** hops)
+
     def __init__(
         self,
         entries: Mapping[str, Mapping[str, float]],
@@ -145,6 +147,8 @@ class PivotTable(TranslationTable):
     ``en-fr`` give ``de-fr``): p(t|s) = sum_e p(e|s) p(t|e) over the query-time-pruned alternatives of
     both legs, then pruned the same way. Nothing is stored; a term the first table does not know passes
     through both legs unchanged (numbers, codes, cognates)."""
+
+    hops = 2
 
     def __init__(self, first: TranslationTable, second: TranslationTable) -> None:
         if first.tgt != second.src or first.src == second.tgt:
