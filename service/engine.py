@@ -31,7 +31,7 @@ from service.index.store import DocStore, UnknownDocumentError
 from service.notices import explain as explain_notices
 from service.passages import DEFAULT_PARAMS, PassageIndex, PassageIndexMissingError
 from service.passages.highlight import query_words
-from service.passages.lm import QueryImage, rho_of
+from service.passages.lm import QueryImage, betas_of, rho_of
 from service.pipeline import Pipeline, compose
 from service.query import Query, QueryError
 from service.retrieval.feedback import Feedback
@@ -53,6 +53,7 @@ from service.schema import (
     StageInfo,
 )
 from service.settings import Settings
+from service.text.analysis import SUPPORTED_LANGS
 
 if TYPE_CHECKING:
     from service.retrieval.resources import IndexResources
@@ -233,6 +234,8 @@ class Engine:
         t0 = time.perf_counter()
         lang = query.r.lang
         params["rho"] = rho_of(req.rho, lang)  # the query language's default unless given
+        betas = betas_of(params["beta"], req.beta_translated, lang)  # per passage language, the defaults unless given
+        beta_translated = {pl: b for pl, b in zip(SUPPORTED_LANGS, betas, strict=True) if pl != lang}
         images, words = self.passage_query(query.r.text, lang, translate=query.translate is not False)
         readable = set(images)
         try:
@@ -240,14 +243,15 @@ class Engine:
                 images, lang, cands.rows, cands.fused, analyzers=self._resources().analyzers, words=words,
                 variant=req.variant, k=req.k, langs=readable, alpha=params["alpha"], beta=params["beta"],
                 sigma=params["sigma"], mu=params["mu"], mu_translated=params["mu_translated"],
-                rho=params["rho"])
+                rho=params["rho"], beta_translated=beta_translated)
         except ValueError as exc:
             raise QueryError(str(exc)) from exc
         if ranking.skipped:
             query.note(f"{ranking.skipped} candidate documents have no text in {', '.join(sorted(readable))}: "
                        "their passages are not ranked")
         trace.append(StageTrace("passages", (time.perf_counter() - t0) * 1000.0, len(ranking.hits),
-                                {"variant": req.variant, **params, "documents": ranking.documents}))
+                                {"variant": req.variant, **params, "beta_translated": beta_translated,
+                                 "documents": ranking.documents}))
         results = list(ranking.hits)
         fusion = _fusion_info(cands)
         notices = self.notices + query.notes

@@ -98,7 +98,11 @@ class SearchRequest(BaseModel):
 class PassageRequest(SearchRequest):
     variant: Variant = "qsf_passage_propagate"
     alpha: float | None = Field(None, ge=0, le=1)
-    beta: float | None = Field(None, ge=0, le=1)
+    beta: float | None = Field(None, ge=0, le=1, description="weight of the document's score against the passage's "
+                               "context, for passages in the query's language")
+    beta_translated: float | None = Field(None, ge=0, le=1,
+                                          description="beta of the passages reached through a translation (default: "
+                                                      "one per passage language)")
     sigma: float | None = Field(None, gt=0, le=100)
     mu: float | None = Field(None, gt=0, le=100_000, description="Dirichlet prior of text in the query's language")
     mu_translated: float | None = Field(None, gt=0, le=100_000,

@@ -241,9 +241,10 @@ def xling_passages_sweep_table(name: str, results_dir: Path = RESULTS_DIR) -> st
     param, values = r["settings"]["sweep"]
     variant = r["settings"]["variants"][0]
     directions = _ordered(r["rows"], r["settings"].get("directions", ()))
-    cols = [f"{variant} {param}={v:g}" for v in values] + [f"{variant} {param}=cross-fitted",
-                                                           f"{variant} {param}=cross-fitted per query language"]
-    head = ["direction", *(f"{param} {v:g}" for v in values), "cross-fitted", "cross-fitted per query language"]
+    crossed = ["cross-fitted", "cross-fitted per query language", "cross-fitted per passage language"]
+    crossed = [c for c in crossed if any(f"{variant} {param}={c}" in by_row for by_row in r["rows"].values())]
+    cols = [f"{variant} {param}={v:g}" for v in values] + [f"{variant} {param}={c}" for c in crossed]
+    head = ["direction", *(f"{param} {v:g}" for v in values), *crossed]
     rows = [[d, *(f"{r['rows'][d][c]['mrr']:.3f} / {r['rows'][d][c]['top_from_grant']:.2f}" if c in r["rows"][d]
                   else "–" for c in cols)] for d in directions]
     lines = _table(head, rows)
@@ -366,6 +367,8 @@ TABLES: dict[str, Table] = {
     "xling-passages": Table(_file(xling_passages_table, "xling-passages.json"), ("xling-passages.json",)),
     "xling-passages-rho": Table(_file(xling_passages_sweep_table, "xling-passages-rho.json"),
                                 ("xling-passages-rho.json",)),
+    "xling-passages-beta": Table(_file(xling_passages_sweep_table, "xling-passages-beta.json"),
+                                 ("xling-passages-beta.json",)),
     "route-merge": Table(_file(route_merge_table, "route-merge.json"), ("route-merge.json",)),
     "feedback": Table(_file(feedback_table, "feedback.json"), ("feedback.json",)),
     "watch": Table(_file(watch_table, "watch.json"), ("watch.json",)),

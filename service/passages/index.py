@@ -142,6 +142,7 @@ class PassageIndex(PassageArrays):
         mu_translated: float = DEFAULT_MU_TRANSLATED,
         rho: float | None = None,
         alone: bool = False,
+        beta_translated: float | Mapping[str, float] | None = None,
     ) -> PassageRanking:
         """The ``k`` best passages of the candidate ``rows`` (first-stage order, ``doc_scores`` their scores).
 
@@ -151,11 +152,12 @@ class PassageIndex(PassageArrays):
         languages are left out (counted in ``skipped``), and only passages in these languages are returned; the
         other passages of a candidate still shape its scores. ``alone``: the ``k`` best passages of each candidate
         as if it were the only one (its passages normalised among themselves), candidate by candidate, from one
-        scoring of them all (a claim chart's cells).
+        scoring of them all (a claim chart's cells). ``beta`` weighs the passages in the query's language,
+        ``beta_translated`` the others (:func:`service.passages.lm.betas_of`; None: the defaults per language).
         """
         from service.passages.ranker import rank_passages
 
         return rank_passages(self, query, lang, rows, doc_scores, translations=translations, analyzers=analyzers,
                              words=words, variant=variant, alpha=alpha, beta=beta, sigma=sigma, k=k,
                              doc_score=doc_score, langs=langs, highlight=highlight, mu=mu,
-                             mu_translated=mu_translated, rho=rho, alone=alone)
+                             mu_translated=mu_translated, rho=rho, alone=alone, beta_translated=beta_translated)

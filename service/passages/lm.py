@@ -23,7 +23,7 @@ import numpy as np
 import numpy.typing as npt
 
 from service.schema import Variant
-from service.text.analysis import get_analyzer
+from service.text.analysis import SUPPORTED_LANGS, get_analyzer
 
 if TYPE_CHECKING:
     from service.text.translation import TranslationTable
@@ -43,14 +43,22 @@ DEFAULT_MU_TRANSLATED = 100.0
 paper's): a smaller prior judges a text by how many of the query's terms it renders rather than by how often it
 repeats a few (a translated term spreads over alternatives, so repetition is weak evidence). Chosen by
 ``priorart experiment xling-passages --mu-translated ...``, cross-fitted (docs/RESULTS.md)."""
-DEFAULT_RHO: Mapping[str, float] = MappingProxyType({"de": 0.6, "en": 0.5, "fr": 0.85})
+DEFAULT_RHO: Mapping[str, float] = MappingProxyType({"de": 0.6, "en": 0.5, "fr": 0.6})
 """``rho`` per query language: the share of its ideal gain a text reached through one translation table must reach
 to stand level with a text in the query's language that reaches all of its own (a true translation renders only part
 of the query's best rendering there; 1 measures every language against its full ideal); through two tables (de <->
 fr composed through English) rho squared. Chosen per query language by ``priorart experiment xling-passages --sweep
-rho=1,0.85,0.7,0.6,0.5``, cross-fitted: both halves of the grants chose these values (docs/RESULTS.md). A French
-query's German text comes through two tables, its English twin through one: a lower rho for French lifts the German
-text of other documents above the English twin."""
+rho=1,0.85,0.7,0.6,0.5`` with :data:`DEFAULT_BETA_TRANSLATED`, cross-fitted: both halves of the grants chose 0.5 for
+English; for German they chose 0.6 and 0.5 (0.6, the value before, is kept), for French 0.6 and 0.7 (0.6: the higher
+MRR over all French topics). docs/RESULTS.md has the figures."""
+DEFAULT_BETA_TRANSLATED: Mapping[str, float] = MappingProxyType({"de": 0.5, "en": 1.0, "fr": 0.5})
+"""``beta`` of a passage reached through a translation, per passage language (a passage in the query's own language
+keeps ``beta``): the weight of its document's score against its context (the section or the neighbouring passages).
+Chosen per passage language by ``priorart experiment xling-passages --sweep beta=0.25,0.5,0.75,1``, cross-fitted:
+both halves of the grants chose 1 for English (an English passage reached through a table weighs its document's score
+alone). For German they chose 0.25 and 0.5, for French 0.25 (MRR +0.004 to +0.008 over 0.5); both keep the paper's
+0.5, with which a twin claim stays above a paragraph of its document that renders two of its terms
+(tests/service/passages/test_passages_xling.py). docs/RESULTS.md has the figures."""
 DEFAULT_PARAMS: dict[str, float] = {"alpha": 0.5, "beta": 0.5, "sigma": 1.0, "mu": DEFAULT_MU,
                                     "mu_translated": DEFAULT_MU_TRANSLATED}
 """The service's defaults (``priorart experiment passages`` reports them against tuned values)."""
@@ -83,6 +91,21 @@ def rho_of(rho: float | None, lang: str) -> float:
     if not 0.0 < value <= 1.0:
         raise ValueError(f"rho must be in (0, 1], got {rho}")
     return value
+
+
+def betas_of(beta: float, beta_translated: float | Mapping[str, float] | None, lang: str) -> tuple[float, ...]:
+    """``beta`` of a passage in each of :data:`SUPPORTED_LANGS` (in that order) for a query in ``lang``: ``beta`` in
+    the query's language; in the others ``beta_translated``, one value for all or one per passage language (missing
+    ones and None: :data:`DEFAULT_BETA_TRANSLATED`). ``ValueError`` unless each is in [0, 1]."""
+    if beta_translated is None or isinstance(beta_translated, Mapping):
+        table = {**DEFAULT_BETA_TRANSLATED, **(beta_translated or {})}
+    else:
+        table = dict.fromkeys(SUPPORTED_LANGS, float(beta_translated))
+    out = tuple(float(beta) if pl == lang else float(table.get(pl, beta)) for pl in SUPPORTED_LANGS)
+    for pl, value in zip(SUPPORTED_LANGS, out, strict=True):
+        if not 0.0 <= value <= 1.0:
+            raise ValueError(f"beta of {pl} passages must be in [0, 1], got {value}")
+    return out
 
 
 def gaussian_weight(distance: float | npt.ArrayLike, sigma: float) -> FloatArray:

@@ -56,6 +56,10 @@ Variants (paper equations 3-12; ``_norm`` = min-max over the candidate set):
 - ``qsf_passage_propagate``: the context is the mean over the other passages ``g'`` of the document of
   ``Sim_title(g') * w(dist(g, g'))``; a document's only passage gets 0.
 
+``b`` is the request's ``beta`` for a passage in the query's language and ``beta_translated`` of the passage's
+language for one reached through a table (:data:`service.passages.lm.DEFAULT_BETA_TRANSLATED`: an English passage
+reached through a table weighs its document's score alone).
+
 ``w(d) = exp(-d^2 / (2 sigma^2))``; tree distance is the number of edges (siblings: 2). Min-max sets:
 passages over all candidate passages, documents over all candidates (also those without passages),
 contexts over all passages; a constant set normalises to 0. Ties: candidate order, then passage order
@@ -100,6 +104,7 @@ from service.passages.lm import (
     QueryImage,
     QueryModels,
     Tables,
+    betas_of,
     check_params,
     gaussian_weight,
     minmax,
@@ -210,14 +215,18 @@ class PassageScores:
     def __len__(self) -> int:
         return int(self.passage.size)
 
-    def combine(self, alpha: float, beta: float = 0.5) -> FloatArray:
+    def combine(self, alpha: float, beta: float = 0.5,
+                beta_translated: float | Mapping[str, float] | None = None) -> FloatArray:
         """Final passage scores for one (alpha, beta) (paper eq. 3, 6, 8, 10, 12); a passage whose text holds no
-        query term (in any language the query reaches) scores 0, below every passage that holds one."""
+        query term (in any language the query reaches) scores 0, below every passage that holds one. ``beta``
+        weighs the passages in the query's language, ``beta_translated`` those in the other languages
+        (:func:`service.passages.lm.betas_of`)."""
         check_params(self.variant, alpha, beta, self.sigma)
         if self.context is None:
             out = alpha * self.passage + (1.0 - alpha) * self.doc
         else:
-            out = alpha * self.passage + (1.0 - alpha) * (beta * self.doc + (1.0 - beta) * self.context)
+            b = np.asarray(betas_of(beta, beta_translated, self.query_lang))[self.lang]
+            out = alpha * self.passage + (1.0 - alpha) * (b * self.doc + (1.0 - b) * self.context)
         return np.where(self.matched, out, 0.0)
 
     @staticmethod
@@ -274,9 +283,10 @@ class PassageScores:
         """``(doc_id, passage_id)`` of every scored passage, in score-array order."""
         return [(self.doc_id(i), self.passage_id(i)) for i in range(len(self))]
 
-    def run(self, alpha: float, beta: float = 0.5, k: int = 1500) -> list[tuple[str, str, float]]:
+    def run(self, alpha: float, beta: float = 0.5, k: int = 1500,
+            beta_translated: float | Mapping[str, float] | None = None) -> list[tuple[str, str, float]]:
         """``(doc_id, passage_id, score)`` of the top ``k`` passages (for evaluation)."""
-        scores = self.combine(alpha, beta)
+        scores = self.combine(alpha, beta, beta_translated)
         top = self.top(scores, k)
         return [(self.doc_id(i), self.passage_id(i), s) for i, s in zip(top.tolist(), scores[top].tolist(),
                                                                        strict=True)]
@@ -601,9 +611,11 @@ def rank_passages(
     mu_translated: float = DEFAULT_MU_TRANSLATED,
     rho: float | None = None,
     alone: bool = False,
+    beta_translated: float | Mapping[str, float] | None = None,
 ) -> PassageRanking:
     """The ``k`` best passages of the candidates (see :meth:`PassageIndex.rank`); ``alone``: of each candidate."""
     check_params(variant, alpha, beta, sigma)
+    betas_of(beta, beta_translated, lang)  # a bad beta_translated is refused before any scoring
     if k < 1:
         raise ValueError(f"k must be >= 1, got {k}")
     rows_a = np.asarray(rows, dtype=np.int64).reshape(-1)
@@ -627,7 +639,7 @@ def rank_passages(
                         rho=rho)
     ranked: list[tuple[PassageScores, FloatArray, int]] = []  # (scores, final scores, passage) best first
     for part in [sc.alone(d) for d in range(int(rows_a.size))] if alone else [sc]:
-        final = part.combine(alpha, beta)
+        final = part.combine(alpha, beta, beta_translated)
         top = part.top(final, k, None if langs is None else
                        np.flatnonzero(np.isin(part.lang, [LANG_CODE[x] for x in langs])))
         ranked.extend((part, final, i) for i in top.tolist())

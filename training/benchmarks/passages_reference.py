@@ -124,6 +124,7 @@ from service.passages.lm import (
     DEFAULT_MU,
     DEFAULT_MU_TRANSLATED,
     QueryImage,
+    betas_of,
     query_models,
     rho_of,
 )
@@ -650,6 +651,7 @@ class PassageScores:
     matched: npt.NDArray[np.bool_]  # (P,) the passage's own text holds a query term of its language
     images: dict[str, QueryImage] = field(default_factory=dict)  # the query per language it reaches
     raw: dict[str, FloatArray] = field(default_factory=dict)  # before min-max: passage, passage_title, doc, context
+    query_lang: str = "en"
     _ids: list[tuple[str, str]] | None = field(default=None, repr=False)
 
     def __len__(self) -> int:
@@ -660,14 +662,18 @@ class PassageScores:
         """Passage language -> the query's index terms in it."""
         return {lg: set(image.probs) for lg, image in self.images.items()}
 
-    def combine(self, alpha: float, beta: float = 0.5) -> FloatArray:
+    def combine(self, alpha: float, beta: float = 0.5,
+                beta_translated: float | Mapping[str, float] | None = None) -> FloatArray:
         """Final passage scores for one (alpha, beta) (paper eq. 3, 6, 8, 10, 12); 0 for a passage without any
-        query term."""
+        query term. A passage in another language than the query's weighs its document by ``beta_translated``."""
         _check_params(self.variant, alpha, beta, self.sigma)
         if self.context is None:
             out = alpha * self.passage + (1.0 - alpha) * self.doc
         else:
-            out = alpha * self.passage + (1.0 - alpha) * (beta * self.doc + (1.0 - beta) * self.context)
+            by_lang = dict(zip(SUPPORTED_LANGS, betas_of(beta, beta_translated, self.query_lang), strict=True))
+            b = np.array([by_lang[self.trees[int(d)].passages[int(i)].lang]
+                          for d, i in zip(self.doc_index, self.local_index, strict=True)], dtype=np.float64)
+            out = alpha * self.passage + (1.0 - alpha) * (b * self.doc + (1.0 - b) * self.context)
         return np.where(self.matched, out, 0.0)
 
     def top(self, scores: FloatArray, k: int) -> IntArray:
@@ -1020,6 +1026,7 @@ class PassageRanker:
             matched=matched,
             images=models,
             raw=raw,
+            query_lang=lang,
         )
 
     def rank(
@@ -1036,6 +1043,7 @@ class PassageRanker:
         doc_score: str = DEFAULT_DOC_SCORE,
         highlight: bool = True,
         langs: Collection[str] | None = None,
+        beta_translated: float | Mapping[str, float] | None = None,
     ) -> list[PassageHit]:
         """Rank the passages of ``candidates`` (first-stage documents with their scores) for ``query``.
 
@@ -1049,7 +1057,7 @@ class PassageRanker:
         if not candidates:
             return []
         scores = self.score(query, lang, candidates, variant=variant, sigma=sigma, doc_score=doc_score)
-        final = scores.combine(alpha, beta)
+        final = scores.combine(alpha, beta, beta_translated)
         context_name = "section" if variant == "qsf_section" else "propagated"
         hits: list[PassageHit] = []
         for i in scores.top(final, k if langs is None else len(final)):

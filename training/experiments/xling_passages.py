@@ -29,7 +29,8 @@ Measured per direction and QSF variant (``/passages`` at the request's defaults 
 ``sweep``: a passage parameter (``mu_translated``, ``rho``, ``alpha``, ...) run at several values; the row
 ``<variant> <param>=cross-fitted`` scores each half of the grants (by fold) with the value that was best on the
 other half (MRR over all its topics), so that the chosen value is judged on grants it was not chosen on; the row
-``... per query language`` chooses a value per query language the same way (on that language's topics).
+``... per query language`` chooses a value per query language the same way (on that language's topics), ``... per
+passage language`` one per language the grant keeps (the twin's language).
 
 ``baseline``: a result file of an earlier run (another commit's ranker); each variant's per-topic reciprocal
 ranks are compared with its own in a paired randomisation test (10,000 permutations).
@@ -61,7 +62,7 @@ DIRECTIONS: tuple[tuple[str, str], ...] = (("de", "en"), ("fr", "en"), ("en", "d
                                            ("fr", "de"))
 MEASURES = ("mrr", "success@1", "success@10", "top_from_grant", "grant_mrr", "search@1")
 DEFAULT_VARIANT = "qsf_passage_propagate"
-SWEEPABLE = ("alpha", "beta", "sigma", "mu", "mu_translated", "rho")
+SWEEPABLE = ("alpha", "beta", "beta_translated", "sigma", "mu", "mu_translated", "rho")
 
 
 @dataclass
@@ -263,12 +264,17 @@ def run_xling_passages(
         half = {q: fold_of[q.split("-", 1)[0]] % 2 for q in direction_of}
         param, values = s.sweep
         query_langs = sorted({d.split("-", 1)[0] for d in direction_of.values()})
+        passage_langs = sorted({d.split("-", 1)[1] for d in direction_of.values()})
         for variant in s.variants:
-            # one value for every topic, and one per query language (chosen on that language's topics)
+            # one value for every topic, one per query language and one per language of the grant's text (chosen on
+            # the topics of that language)
             for name, groups in ((f"{variant} {param}=cross-fitted", {"": list(direction_of)}),
                                  (f"{variant} {param}=cross-fitted per query language",
                                   {src: [q for q, d in direction_of.items() if d.startswith(f"{src}-")]
-                                   for src in query_langs})):
+                                   for src in query_langs}),
+                                 (f"{variant} {param}=cross-fitted per passage language",
+                                  {tgt: [q for q, d in direction_of.items() if d.endswith(f"-{tgt}")]
+                                   for tgt in passage_langs})):
                 per_query[name] = {}
                 for group, members in groups.items():
                     picks = chosen.setdefault(f"{name} {group}".rstrip(), [])

@@ -97,8 +97,9 @@ def test_passage_index_scores_equal_todays_implementation_on_real_data(stage: Fi
             for key in ("passage", "doc", "context"):
                 if getattr(want, key) is not None:
                     assert np.max(np.abs(getattr(got, key) - getattr(want, key))) <= TOL, f"{lang} {variant} {key}"
-            for alpha, beta in ((0.5, 0.5), (0.8, 0.2), (0.1, 0.9)):
-                assert np.max(np.abs(got.combine(alpha, beta) - want.combine(alpha, beta))) <= TOL
+            for alpha, beta, translated in ((0.5, 0.5, None), (0.8, 0.2, 0.7), (0.1, 0.9, {"en": 0.0, "fr": 1.0})):
+                assert np.max(np.abs(got.combine(alpha, beta, translated) - want.combine(alpha, beta, translated))) \
+                    <= TOL
             compared += len(got)
     assert compared > 100_000  # passages compared over all queries and settings
 

@@ -15,7 +15,7 @@ from service.corpus.record import Claim, PatentRecord, Section
 from service.engine import Engine
 from service.schema import ClaimChartRequest, PassageRequest
 from service.settings import Settings
-from service.text.analysis import get_analyzer
+from service.text.analysis import SUPPORTED_LANGS, get_analyzer
 from service.text.translation import TranslationTable
 from service.workflow.chart import claim_chart
 from training.build import build_index
@@ -236,3 +236,40 @@ def test_a_language_reached_through_two_tables_is_measured_against_rho_squared(e
     squared = index.score(two, "de", rows, rho=0.5).raw["passage"]
     np.testing.assert_allclose(squared, index.score(one, "de", rows, rho=0.25).raw["passage"], rtol=1e-12)
     assert not np.allclose(squared, index.score(one, "de", rows, rho=0.5).raw["passage"])
+
+
+def test_a_translated_passage_weighs_its_document_by_its_languages_beta(engines: dict[str, Engine]) -> None:
+    """A passage in the query's language combines its document score and its context by ``beta``; a passage reached
+    through a translation by ``beta_translated`` of its language (service/passages/lm.py DEFAULT_BETA_TRANSLATED
+    unless the request sets one value for all), reported in the trace."""
+    from service.passages.lm import DEFAULT_BETA_TRANSLATED, betas_of
+    from service.passages.tree import LANG_CODE
+
+    engine = engines["en"]
+    images, _ = engine.passage_query(TWIN["de"][0], "de")
+    index, rows = engine.passage_index(), list(range(len(engine.docs)))
+    sc = index.score(images, "de", rows)
+    assert sc.context is not None
+    de, en = sc.lang == LANG_CODE["de"], sc.lang == LANG_CODE["en"]
+    assert de.any() and en.any()
+    for beta, translated in ((0.5, None), (0.2, 0.9), (1.0, 0.0)):
+        got = sc.combine(0.5, beta, translated)
+        b_en = DEFAULT_BETA_TRANSLATED["en"] if translated is None else translated
+        for mask, b in ((de, beta), (en, b_en)):
+            want = 0.5 * sc.passage + 0.5 * (b * sc.doc + (1 - b) * sc.context)
+            np.testing.assert_allclose(got[mask], np.where(sc.matched, want, 0.0)[mask], rtol=1e-12)
+    assert dict(zip(SUPPORTED_LANGS, betas_of(0.3, None, "en"), strict=True)) == {
+        "en": 0.3, "de": DEFAULT_BETA_TRANSLATED["de"], "fr": DEFAULT_BETA_TRANSLATED["fr"]}
+    assert dict(zip(SUPPORTED_LANGS, betas_of(0.4, {"fr": 0.1}, "de"), strict=True)) == {
+        "de": 0.4, "en": DEFAULT_BETA_TRANSLATED["en"], "fr": 0.1}
+    with pytest.raises(ValueError, match="beta of fr passages"):
+        betas_of(0.5, {"fr": 2.0}, "en")
+    assert DEFAULT_BETA_TRANSLATED["en"] != 0.5  # the check above tells the two apart
+    for req_value in (None, 0.3):
+        res = engine.passages(PassageRequest(query=TWIN["de"][0], lang="de", k=10, beta_translated=req_value,
+                                             explain=True))
+        detail = next(s.detail for s in res.stages if s.name == "passages")
+        want = {pl: DEFAULT_BETA_TRANSLATED[pl] if req_value is None else req_value for pl in ("en", "fr")}
+        assert detail["beta_translated"] == want and detail["beta"] == 0.5
+    with pytest.raises(ValidationError):
+        PassageRequest(query="x", lang="en", beta_translated=1.5)

@@ -26,7 +26,7 @@ def records() -> list:
 
 
 @pytest.mark.slow
-def test_a_rho_sweep_cross_fits_one_value_and_one_per_query_language(records: list, tmp_path: Path) -> None:
+def test_a_rho_sweep_cross_fits_one_value_and_one_per_query_and_passage_language(records: list, tmp_path: Path) -> None:
     s = XlingPassageSettings(folds=2, k=10, variants=("qsf_passage_propagate",),
                              directions=(("de", "en"), ("fr", "en")), max_claims=2, sweep=("rho", (1.0, 0.5)))
     res = run_xling_passages(None, s, records=records, work=tmp_path / "work", out=tmp_path / "out.json",
@@ -34,12 +34,14 @@ def test_a_rho_sweep_cross_fits_one_value_and_one_per_query_language(records: li
     grants = [r for r in records if r.country == "EP"]
     assert len(res.grants) == len(grants) >= 2
     rows = {"qsf_passage_propagate rho=1", "qsf_passage_propagate rho=0.5", "qsf_passage_propagate rho=cross-fitted",
-            "qsf_passage_propagate rho=cross-fitted per query language"}
+            "qsf_passage_propagate rho=cross-fitted per query language",
+            "qsf_passage_propagate rho=cross-fitted per passage language"}
     assert set(res.rows["de-en"]) == rows and set(res.rows["fr-en"]) == rows
     assert res.topics["de-en"] > 0 and res.topics["fr-en"] > 0
     assert set(res.chosen) == {"qsf_passage_propagate rho=cross-fitted",
                                "qsf_passage_propagate rho=cross-fitted per query language de",
-                               "qsf_passage_propagate rho=cross-fitted per query language fr"}
+                               "qsf_passage_propagate rho=cross-fitted per query language fr",
+                               "qsf_passage_propagate rho=cross-fitted per passage language en"}
     assert all(len(v) == 2 and set(v) <= {1.0, 0.5} for v in res.chosen.values())
     # each topic of a cross-fitted row has the measures of the value its half was given
     fold_of = {g: i % s.folds for i, g in enumerate(res.grants)}
@@ -49,6 +51,10 @@ def test_a_rho_sweep_cross_fits_one_value_and_one_per_query_language(records: li
         value = res.chosen[f"qsf_passage_propagate rho=cross-fitted per query language {src}"][
             fold_of[qid.split("-", 1)[0]] % 2]
         assert m == res.per_query[f"qsf_passage_propagate rho={value:g}"][qid]
+    # both directions keep English: the per passage language row chose one value, on all the topics of each half
+    assert per_lang.keys() == res.per_query["qsf_passage_propagate rho=cross-fitted per passage language"].keys()
+    assert res.per_query["qsf_passage_propagate rho=cross-fitted per passage language"] == \
+        res.per_query["qsf_passage_propagate rho=cross-fitted"]
     assert "per query language de" in format_table(res)
     assert (tmp_path / "out.json").is_file()
     # the indexes are kept in `work` for later runs: one per fold and target language
