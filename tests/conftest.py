@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -93,35 +95,68 @@ def cpc_titles() -> Path:
     return _need(SHARED_DATA / "cpc" / "cpc-titles-2025-05.tsv.gz")
 
 
+def _once_per_run(tmp_path_factory: pytest.TempPathFactory, worker_id: str, name: str,
+                  build: Callable[[Path], None]) -> Path:
+    """``build(folder)`` once for the whole run: under pytest-xdist the first worker to get here builds it, under a
+    lock in the run's temporary folder that all workers share, and the others wait and reuse it."""
+    from filelock import FileLock
+
+    root = tmp_path_factory.getbasetemp()
+    if worker_id != "master":
+        root = root.parent  # pytest-of-<user>/pytest-<n>: shared by the workers of this run
+    folder, done = root / name, root / f"{name}.done"
+    with FileLock(str(root / f"{name}.lock")):
+        if not done.exists():
+            if folder.exists():
+                shutil.rmtree(folder)  # a build that failed half-way
+            folder.mkdir()
+            build(folder)
+            done.touch()
+    return folder
+
+
 @pytest.fixture(scope="session")
-def real_corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """All of ../shared/data/patents ingested once per test session (corpus JSONL)."""
+def real_corpus(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Path:
+    """All of ../shared/data/patents ingested once per test run (corpus JSONL)."""
     patents = _need(SHARED_DATA / "patents")
-    from service.corpus.jsonl import write_corpus
-    from training.ingest import iter_records
 
-    path = tmp_path_factory.mktemp("real") / "corpus.jsonl"
-    write_corpus(iter_records([patents]), path)
-    return path
+    def build(folder: Path) -> None:
+        from service.corpus.jsonl import write_corpus
+        from training.ingest import iter_records
+
+        write_corpus(iter_records([patents]), folder / "corpus.jsonl")
+
+    return _once_per_run(tmp_path_factory, worker_id, "real", build) / "corpus.jsonl"
 
 
 @pytest.fixture(scope="session")
-def real_translation(real_corpus: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def real_translation(real_corpus: Path, tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Path:
     """de/fr -> en translation tables (aligned claims + FreeDict when installed) over the real corpus."""
-    from service.corpus.jsonl import read_corpus
-    from training.translation.tables import build_tables, write_tables
 
-    out = tmp_path_factory.mktemp("real-translation")
-    tables, meta = build_tables(list(read_corpus(real_corpus)), progress=False)
-    write_tables(out, tables, meta)
-    return out
+    def build(folder: Path) -> None:
+        from service.corpus.jsonl import read_corpus
+        from training.translation.tables import build_tables, write_tables
+
+        tables, meta = build_tables(list(read_corpus(real_corpus)), progress=False)
+        write_tables(folder, tables, meta)
+
+    return _once_per_run(tmp_path_factory, worker_id, "real-translation", build)
 
 
 @pytest.fixture(scope="session")
-def real_index(real_corpus: Path, real_translation: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A BM25 index (en, de, fr) with translation tables over the real corpus, built once per session."""
-    from training.build import build_index
+def real_index(real_corpus: Path, real_translation: Path, tmp_path_factory: pytest.TempPathFactory,
+               worker_id: str) -> Path:
+    """A BM25 index (en, de, fr) with translation tables over the real corpus, built once per test run; each worker
+    has its own copy (a server keeps its watches beside its index)."""
 
-    out = tmp_path_factory.mktemp("real-index") / "index"
-    build_index(real_corpus, out, translation_dir=real_translation, progress=False)
-    return out
+    def build(folder: Path) -> None:
+        from training.build import build_index
+
+        build_index(real_corpus, folder / "index", translation_dir=real_translation, progress=False)
+
+    built = _once_per_run(tmp_path_factory, worker_id, "real-index", build) / "index"
+    if worker_id == "master":
+        return built
+    own = tmp_path_factory.mktemp("real-index") / "index"
+    shutil.copytree(built, own)
+    return own

@@ -21,7 +21,7 @@ from liveserver import LiveServer
 
 pytestmark = pytest.mark.e2e
 SCHEMATHESIS = Path(sys.executable).with_name("schemathesis")
-MAX_EXAMPLES = int(os.environ.get("PRIORART_FUZZ_EXAMPLES", "70"))  # per operation and phase
+MAX_EXAMPLES = int(os.environ.get("PRIORART_FUZZ_EXAMPLES", "35"))  # per operation and phase (2,780 requests at 70)
 SEED = int(os.environ.get("PRIORART_FUZZ_SEED", "20240607"))
 TIME_LIMIT_S = 400
 MIN_REQUESTS = 1000

@@ -221,14 +221,18 @@ def test_real_ding_file() -> None:
     lines = REAL_DING.read_text(encoding="utf-8").splitlines()
     entries = [ln for ln in lines if ln.strip() and not ln.startswith("#")]
     assert len(entries) > 150_000
-    sample = entries[::5]  # every 5th entry (the two tables below parse them all)
+    sample = entries[::5]  # every 5th entry
     assert sum(parse_line(ln) is not None for ln in sample) > 0.99 * len(sample)  # sub-entries align
-    terms = {D(w) for w in ("Gehäuse", "Ausdehnungsgefäß", "Drehmoment", "Transformator")}
-    table = ding_entries_table(lines, "de", "en", only=terms)
+    # a term's translations come from the lines that hold it: the tables are built from those lines (a table of all
+    # lines restricted to the same terms is the same, 25 s more)
+    words = ("Gehäuse", "Ausdehnungsgefäß", "Drehmoment", "Transformator")
+    terms = {D(w) for w in words}
+    table = ding_entries_table([ln for ln in lines if any(w.lower() in ln.lower() for w in words)], "de", "en",
+                               only=terms)
     assert {E("housing"), E("case")} <= set(table[D("Gehäuse")])
     assert {E("vessel"), E("tank")} <= set(table[D("Ausdehnungsgefäß")])
     assert E("torque") in table[D("Drehmoment")] and table[D("Transformator")] == {E("transformer"): 1.0}
-    back = ding_entries_table(lines, "en", "de", only={E("housing")})
+    back = ding_entries_table([ln for ln in lines if "hous" in ln.lower()], "en", "de", only={E("housing")})
     assert D("Gehäuse") in back[E("housing")]
 
 
