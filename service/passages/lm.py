@@ -54,11 +54,12 @@ MRR over all French topics). docs/RESULTS.md has the figures."""
 DEFAULT_BETA_TRANSLATED: Mapping[str, float] = MappingProxyType({"de": 0.5, "en": 1.0, "fr": 0.5})
 """``beta`` of a passage reached through a translation, per passage language (a passage in the query's own language
 keeps ``beta``): the weight of its document's score against its context (the section or the neighbouring passages).
-Chosen per passage language by ``priorart experiment xling-passages --sweep beta=0.25,0.5,0.75,1``, cross-fitted:
-both halves of the grants chose 1 for English (an English passage reached through a table weighs its document's score
-alone). For German they chose 0.25 and 0.5, for French 0.25 (MRR +0.004 to +0.008 over 0.5); both keep the paper's
-0.5, with which a twin claim stays above a paragraph of its document that renders two of its terms
-(tests/service/passages/test_passages_xling.py). docs/RESULTS.md has the figures."""
+Chosen per passage language by ``priorart experiment xling-passages --sweep beta_translated=0.25,0.5,0.75,1``,
+cross-fitted: both halves of the grants chose 1 for English (an English passage reached through a table weighs its
+document's score alone; in a claim chart, where the document's score is one value, its own score decides). For German
+they chose 0.25 and 1, for French 0.25 (MRR within 0.005 of 0.5); both keep the paper's 0.5, with which a twin claim
+stays above a paragraph of its document that renders two of its terms (tests/service/passages/test_passages_xling.py).
+docs/RESULTS.md has the figures."""
 DEFAULT_PARAMS: dict[str, float] = {"alpha": 0.5, "beta": 0.5, "sigma": 1.0, "mu": DEFAULT_MU,
                                     "mu_translated": DEFAULT_MU_TRANSLATED}
 """The service's defaults (``priorart experiment passages`` reports them against tuned values)."""
