@@ -184,7 +184,7 @@ def test_kill_9_during_evaluation_loses_and_duplicates_nothing(built: tuple[Path
     engine = Engine.load(idx, settings=Settings(index_dir=idx), verify=False)
     store = WatchStore.open(state_dir(idx), create=True)
     rng = random.Random(34)
-    for rec in rng.sample(records, 300):
+    for rec in rng.sample(records, 150):
         if rec.claims.get("en"):
             save_watch(engine, store, "", WatchRequest(query=_claim(rec), lang="en", k=rng.choice([3, 10, 20])))
     n_watches = len(store.watches(None))
