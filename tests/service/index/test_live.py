@@ -106,10 +106,14 @@ def test_three_adds_with_replace_and_delete_equal_one_build(real_corpus: Path, r
 
 
 def _synth(path: Path, n: int, seed: int = 0) -> list[PatentRecord]:
+    """``n`` synthetic records, each cut to its first two description sections and three claims per language: the
+    crash trials below run the CLI dozens of times, and a write meets the same steps whatever the text's length."""
     from training.synth import SynthConfig, write_synthetic
 
     write_synthetic(path, SynthConfig(n=n, seed=seed), progress=False)
-    return list(read_corpus(path))
+    return [r.model_copy(update={"description": r.description[:2],
+                                 "claims": {lang: claims[:3] for lang, claims in r.claims.items()}})
+            for r in read_corpus(path)]
 
 
 @pytest.fixture(scope="module")
