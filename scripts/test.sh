@@ -5,13 +5,16 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 . .venv/bin/activate
-# the numba kernels compile (into numba's cache beside the package) while ruff and mypy run on the other core: the
-# tests' first engines and servers then read them from the cache instead of compiling them, each on its own
-python -c "from service.startup import warm_kernels; print('== kernels:', warm_kernels())" &
-kernels=$!
 echo "== ruff"; ruff check service training tests
-echo "== mypy"; mypy
-wait "$kernels"
+# mypy at the lowest CPU priority (nice 19): it runs on the core the kernels' compilation leaves free, then in the
+# gaps the tests leave (a server starting, a process waiting), and takes almost nothing from a busy core; its report
+# is shown after the tests and fails the run as before
+mypy_log=$(mktemp)
+nice -n 19 mypy > "$mypy_log" 2>&1 &
+mypy_pid=$!
+# the numba kernels compile into numba's cache beside the package: the tests' first engines and servers then read
+# them from the cache instead of compiling them, each on its own
+python -c "from service.startup import warm_kernels; print('== kernels:', warm_kernels())"
 echo "== pytest"
 set +e
 # two workers (the CI machine's two cores), whole test files per worker, handed out longest first (tests/conftest.py);
@@ -19,6 +22,10 @@ set +e
 # addopts); a -m among the extra arguments comes later and wins.
 python -m pytest -q -n "${PRIORART_TEST_WORKERS:-2}" --dist loadfile --no-loadscope-reorder -m "" "$@"
 rc=$?
+wait "$mypy_pid"
+mypy_rc=$?
 set -e
+echo "== mypy"; cat "$mypy_log"; rm -f "$mypy_log"
 # pytest exits 5 when it collected nothing: that is a failure of the suite, not a pass.
-exit $rc
+if [ "$rc" -ne 0 ]; then exit "$rc"; fi
+exit "$mypy_rc"
