@@ -15,30 +15,33 @@ SHARED_DATA = Path(os.environ.get("PRIORART_DATA", REPO.parent / "shared" / "dat
 
 # The suite runs on two workers (scripts/test.sh: pytest-xdist, whole files per worker, in collection order). Files are
 # handed out longest first, so that no long file starts last and holds up the end (each file's seconds in a full run
-# of 840 tests from a fresh clone of 5a29b39, -n 2 on the 2-core machine, less what the next commits cut from a few of
-# them); every other file keeps its place after these.
+# of 860 tests from a fresh clone of 094c32f, -n 2 on the 2-core machine, from its 80 longest durations: a file's
+# other tests are short); every other file keeps its place after these.
 LONGEST_FIRST = (
-    "tests/service/index/test_live.py",  # 176
-    "tests/deploy/test_fresh_install.py",  # 160
-    "tests/service/index/test_live_failures.py",  # 155
-    "tests/load/test_bench_load.py",  # 127 (the first server of a fresh clone compiles every kernel)
-    "tests/load/test_load.py",  # 110
-    "tests/training/commands/test_demo.py",  # 106
-    "tests/training/experiments/test_xling_routes.py",  # 90
-    "tests/service/test_serve_ray.py",  # 82
-    "tests/test_docs_results.py",  # 75
-    "tests/e2e/test_schemathesis.py",  # 74
-    "tests/training/commands/test_watch_cli.py",  # 70
-    "tests/e2e/test_browser.py",  # 62
-    "tests/training/test_build.py",  # 60
-    "tests/service/test_shards.py",  # 57
-    "tests/training/test_fusion.py",  # 48
+    "tests/service/index/test_live.py",  # 194
+    "tests/service/test_serve_ray.py",  # 149
+    "tests/training/commands/test_demo.py",  # 149
+    "tests/load/test_load.py",  # 139
+    "tests/training/commands/test_watch_cli.py",  # 118 (its kill -9 test on 300 watches then; 150 now)
+    "tests/training/experiments/test_xling_routes.py",  # 102
+    "tests/training/test_build.py",  # 73
+    "tests/service/index/test_live_failures.py",  # 73
+    "tests/deploy/test_fresh_install.py",  # 70
+    "tests/test_docs_results.py",  # 65
+    "tests/e2e/test_schemathesis.py",  # 64
+    "tests/service/test_shards.py",  # 60
+    "tests/service/passages/test_passage_regression.py",  # 57
+    "tests/load/test_bench_load.py",  # 56
+    "tests/training/test_fusion.py",  # 50
+    "tests/e2e/test_browser.py",  # 46
     "tests/training/commands/test_evaluate.py",  # 45
-    "tests/training/translation/test_lexicons.py",  # 41
     "tests/training/test_passage_tuning.py",  # 38
-    "tests/service/passages/test_passage_regression.py",  # 38
-    "tests/training/experiments/test_xling.py",  # 36
-    "tests/service/watch/test_watch.py",
+    "tests/training/experiments/test_xling.py",  # 37
+    "tests/service/passages/test_passage_index.py",  # 37
+    "tests/training/test_build_models.py",  # 33
+    "tests/training/commands/test_serve_cli.py",  # 27
+    "tests/service/watch/test_watch.py",  # 27
+    "tests/service/api/test_reload_memory.py",  # 27
 )
 
 
