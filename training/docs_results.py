@@ -234,6 +234,37 @@ def xling_passages_table(name: str, results_dir: Path = RESULTS_DIR) -> str:
     return "\n".join(lines)
 
 
+TOP_KIND_NAMES = {"twin": "twin first", "grant claim": "another claim of the grant",
+                  "grant other": "another passage of the grant (description, abstract, title)",
+                  "other en": "an English passage of another document",
+                  "other de": "a German passage of another document",
+                  "other fr": "a French passage of another document", "none": "no passage"}
+
+
+def xling_passages_tops_table(name: str, results_dir: Path = RESULTS_DIR) -> str:
+    """What each topic's first passage is (``xling-passages`` ``tops``), counted per direction, default variant."""
+    from training.experiments.xling_passages import TOP_KINDS
+
+    r = load(name, results_dir)
+    variant = "qsf_passage_propagate"
+    tops = r.get("tops", {}).get(variant)
+    if not tops:
+        raise ResultsError(f"{name} has no 'tops' of {variant} (written by priorart experiment xling-passages since "
+                           "the tops were recorded)")
+    directions = _ordered(r["rows"], r["settings"].get("directions", ()))
+    counts = {d: {k: 0 for k in TOP_KINDS} for d in directions}
+    for qid, kind in tops.items():
+        direction = "-".join(qid.split("-")[-2:])
+        if direction in counts:
+            counts[direction][kind] = counts[direction].get(kind, 0) + 1
+    kinds = [k for k in TOP_KINDS if any(c[k] for c in counts.values())]
+    lines = _table(["direction", *(TOP_KIND_NAMES[k] for k in kinds)],
+                   [[d, *(str(counts[d][k]) for k in kinds)] for d in directions])
+    lines += ["", f"Topics per direction by their first passage; variant `{variant}`, k = {r['settings']['k']}, "
+              f"{r['settings']['folds']} folds. " + source(r, name)]
+    return "\n".join(lines)
+
+
 def xling_passages_sweep_table(name: str, results_dir: Path = RESULTS_DIR) -> str:
     """A sweep of one passage parameter (``xling-passages --sweep``): MRR / top passage from the grant per direction
     and value, the cross-fitted rows, and the values each half of the grants chose."""
@@ -365,6 +396,7 @@ TABLES: dict[str, Table] = {
     "xling": Table(_file(xling_table, "xling/xling.json"), ("xling/xling.json",)),
     "passages": Table(_file(passages_table, "passages.json"), ("passages.json",)),
     "xling-passages": Table(_file(xling_passages_table, "xling-passages.json"), ("xling-passages.json",)),
+    "xling-passages-tops": Table(_file(xling_passages_tops_table, "xling-passages.json"), ("xling-passages.json",)),
     "xling-passages-rho": Table(_file(xling_passages_sweep_table, "xling-passages-rho.json"),
                                 ("xling-passages-rho.json",)),
     "xling-passages-beta": Table(_file(xling_passages_sweep_table, "xling-passages-beta.json"),

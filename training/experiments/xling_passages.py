@@ -24,7 +24,9 @@ Measured per direction and QSF variant (``/passages`` at the request's defaults 
 * ``top_from_grant`` -- share of topics whose top passage belongs to the grant;
 * ``grant_mrr`` -- reciprocal rank of the grant's first passage;
 * ``search@1`` -- share of topics for which ``/search`` ranks the grant first (the same query, the same index):
-  the goal is ``top_from_grant`` within 2 points of it.
+  the goal is ``top_from_grant`` within 2 points of it;
+* ``tops`` -- what each topic's first passage is (:data:`TOP_KINDS`: the twin, another claim or another passage of
+  the grant, a passage of another document and its language).
 
 ``sweep``: a passage parameter (``mu_translated``, ``rho``, ``alpha``, ...) run at several values; the row
 ``<variant> <param>=cross-fitted`` scores each half of the grants (by fold) with the value that was best on the
@@ -114,6 +116,7 @@ class XlingPassageResult:
     skipped: dict[str, int] = field(default_factory=dict)  # direction -> topics the engine refused (no terms)
     seconds: dict[str, float] = field(default_factory=dict)
     commit: str | None = None
+    tops: dict[str, dict[str, str]] = field(default_factory=dict, repr=False)  # row -> qid -> what came first
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -156,6 +159,22 @@ def claim_topics(grant: PatentRecord, lang: str, target: str, *, only_words: boo
         if max_claims and len(out) >= max_claims:
             break
     return out
+
+
+TOP_KINDS = ("twin", "grant claim", "grant other", "other en", "other de", "other fr", "none")
+"""What a topic's first passage is: its twin; another claim of its grant; another passage of the grant (title,
+abstract, description); a passage of another document, by language; nothing."""
+
+
+def top_kind(topic: Topic, doc_id: str | None, passage_id: str | None, lang: str | None) -> str:
+    """The :data:`TOP_KINDS` entry of a topic's first passage (``doc_id`` None: no passage)."""
+    if doc_id is None or passage_id is None:
+        return "none"
+    if passage_id == topic.relevant:
+        return "twin"
+    if doc_id == topic.grant:
+        return "grant claim" if passage_id.startswith(f"{doc_id}/claims/") else "grant other"
+    return f"other {lang}"
 
 
 def _measure(topic: Topic, passages: Sequence[tuple[str, str]], search_ids: Sequence[str]) -> dict[str, float]:
@@ -213,6 +232,7 @@ def run_xling_passages(
     per_query: dict[str, dict[str, dict[str, float]]] = {row: {} for row, _, _ in runs}
     direction_of: dict[str, str] = {}
     skipped: dict[str, int] = {f"{a}-{b}": 0 for a, b in s.directions}
+    tops: dict[str, dict[str, str]] = {}  # row -> qid -> what came first (TOP_KINDS)
     t_build = t_run = 0.0
     bar = tqdm(total=s.folds * len(targets), desc="xling-passages indexes", file=sys.stderr,
                disable=None if progress is None else not progress)
@@ -249,6 +269,10 @@ def run_xling_passages(
                                              **params}))
                                         ranked = [(h.doc_id, h.passage_id) for h in res.results]
                                         per_query[row][topic.qid] = _measure(topic, ranked, ids)
+                                        first = res.results[0] if res.results else None
+                                        tops.setdefault(row, {})[topic.qid] = (
+                                            top_kind(topic, first.doc_id, first.passage_id, first.lang)
+                                            if first is not None else "none")
                                 except QueryError:
                                     skipped[name] += 1
                                     continue
@@ -311,7 +335,7 @@ def run_xling_passages(
         settings={**asdict(s), "directions": [f"{a}-{b}" for a, b in s.directions]},
         grants=[g.id for g in grants], topics=topics, rows=rows, per_query=per_query, chosen=chosen, p_values=p_values,
         baseline=base_rows, skipped=skipped,
-        seconds={"indexes": t_build, "queries": t_run, "total": time.perf_counter() - t0}, commit=commit())
+        seconds={"indexes": t_build, "queries": t_run, "total": time.perf_counter() - t0}, commit=commit(), tops=tops)
     if out is not None:
         write_result(result.to_dict(), out, command=command)
     return result

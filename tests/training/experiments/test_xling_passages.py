@@ -10,7 +10,14 @@ from pathlib import Path
 import pytest
 
 from training.experiments import ExperimentError
-from training.experiments.xling_passages import XlingPassageSettings, format_table, run_xling_passages
+from training.experiments.xling_passages import (
+    TOP_KINDS,
+    Topic,
+    XlingPassageSettings,
+    format_table,
+    run_xling_passages,
+    top_kind,
+)
 
 
 @pytest.fixture(scope="module")
@@ -56,6 +63,15 @@ def test_a_rho_sweep_cross_fits_one_value_and_one_per_query_and_passage_language
     assert res.per_query["qsf_passage_propagate rho=cross-fitted per passage language"] == \
         res.per_query["qsf_passage_propagate rho=cross-fitted"]
     assert "per query language de" in format_table(res)
+    # what came first, per topic of each run: the twin exactly when it is at rank 1, a passage of the grant exactly
+    # when the top passage is the grant's
+    for value in (1.0, 0.5):
+        row = f"qsf_passage_propagate rho={value:g}"
+        assert res.tops[row].keys() == res.per_query[row].keys()
+        for qid, kind in res.tops[row].items():
+            assert kind in TOP_KINDS
+            assert (kind == "twin") == (res.per_query[row][qid]["success@1"] == 1.0)
+            assert (kind in ("twin", "grant claim", "grant other")) == (res.per_query[row][qid]["top_from_grant"] == 1)
     assert (tmp_path / "out.json").is_file()
     # the indexes are kept in `work` for later runs: one per fold and target language
     assert sorted(p.name for p in (tmp_path / "work").iterdir()) == ["index-0-en", "index-1-en"]
@@ -66,3 +82,12 @@ def test_a_sweep_of_an_unknown_parameter_is_refused() -> None:
         XlingPassageSettings(sweep=("gamma", (1.0,)))
     with pytest.raises(ExperimentError, match="sweep a parameter"):
         XlingPassageSettings(sweep=("rho", ()))
+
+
+def test_what_came_first_is_the_twin_the_grant_or_another_documents_passage_by_language() -> None:
+    topic = Topic("EP1-2-de-en", "EP1", "de", "Ein Anspruch", "EP1/claims/2")
+    assert top_kind(topic, "EP1", "EP1/claims/2", "en") == "twin"
+    assert top_kind(topic, "EP1", "EP1/claims/1", "en") == "grant claim"
+    assert top_kind(topic, "EP1", "EP1/d/3/p2", "en") == "grant other"
+    assert top_kind(topic, "US2", "US2/claims/2", "fr") == "other fr"
+    assert top_kind(topic, None, None, None) == "none"
