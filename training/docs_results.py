@@ -256,7 +256,7 @@ def xling_passages_tops_table(name: str, results_dir: Path = RESULTS_DIR) -> str
     for qid, kind in tops.items():
         direction = "-".join(qid.split("-")[-2:])
         if direction in counts:
-            counts[direction][kind] = counts[direction].get(kind, 0) + 1
+            counts[direction][kind] += 1
     kinds = [k for k in TOP_KINDS if any(c[k] for c in counts.values())]
     lines = _table(["direction", *(TOP_KIND_NAMES[k] for k in kinds)],
                    [[d, *(str(counts[d][k]) for k in kinds)] for d in directions])

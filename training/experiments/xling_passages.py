@@ -54,6 +54,7 @@ from tqdm import tqdm
 from service.corpus.record import PatentRecord
 from service.evaluation.significance import randomisation_test
 from service.passages.lm import VARIANTS
+from service.schema import PassageHit
 from training.experiments import ExperimentError
 from training.experiments.output import commit, write_result
 from training.experiments.xling import trilingual_grants, words_only
@@ -166,15 +167,15 @@ TOP_KINDS = ("twin", "grant claim", "grant other", "other en", "other de", "othe
 abstract, description); a passage of another document, by language; nothing."""
 
 
-def top_kind(topic: Topic, doc_id: str | None, passage_id: str | None, lang: str | None) -> str:
-    """The :data:`TOP_KINDS` entry of a topic's first passage (``doc_id`` None: no passage)."""
-    if doc_id is None or passage_id is None:
+def top_kind(topic: Topic, first: PassageHit | None) -> str:
+    """The :data:`TOP_KINDS` entry of a topic's first passage (None: no passage)."""
+    if first is None:
         return "none"
-    if passage_id == topic.relevant:
+    if first.passage_id == topic.relevant:
         return "twin"
-    if doc_id == topic.grant:
-        return "grant claim" if passage_id.startswith(f"{doc_id}/claims/") else "grant other"
-    return f"other {lang}"
+    if first.doc_id == topic.grant:
+        return "grant claim" if first.passage_id.startswith(f"{first.doc_id}/claims/") else "grant other"
+    return f"other {first.lang}"
 
 
 def _measure(topic: Topic, passages: Sequence[tuple[str, str]], search_ids: Sequence[str]) -> dict[str, float]:
@@ -269,10 +270,8 @@ def run_xling_passages(
                                              **params}))
                                         ranked = [(h.doc_id, h.passage_id) for h in res.results]
                                         per_query[row][topic.qid] = _measure(topic, ranked, ids)
-                                        first = res.results[0] if res.results else None
-                                        tops.setdefault(row, {})[topic.qid] = (
-                                            top_kind(topic, first.doc_id, first.passage_id, first.lang)
-                                            if first is not None else "none")
+                                        tops.setdefault(row, {})[topic.qid] = top_kind(
+                                            topic, res.results[0] if res.results else None)
                                 except QueryError:
                                     skipped[name] += 1
                                     continue

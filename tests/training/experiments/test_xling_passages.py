@@ -85,9 +85,15 @@ def test_a_sweep_of_an_unknown_parameter_is_refused() -> None:
 
 
 def test_what_came_first_is_the_twin_the_grant_or_another_documents_passage_by_language() -> None:
+    from service.schema import PassageHit
+
+    def hit(passage_id: str, lang: str) -> PassageHit:
+        return PassageHit(doc_id=passage_id.split("/", 1)[0], passage_id=passage_id, section_path=[], text="",
+                          score=1.0, components={}, highlights=[], lang=lang)
+
     topic = Topic("EP1-2-de-en", "EP1", "de", "Ein Anspruch", "EP1/claims/2")
-    assert top_kind(topic, "EP1", "EP1/claims/2", "en") == "twin"
-    assert top_kind(topic, "EP1", "EP1/claims/1", "en") == "grant claim"
-    assert top_kind(topic, "EP1", "EP1/d/3/p2", "en") == "grant other"
-    assert top_kind(topic, "US2", "US2/claims/2", "fr") == "other fr"
-    assert top_kind(topic, None, None, None) == "none"
+    assert top_kind(topic, hit("EP1/claims/2", "en")) == "twin"
+    assert top_kind(topic, hit("EP1/claims/1", "en")) == "grant claim"
+    assert top_kind(topic, hit("EP1/d/3/p2", "en")) == "grant other"
+    assert top_kind(topic, hit("US2/claims/2", "fr")) == "other fr"
+    assert top_kind(topic, None) == "none"
