@@ -10,13 +10,17 @@ query text).
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from collections import Counter
 from collections.abc import Collection, Iterable, Sequence
 
+import Stemmer
+
 from service.corpus.record import PatentRecord
-from service.text.analysis import stopwords, tokenize
+from service.text.analysis import STEMMERS, stopwords, tokenize
 from service.text.compounds import LINKERS, CompoundSplitter
+from training.translation.dictionary import cached_json
 from training.translation.lexicons import DEFAULT_SPLITTER_LEXICONS, LexiconDirs, dictionary_headwords
 
 log = logging.getLogger(__name__)
@@ -76,8 +80,19 @@ def splitter_from_counts(
     if not counts and not extra:
         raise ValueError(f"no {lang} words to build a compound splitter from (no {lang} text and no dictionary)")
     return CompoundSplitter(
-        counts, extra, lang=lang, min_part=min_part, linkers=LINKERS[lang], stop=stopwords(lang), sources=sources
+        counts, extra, lang=lang, min_part=min_part, linkers=LINKERS[lang], stop=stopwords(lang), sources=sources,
+        dictionary_stems=dictionary_stems(extra, lang),
     )
+
+
+def dictionary_stems(words: Collection[str], lang: str) -> list[str]:
+    """The stems of a dictionary's headwords under ``lang``'s stemmer (what ``CompoundSplitter`` computes when not
+    given them), cached on disk by the words' content: stemming the 280k German headwords takes about 1.5 s of every
+    build, reading them back 0.1 s."""
+    stemmer = STEMMERS.get(lang, "porter")
+    ordered = sorted(words)
+    key = f"{stemmer}|{hashlib.sha256(chr(10).join(ordered).encode()).hexdigest()}"
+    return cached_json(f"stems-{lang}", key, lambda: sorted(set(Stemmer.Stemmer(stemmer).stemWords(ordered))))
 
 
 def build_splitter(

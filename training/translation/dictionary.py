@@ -26,12 +26,15 @@ import re
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
+from typing import TypeVar
 
 import orjson
 
 from service.text.analysis import get_analyzer, stopwords, tokenize
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 Entries = dict[str, dict[str, float]]
 
@@ -114,20 +117,30 @@ def cached_table(name: str, files: Sequence[Path], version: int, build: Callable
     """``build()``, cached on disk as ``lexicons/<name>-<key>.json``; the key is ``version`` and the ``files``'
     size and mtime (bump a source's version when its parsing or the analysers change what a table holds). An
     unwritable cache folder only costs the parse."""
-    stamp = "|".join(f"{p.resolve()}:{p.stat().st_size}:{p.stat().st_mtime_ns}" for p in files)
-    key = hashlib.sha256(f"{version}|{stamp}".encode()).hexdigest()[:16]
-    path = cache_dir() / "lexicons" / f"{name}-{key}.json"
+    return cached_json(name, f"{version}|{file_stamp(files)}", build)
+
+
+def file_stamp(files: Sequence[Path]) -> str:
+    """The files' resolved paths, sizes and mtimes: a cache key part that changes when a file is replaced."""
+    return "|".join(f"{p.resolve()}:{p.stat().st_size}:{p.stat().st_mtime_ns}" for p in files)
+
+
+def cached_json(name: str, key: str, build: Callable[[], T]) -> T:
+    """``build()`` (a JSON value), cached on disk as ``lexicons/<name>-<sha256 of key>.json``: the next process
+    with the same ``key`` reads it instead of building it. An unwritable cache folder only costs the build."""
+    digest = hashlib.sha256(key.encode()).hexdigest()[:16]
+    path = cache_dir() / "lexicons" / f"{name}-{digest}.json"
     try:
-        cached: Entries = orjson.loads(path.read_bytes())
+        cached: T = orjson.loads(path.read_bytes())
         return cached
     except (OSError, ValueError):
         pass
-    table = build()
+    value = build()
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-        tmp.write_bytes(orjson.dumps(table))
+        tmp.write_bytes(orjson.dumps(value))
         os.replace(tmp, path)
     except OSError as exc:
-        log.warning("cannot cache the parsed lexicon in %s: %s", path.parent, exc)
-    return table
+        log.warning("cannot cache %s in %s: %s", name, path.parent, exc)
+    return value

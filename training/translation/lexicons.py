@@ -98,6 +98,8 @@ def _folder(name: str, dirs: LexiconDirs | None) -> Path:
 def combine(tables: Sequence[Mapping[str, Mapping[str, float]]]) -> Entries:
     """One table from several: a term's row is the mean of the rows the tables have for it (an equal voice per
     table that knows the term); a term only one table knows keeps that row."""
+    if len(tables) == 1:  # one source (the default): its rows as they are, shared (no caller changes a row)
+        return {s: row for s, row in tables[0].items() if row}  # type: ignore[misc]
     rows: dict[str, list[Mapping[str, float]]] = {}
     for table in tables:
         for s, row in table.items():

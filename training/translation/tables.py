@@ -86,9 +86,9 @@ def merge(
             for t, p in d.items():
                 row[t] = row.get(t, 0.0) + (1.0 - lam) * p
         else:
-            row = dict(a or d or {})
+            row = a or d or {}  # shared, not copied: prune (the caller) makes new rows
         if row:
-            out[s] = row
+            out[s] = row  # type: ignore[assignment]
     return out
 
 
@@ -96,6 +96,11 @@ def prune(entries: Mapping[str, Mapping[str, float]], *, min_prob: float = 0.005
     """Keep the ``max_per_term`` most probable translations with p >= ``min_prob`` (at least the best); renormalise."""
     out: Entries = {}
     for s, row in entries.items():
+        if len(row) == 1:  # most dictionary rows: the one translation kept, p / p (the general path's 1.0)
+            ((t, p),) = row.items()
+            if p > 0:
+                out[s] = {t: p / p}
+            continue
         ranked = sorted(row.items(), key=lambda kv: (-kv[1], kv[0]))
         kept = [(t, p) for t, p in ranked[:max_per_term] if p >= min_prob] or ranked[:1]
         total = sum(p for _, p in kept)

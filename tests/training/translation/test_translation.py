@@ -303,6 +303,35 @@ def test_real_french_lexicon_table() -> None:
     assert table["rou"] == {"wheel": 1.0}
 
 
+def test_headwords_and_their_stems_are_read_back_from_the_disk_cache(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every build with compound splitting needs the lexicon's headwords and their stems (seconds for the 520k
+    German lines): the next process reads both from the cache, and a replaced lexicon is read again."""
+    import Stemmer
+
+    from training.translation.compounds import dictionary_stems
+    from training.translation.freedict import _headwords, freedict_headwords
+
+    monkeypatch.setenv("PRIORART_CACHE_DIR", str(tmp_path / "cache"))
+    _write_dictd(tmp_path, "freedict-deu-eng", ["Gehäuse /x/\nhousing\n", "Ventile /x/\nvalves\n", "ab /x/\noff\n"])
+    _headwords.cache_clear()  # a new process
+    words = freedict_headwords("de", tmp_path)
+    assert words == {"gehäuse", "ventile"}  # normalised, at least 4 letters
+    (cached,) = (tmp_path / "cache" / "lexicons").glob("freedict-deu-eng-headwords-*.json")
+    cached.write_text(json.dumps(["gehäuse", "sentinel"]))  # what a later process reads, if it reads the cache
+    _headwords.cache_clear()
+    assert freedict_headwords("de", tmp_path) == {"gehäuse", "sentinel"}
+    _write_dictd(tmp_path, "freedict-deu-eng", ["Gehäuse /x/\nhousing\n", "Kolben /x/\npiston\n"])  # replaced
+    _headwords.cache_clear()
+    assert freedict_headwords("de", tmp_path) == {"gehäuse", "kolben"}
+
+    stems = dictionary_stems(words, "de")
+    assert stems == sorted(set(Stemmer.Stemmer("german").stemWords(sorted(words))))
+    (cached,) = (tmp_path / "cache" / "lexicons").glob("stems-de-*.json")
+    cached.write_text(json.dumps(["sentinel"]))
+    assert dictionary_stems(words, "de") == ["sentinel"] and dictionary_stems({"kolben"}, "de") == ["kolb"]
+
+
 # ----------------------------------------------------------------------------- merged tables
 
 
@@ -323,6 +352,8 @@ def test_prune_keeps_top_terms_and_renormalises() -> None:
     assert list(prune({"x": row}, min_prob=0.0, max_per_term=2)["x"]) == ["a", "b"]
     # a row whose every translation is below min_prob keeps its best one
     assert prune({"x": {"a": 0.001, "b": 0.0005}}, min_prob=0.01)["x"] == {"a": 1.0}
+    # a row of one translation (most dictionary rows) is that translation; one of probability 0 is dropped
+    assert prune({"x": {"a": 0.003}, "y": {"b": 0.0}}, min_prob=0.01) == {"x": {"a": 1.0}}
 
 
 def test_self_translation_and_target_restriction() -> None:
