@@ -22,7 +22,7 @@ LONGEST_FIRST = (
     "tests/service/test_serve_ray.py",  # 149
     "tests/training/commands/test_demo.py",  # 149
     "tests/load/test_load.py",  # 139
-    "tests/training/commands/test_watch_cli.py",  # 118 (its kill -9 test on 300 watches then; 150 now)
+    "tests/training/commands/test_watch_cli.py",  # 118 (its kill -9 test: 6 trials on 300 watches then; 4 on 100 now)
     "tests/training/experiments/test_xling_routes.py",  # 102
     "tests/training/test_build.py",  # 73
     "tests/service/index/test_live_failures.py",  # 73

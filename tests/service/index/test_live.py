@@ -258,7 +258,7 @@ def test_kill_9_during_add_leaves_old_or_new_generation(small: tuple[Path, list[
     write_corpus(records[150:260], batch)
     rng = random.Random(18)
     outcomes = {"old": 0, "new": 0}
-    trials = 8
+    trials = 6  # 2 killed at the manifest, 4 at random times (each trial is two CLI runs: the suite's time)
     took = 3.0  # a run's duration, then that of the last rerun: random kills within it
     for trial in range(trials):
         before = _state(idx)
@@ -276,7 +276,7 @@ def test_kill_9_during_add_leaves_old_or_new_generation(small: tuple[Path, list[
         assert gen > after[0] and n_live == 260 and ids == sorted(r.id for r in records[:260])
     print(f"\nkill -9 during add, {trials} trials: {outcomes['old']} at the previous generation, "
           f"{outcomes['new']} at the new one; every rerun completed")
-    assert outcomes["old"] >= 3
+    assert outcomes["old"] >= 3  # the manifest kills and at least one random one before the commit
 
 
 @pytest.mark.slow
@@ -289,7 +289,7 @@ def test_kill_9_during_delete_and_compact_leaves_old_or_new_generation(
     idx = _base(d, records, "crash-dc")
     add_documents(idx, records[150:200], progress=False)  # two segments
     rng = random.Random(19)
-    trials = 5
+    trials = 4
     outcomes = {op: {"old": 0, "new": 0} for op in ("delete", "compact")}
     cli = [sys.executable, "-m", "training.cli"]
     expected = sorted(r.id for r in records[:200])

@@ -14,16 +14,17 @@ pytestmark = pytest.mark.slow  # every test builds a demo index with its transla
 
 
 @pytest.fixture(scope="module")
-def demo300(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """``priorart demo -n 300 --no-train --no-serve``: its work folder (read, not changed, by the tests below)."""
-    work = tmp_path_factory.mktemp("demo300") / "demo"
-    res = CliRunner().invoke(app, ["demo", "-n", "300", "--workdir", str(work), "--no-train", "--no-serve"])
+def demo200(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """``priorart demo -n 200 --no-train --no-serve``: its work folder (read, not changed, by the tests below; the
+    tests that start the demo serve it as it is)."""
+    work = tmp_path_factory.mktemp("demo200") / "demo"
+    res = CliRunner().invoke(app, ["demo", "-n", "200", "--workdir", str(work), "--no-train", "--no-serve"])
     assert res.exit_code == 0, res.output
     return work
 
 
-def test_demo_builds_a_searchable_index_from_synthetic_data(demo300: Path) -> None:
-    work = demo300
+def test_demo_builds_a_searchable_index_from_synthetic_data(demo200: Path) -> None:
+    work = demo200
     meta = json.loads((work / "index" / "meta.json").read_text())
     assert meta["format"] == "priorart-index"
     pairs = {(t["src"], t["tgt"]) for t in meta["components"]["translation"]}
@@ -33,12 +34,12 @@ def test_demo_builds_a_searchable_index_from_synthetic_data(demo300: Path) -> No
     assert len(json.loads(out.output)["results"]) == 3
 
 
-def test_demo_index_answers_german_french_and_english_queries_across_languages(demo300: Path) -> None:
+def test_demo_index_answers_german_french_and_english_queries_across_languages(demo200: Path) -> None:
     """No extra step: the demo's plain build translates a German claim into English and French text."""
     from service.corpus.jsonl import read_corpus
     from service.retrieval.first_stage import FirstStage
 
-    work = demo300
+    work = demo200
     stage = FirstStage.load(work / "index")
     recs = list(read_corpus(work / "corpus.jsonl"))
     tri = next(r for r in recs if all(r.claims.get(x) for x in ("en", "de", "fr")))
@@ -180,23 +181,16 @@ class _Demo:
         return "".join(self.output)
 
 
-@pytest.fixture(scope="module")
-def built_demo(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    work = tmp_path_factory.mktemp("served") / "demo"
-    _demo("-n", "200", "--workdir", str(work), "--no-train")
-    return work
-
-
 @pytest.mark.server
 @pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="reads a process' children from /proc (Linux)")
-def test_stopping_the_demo_stops_its_server(built_demo: Path) -> None:
+def test_stopping_the_demo_stops_its_server(demo200: Path) -> None:
     """Issue 30: SIGTERM to `priorart demo` left its server answering; 'serving http://...' came before the server
     answered."""
     import os
     import signal
     import time
 
-    demo = _Demo(built_demo)
+    demo = _Demo(demo200)
     try:
         demo.wait_for("serving http://127.0.0.1")
         assert _answers(demo.ready), "said 'serving' before the server answered"
@@ -215,12 +209,12 @@ def test_stopping_the_demo_stops_its_server(built_demo: Path) -> None:
 
 @pytest.mark.server
 @pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="reads a process' children from /proc (Linux)")
-def test_a_server_stopped_by_a_signal_is_not_a_failed_step(built_demo: Path) -> None:
+def test_a_server_stopped_by_a_signal_is_not_a_failed_step(demo200: Path) -> None:
     """Issue 30: SIGTERM to the demo's server printed "error: step 'serve' failed (exit -15)"."""
     import os
     import signal
 
-    demo = _Demo(built_demo)
+    demo = _Demo(demo200)
     try:
         demo.wait_for("serving http://127.0.0.1")
         os.kill(demo.server_pid(), signal.SIGTERM)

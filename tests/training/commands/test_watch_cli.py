@@ -184,7 +184,7 @@ def test_kill_9_during_evaluation_loses_and_duplicates_nothing(built: tuple[Path
     engine = Engine.load(idx, settings=Settings(index_dir=idx), verify=False)
     store = WatchStore.open(state_dir(idx), create=True)
     rng = random.Random(34)
-    for rec in rng.sample(records, 150):
+    for rec in rng.sample(records, 100):
         if rec.claims.get("en"):
             save_watch(engine, store, "", WatchRequest(query=_claim(rec), lang="en", k=rng.choice([3, 10, 20])))
     n_watches = len(store.watches(None))
@@ -205,12 +205,12 @@ def test_kill_9_during_evaluation_loses_and_duplicates_nothing(built: tuple[Path
     t0 = time.perf_counter()
     subprocess.run(cmd, env=_env(), check=True, capture_output=True, timeout=300)
     took = time.perf_counter() - t0  # (on the reference state: nothing pending, the load and the sync)
-    trials, midway = 6, 0
+    trials, midway = 4, 0  # each trial is two evaluations in a new process (the suite's time)
     for trial in range(trials):
         shutil.rmtree(store.root)
         shutil.copytree(pristine, store.root)
         if trial % 2 == 0:  # killed with the rows of a batch written, not committed
-            at = rng.randint(1, batches - 1)
+            at = rng.randint(2, batches - 1)  # after one committed batch at least: killed mid-way
             done = subprocess.run([sys.executable, "-c", CRASH_AT_COMMIT, *cmd[3:]], env=_env(WATCH_CRASH_AT=str(at)),
                                   capture_output=True, timeout=300)
             assert done.returncode == -signal.SIGKILL, done.stderr
