@@ -144,7 +144,7 @@ def _prepare(n: int, d: Path, *, seed: int, index_langs: str, k1: float, b: floa
             raise RuntimeError(f"index build failed for n={n}:\n{proc.stderr[-2000:]}")
         build_json.write_text(proc.stdout.strip().splitlines()[-1] + "\n", encoding="utf-8")
     build = json.loads(build_json.read_text(encoding="utf-8"))
-    fields = tuple(IndexFolder.open(index_dir, verify=False).settings["fields"])
+    fields = tuple(IndexFolder.open(index_dir, verify=False).settings.fields)
     analyzer = get_analyzer("en")
     tokens = _Tokens.load(d)
     texts_json = d / f"queries-{query_text}.json"

@@ -92,7 +92,9 @@ def _locust(code: Path, index: Path, users: int, seconds: int, out: Path) -> dic
     """Serve ``index`` with ``code``, run ``code``'s locust scenario headless against it, stop the server."""
     from training.benchmarks.service import served
 
-    with served(index, poll_s=0.2, code=code, ready_path="/health") as (client, ready_s, _pid):
+    # /ready: the index loaded and a first query run, so that a short run measures answers, not the warm-up (a
+    # 3-second run on a busy machine saw no answer at all when it began at /health)
+    with served(index, poll_s=0.2, code=code) as (client, ready_s, _pid):
         port = int(str(client.base_url).rsplit(":", 1)[1].strip("/"))
         proc = subprocess.run(
             [sys.executable, "-m", "locust", "-f", str(code / "tests" / "load" / "locustfile.py"), "--headless",

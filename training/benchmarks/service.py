@@ -41,7 +41,8 @@ def served(index_dir: str | Path, *, poll_s: float = 0.1, timeout_s: float = 900
            ready_path: str = "/ready") -> Iterator[tuple[httpx.Client, float, int]]:
     """A fresh ``priorart serve INDEX`` on a free port: yields an HTTP client, the seconds it took to be ready
     (``ready_path`` answers 200) and the server's process id; the server's process group is stopped on exit.
-    ``code``: a checkout whose ``training``/``service`` packages serve (another commit's, ``priorart bench load``)."""
+    ``code``: a checkout whose ``training``/``service`` packages serve (another commit's, ``priorart bench load``);
+    a server of a commit older than ``/ready`` (404 there) is ready when ``/health`` answers 200."""
     import httpx
 
     port = _free_port()
@@ -57,7 +58,9 @@ def served(index_dir: str | Path, *, poll_s: float = 0.1, timeout_s: float = 900
             deadline = time.time() + timeout_s
             while True:
                 try:
-                    if client.get(ready_path).status_code == 200:
+                    status = client.get(ready_path).status_code
+                    if status == 200 or (status == 404 and ready_path == "/ready"
+                                         and client.get("/health").status_code == 200):
                         break
                 except httpx.HTTPError:
                     pass

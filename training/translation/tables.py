@@ -74,21 +74,21 @@ def merge(
     dictionary: Mapping[str, Mapping[str, float]] | None,
     *,
     lam: float = 0.5,
-) -> Entries:
-    """Linear interpolation of two tables where both have a row, the row of the one that has it elsewhere."""
+) -> dict[str, Mapping[str, float]]:
+    """Linear interpolation of two tables where both have a row, the row of the one that has it elsewhere (that row
+    itself, not a copy: :func:`prune` makes the table's rows)."""
     aligned = aligned or {}
     dictionary = dictionary or {}
-    out: Entries = {}
+    out: dict[str, Mapping[str, float]] = {}
     for s in sorted(aligned.keys() | dictionary.keys()):
         a, d = aligned.get(s), dictionary.get(s)
         if a and d:
-            row = {t: lam * p for t, p in a.items()}
+            mixed = {t: lam * p for t, p in a.items()}
             for t, p in d.items():
-                row[t] = row.get(t, 0.0) + (1.0 - lam) * p
-        else:
-            row = a or d or {}  # shared, not copied: prune (the caller) makes new rows
-        if row:
-            out[s] = row  # type: ignore[assignment]
+                mixed[t] = mixed.get(t, 0.0) + (1.0 - lam) * p
+            out[s] = mixed
+        elif a or d:
+            out[s] = a or d  # type: ignore[assignment]  # one of them is a non-empty row
     return out
 
 
