@@ -337,7 +337,7 @@ class Engine:
                 "path": str(self.index_dir),
                 "format_version": meta.version,
                 "created": meta.created,
-                "settings": meta.settings,
+                "settings": meta.settings.to_dict(),
                 "components": sorted(meta.components),
                 "generation": self.generation,
                 "segments": [{"dir": s.dir, "documents": s.n_rows, "deleted": len(s.deleted)}

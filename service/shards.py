@@ -81,7 +81,7 @@ class ShardHits:
 def global_stats(shards: ShardSet) -> dict[str, CollectionStats]:
     """The collection statistics of every indexed language summed over the shards (their live documents)."""
     out: dict[str, CollectionStats] = {}
-    for lang in shards.settings["index_langs"]:
+    for lang in shards.settings.index_langs:
         out[lang] = sum((collection_stats(f, lang) for f in shards.shards), CollectionStats())
     return out
 

@@ -64,7 +64,7 @@ def test_one_error_type_per_concept_and_one_check_of_the_bm25_parameters() -> No
 
     import service.fusion
     import training.fusion
-    from service.index.folder import validate_settings
+    from service.index.folder import BuildSettings
     from service.retrieval.sparse import SparseIndexBuilder
     from training.experiments import ExperimentError, models, passages, xling
     from training.ltr import experiment as ltr_experiment
@@ -77,5 +77,5 @@ def test_one_error_type_per_concept_and_one_check_of_the_bm25_parameters() -> No
         with pytest.raises(ValueError, match=f"{name} must be a number in") as built:
             SparseIndexBuilder(**{name: bad})  # type: ignore[arg-type]
         with pytest.raises(ValueError, match=f"{name} must be a number in") as validated:
-            validate_settings({**settings, name: bad})
+            BuildSettings.from_dict({**settings, name: bad})
         assert str(validated.value) == f"setting: {built.value}"

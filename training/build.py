@@ -17,6 +17,7 @@ warning says why not).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import resource
@@ -30,7 +31,7 @@ from typing import Any
 
 from service.corpus.jsonl import read_corpus
 from service.corpus.record import PatentRecord
-from service.index.folder import FIELDS, SCORINGS, IndexFolder, Layout, validate_settings, write_meta
+from service.index.folder import FIELDS, SCORINGS, BuildSettings, IndexFolder, Layout, write_meta
 from service.index.live import ENCODE_BATCH, EmptyBatchError, encode_documents, index_documents
 from service.index.store import DocStore
 from service.retrieval.dense import INDEX_KINDS
@@ -208,16 +209,9 @@ def build_index(
     field_list = _parse_list(fields, FIELDS, "field(s)")
     if scoring not in SCORINGS:
         raise BuildError(f"unknown scoring {scoring!r}; choose from {', '.join(SCORINGS)}")
-    settings = {
-        "fields": field_list,
-        "index_langs": langs,
-        "scoring": scoring,
-        "k1": float(k1),
-        "b": float(b),
-        "epsilon": float(epsilon),
-    }
     try:
-        validate_settings(settings)
+        settings = BuildSettings(fields=tuple(field_list), index_langs=tuple(langs), scoring=scoring, k1=float(k1),
+                                 b=float(b), epsilon=float(epsilon))
     except ValueError as exc:
         raise BuildError(str(exc)) from exc
     out = _output_folder(out_dir, overwrite)
@@ -243,7 +237,7 @@ def build_index(
         splitters = dict(splitters)
         analysis = write_analysis(tmp, splitters)
         if analysis is not None:
-            settings["analysis"] = analysis
+            settings = dataclasses.replace(settings, analysis=analysis)
         collector = AlignedCollector(xopts.max_aligned_docs) if translation and translation_dir is None else None
         analyzers = {
             lang: CachedAnalyzer(Analyzer(lang, splitter=splitters[lang]) if lang in splitters else get_analyzer(lang))

@@ -73,7 +73,7 @@ from service.fusion import (
     ProfileWeights,
     fuse_linear,
 )
-from service.index.folder import IndexFolder, Layout
+from service.index.folder import BuildSettings, IndexFolder, Layout
 from service.index.store import DocStore
 from service.pipeline import Pipeline, compose
 from service.query import Query
@@ -103,10 +103,10 @@ LANG_SUFFIXES = tuple(f"-{lang}" for lang in SUPPORTED_LANGS)
 # --------------------------------------------------------------------------------------------------
 
 
-def task_validity(settings: Mapping[str, Any]) -> dict[str, str | None]:
+def task_validity(settings: BuildSettings) -> dict[str, str | None]:
     """Per task: ``None`` when its topics suit an index with these build settings, else the reason not."""
-    langs = set(settings.get("index_langs", []))
-    fields = set(settings.get("fields", []))
+    langs = set(settings.index_langs)
+    fields = set(settings.fields)
     return {
         "xling": None if not (langs & {"de", "fr"})
         else f"the index has {'/'.join(sorted(langs & {'de', 'fr'}))} BM25 indexes: a German/French claim would find "

@@ -5,6 +5,7 @@ from service.index.folder import (
     INDEX_FORMAT,
     INDEX_VERSION,
     SCORINGS,
+    BuildSettings,
     IndexFolder,
     IndexFormatError,
     IndexMeta,
@@ -12,7 +13,6 @@ from service.index.folder import (
     load_meta,
     sha256_file,
     update_meta,
-    validate_settings,
     write_meta,
 )
 from service.index.store import (
@@ -25,6 +25,7 @@ from service.index.store import (
 
 __all__ = [
     "FIELDS",
+    "BuildSettings",
     "INDEX_FORMAT",
     "INDEX_VERSION",
     "MISSING_DATE",
@@ -40,6 +41,5 @@ __all__ = [
     "load_meta",
     "sha256_file",
     "update_meta",
-    "validate_settings",
     "write_meta",
 ]

@@ -64,7 +64,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -191,31 +191,57 @@ def check_scoring(scoring: object, k1: object, b: object, epsilon: object) -> No
             raise ValueError(f"{name} must be a number in [{lo:g}, {hi:g}], got {value!r}")
 
 
-def validate_settings(settings: Mapping[str, Any]) -> dict[str, Any]:
-    """Check the build settings (required keys, valid values, no unknown key); returns a plain dict.
+@dataclass(frozen=True)
+class BuildSettings:
+    """How an index was built: the fields and languages indexed, the scoring and its parameters, the text analysis
+    beyond the default analyzers (compound splitting). Validated once, when made (``ValueError`` naming the
+    setting); saved in ``meta.json`` (:meth:`to_dict`) and read back (:meth:`from_dict`). Every segment of an index
+    holds the same ones."""
 
-    Raises ``ValueError`` naming the offending setting.
-    """
-    required = ("fields", "index_langs", "scoring", "k1", "b", "epsilon")
-    optional = ("analysis",)  # text analysis beyond the default analyzers (compound splitting)
-    missing = [k for k in required if k not in settings]
-    if missing:
-        raise ValueError(f"missing setting(s): {', '.join(missing)}")
-    unknown = sorted(set(settings) - set(required) - set(optional))
-    if unknown:
-        raise ValueError(f"unexpected setting(s): {', '.join(unknown)} (known: {', '.join(required + optional)})")
-    _check_list("fields", settings["fields"], FIELDS)
-    _check_list("index_langs", settings["index_langs"], SUPPORTED_LANGS)
-    try:
-        check_scoring(settings["scoring"], settings["k1"], settings["b"], settings["epsilon"])
-    except ValueError as exc:
-        raise ValueError(f"setting: {exc}") from None
-    out = {k: (list(settings[k]) if isinstance(settings[k], list) else settings[k]) for k in required}
-    if "analysis" in settings:
-        from service.text.compounds import check_analysis
+    fields: tuple[str, ...]
+    index_langs: tuple[str, ...]
+    scoring: str
+    k1: float
+    b: float
+    epsilon: float
+    analysis: dict[str, Any] | None = None  # service.text.compounds.check_analysis
 
-        out["analysis"] = check_analysis(settings["analysis"])
-    return out
+    REQUIRED: ClassVar[tuple[str, ...]] = ("fields", "index_langs", "scoring", "k1", "b", "epsilon")
+    OPTIONAL: ClassVar[tuple[str, ...]] = ("analysis",)
+
+    def __post_init__(self) -> None:
+        for name, allowed in (("fields", FIELDS), ("index_langs", SUPPORTED_LANGS)):
+            value = getattr(self, name)
+            _check_list(name, list(value) if isinstance(value, tuple) else value, allowed)
+            object.__setattr__(self, name, tuple(value))
+        try:
+            check_scoring(self.scoring, self.k1, self.b, self.epsilon)
+        except ValueError as exc:
+            raise ValueError(f"setting: {exc}") from None
+        if self.analysis is not None:
+            from service.text.compounds import check_analysis
+
+            object.__setattr__(self, "analysis", check_analysis(self.analysis))
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> BuildSettings:
+        """The settings of a ``meta.json`` (or a build's options): every required key, no unknown one."""
+        missing = [k for k in cls.REQUIRED if k not in data]
+        if missing:
+            raise ValueError(f"missing setting(s): {', '.join(missing)}")
+        unknown = sorted(set(data) - set(cls.REQUIRED) - set(cls.OPTIONAL))
+        if unknown:
+            raise ValueError(f"unexpected setting(s): {', '.join(unknown)} (known: "
+                             f"{', '.join(cls.REQUIRED + cls.OPTIONAL)})")
+        return cls(**dict(data))
+
+    def to_dict(self) -> dict[str, Any]:
+        """As ``meta.json`` stores them (lists; no ``analysis`` key without compound splitting)."""
+        out: dict[str, Any] = {"fields": list(self.fields), "index_langs": list(self.index_langs),
+                               "scoring": self.scoring, "k1": self.k1, "b": self.b, "epsilon": self.epsilon}
+        if self.analysis is not None:
+            out["analysis"] = self.analysis
+        return out
 
 
 # ------------------------------------------------------------------------------------------ meta.json
@@ -242,14 +268,14 @@ class IndexMeta:
     version: int
     created: str
     priorart_version: str
-    settings: dict[str, Any]
+    settings: BuildSettings
     files: dict[str, dict[str, Any]]
     components: dict[str, Any] = field(default_factory=dict)
     updated: str | None = None
 
     def body(self) -> dict[str, Any]:
         out: dict[str, Any] = {"created": self.created, "priorart_version": self.priorart_version,
-                               "settings": self.settings, "files": self.files, "components": self.components}
+                               "settings": self.settings.to_dict(), "files": self.files, "components": self.components}
         if self.updated:
             out["updated"] = self.updated
         return out
@@ -273,7 +299,7 @@ def _file_entry(path: Path) -> dict[str, Any]:
 
 def write_meta(
     index_dir: str | Path,
-    settings: Mapping[str, Any],
+    settings: BuildSettings | Mapping[str, Any],
     components: Mapping[str, Any],
     *,
     created: str | None = None,
@@ -288,7 +314,7 @@ def write_meta(
     if not index_dir.is_dir():
         raise IndexFormatError(f"index folder {index_dir} does not exist")
     try:
-        clean = validate_settings(settings)
+        clean = settings if isinstance(settings, BuildSettings) else BuildSettings.from_dict(settings)
     except ValueError as exc:
         raise IndexFormatError(f"{index_dir / Layout.META}: {exc}") from exc
     known = known or {}
@@ -339,13 +365,14 @@ def load_meta(
         if not isinstance(data.get(key), dict):
             raise IndexFormatError(f"{meta_path}: {key!r} is missing or not an object")
     try:
-        settings = validate_settings(data["settings"])
-    except ValueError as exc:
+        settings = BuildSettings.from_dict(data["settings"])
+    except (ValueError, TypeError) as exc:
         raise IndexFormatError(f"{meta_path}: {exc}") from exc
     if expected_settings is not None:
+        stored = settings.to_dict()
         for key, want in expected_settings.items():
-            if settings.get(key) != want:
-                raise IndexFormatError(f"{meta_path}: setting {key!r} is {settings.get(key)!r}, expected {want!r}")
+            if stored.get(key) != want:
+                raise IndexFormatError(f"{meta_path}: setting {key!r} is {stored.get(key)!r}, expected {want!r}")
     files: dict[str, dict[str, Any]] = data["files"]
     for rel, info in files.items():
         path = index_dir / rel
@@ -471,7 +498,7 @@ class IndexFolder:
                               fix="the generation manifest is damaged: remove it to open the previous generation")
         segments: list[Segment] = []
         start = 0
-        base = {k: v for k, v in folder.settings.items() if k != "analysis"}
+        base = {k: v for k, v in folder.settings.to_dict().items() if k != "analysis"}
         for entry in data.get("segments", []):
             try:
                 rel, n_docs = str(entry["dir"]), int(entry["n_docs"])
@@ -484,7 +511,7 @@ class IndexFolder:
             else:
                 seg_dir = folder.root / rel
                 seg_folder = IndexFolder(seg_dir, load_meta(seg_dir, verify=verify, expected_settings=base))
-                if seg_folder.settings.get("analysis") not in (None, folder.settings.get("analysis")):
+                if seg_folder.settings.analysis not in (None, folder.settings.analysis):
                     raise IndexFormatError(f"{seg_dir}: analysed with other settings than the index ({path})")
                 if sha256_file(seg_folder.root / Layout.META) != want_sha:
                     raise IndexFormatError(f"{seg_folder.root / Layout.META}: sha256 does not match {path} (changed)")
@@ -559,7 +586,7 @@ class IndexFolder:
         return self.root / rel
 
     @property
-    def settings(self) -> dict[str, Any]:
+    def settings(self) -> BuildSettings:
         return self.meta.settings
 
     @property
@@ -647,12 +674,12 @@ def hash_unit(key: str) -> float:
     return int(hashlib.sha256(key.encode("utf-8")).hexdigest()[:15], 16) / 16**15
 
 
-def write_shards_meta(root: str | Path, n_shards: int, settings: Mapping[str, Any],
+def write_shards_meta(root: str | Path, n_shards: int, settings: BuildSettings,
                       extra: Mapping[str, Any] | None = None) -> Path:
     """Write the root ``meta.json`` of a sharded index (after every shard folder is complete)."""
     if n_shards < 1:
         raise ValueError(f"a sharded index needs at least 1 shard, got {n_shards}")
-    body = {"created": _now(), "priorart_version": __version__, "settings": validate_settings(settings),
+    body = {"created": _now(), "priorart_version": __version__, "settings": settings.to_dict(),
             "shards": [Layout.shard(i) for i in range(n_shards)],
             "routing": {"rule": "live id, else sha256(family key) * shards", "key": "family id, else country+number"},
             **dict(extra or {})}
@@ -698,7 +725,7 @@ class ShardSet:
         return sum(f.generation for f in self.shards)
 
     @property
-    def settings(self) -> dict[str, Any]:
+    def settings(self) -> BuildSettings:
         return self.shards[0].settings
 
     def starts(self) -> list[int]:
@@ -737,7 +764,7 @@ def shard_for(key: str, n_shards: int) -> int:
 
 
 __all__ = ["BM25_BOUNDS", "FIELDS", "GENERATION_FORMAT", "GENERATION_VERSION", "INDEX_FORMAT", "INDEX_VERSION",
-           "SCORINGS", "SHARDS_FORMAT", "IndexFolder", "IndexFormatError", "IndexMeta", "Layout", "Segment",
-           "ShardSet", "ShardedIndexError", "current_generation", "hash_unit", "is_sharded", "shard_for",
+           "SCORINGS", "SHARDS_FORMAT", "BuildSettings", "IndexFolder", "IndexFormatError", "IndexMeta", "Layout",
+           "Segment", "ShardSet", "ShardedIndexError", "current_generation", "hash_unit", "is_sharded", "shard_for",
            "write_shards_meta", "check_scoring", "generation_numbers", "load_meta", "sha256_file", "update_meta",
-           "validate_settings", "write_meta"]
+           "write_meta"]

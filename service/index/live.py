@@ -24,6 +24,7 @@ This module is the one home of the indexing of a batch of records (:func:`index_
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import errno
 import logging
 import os
@@ -42,6 +43,7 @@ from tqdm import tqdm
 
 from service.corpus.record import PatentRecord, family_key
 from service.index.folder import (
+    BuildSettings,
     IndexFolder,
     IndexFormatError,
     Layout,
@@ -185,7 +187,7 @@ def _free_bytes(where: Path) -> int | None:
 def index_documents(
     out: Path,
     records: Iterable[PatentRecord],
-    settings: Mapping[str, Any],
+    settings: BuildSettings,
     analyzers: Mapping[str, Callable[[str], list[str]]],
     *,
     on_record: Callable[[PatentRecord], None] | None = None,
@@ -200,10 +202,10 @@ def index_documents(
     from service.passages.builder import build_passage_index
     from service.retrieval.sparse import SparseIndexBuilder
 
-    langs = list(settings["index_langs"])
-    fields_t = tuple(settings["fields"])
-    builders = {lang: SparseIndexBuilder(scoring=settings["scoring"], k1=settings["k1"], b=settings["b"],
-                                         epsilon=settings["epsilon"]) for lang in langs}
+    langs = list(settings.index_langs)
+    fields_t = settings.fields
+    builders = {lang: SparseIndexBuilder(scoring=settings.scoring, k1=settings.k1, b=settings.b,
+                                         epsilon=settings.epsilon) for lang in langs}
     with DocStoreWriter(out) as store:
         for rec in tqdm(records, desc="indexing", unit="doc", disable=not progress, file=sys.stderr, mininterval=1):
             store.add(rec)
@@ -275,13 +277,13 @@ def _analyzers(folder: IndexFolder) -> dict[str, Callable[[str], list[str]]]:
     from service.text.analysis import CachedAnalyzer, get_analyzer
     from service.text.compounds import load_analyzers
 
-    stored = load_analyzers(folder.root, folder.settings.get("analysis"))
-    return {lang: CachedAnalyzer(stored.get(lang) or get_analyzer(lang)) for lang in folder.settings["index_langs"]}
+    stored = load_analyzers(folder.root, folder.settings.analysis)
+    return {lang: CachedAnalyzer(stored.get(lang) or get_analyzer(lang)) for lang in folder.settings.index_langs}
 
 
-def _segment_settings(folder: IndexFolder) -> dict[str, Any]:
+def _segment_settings(folder: IndexFolder) -> BuildSettings:
     """A segment's settings: the index's, without the analysis (the word lists stay at the top level)."""
-    return {k: v for k, v in folder.settings.items() if k != "analysis"}
+    return dataclasses.replace(folder.settings, analysis=None)
 
 
 def _write_segment(folder: IndexFolder, number: int, records: Sequence[PatentRecord], *, device: str,
@@ -295,7 +297,7 @@ def _write_segment(folder: IndexFolder, number: int, records: Sequence[PatentRec
     tmp.mkdir()
     try:
         components, _ = index_documents(tmp, records, folder.settings, _analyzers(folder), progress=progress)
-        components["segment"] = {"generation": number, "analysis": folder.settings.get("analysis")}
+        components["segment"] = {"generation": number, "analysis": folder.settings.analysis}
         if folder.has("models"):
             components.update(_encode_segment(folder, tmp, records, device=device, progress=progress))
         write_meta(tmp, _segment_settings(folder), components)
@@ -589,7 +591,7 @@ def compact(index_dir: str | Path, *, device: str = "auto", progress: bool | Non
             tmp.mkdir()
             records = (docs.get_row(int(r)) for r in rows.tolist())
             components, _ = index_documents(tmp, records, folder.settings, _analyzers(folder), progress=show)
-            components["segment"] = {"generation": number, "analysis": folder.settings.get("analysis"),
+            components["segment"] = {"generation": number, "analysis": folder.settings.analysis,
                                      "compacted": True}
             if folder.has("models"):
                 components.update(_copy_vectors(folder, tmp, rows))

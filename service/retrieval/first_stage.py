@@ -254,7 +254,7 @@ class FirstStage:
         the collection statistics per language to weight with (a shard's global ones, service/shards.py)."""
         docs = docs if docs is not None else DocStore.of_folder(folder)
         indexes = {lang: _sparse_of(folder, lang, mmap, (stats or {}).get(lang))
-                   for lang in folder.settings["index_langs"]}
+                   for lang in folder.settings.index_langs}
         tables: dict[tuple[str, str], TranslationTable] = {}
         for entry in folder.components.get("translation", []):
             try:
@@ -263,7 +263,7 @@ class FirstStage:
                 raise IndexFormatError(f"{folder.path(Layout.META)}: bad translation entry {entry!r}: {exc}") from exc
             tables[(table.src, table.tgt)] = table
         try:
-            analyzers = load_analyzers(folder.root, folder.settings.get("analysis"))
+            analyzers = load_analyzers(folder.root, folder.settings.analysis)
         except ValueError as exc:
             raise IndexFormatError(f"{folder.path(Layout.META)}: settings.analysis: {exc}") from exc
         return cls(folder.meta, docs, indexes, tables, max_query_terms=max_query_terms, analyzers=analyzers)

@@ -48,4 +48,4 @@ class FirstStageStep:
 
     def describe(self) -> dict[str, Any]:
         s = self.fs.meta.settings
-        return {"scoring": s.get("scoring"), "langs": s.get("index_langs"), "translation": sorted(self.fs.tables)}
+        return {"scoring": s.scoring, "langs": list(s.index_langs), "translation": sorted(self.fs.tables)}

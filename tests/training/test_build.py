@@ -75,8 +75,9 @@ def test_build_writes_the_documented_layout(corpus: Path, tmp_path: Path) -> Non
     ):
         assert (d / rel).is_file(), rel
     meta = load_meta(d)
-    analysis = meta.settings.pop("analysis")
-    assert meta.settings == {
+    stored = meta.settings.to_dict()
+    analysis = stored.pop("analysis")
+    assert stored == {
         "fields": ["title", "claims"],
         "index_langs": ["en", "de"],
         "scoring": "tfidf",
@@ -129,7 +130,7 @@ def test_rebuild_needs_force(corpus: Path, tmp_path: Path) -> None:
     with pytest.raises(BuildError, match="--force"):
         build_index(corpus, tmp_path / "idx")
     build_index(corpus, tmp_path / "idx", index_langs="en,de", overwrite=True)
-    assert load_meta(tmp_path / "idx").settings["index_langs"] == ["en", "de"]
+    assert load_meta(tmp_path / "idx").settings.index_langs == ("en", "de")
 
 
 @pytest.mark.slow

@@ -89,12 +89,16 @@ def test_install_only_what_beats_bm25_held_out() -> None:
 
 
 def test_task_validity_and_profiles() -> None:
-    full = {"index_langs": ["en", "de", "fr"], "fields": ["title", "abstract", "claims", "description"]}
+    from service.index.folder import BuildSettings
+
+    bm25 = {"scoring": "bm25", "k1": 1.2, "b": 0.75, "epsilon": 0.25}
+    full = BuildSettings.from_dict({"index_langs": ["en", "de", "fr"],
+                                    "fields": ["title", "abstract", "claims", "description"], **bm25})
     v = fu.task_validity(full)
     assert v["xling"] and "--index-langs en" in v["xling"]
     assert v["known-item"] and "claims,description" in v["known-item"]
-    assert fu.task_validity({"index_langs": ["en"], "fields": ["claims", "description"]}) == {
-        "xling": None, "known-item": None}
+    plain = BuildSettings.from_dict({"index_langs": ["en"], "fields": ["claims", "description"], **bm25})
+    assert fu.task_validity(plain) == {"xling": None, "known-item": None}
     t = Topic(qid="EP1B1-de", text="Pumpe", lang="de", ipc=["F04B1/00"], cpc=["F04B53/10", "H01F27/14"])
     mine = fu.profiled([t], {"EP1B1-de": {"EP1B1": 1}}, "xling", own_codes=False)
     assert [d.profile for d in mine] == ["nocodes", "codes"]

@@ -259,7 +259,7 @@ def train_ltr(
         "created": datetime.now(UTC).isoformat(timespec="seconds"),
         "corpus": {"path": str(corpus.resolve()), "records": len(records), "sha256": sha256_file(corpus)},
         "index": {"path": str(index_dir.resolve()), "documents": len(docs), "doc_ids_sha256": folder.ids_sha256(),
-                  "settings": folder.settings},
+                  "settings": folder.settings.to_dict()},
         "split": {**split_info, **split.summary()},
         "settings": {"ltr": cfg.ltr.to_json(), "wordpair": cfg.wordpair.to_json(), "domain": cfg.domain.to_json(),
                      "linlearn": cfg.linlearn.to_json(), "depth": cfg.depth, "borda_step": cfg.borda_step},

@@ -12,7 +12,7 @@ import pytest
 from service.codes import truncate_code
 from service.corpus.ids import looks_like_pub_id, normalise_pub_id
 from service.corpus.record import Claim, PatentRecord
-from service.index.folder import IndexFormatError, Layout, load_meta, update_meta, write_meta
+from service.index.folder import BuildSettings, IndexFormatError, Layout, load_meta, update_meta, write_meta
 from service.index.store import DocStore, DocStoreWriter, UnknownDocumentError
 
 SETTINGS = {
@@ -75,7 +75,7 @@ def test_meta_lists_every_file_with_checksum(tmp_path: Path) -> None:
     }
     assert "meta.json" not in meta.files
     assert meta.files["bm25/en/x.npy"]["bytes"] == 10 and len(meta.files["bm25/en/x.npy"]["sha256"]) == 64
-    assert meta.settings == SETTINGS and meta.components["bm25"]["en"]["dir"] == "bm25/en"
+    assert meta.settings.to_dict() == SETTINGS and meta.components["bm25"]["en"]["dir"] == "bm25/en"
 
 
 def test_load_refuses_missing_meta(tmp_path: Path) -> None:
@@ -133,6 +133,21 @@ def test_load_refuses_unexpected_settings(tmp_path: Path, change: dict[str, obje
     (d / "meta.json").write_text(json.dumps(data))
     with pytest.raises(IndexFormatError, match=message):
         load_meta(d)
+
+
+def test_build_settings_are_checked_when_made_and_round_trip_through_meta(tmp_path: Path) -> None:
+    made = BuildSettings(fields=("title", "claims"), index_langs=("en",), scoring="bm25", k1=1.2, b=0.75, epsilon=0.25)
+    assert made.to_dict() == SETTINGS and BuildSettings.from_dict(SETTINGS) == made
+    assert BuildSettings(fields=["claims"], index_langs=["en"], scoring="bm25", k1=1.2, b=0.75,  # type: ignore[arg-type]
+                         epsilon=0.25).fields == ("claims",)  # lists (a meta.json's) become tuples
+    d = _folder(tmp_path)
+    assert load_meta(d).settings == made and write_meta(d, made, {}).settings == made
+    for bad, message in (({"k1": -1.0}, "k1 must be a number"), ({"fields": []}, "non-empty list"),
+                         ({"index_langs": ["en", "en"]}, "lists a value twice")):
+        with pytest.raises(ValueError, match=message):
+            BuildSettings.from_dict({**SETTINGS, **bad})
+    with pytest.raises(ValueError, match="missing setting"):
+        BuildSettings.from_dict({k: v for k, v in SETTINGS.items() if k != "b"})
 
 
 def test_load_checks_expected_settings(tmp_path: Path) -> None:

@@ -29,7 +29,7 @@ REPO = Path(__file__).resolve().parents[3]
 
 def _splitters(index: Path) -> dict:
     folder = IndexFolder.open(index, verify=False)
-    return {lang: a.splitter for lang, a in load_analyzers(index, folder.settings.get("analysis")).items()}
+    return {lang: a.splitter for lang, a in load_analyzers(index, folder.settings.analysis).items()}
 
 
 def _top(engine: Engine, text: str, lang: str, k: int = 100) -> list[tuple[str, float, float | None]]:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from service.index.folder import IndexFormatError, validate_settings
+from service.index.folder import BuildSettings, IndexFormatError
 from service.retrieval.resources import Route
 from service.text.analysis import Analyzer, normalise, stopwords
 from service.text.compounds import ANALYSIS_VERSION, CompoundSplitter, check_analysis, load_analyzers
@@ -129,9 +129,9 @@ def test_index_analysis_settings_are_checked(splitter: CompoundSplitter, tmp_pat
     with pytest.raises(ValueError, match="valid: de, fr"):
         check_analysis({"version": ANALYSIS_VERSION, "compounds": {"it": {"file": "x"}}})
     settings = {"fields": ["claims"], "index_langs": ["de"], "scoring": "bm25", "k1": 1.2, "b": 0.75, "epsilon": 0.25}
-    assert validate_settings({**settings, "analysis": good})["analysis"] == good
+    assert BuildSettings.from_dict({**settings, "analysis": good}).analysis == good
     with pytest.raises(ValueError, match="version 2"):
-        validate_settings({**settings, "analysis": {"version": 2}})
+        BuildSettings.from_dict({**settings, "analysis": {"version": 2}})
 
 
 def test_an_index_analysed_by_another_version_is_refused(tmp_path: Path) -> None:

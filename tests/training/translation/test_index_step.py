@@ -91,7 +91,7 @@ def test_default_build_makes_every_direction_and_reports_it(index: Path) -> None
     stage = FirstStage.load(index)  # de <-> fr composed through English when loaded
     assert isinstance(stage.pair_tables[("de", "fr")], PivotTable) and set(stage.pair_tables) == set(pairs) | {
         ("de", "fr"), ("fr", "de")}
-    assert meta.settings["analysis"]["compounds"]["de"]["file"] == "analysis/compounds-de.json"
+    assert meta.settings.analysis["compounds"]["de"]["file"] == "analysis/compounds-de.json"
 
 
 @pytest.mark.slow
@@ -156,7 +156,7 @@ def test_no_translation_and_reused_tables(corpus: Path, tmp_path: Path) -> None:
     report = build_index(corpus, tmp_path / "plain", translation=False, compounds="", progress=False)
     assert report.translation == [] and report.translation_report["mode"] == "off"
     meta = load_meta(tmp_path / "plain")
-    assert "analysis" not in meta.settings and meta.components["translation"] == []
+    assert meta.settings.analysis is None and meta.components["translation"] == []
     res = FirstStage.load(tmp_path / "plain").search("coolant tank", lang="en")
     assert [r.name for r in res.info.routes] == ["en"] and any("en-de" in n for n in res.info.notes)
     tables = tmp_path / "tables"
