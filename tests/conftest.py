@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -43,6 +45,21 @@ LONGEST_FIRST = (
     "tests/service/watch/test_watch.py",  # 27
     "tests/service/api/test_reload_memory.py",  # 27
 )
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """With ``PRIORART_TEST_TIMELINE=FILE``: one JSON line per test (worker, test, start, end: setup to teardown, in
+    epoch seconds) appended to FILE, to see where a run's time goes, which file a worker ran when, and where a worker
+    waited (``scripts/test_timeline.py`` sums it up)."""
+    path = os.environ.get("PRIORART_TEST_TIMELINE")
+    start = time.time()
+    yield
+    if path:
+        line = {"worker": os.environ.get("PYTEST_XDIST_WORKER", "master"), "test": item.nodeid, "start": start,
+                "end": time.time()}
+        with open(path, "a", encoding="utf-8") as fh:
+            fh.write(json.dumps(line) + "\n")
 
 
 # The fixtures below that read ../shared/data: a test that uses one (directly or through another fixture) is marked
