@@ -55,6 +55,7 @@ from training.translation.dictionary import (
     SourceTerms,
     cached_json,
     cached_table,
+    file_stamp,
     target_terms,
 )
 
@@ -261,7 +262,7 @@ def _headwords(index: str, size: int, mtime_ns: int, min_len: int) -> frozenset[
                     words.add(head)
         return sorted(words)
 
-    key = f"{HEADWORDS_CACHE_VERSION}|{index}:{size}:{mtime_ns}|{min_len}"
+    key = f"{HEADWORDS_CACHE_VERSION}|{file_stamp([Path(index)])}|{min_len}"
     return frozenset(cached_json(f"{Path(index).stem}-headwords", key, read))
 
 
