@@ -14,7 +14,11 @@ nice -n 19 mypy > "$mypy_log" 2>&1 &
 mypy_pid=$!
 # the numba kernels compile into numba's cache beside the package: the tests' first engines and servers then read
 # them from the cache instead of compiling them, each on its own
+# (the passage kernels in a second process beside the retrieval ones: warm_kernels then reads them from the cache)
+python -c "import service.passages.kernels as k; k.warm()" &
+passages_pid=$!
 python -c "from service.startup import warm_kernels; print('== kernels:', warm_kernels())"
+wait "$passages_pid"
 echo "== pytest"
 set +e
 # two workers (the CI machine's two cores), whole test files per worker, handed out longest first (tests/conftest.py);

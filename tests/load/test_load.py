@@ -1,6 +1,6 @@
 """Load test: the locust scenario (``locustfile.py``) headless against a live ``priorart serve`` on 127.0.0.1.
 
-20 users, spawn rate 10/s, 20 s, ``--exit-code-on-error 1``. Fails on any failed request (HTTP error or a
+20 users, spawn rate 10/s, 12 s, ``--exit-code-on-error 1``. Fails on any failed request (HTTP error or a
 response that does not check out). Prints requests/s and p50/p95/p99 from locust's ``--csv`` stats and
 writes them (plus the CSVs and the HTML report) to ``$PRIORART_ARTIFACTS/load`` or a session tmp folder.
 Figures are reported, never asserted: they depend on the machine.
@@ -29,7 +29,7 @@ import httpx
 import pytest
 
 HERE = Path(__file__).resolve().parent
-USERS, SPAWN_RATE, RUN_TIME_S = 20, 10, 20
+USERS, SPAWN_RATE, RUN_TIME_S = 20, 10, 12  # 12 s: the figures settle; the suite's time
 
 # never import locust here: it monkey-patches the whole process with gevent; it runs as a subprocess
 pytestmark = [
@@ -131,7 +131,7 @@ def test_locust_search_and_passages_mix(server: Any, artifacts: Path, capsys: py
 
 # ------------------------------------------------------------------------------------ live index under load
 
-LIVE_MIN_RUN_S, LIVE_MAX_RUN_S, PICKUP_TIMEOUT_S = 32, 300, 30  # the test stops locust itself; 300: a cap only
+LIVE_MIN_RUN_S, LIVE_MAX_RUN_S, PICKUP_TIMEOUT_S = 20, 300, 30  # the test stops locust itself; 300: a cap only
 
 
 @pytest.fixture
@@ -211,7 +211,7 @@ def test_locust_mix_while_adding_and_compacting(live_index: tuple[Path, list[Pat
                               "loaded_after_s": round(time.monotonic() - t_commit, 1),
                               "at_s": round(t_commit - started, 1), "live_documents": report["live_documents"],
                               "segments": report["segments"]})
-                time.sleep(2)  # some load on this generation
+                time.sleep(1)  # some load on this generation
             time.sleep(max(4.0, LIVE_MIN_RUN_S - (time.monotonic() - started)))
         finally:
             if locust.poll() is None:

@@ -34,6 +34,7 @@ from service.settings import Settings  # noqa: E402
 from training.build import build_sharded_index  # noqa: E402
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow, pytest.mark.server]
+SHARDS = 2  # a fan-out over Ray Serve deployments; each shard is a replica process (the suite's time)
 
 
 def _free_port() -> int:
@@ -44,7 +45,7 @@ def _free_port() -> int:
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    """A local Ray cluster; a synthetic corpus built into 3 shards as Ray tasks and in process; the Ray Serve app."""
+    """A local Ray cluster; a synthetic corpus built into SHARDS shards as Ray tasks and in process; the Ray Serve app."""
     from service.serve_ray import APP_NAME, application
     from training.synth import generate
 
@@ -53,7 +54,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     try:
         # PSQ routes are covered in process (test_shards.py): no tables here, to keep the module short
-        by_ray = build_sharded_index(d / "corpus.jsonl", d / "ray", shards=3, use_ray=True, translation=False,
+        by_ray = build_sharded_index(d / "corpus.jsonl", d / "ray", shards=SHARDS, use_ray=True, translation=False,
                                      progress=False)
         port = _free_port()
         serve.start(http_options={"host": "127.0.0.1", "port": port})
@@ -79,8 +80,8 @@ def test_ray_build_and_serve_answer_as_the_embedded_engine(cluster: dict[str, An
     d = cluster["dir"]
     assert cluster["by_ray"].engine.startswith("ray")
     records = list(read_corpus(d / "corpus.jsonl"))
-    for i in range(3):  # every document in the shard of its family key, in corpus order
-        want = [r.id for r in records if shard_for(family_key(r), 3) == i]
+    for i in range(SHARDS):  # every document in the shard of its family key, in corpus order
+        want = [r.id for r in records if shard_for(family_key(r), SHARDS) == i]
         assert json.loads((d / "ray" / Layout.shard(i) / Layout.IDS).read_text()) == want
     embedded = Engine.load(d / "ray", settings=Settings(index_dir=d / "ray"))  # the same index, in process
     with httpx.Client(base_url=cluster["url"], timeout=60) as client:
@@ -128,7 +129,7 @@ def test_a_shard_replica_killed_under_load_gives_partial_answers_and_rejoins(clu
         complete = {q["query"]: [h["id"] for h in client.post("/search", json=q).json()["results"]] for q in queries}
     outcomes: Counter[str] = Counter()
     problems: list[str] = []
-    run_s = 16
+    run_s = 12
 
     def checker(stop: float) -> None:
         with httpx.Client(base_url=url, timeout=60) as client:
