@@ -45,7 +45,7 @@ def _free_port() -> int:
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    """A local Ray cluster; a synthetic corpus built into SHARDS shards as Ray tasks and in process; the Ray Serve app."""
+    """A local Ray cluster; a synthetic corpus built into SHARDS shards as Ray tasks; the Ray Serve app."""
     from service.serve_ray import APP_NAME, application
     from training.synth import generate
 
