@@ -8,7 +8,7 @@ command -v "$PY" >/dev/null || PY=python3
 
 # System packages: FreeDict lexicons (query translation), the Ding German-English dictionary (trans-de-en:
 # `priorart build --lexicons freedict,ding`, measured in docs/RESULTS.md) and Chromium (browser tests).
-APT_PKGS="dict-freedict-deu-eng dict-freedict-fra-eng dict-freedict-eng-deu dict-freedict-eng-fra trans-de-en chromium"
+APT_PKGS="dict-freedict-deu-eng dict-freedict-fra-eng dict-freedict-eng-deu dict-freedict-eng-fra dict-freedict-deu-fra dict-freedict-fra-deu trans-de-en chromium"
 missing=""
 for p in $APT_PKGS; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
 if [ -n "$missing" ]; then

@@ -184,7 +184,7 @@ class QueryInfo(BaseModel):
     translation: str | None = None
     routes: list[str] = Field(default_factory=list, description="first-stage routes, e.g. 'en:psq'")
     route_tables: dict[str, str] = Field(
-        default_factory=dict, description="table of each translated route, e.g. {'fr:psq': 'de-fr via en'}"
+        default_factory=dict, description="table of each translated route, e.g. {'fr:psq': 'de-fr + via en'}"
     )
     translated_to: list[str] = Field(
         default_factory=list, description="languages the query was translated into (its PSQ routes), e.g. ['de', 'fr']")

@@ -74,7 +74,7 @@ class RouteInfo:
     name: str  # e.g. "de", "en:psq", "en:raw"
     index_lang: str
     kind: str  # mono | psq | raw
-    table: str | None  # e.g. "de-en", "de-fr via en"
+    table: str | None  # e.g. "de-en", "de-fr + via en" (its own table mixed with de-en + en-fr), "de-fr via en"
     n_matched: int | None  # documents matching a query term (None: not counted, an unexplained one-route search)
     max_score: float
     norm: float = 0.0  # the score a document would need to reach 1 after normalisation (0: raw scores)

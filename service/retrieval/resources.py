@@ -10,9 +10,9 @@ Routes. A query in language ``L`` is searched:
 - in the ``L`` index when there is one (``mono``, route name ``L``);
 - with ``translate=True``, in every other indexed language ``X`` for which the index has a table
   ``translation/L-X.json`` (``psq``, route name ``X:psq``): ``de``/``fr`` -> ``en``, ``en`` -> ``de``/``fr``
-  (so an English query reaches German- and French-only documents), ``de`` <-> ``fr`` (a direct table, or,
-  when there is none, ``L-en`` and ``en-X`` composed at query time: the route's ``table`` then says
-  ``via en``);
+  (so an English query reaches German- and French-only documents), ``de`` <-> ``fr`` (``L-en`` and ``en-X``
+  composed at query time, mixed half and half with the index's own ``L-X`` table when it has one: the route's
+  ``table`` then says ``L-X + via en``, or ``L-X via en`` without one);
 - with ``translate=False`` and ``L != en``: the raw analysed ``L`` terms in the English index (``raw``,
   the "no translation" baseline); with ``translate="<name or path>"``: by PSQ through that one table
   (offline experiments). With ``translate=True`` and no table into English, the raw route is used only
@@ -32,9 +32,11 @@ from service.index.store import DocStore
 from service.query import QueryError
 from service.retrieval.sparse import QueryUnit, SparseIndex
 from service.text.analysis import SUPPORTED_LANGS, Analyzer, get_analyzer
-from service.text.translation import PivotTable, TranslationTable
+from service.text.translation import MixedTable, PivotTable, TranslationTable
 
 PIVOT_LANG = "en"
+MIX_WEIGHT = 0.5
+"""The weight of a pair's own table (de-fr, fr-de) beside its composition through English (1 - MIX_WEIGHT)."""
 PARTS_MAX_TERMS = 20
 """Translate the parts of compounds a table does not know in queries of at most this many terms."""
 
@@ -100,12 +102,16 @@ class IndexResources:
         self.pair_tables: dict[tuple[str, str], TranslationTable] = {
             (key if isinstance(key, tuple) else (key, "en")): t for key, t in tables.items()
         }
-        # de <-> fr (any pair without its own table) through English, composed at query time
+        # de <-> fr through English, composed at query time, and mixed with the pair's own table where the index has
+        # one (MIX_WEIGHT each): either alone ranks the twin passage lower (docs/RESULTS.md, passages across languages)
         for src in SUPPORTED_LANGS:
             for tgt in self.indexes:
                 legs = self.pair_tables.get((src, PIVOT_LANG)), self.pair_tables.get((PIVOT_LANG, tgt))
-                if src != tgt and (src, tgt) not in self.pair_tables and legs[0] is not None and legs[1] is not None:
-                    self.pair_tables[(src, tgt)] = PivotTable(legs[0], legs[1])
+                if PIVOT_LANG in (src, tgt) or src == tgt or legs[0] is None or legs[1] is None:
+                    continue
+                composed = PivotTable(legs[0], legs[1])
+                own = self.pair_tables.get((src, tgt))
+                self.pair_tables[(src, tgt)] = composed if own is None else MixedTable(own, composed, MIX_WEIGHT)
         self.tables = {src: t for (src, tgt), t in self.pair_tables.items() if tgt == "en"}  # into English, by source
         self.analyzers = dict(analyzers or {})  # the index's analyzers (compound splitting); others: default
         # translate the parts of compounds a table does not know in queries of at most this many terms
@@ -167,6 +173,8 @@ class IndexResources:
     @staticmethod
     def _table_label(table: TranslationTable) -> str:
         via = next((x.split(":", 1)[1] for x in table.sources if x.startswith("pivot:")), None)
+        if via and isinstance(table, MixedTable):
+            return f"{table.src}-{table.tgt} + via {via}"
         return f"{table.src}-{table.tgt}" + (f" via {via}" if via else "")
 
     def _named_table(self, name: str, lang: str) -> TranslationTable:
@@ -258,4 +266,4 @@ class IndexResources:
         return routes
 
 
-__all__ = ["PARTS_MAX_TERMS", "PIVOT_LANG", "IndexResources", "Route"]
+__all__ = ["MIX_WEIGHT", "PARTS_MAX_TERMS", "PIVOT_LANG", "IndexResources", "Route"]

@@ -65,7 +65,7 @@ from training.translation.lexicons import (
     load_lexicon,
     parse_lexicons,
 )
-from training.translation.tables import TableSettings
+from training.translation.tables import DIRECT_PAIRS, TableSettings
 
 log = logging.getLogger(__name__)
 
@@ -207,7 +207,7 @@ def run_xling_task(
             if lang in splitters[fold]:
                 qterms[lang].update(Analyzer(lang, splitter=splitters[fold][lang])(text))
     lexicons: dict[tuple[str, str], Lexicon] = {}
-    for src, tgt in (("de", "en"), ("fr", "en"), ("en", "de"), ("en", "fr")):
+    for src, tgt in DIRECT_PAIRS:
         full = load_lexicon(src, tgt, s.lexicons, dirs=dirs, progress=progress)
         keep_all = src == "en" and "en" not in setup["topic_langs"]  # a pivot leg: rows of pivot terms
         lexicons[(src, tgt)] = full if keep_all else full.restricted(qterms[src])

@@ -1,5 +1,6 @@
 """FreeDict lexicons between English, German and French (Debian ``dict-freedict-deu-eng``, ``-fra-eng``,
-``-eng-deu``, ``-eng-fra``): German/French -> English, and English -> German/French.
+``-eng-deu``, ``-eng-fra``, ``-deu-fra``, ``-fra-deu``): German/French -> English, English -> German/French, and
+German <-> French.
 
 The files are in dictd format: ``NAME.index`` holds one line per headword (``headword TAB
 base64-offset TAB base64-length``) pointing into ``NAME.dict.dz``, a gzip-readable text file of
@@ -29,6 +30,10 @@ lexicons have the same format and are read the same way, with the languages swap
   has no single-word one, and then only through their head, the last content word (English noun
   compounds are head-final: ``rack bay`` -> ``bay``, ``water wave`` -> ``wave``; so are German
   adjective + noun phrases, ``elektrische Spannung`` -> ``spannung``);
+* the German <-> French lexicons are WikDict editions (made from Wiktionary) with another layout: after the
+  headword line, the first line and every line that starts with a sense number (``1. bac``, ``2. récipient,
+  réservoir``) are translations; the other lines are definitions in the *source* language (``Gefäß mit einem
+  hinreichenden Innenvolumen ...``) and are skipped (:data:`GLOSSED`);
 * each sense carries the same mass, shared uniformly by its distinct terms; the masses of all senses
   of all entries of a source term are summed and normalised. A term that translates many senses
   (``Schicht``: layer in three of them) therefore outranks a one-off sense (``shift``). Dictionary
@@ -68,13 +73,19 @@ LEXICONS = {
     ("fr", "en"): "freedict-fra-eng",
     ("en", "de"): "freedict-eng-deu",
     ("en", "fr"): "freedict-eng-fra",
+    ("de", "fr"): "freedict-deu-fra",
+    ("fr", "de"): "freedict-fra-deu",
 }
+GLOSSED = frozenset({("de", "fr"), ("fr", "de")})
+"""The WikDict lexicons, whose entries mix translations with source-language definitions (see above)."""
 LEXICON_NAMES = {src: name for (src, tgt), name in LEXICONS.items() if tgt == "en"}  # src -> English ones
 DEBIAN_PACKAGES = {pair: f"dict-{name}" for pair, name in LEXICONS.items()}
 
 _B64 = {c: i for i, c in enumerate("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/")}
 _NOT_TRANSLATION_RE = re.compile(r'^\s*(?:"|Note:|Synonyms?:|see:|Antonyms?:|Example|Usage:)')
 _SENSE_NUM_RE = re.compile(r"^\s*\d+\.\s+")
+_SENSE_NUM_START_RE = re.compile(r"^\s*\d+\.(?:\s|$)")
+_TRAILING_NUM_RE = re.compile(r"\s+\d+\.$")
 _PRON_RE = re.compile(r"\s/[^/]*/")
 
 
@@ -147,16 +158,22 @@ def parse_headword(first_line: str) -> str:
     return re.split(r"\s+(?:<|\(\[|\()", first, maxsplit=1)[0].strip()
 
 
-def parse_entry(text: str) -> DictEntry | None:
-    """Parse the text of one dictd entry; ``None`` when it has no headword or no translation."""
+def parse_entry(text: str, *, glossed: bool = False) -> DictEntry | None:
+    """Parse the text of one dictd entry; ``None`` when it has no headword or no translation.
+
+    ``glossed``: a WikDict entry (:data:`GLOSSED`), whose translations are the first line and the numbered ones."""
     lines = text.split("\n")
     headword = parse_headword(lines[0])
     senses: list[tuple[str, ...]] = []
-    for line in lines[1:]:
+    for i, line in enumerate(lines[1:]):
         if not line.strip():
             break  # the translation block ends at the first blank line
         if _NOT_TRANSLATION_RE.match(line):
             continue  # examples, notes, synonyms, cross-references
+        if glossed:
+            if i > 0 and not _SENSE_NUM_START_RE.match(line):
+                continue  # a definition in the source language
+            line = _TRAILING_NUM_RE.sub("", _SENSE_NUM_START_RE.sub("", line))  # "2. Baum 2.", " 3." (no translation)
         line = _SENSE_NUM_RE.sub("", line)
         cleaned = MARKS_RE.sub(" ", line)
         alts = tuple(a for a in (re.sub(r"\s+", " ", x).strip(" .;:") for x in re.split(r"[,;]", cleaned)) if a)
@@ -198,7 +215,7 @@ def lexicon_table(
         s = source_term(parse_headword(text.split("\n", 1)[0]))
         if s is None or (only is not None and s not in only):
             continue
-        entry = parse_entry(text)
+        entry = parse_entry(text, glossed=(src, tgt) in GLOSSED)
         if entry is None:
             continue
         n_entries += 1

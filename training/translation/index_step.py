@@ -215,10 +215,12 @@ class AlignedCollector:
 
 
 def needed_directions(index_langs: Sequence[str]) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
-    """(direct pairs to train, pivot pairs to compose) so that every query language reaches every indexed one."""
+    """(direct pairs to train, pivot pairs to compose) so that every query language reaches every indexed one: every
+    pair trained that has its resources (:data:`DIRECT_PAIRS`), and a pair without English (de <-> fr) also composed
+    through English at query time, its legs trained too (the service mixes the two: service/retrieval/resources.py)."""
     targets = [t for t in index_langs if t in SUPPORTED_LANGS]
     wanted = [(s, t) for t in targets for s in SUPPORTED_LANGS if s != t]
-    pivots = [(s, t) for s, t in wanted if (s, t) not in DIRECT_PAIRS]
+    pivots = [(s, t) for s, t in wanted if PIVOT not in (s, t)]
     direct = [p for p in DIRECT_PAIRS if p in wanted]
     for s, t in pivots:
         for leg in ((s, PIVOT), (PIVOT, t)):
@@ -294,9 +296,12 @@ def build_index_tables(
             continue
         built[(src, tgt)] = table
         report["directions"][f"{src}-{tgt}"] = info
-    for src, tgt in pivots:  # composed by the first stage at query time from the two stored legs
+    for src, tgt in pivots:  # composed at query time from the two stored legs (and mixed with a direct table)
         if (src, PIVOT) in built and (PIVOT, tgt) in built:
-            report["directions"][f"{src}-{tgt}"] = {"sources": [f"pivot:{PIVOT}"], "composed": "at query time"}
+            if (src, tgt) in built:
+                report["directions"][f"{src}-{tgt}"]["mixed"] = f"half and half with {src}-{PIVOT} + {PIVOT}-{tgt}"
+            else:
+                report["directions"][f"{src}-{tgt}"] = {"sources": [f"pivot:{PIVOT}"], "composed": "at query time"}
         else:
             report["warnings"].append(f"no {src}-{tgt} translation: no {src}-{PIVOT} or {PIVOT}-{tgt} table")
     entries = []

@@ -216,7 +216,7 @@ def write_tables(out_dir: str | Path, tables: Mapping[str, TranslationTable], me
 
 # ----------------------------------------------------------------------------------- every direction
 
-DIRECT_PAIRS = (("de", "en"), ("fr", "en"), ("en", "de"), ("en", "fr"))
+DIRECT_PAIRS = (("de", "en"), ("fr", "en"), ("en", "de"), ("en", "fr"), ("de", "fr"), ("fr", "de"))
 """Directions with their own resources: FreeDict lexicons and aligned claims (read in either direction)."""
 PIVOT = "en"
 

@@ -44,7 +44,7 @@ def _claim(records: list[PatentRecord], doc_id: str, lang: str) -> str:
 def test_the_issue_query_finds_english_documents_on_a_plain_build(default_index: FirstStage) -> None:
     res = default_index.search(ISSUE_QUERY, lang="de", k=10)
     routes = {r.name: r.table for r in res.info.routes}
-    assert routes == {"de": None, "en:psq": "de-en", "fr:psq": "de-fr via en"}
+    assert routes == {"de": None, "en:psq": "de-en", "fr:psq": "de-fr + via en"}
     assert len(res.hits) == 10 and not res.info.notes
     assert res.hits[0].route == "en:psq"
     # the compounds were split: their parts are query terms, and translated
@@ -68,7 +68,7 @@ def test_english_claim_reaches_german_and_french_only_grants(records: list[Paten
     ("doc_id", "query_lang", "index_lang"),
     [("EP0588006B2", "fr", "de"), ("EP1011858B2", "de", "fr")],  # a German / a French description
 )
-def test_german_and_french_reach_each_other_through_english(
+def test_german_and_french_reach_each_other_through_their_table_and_english(
     records: list[PatentRecord], tmp_path: Path, doc_id: str, query_lang: str, index_lang: str
 ) -> None:
     ep = [r for r in records if r.country == "EP"]
@@ -76,7 +76,7 @@ def test_german_and_french_reach_each_other_through_english(
     stage = FirstStage.load(tmp_path / "idx")
     res = stage.search(_claim(records, doc_id, query_lang), lang=query_lang, k=10)
     assert [(r.name, r.table) for r in res.info.routes] == [
-        (f"{index_lang}:psq", f"{query_lang}-{index_lang} via en")
+        (f"{index_lang}:psq", f"{query_lang}-{index_lang} + via en")
     ]
     assert res.hits[0].doc_id == doc_id and res.hits[0].route == f"{index_lang}:psq"
 

@@ -16,7 +16,7 @@ from service.corpus.record import Claim, PatentRecord
 from service.index.folder import load_meta
 from service.retrieval.first_stage import FirstStage, attainable_score, reference_score
 from service.text.analysis import Analyzer, get_analyzer
-from service.text.translation import PivotTable, TranslationTable
+from service.text.translation import MixedTable, PivotTable, TranslationTable
 from training.build import BuildError, CachedAnalyzer, build_index
 from training.translation.compounds import build_splitter
 from training.translation.index_step import AlignedCollector, count_words, needed_directions
@@ -63,11 +63,28 @@ def index(corpus: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_directions_into_every_indexed_language() -> None:
     direct, pivots = needed_directions(["en", "de", "fr"])
-    assert set(direct) == {("de", "en"), ("fr", "en"), ("en", "de"), ("en", "fr")}
-    assert set(pivots) == {("de", "fr"), ("fr", "de")}
-    direct, pivots = needed_directions(["fr"])  # de -> fr needs de -> en as a pivot leg
-    assert set(direct) == {("en", "fr"), ("de", "en")} and pivots == [("de", "fr")]
+    assert set(direct) == {("de", "en"), ("fr", "en"), ("en", "de"), ("en", "fr"), ("de", "fr"), ("fr", "de")}
+    assert set(pivots) == {("de", "fr"), ("fr", "de")}  # trained, and composed through English as well
+    direct, pivots = needed_directions(["fr"])  # de -> fr: its own table and the legs de -> en -> fr
+    assert set(direct) == {("en", "fr"), ("de", "fr"), ("de", "en")} and pivots == [("de", "fr")]
     assert needed_directions(["en"]) == ([("de", "en"), ("fr", "en")], [])
+
+
+def test_mixed_table_mixes_a_direct_table_with_the_composition_through_english() -> None:
+    de_en = TranslationTable({"kolben": {"piston": 0.75, "flask": 0.25}}, src="de")
+    en_fr = TranslationTable({"piston": {"piston": 1.0}, "flask": {"flacon": 1.0}}, src="en", tgt="fr")
+    direct = TranslationTable({"kolben": {"piston": 1.0}, "gehause": {"boitier": 0.8, "carter": 0.2}}, src="de",
+                              tgt="fr")
+    mixed = MixedTable(direct, PivotTable(de_en, en_fr), 0.5)
+    assert (mixed.src, mixed.tgt, mixed.hops) == ("de", "fr", 2)  # passages measure it as text two tables away
+    assert dict(mixed.lookup("kolben")) == pytest.approx({"piston": 0.875, "flacon": 0.125})
+    # a term only one table knows keeps that table's translations; one neither knows passes through
+    assert mixed.translate_term("gehause") == pytest.approx({"boitier": 0.8, "carter": 0.2})
+    assert mixed.translate_term("(12)") == {"(12)": 1.0} and "gehause" in mixed and "(12)" not in mixed
+    with pytest.raises(ValueError, match="cannot mix"):
+        MixedTable(direct, de_en)
+    with pytest.raises(TypeError):
+        mixed.to_json()
 
 
 def test_pivot_table_composes_two_tables_at_query_time() -> None:
@@ -86,11 +103,12 @@ def test_pivot_table_composes_two_tables_at_query_time() -> None:
 def test_default_build_makes_every_direction_and_reports_it(index: Path) -> None:
     meta = load_meta(index)
     pairs = {(t["src"], t["tgt"]): t for t in meta.components["translation"]}
-    assert set(pairs) == {("de", "en"), ("fr", "en"), ("en", "de"), ("en", "fr")}  # stored: the direct ones
+    assert set(pairs) == {("de", "en"), ("fr", "en"), ("en", "de"), ("en", "fr"), ("de", "fr"), ("fr", "de")}
     assert "aligned-claims" in pairs[("en", "de")]["sources"] and "freedict" in pairs[("de", "en")]["sources"]
-    stage = FirstStage.load(index)  # de <-> fr composed through English when loaded
-    assert isinstance(stage.pair_tables[("de", "fr")], PivotTable) and set(stage.pair_tables) == set(pairs) | {
-        ("de", "fr"), ("fr", "de")}
+    assert "aligned-claims" in pairs[("de", "fr")]["sources"]
+    stage = FirstStage.load(index)  # de <-> fr: its own table mixed with the composition through English
+    table = stage.pair_tables[("de", "fr")]
+    assert isinstance(table, MixedTable) and isinstance(table.b, PivotTable) and set(stage.pair_tables) == set(pairs)
     assert meta.settings.analysis["compounds"]["de"]["file"] == "analysis/compounds-de.json"
 
 
@@ -128,10 +146,10 @@ def test_english_query_reaches_german_and_french_only_documents(index: Path) -> 
 
 
 @pytest.mark.slow
-def test_german_query_reaches_french_only_documents_through_english(index: Path) -> None:
+def test_german_query_reaches_french_only_documents_through_its_table_and_english(index: Path) -> None:
     stage = FirstStage.load(index)
     res = stage.search("Transformator mit Kern und Wicklung", lang="de", k=5)
-    assert {r.name: r.table for r in res.info.routes} == {"de": None, "en:psq": "de-en", "fr:psq": "de-fr via en"}
+    assert {r.name: r.table for r in res.info.routes} == {"de": None, "en:psq": "de-en", "fr:psq": "de-fr + via en"}
     assert res.hits[0].doc_id == "EP0000001B1"
     fr_hit = next(h for h in res.hits if h.doc_id == "EP0000004B1")
     assert fr_hit.route == "fr:psq"

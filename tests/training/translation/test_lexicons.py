@@ -202,7 +202,8 @@ def test_build_tables_report_the_lexicons_of_each_direction(trans_dir: Path, tmp
                                  lexicon_dirs={"freedict": tmp_path / "no-dictd", "ding": trans_dir})
     vocabs = {"en": {E("housing"), E("cabinet"), E("piston")}}
     entries, report = build_index_tables(tmp_path / "idx", RECORDS, ["en", "de"], vocabs, options, progress=False)
-    assert report["lexicons"] == {"de-en": ["ding"], "fr-en": [], "en-de": ["ding"]}  # fr-de goes through en
+    # fr-de: its own table (no lexicon here, and no aligned French-German claims) and the composition through en
+    assert report["lexicons"] == {"de-en": ["ding"], "fr-en": [], "en-de": ["ding"], "fr-de": []}
     sources = {(e["src"], e["tgt"]): e["sources"] for e in entries}
     assert sources[("de", "en")][:2] == ["aligned-claims", "ding"]
     assert report["directions"]["de-en"]["dictionary"]["lexicons"] == ["ding"]

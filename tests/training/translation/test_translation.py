@@ -201,6 +201,20 @@ def test_parse_entry_strips_grammar_examples_and_references() -> None:
     assert parse_entry("Wort /vɔɾt/\n") is None
 
 
+# a WikDict entry of freedict-fra-deu as published: numbered senses, source-language definitions between them, a
+# stray sense number after a translation ("Baum 2.") and senses with no translation (" 3.")
+ARBRE = ("arbre /aʁbʁ/ <n, masc>\n1. Welle\nAxe de rotation\n2. Baum 2.\nGrand végétal\n 3.\n"
+         "(Informatique) Structure de données\n 4.\nTige ou pièce cylindrique en rotation\n")
+
+
+def test_glossed_entries_keep_translations_and_drop_definitions() -> None:
+    assert parse_entry(ARBRE, glossed=True) == DictEntry("arbre", (("Welle",), ("Baum",)))
+    unnumbered = "Dichtung /ˈdɪçtʊŋ/ <n, fem>\ngarniture, joint\n(Maschinen-)Element zum Abdichten\n"
+    assert parse_entry(unnumbered, glossed=True) == DictEntry("Dichtung", (("garniture", "joint"),))
+    # read as an older FreeDict entry, the definitions would be translations
+    assert ("Grand végétal",) in parse_entry(ARBRE).senses  # type: ignore[union-attr]
+
+
 def _write_dictd(folder: Path, name: str, entries: list[str], *, compress: bool = True) -> None:
     body = b""
     lines = []
@@ -275,6 +289,7 @@ def test_missing_lexicon_warns_and_returns_none(tmp_path: Path, caplog: pytest.L
 
 REAL_DE_INDEX = Path("/usr/share/dictd/freedict-deu-eng.index")
 REAL_FR_INDEX = Path("/usr/share/dictd/freedict-fra-eng.index")
+REAL_FR_DE_INDEX = Path("/usr/share/dictd/freedict-fra-deu.index")
 
 
 @pytest.mark.skipif(
@@ -330,6 +345,18 @@ def test_headwords_and_their_stems_are_read_back_from_the_disk_cache(tmp_path: P
     (cached,) = (tmp_path / "cache" / "lexicons").glob("stems-de-*.json")
     cached.write_text(json.dumps(["sentinel"]))
     assert dictionary_stems(words, "de") == ["sentinel"] and dictionary_stems({"kolben"}, "de") == ["kolb"]
+
+
+@pytest.mark.skipif(
+    not REAL_FR_DE_INDEX.exists(),
+    reason=f"{REAL_FR_DE_INDEX} absent: install dict-freedict-fra-deu (scripts/setup.sh)",
+)
+def test_real_french_german_lexicon_table() -> None:
+    table = lexicon_table("fr", tgt="de", progress=False)
+    assert len(table) > 20000
+    assert table["soupap"] == {"ventil": 1.0} and table["arbre"] == {"well": 0.5, "baum": 0.5}
+    numbers = sum(t.isdigit() for row in table.values() for t in row)  # sense numbers taken for words: thousands
+    assert numbers < 20  # what is left are chemical names ("2,4,6-Trinitrotoluol")
 
 
 # ----------------------------------------------------------------------------- merged tables
