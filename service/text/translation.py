@@ -11,6 +11,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import orjson
 
@@ -55,7 +56,7 @@ class TranslationTable:
 
     def lookup(self, term: str) -> list[tuple[str, float]]:
         """All translations of one source term, most probable first (unpruned)."""
-        return sorted(self.entries.get(term, {}).items(), key=lambda kv: (-kv[1], kv[0]))
+        return _ranked(self.entries.get(term, {}))
 
     def translate_term(self, term: str) -> dict[str, float]:
         """Pruned, renormalised translations of one term.
@@ -142,7 +143,32 @@ def table_path(path: str | Path, src: str, tgt: str = "en") -> Path:
     )
 
 
-class PivotTable(TranslationTable):
+class QueryTimeTable(TranslationTable):
+    """A table made at query time from other tables (:class:`PivotTable`, :class:`MixedTable`): nothing is stored,
+    and each source term's pruned translations are memoised (a bounded memo: the query vocabulary)."""
+
+    def __init__(self, entries: Mapping[str, Mapping[str, float]], **kwargs: Any) -> None:
+        super().__init__(entries, **kwargs)
+        self._memo: dict[str, dict[str, float]] = {}
+
+    def translate_term(self, term: str) -> dict[str, float]:
+        cached = self._memo.get(term)
+        if cached is None:
+            cached = super().translate_term(term)
+            if len(self._memo) < 100_000:
+                self._memo[term] = cached
+        return cached
+
+    def to_json(self) -> dict[str, object]:
+        raise TypeError(f"a {type(self).__name__} is made at query time and not saved; save the tables it is made of")
+
+
+def _ranked(probs: Mapping[str, float]) -> list[tuple[str, float]]:
+    """``probs`` as ``lookup`` gives them: most probable first, ties by term."""
+    return sorted(probs.items(), key=lambda kv: (-kv[1], kv[0]))
+
+
+class PivotTable(QueryTimeTable):
     """``src`` -> ``tgt`` through a pivot language, composed at query time from two tables (``de-en`` and
     ``en-fr`` give ``de-fr``): p(t|s) = sum_e p(e|s) p(t|e) over the query-time-pruned alternatives of
     both legs, then pruned the same way. Nothing is stored; a term the first table does not know passes
@@ -163,7 +189,6 @@ class PivotTable(TranslationTable):
             min_prob=first.min_prob,
         )
         self.first, self.second, self.pivot = first, second, first.tgt
-        self._memo: dict[str, dict[str, float]] = {}
 
     def __len__(self) -> int:
         return len(self.first)
@@ -176,21 +201,11 @@ class PivotTable(TranslationTable):
         for e, p in self.first.translate_term(term).items():
             for t, q in self.second.translate_term(e).items():
                 mixed[t] = mixed.get(t, 0.0) + p * q
-        return sorted(mixed.items(), key=lambda kv: (-kv[1], kv[0]))
-
-    def translate_term(self, term: str) -> dict[str, float]:
-        cached = self._memo.get(term)
-        if cached is None:
-            cached = super().translate_term(term)
-            if len(self._memo) < 100_000:
-                self._memo[term] = cached
-        return cached
-
-    def to_json(self) -> dict[str, object]:
-        raise TypeError("a pivot table is composed at query time and not saved; save its two legs")
+        return _ranked(mixed)
 
 
-class MixedTable(TranslationTable):
+
+class MixedTable(QueryTimeTable):
     """Two tables of one direction mixed at query time: p(t|s) = w p_a(t|s) + (1 - w) p_b(t|s) over each one's pruned
     alternatives, then pruned the same way (a term one table does not know keeps the other's translations; one that
     neither knows passes through). Nothing is stored. ``hops`` is the larger of the two (the average, 1.5 for a direct
@@ -203,7 +218,6 @@ class MixedTable(TranslationTable):
                          max_alternatives=a.max_alternatives, cumulative=a.cumulative, min_prob=a.min_prob)
         self.a, self.b, self.weight = a, b, weight
         self.hops = max(a.hops, b.hops)
-        self._memo: dict[str, dict[str, float]] = {}
 
     def __len__(self) -> int:
         return max(len(self.a), len(self.b))  # the source terms of the larger table (at least this many known)
@@ -220,15 +234,5 @@ class MixedTable(TranslationTable):
         for table, w in known:
             for t, p in table.translate_term(term).items():
                 mixed[t] = mixed.get(t, 0.0) + p * w / total
-        return sorted(mixed.items(), key=lambda kv: (-kv[1], kv[0]))
+        return _ranked(mixed)
 
-    def translate_term(self, term: str) -> dict[str, float]:
-        cached = self._memo.get(term)
-        if cached is None:
-            cached = super().translate_term(term)
-            if len(self._memo) < 100_000:
-                self._memo[term] = cached
-        return cached
-
-    def to_json(self) -> dict[str, object]:
-        raise TypeError("a mixed table is made at query time and not saved; save its two tables")
