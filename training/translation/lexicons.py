@@ -8,7 +8,9 @@ Sources (each a Debian package, read where Debian installs it):
 * ``ding``: the Ding German-English dictionary, de->en and en->de (``trans-de-en``,
   :mod:`training.translation.ding`). FreeDict's German lexicons are themselves converted from an older Ding
   release (1.9-fd1, 2022), so the two overlap heavily; Ding adds the newer entries and groups a word's senses
-  differently (a line per sense with its compounds, where FreeDict splits the sub-entries into entries).
+  differently (a line per sense with its compounds, where FreeDict splits the sub-entries into entries);
+* ``pivot``: English -> French through German, FreeDict's en-de composed with its de-fr (WikDict, 47k headwords):
+  FreeDict's own English-French lexicon has 6k rows, the composition 31k.
 
 A missing package is a warning, never a failure: the direction then uses the other sources (or the aligned
 claims alone). Where several sources have a row for a term, :func:`combine` averages their rows (each
@@ -22,8 +24,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from service.text.translation import PivotTable, TranslationTable
 from training.translation import ding, freedict
-from training.translation.dictionary import Entries, LexiconNotFoundError
+from training.translation.dictionary import Entries, LexiconNotFoundError, cached_json, file_stamp
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +56,38 @@ def _freedict_table(src: str, tgt: str, folder: Path, progress: bool | None) -> 
     return table
 
 
+PIVOT = "de"
+"""The language the ``pivot`` source goes through (FreeDict's largest lexicons: German <-> English and the WikDict
+German <-> French editions)."""
+
+
+PIVOT_CACHE_VERSION = 1  # bump when the composition changes (the legs' own changes are in their cache version)
+
+
+def compose(first: Entries, second: Entries, *, src: str, tgt: str) -> Entries:
+    """``first`` (``src`` -> pivot) composed with ``second`` (pivot -> ``tgt``) as :class:`PivotTable` composes
+    tables (p(t|s) = sum_d p(d|s) p(t|d) over each leg's pruned alternatives); a pivot word ``second`` does not know
+    is dropped, not passed through as a ``tgt`` word."""
+    known = {s: kept for s, row in first.items() if (kept := {d: p for d, p in row.items() if d in second})}
+    head = TranslationTable(known, src=src, tgt=PIVOT)
+    composed = PivotTable(head, TranslationTable(second, src=PIVOT, tgt=tgt))
+    return {s: row for s in head.entries if (row := dict(composed.lookup(s)))}
+
+
+def _pivot_table(src: str, tgt: str, folder: Path, progress: bool | None) -> Entries:
+    """FreeDict's ``src``-de lexicon composed with its de-``tgt`` one (:func:`compose`), cached on disk like the
+    lexicons; ``LexiconNotFoundError`` when a leg is not installed."""
+    legs = ((src, PIVOT), (PIVOT, tgt))
+    files = [path for s, t in legs for path in freedict.lexicon_paths(s, folder, tgt=t)]
+    missing = [str(path) for path in files if not path.exists()]
+    if missing:
+        raise LexiconNotFoundError(f"FreeDict lexicon {missing[0]} not found")
+    key = f"{PIVOT_CACHE_VERSION}|{freedict.LEXICON_CACHE_VERSION}|{file_stamp(files)}"
+    return cached_json(f"pivot-{src}-{PIVOT}-{tgt}", key, lambda: compose(
+        _freedict_table(src, PIVOT, folder, progress), _freedict_table(PIVOT, tgt, folder, progress), src=src,
+        tgt=tgt))
+
+
 SOURCES: dict[str, LexiconSource] = {
     "freedict": LexiconSource(
         name="freedict",
@@ -73,8 +108,17 @@ SOURCES: dict[str, LexiconSource] = {
         headwords=lambda lang, folder, min_len: ding.ding_headwords(lang, folder, min_len=min_len),
         package=lambda src, tgt: ding.DEBIAN_PACKAGE,
     ),
+    "pivot": LexiconSource(
+        name="pivot",
+        label="FreeDict through German",
+        pairs=(("en", "fr"),),  # fr -> en through German was measured and lost on fr-de (docs/RESULTS.md)
+        default_dir=freedict.DICTD_DIR,
+        table=_pivot_table,
+        headwords=lambda lang, folder, min_len: set(),  # the legs' headwords are FreeDict's own
+        package=lambda src, tgt: " and ".join(freedict.DEBIAN_PACKAGES[leg] for leg in ((src, PIVOT), (PIVOT, tgt))),
+    ),
 }
-DEFAULT_LEXICONS: tuple[str, ...] = ("freedict",)
+DEFAULT_LEXICONS: tuple[str, ...] = ("freedict", "pivot")
 """Lexicons of the translation tables by default (``docs/RESULTS.md``: Translation coverage)."""
 DEFAULT_SPLITTER_LEXICONS: tuple[str, ...] = ("freedict",)
 """Lexicons whose headwords the compound splitter knows by default."""

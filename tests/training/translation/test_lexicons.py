@@ -143,6 +143,32 @@ def test_combine_averages_rows_where_several_tables_know_a_term() -> None:
     assert combine([a]) == a and combine([]) == {}
 
 
+def test_pivot_composes_the_english_german_lexicon_with_the_german_french_one(tmp_path: Path) -> None:
+    """The ``pivot`` source: en -> de -> fr (p(f|e) = sum_d p(d|e) p(f|d)); a German word the second leg does not
+    know is dropped (never passed through as a French term); a missing leg is a warning naming both packages."""
+    from training.translation.lexicons import compose
+
+    en_de = {"tank": {"behalt": 0.5, "wann": 0.5}, "screw": {"schraub": 1.0}, "rare": {"selt": 1.0}}
+    de_fr = {"behalt": {"reservoir": 0.6, "cuv": 0.4}, "wann": {"bac": 1.0}, "schraub": {"vis": 1.0}}
+    out = compose(en_de, de_fr, src="en", tgt="fr")
+    assert out == {"tank": pytest.approx({"reservoir": 0.3, "cuv": 0.2, "bac": 0.5}), "screw": {"vis": 1.0}}
+    assert "rare" not in out  # "selt" is no French word
+    none = load_lexicon("en", "fr", dirs={"freedict": tmp_path / "none", "pivot": tmp_path / "none"})
+    assert none.entries is None and none.warnings[1] == (
+        "FreeDict through German en-fr lexicon not installed (dict-freedict-eng-deu and dict-freedict-deu-fra, "
+        "scripts/setup.sh)")
+    assert load_lexicon("fr", "en", ("pivot",)).sources == []  # French -> English: FreeDict's own only
+
+
+@pytest.mark.skipif(not Path("/usr/share/dictd/freedict-deu-fra.index").is_file(),
+                    reason="FreeDict's en-de / de-fr lexicons absent (scripts/setup.sh)")
+def test_the_default_english_french_table_adds_the_pivot_to_freedicts_own() -> None:
+    own, both = load_lexicon("en", "fr", ("freedict",)), load_lexicon("en", "fr")
+    assert both.sources == ["freedict", "pivot"] and own.entries is not None and both.entries is not None
+    assert len(both.entries) > 3 * len(own.entries)  # 6k rows of FreeDict's own en-fr lexicon, 31k with the pivot
+    assert {"reservoir", "cuv"} & set(both.entries[E("tank")]) and "transform" in both.entries[E("transformer")]
+
+
 def test_parse_lexicons_validates_names() -> None:
     assert parse_lexicons("freedict, ding") == ("freedict", "ding")
     assert parse_lexicons("") == () and parse_lexicons(["ding", "ding"]) == ("ding",)
@@ -239,6 +265,7 @@ def test_real_ding_file() -> None:
 
 def test_build_cli_chooses_lexicons_and_prints_them(trans_dir: Path, tmp_path: Path,
                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+
     import dataclasses
 
     from typer.testing import CliRunner
@@ -248,7 +275,8 @@ def test_build_cli_chooses_lexicons_and_prints_them(trans_dir: Path, tmp_path: P
     from training.cli import app
     from training.translation import lexicons
 
-    for name, folder in (("freedict", tmp_path / "no-dictd"), ("ding", trans_dir)):  # independent of what is installed
+    # independent of what is installed
+    for name, folder in (("freedict", tmp_path / "no-dictd"), ("pivot", tmp_path / "no-dictd"), ("ding", trans_dir)):
         monkeypatch.setitem(lexicons.SOURCES, name, dataclasses.replace(lexicons.SOURCES[name], default_dir=folder))
     corpus = tmp_path / "corpus.jsonl"
     write_corpus(RECORDS, corpus)
