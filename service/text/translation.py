@@ -204,7 +204,6 @@ class PivotTable(QueryTimeTable):
         return _ranked(mixed)
 
 
-
 class MixedTable(QueryTimeTable):
     """Two tables of one direction mixed at query time: p(t|s) = w p_a(t|s) + (1 - w) p_b(t|s) over each one's pruned
     alternatives, then pruned the same way (a term one table does not know keeps the other's translations; one that
@@ -235,4 +234,3 @@ class MixedTable(QueryTimeTable):
             for t, p in table.translate_term(term).items():
                 mixed[t] = mixed.get(t, 0.0) + p * w / total
         return _ranked(mixed)
-

@@ -44,6 +44,7 @@ class LexiconSource:
     # single-word headwords of a language (lang, folder, min_len); LexiconNotFoundError when absent
     headwords: Callable[[str, Path, int], set[str]]
     package: Callable[[str, str], str]  # the Debian package of a direction
+    reads: str = ""  # the source whose installed files it reads (its folder), when not its own
 
 
 def _freedict_table(src: str, tgt: str, folder: Path, progress: bool | None) -> Entries:
@@ -56,11 +57,9 @@ def _freedict_table(src: str, tgt: str, folder: Path, progress: bool | None) -> 
     return table
 
 
-PIVOT = "de"
+LEXICON_PIVOT = "de"
 """The language the ``pivot`` source goes through (FreeDict's largest lexicons: German <-> English and the WikDict
 German <-> French editions)."""
-
-
 PIVOT_CACHE_VERSION = 1  # bump when the composition changes (the legs' own changes are in their cache version)
 
 
@@ -69,23 +68,27 @@ def compose(first: Entries, second: Entries, *, src: str, tgt: str) -> Entries:
     tables (p(t|s) = sum_d p(d|s) p(t|d) over each leg's pruned alternatives); a pivot word ``second`` does not know
     is dropped, not passed through as a ``tgt`` word."""
     known = {s: kept for s, row in first.items() if (kept := {d: p for d, p in row.items() if d in second})}
-    head = TranslationTable(known, src=src, tgt=PIVOT)
-    composed = PivotTable(head, TranslationTable(second, src=PIVOT, tgt=tgt))
+    head = TranslationTable(known, src=src, tgt=LEXICON_PIVOT)
+    composed = PivotTable(head, TranslationTable(second, src=LEXICON_PIVOT, tgt=tgt))
     return {s: row for s in head.entries if (row := dict(composed.lookup(s)))}
+
+
+def _legs(src: str, tgt: str) -> tuple[tuple[str, str], tuple[str, str]]:
+    """The two FreeDict directions the ``pivot`` source composes for ``src``-``tgt``."""
+    return (src, LEXICON_PIVOT), (LEXICON_PIVOT, tgt)
 
 
 def _pivot_table(src: str, tgt: str, folder: Path, progress: bool | None) -> Entries:
     """FreeDict's ``src``-de lexicon composed with its de-``tgt`` one (:func:`compose`), cached on disk like the
     lexicons; ``LexiconNotFoundError`` when a leg is not installed."""
-    legs = ((src, PIVOT), (PIVOT, tgt))
+    legs = _legs(src, tgt)
     files = [path for s, t in legs for path in freedict.lexicon_paths(s, folder, tgt=t)]
     missing = [str(path) for path in files if not path.exists()]
     if missing:
         raise LexiconNotFoundError(f"FreeDict lexicon {missing[0]} not found")
     key = f"{PIVOT_CACHE_VERSION}|{freedict.LEXICON_CACHE_VERSION}|{file_stamp(files)}"
-    return cached_json(f"pivot-{src}-{PIVOT}-{tgt}", key, lambda: compose(
-        _freedict_table(src, PIVOT, folder, progress), _freedict_table(PIVOT, tgt, folder, progress), src=src,
-        tgt=tgt))
+    return cached_json(f"pivot-{src}-{LEXICON_PIVOT}-{tgt}", key, lambda: compose(
+        *(_freedict_table(s, t, folder, progress) for s, t in legs), src=src, tgt=tgt))
 
 
 SOURCES: dict[str, LexiconSource] = {
@@ -114,8 +117,9 @@ SOURCES: dict[str, LexiconSource] = {
         pairs=(("en", "fr"),),  # fr -> en through German was measured and lost on fr-de (docs/RESULTS.md)
         default_dir=freedict.DICTD_DIR,
         table=_pivot_table,
+        reads="freedict",  # FreeDict's dictd files: its folder (``lexicon_dirs["freedict"]``)
         headwords=lambda lang, folder, min_len: set(),  # the legs' headwords are FreeDict's own
-        package=lambda src, tgt: " and ".join(freedict.DEBIAN_PACKAGES[leg] for leg in ((src, PIVOT), (PIVOT, tgt))),
+        package=lambda src, tgt: " and ".join(freedict.DEBIAN_PACKAGES[leg] for leg in _legs(src, tgt)),
     ),
 }
 DEFAULT_LEXICONS: tuple[str, ...] = ("freedict", "pivot")
@@ -136,7 +140,9 @@ def parse_lexicons(value: str | Sequence[str]) -> tuple[str, ...]:
 
 
 def _folder(name: str, dirs: LexiconDirs | None) -> Path:
-    return Path((dirs or {}).get(name, SOURCES[name].default_dir))
+    """The folder a source reads: the one given for it, or for the source whose files it reads, else the default."""
+    owner = SOURCES[name].reads or name
+    return Path((dirs or {}).get(owner, SOURCES[owner].default_dir))
 
 
 def combine(tables: Sequence[Mapping[str, Mapping[str, float]]]) -> Entries:

@@ -153,7 +153,7 @@ def test_pivot_composes_the_english_german_lexicon_with_the_german_french_one(tm
     out = compose(en_de, de_fr, src="en", tgt="fr")
     assert out == {"tank": pytest.approx({"reservoir": 0.3, "cuv": 0.2, "bac": 0.5}), "screw": {"vis": 1.0}}
     assert "rare" not in out  # "selt" is no French word
-    none = load_lexicon("en", "fr", dirs={"freedict": tmp_path / "none", "pivot": tmp_path / "none"})
+    none = load_lexicon("en", "fr", dirs={"freedict": tmp_path / "none"})  # the pivot reads FreeDict's folder
     assert none.entries is None and none.warnings[1] == (
         "FreeDict through German en-fr lexicon not installed (dict-freedict-eng-deu and dict-freedict-deu-fra, "
         "scripts/setup.sh)")
@@ -275,8 +275,7 @@ def test_build_cli_chooses_lexicons_and_prints_them(trans_dir: Path, tmp_path: P
     from training.cli import app
     from training.translation import lexicons
 
-    # independent of what is installed
-    for name, folder in (("freedict", tmp_path / "no-dictd"), ("pivot", tmp_path / "no-dictd"), ("ding", trans_dir)):
+    for name, folder in (("freedict", tmp_path / "no-dictd"), ("ding", trans_dir)):  # independent of what is installed
         monkeypatch.setitem(lexicons.SOURCES, name, dataclasses.replace(lexicons.SOURCES[name], default_dir=folder))
     corpus = tmp_path / "corpus.jsonl"
     write_corpus(RECORDS, corpus)
