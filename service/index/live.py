@@ -7,9 +7,12 @@ models), then commits a new generation (:meth:`IndexFolder.write_generation`: th
 segments in row order and the rows deleted in each, fsynced and renamed into place, written last). A
 publication id that is live already is replaced: its old row is deleted in the new generation.
 ``priorart delete INDEX ID...`` writes a generation with more deleted rows and no new segment.
-``priorart compact INDEX`` (and ``add`` past :data:`MAX_SEGMENTS`) writes the live documents into one
-segment again. A crash at any point leaves the newest complete manifest, i.e. the previous generation;
-unreferenced leftovers are removed by the next writer.
+``priorart compact INDEX`` writes the live documents into one segment again. ``add`` never rewrites the whole
+index: after its commit it merges runs of small neighbouring segments by size tiers (:func:`merge_plan`, as
+Lucene's log merge policy: :data:`MERGE_FACTOR` segments of one tier become one of the next), each merge a
+generation of its own, so that a document is rewritten about once per tier it climbs and the build's own segment
+stays untouched while the added ones are smaller. A crash at any point leaves the newest complete manifest, i.e.
+the previous generation; unreferenced leftovers are removed by the next writer.
 
 Readers (:meth:`IndexFolder.open`) join the segments into one row space and compute every collection
 statistic (BM25 ``N``, ``df``, ``avgdl``, the idf floor, PSQ expected ``df``) over the live rows, so the
@@ -59,7 +62,10 @@ from service.index.store import DamagedRecordError, DocStore, DocStoreWriter
 log = logging.getLogger(__name__)
 
 MAX_SEGMENTS = 10
-"""``add`` compacts when a generation would hold more segments than this."""
+"""``add`` merges its newest segments when a generation would still hold more than this after the tiered merges."""
+MERGE_FACTOR = 4
+"""``add`` merges a run of this many neighbouring segments of one size tier (live documents ``< MERGE_FACTOR ** (t +
+1)``) into one (:func:`merge_plan`); 0 turns the tiered merges off (only :data:`MAX_SEGMENTS` bounds the count)."""
 KEEP_GENERATIONS = 2
 """Manifests (and their segments) kept besides the newest, for readers still opening an older one."""
 ENCODE_BATCH = 256
@@ -112,7 +118,8 @@ class LiveReport:
     segments: int = 0
     live_documents: int = 0
     seconds: float = 0.0
-    compacted: bool = False
+    compacted: bool = False  # every segment merged into one
+    merges: int = 0  # segment merges committed (an add's tiered merges; 1 for a compaction)
     rolled_back: str | None = None  # a damaged newest generation set aside before this change (what and why)
 
     def to_dict(self) -> dict[str, Any]:
@@ -486,13 +493,14 @@ def add_documents(
     device: str = "auto",
     progress: bool | None = None,
     max_segments: int = MAX_SEGMENTS,
+    merge_factor: int = MERGE_FACTOR,
 ) -> LiveReport:
     """Add a batch (a live id is replaced) as a new segment and commit a new generation.
 
-    The records are read completely first (a corrupt record: the error, nothing written). Compacts when
-    the generation would hold more than ``max_segments`` segments. Raises :class:`LiveIndexError` when
-    nothing was committed, :class:`AfterCommitError` when the batch was committed and a later step (the
-    compaction) failed.
+    The records are read completely first (a corrupt record: the error, nothing written). Then merges small
+    neighbouring segments, a generation per merge (:func:`merge_plan` with ``merge_factor`` and ``max_segments``).
+    Raises :class:`LiveIndexError` when nothing was committed, :class:`AfterCommitError` when the batch was
+    committed and a later step (a merge) failed.
     """
     t0 = time.perf_counter()
     show = sys.stderr.isatty() if progress is None else progress
@@ -505,7 +513,8 @@ def add_documents(
             raise BatchError(f"publication {rec.id!r} appears twice in the batch; nothing added")
         seen.add(rec.id)
     if is_sharded(index_dir):
-        return _add_sharded(Path(index_dir), batch, device=device, progress=show, max_segments=max_segments)
+        return _add_sharded(Path(index_dir), batch, device=device, progress=show, max_segments=max_segments,
+                            merge_factor=merge_factor)
     with _writing(index_dir) as turn:
         assert turn.folder is not None
         folder = turn.folder
@@ -526,18 +535,28 @@ def add_documents(
     if unsynced is not None:
         report.seconds = time.perf_counter() - t0
         raise AfterCommitError(report, UNSYNCED_STEP, unsynced)
-    if len(entries) > max_segments:
-        try:
-            done = compact(index_dir, progress=show, device=device)
-        except AfterCommitError as exc:  # the compaction committed too; its fsync failed
-            report.generation, report.segments, report.compacted = exc.report.generation, exc.report.segments, True
-            report.seconds = time.perf_counter() - t0
-            raise AfterCommitError(report, f"the compaction after it committed, and {exc.step}", exc.cause) from exc
-        except Exception as exc:  # noqa: BLE001 - the batch is committed: no failure now may read as a failed add
-            report.seconds = time.perf_counter() - t0
-            raise AfterCommitError(report, "the compaction after it (the batch stays committed, in "
-                                   f"{report.segments} segments)", exc) from exc
-        report.generation, report.segments, report.compacted = done.generation, done.segments, True
+    sizes = [entry["n_docs"] - len(entry["deleted"]) for entry in entries]
+    if merge_plan(sizes, factor=merge_factor, max_segments=max_segments) is not None:
+        for _ in range(len(entries)):  # each merge leaves fewer segments: a cascade ends within this many
+            try:
+                done = merge_segments(index_dir, factor=merge_factor, max_segments=max_segments, device=device,
+                                      progress=show)
+            except AfterCommitError as exc:  # the merge committed too; its fsync failed
+                report.generation, report.segments = exc.report.generation, exc.report.segments
+                report.merges += 1
+                report.compacted = report.compacted or exc.report.compacted
+                report.seconds = time.perf_counter() - t0
+                raise AfterCommitError(report, f"the merge of segments after it committed, and {exc.step}",
+                                       exc.cause) from exc
+            except Exception as exc:  # noqa: BLE001 - the batch is committed: no failure now may read as a failed add
+                report.seconds = time.perf_counter() - t0
+                raise AfterCommitError(report, "the merge of segments after it (the batch stays committed, in "
+                                       f"{report.segments} segments)", exc) from exc
+            if done is None:
+                break
+            report.generation, report.segments = done.generation, done.segments
+            report.merges += 1
+            report.compacted = report.compacted or done.compacted
     report.seconds = time.perf_counter() - t0
     return report
 
@@ -569,48 +588,86 @@ def delete_documents(index_dir: str | Path, ids: Sequence[str], *, missing_ok: b
 
 def compact(index_dir: str | Path, *, device: str = "auto", progress: bool | None = None) -> LiveReport:
     """Write the live documents of the newest generation into one segment (analysed again, vectors copied)."""
-    t0 = time.perf_counter()
     show = sys.stderr.isatty() if progress is None else progress
     if is_sharded(index_dir):
         return _compact_sharded(Path(index_dir), device=device, progress=show)
+    report = _merge(index_dir, lambda folder: (0, len(folder.segments)), device=device, progress=show)
+    assert report is not None  # (the whole generation: always a run)
+    return report
+
+
+def merge_segments(index_dir: str | Path, *, factor: int = MERGE_FACTOR, max_segments: int = MAX_SEGMENTS,
+                   device: str = "auto", progress: bool | None = None) -> LiveReport | None:
+    """The next merge of :func:`merge_plan` on the newest generation, committed as a generation of its own; None
+    when there is nothing to merge."""
+    show = sys.stderr.isatty() if progress is None else progress
+    return _merge(index_dir, lambda folder: merge_plan([seg.n_live for seg in folder.segments], factor=factor,
+                                                       max_segments=max_segments), device=device, progress=show)
+
+
+def _merge(index_dir: str | Path, pick: Callable[[IndexFolder], tuple[int, int] | None], *, device: str,
+           progress: bool) -> LiveReport | None:
+    """Write the live documents of the run of segments ``pick`` names (``(first, end)`` of the newest generation;
+    None: nothing to do) into one segment in their row order, and commit the generation with it in their place.
+    The whole generation is a compaction; a run without live documents is dropped from the generation."""
+    t0 = time.perf_counter()
     with _writing(index_dir) as turn:
         assert turn.folder is not None
         folder = turn.folder
+        run = pick(folder)
+        if run is None:
+            return None
+        first, end = run
+        whole = first == 0 and end == len(folder.segments)
+        segs = folder.segments[first:end]
         docs = DocStore.of_folder(folder)
-        rows = np.flatnonzero(docs.live) if docs.live is not None else np.arange(len(docs))
+        span = np.arange(segs[0].start, segs[-1].start + segs[-1].n_rows, dtype=np.int64)
+        rows = span if docs.live is None else span[docs.live[span]]
+        entries = _entries(folder, [])
+        number = turn.number
+        operation: dict[str, Any] = ({"kind": "compact", "segments_before": len(folder.segments)} if whole else
+                                     {"kind": "merge", "first": first, "segments": end - first})
         if not len(rows):
             docs.close()
-            raise LiveIndexError(f"no live documents: nothing to compact; the index is unchanged at generation "
-                                 f"{folder.generation}")
-        number = turn.number
-        final = folder.root / Layout.segment(number)
-        tmp = final.parent / f".{final.name}.building-{os.getpid()}"
-        try:
-            final.parent.mkdir(exist_ok=True)
-            shutil.rmtree(tmp, ignore_errors=True)
-            tmp.mkdir()
-            records = (docs.get_row(int(r)) for r in rows.tolist())
-            components, _ = index_documents(tmp, records, folder.settings, _analyzers(folder), progress=show)
-            components["segment"] = {"generation": number, "analysis": folder.settings.analysis,
-                                     "compacted": True}
-            if folder.has("models"):
-                components.update(_copy_vectors(folder, tmp, rows))
-            write_meta(tmp, _segment_settings(folder), components)
-            os.replace(tmp, final)
-        except DamagedRecordError as exc:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise LiveIndexError(f"cannot compact: {exc}; nothing was committed, the index is unchanged at "
-                                 f"generation {folder.generation}") from exc
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
-        finally:
-            docs.close()
-        entries = [{"dir": Layout.segment(number), "n_docs": len(rows), "deleted": [],
-                    "meta_sha256": _sha(final / Layout.META)}]
-        unsynced = _commit(turn, entries, {"kind": "compact", "segments_before": len(folder.segments)})
-    report = LiveReport(str(folder.root), number, folder.generation, segments=1, live_documents=len(rows),
-                        seconds=time.perf_counter() - t0, compacted=True, rolled_back=turn.rolled_back)
+            if whole:
+                raise LiveIndexError(f"no live documents: nothing to compact; the index is unchanged at generation "
+                                     f"{folder.generation}")
+            if first == 0:  # the build's own segment stays the first of every generation
+                return None
+            merged: list[dict[str, Any]] = []
+        else:
+            final = folder.root / Layout.segment(number)
+            tmp = final.parent / f".{final.name}.building-{os.getpid()}"
+            try:
+                final.parent.mkdir(exist_ok=True)
+                shutil.rmtree(tmp, ignore_errors=True)
+                tmp.mkdir()
+                records = (docs.get_row(int(r)) for r in rows.tolist())
+                components, _ = index_documents(tmp, records, folder.settings, _analyzers(folder), progress=progress)
+                # compacted: rows rewritten from older segments (the watches take their provenance from the adds)
+                components["segment"] = {"generation": number, "analysis": folder.settings.analysis,
+                                         "compacted": True}
+                if folder.has("models"):
+                    components.update(_copy_vectors(folder, tmp, rows))
+                write_meta(tmp, _segment_settings(folder), components)
+                os.replace(tmp, final)
+            except DamagedRecordError as exc:
+                shutil.rmtree(tmp, ignore_errors=True)
+                what = "compact" if whole else "merge segments"
+                raise LiveIndexError(f"cannot {what}: {exc}; nothing was committed, the index is unchanged at "
+                                     f"generation {folder.generation}") from exc
+            except BaseException:
+                shutil.rmtree(tmp, ignore_errors=True)
+                raise
+            finally:
+                docs.close()
+            merged = [{"dir": Layout.segment(number), "n_docs": len(rows), "deleted": [],
+                       "meta_sha256": _sha(final / Layout.META)}]
+        entries = entries[:first] + merged + entries[end:]
+        unsynced = _commit(turn, entries, operation)
+    report = LiveReport(str(folder.root), number, folder.generation, segments=len(entries),
+                        live_documents=int(len(rows)) if whole else folder.n_live, seconds=time.perf_counter() - t0,
+                        compacted=whole, merges=1, rolled_back=turn.rolled_back)
     if unsynced is not None:
         raise AfterCommitError(report, UNSYNCED_STEP, unsynced)
     return report
@@ -676,6 +733,53 @@ def _entries(folder: IndexFolder, extra_deleted: Sequence[int]) -> list[dict[str
     return out
 
 
+def _tier(n: int, factor: int) -> int:
+    """``floor(log_factor(n))``, 0 for 0 or 1 document."""
+    t = 0
+    while n >= factor:
+        n //= factor
+        t += 1
+    return t
+
+
+def merge_plan(sizes: Sequence[int], *, factor: int = MERGE_FACTOR,
+               max_segments: int = MAX_SEGMENTS) -> tuple[int, int] | None:
+    """The run of neighbouring segments ``add`` merges next, ``(first, end)`` (None: nothing to merge), from each
+    segment's live documents in row order.
+
+    A segment of ``n`` live documents is in tier ``floor(log_factor(n))``. For the lowest tier ``t`` that has one,
+    the newest run of at least ``factor`` neighbouring segments all in tier ``t`` or below, none of them more than
+    half of the run, is merged whole: the merged segment lands in a higher tier, so calling again cascades, a
+    document is rewritten only into a segment at least twice its segment's size (about once per tier), and a
+    segment larger than the others together (the build's) is left alone. Neighbours only, so the rows keep their
+    order. With no such run and more than
+    ``max_segments`` segments, the neighbours of the smallest total (the newest among equals) are merged down to
+    ``max_segments``. ``factor`` 0 (or 1): no tiered merges.
+    """
+    n = len(sizes)
+    if factor >= 2 and n >= factor:
+        tiers = [_tier(max(int(x), 0), factor) for x in sizes]
+        for t in sorted(set(tiers)):
+            end = n
+            while end > 0:
+                while end > 0 and tiers[end - 1] > t:
+                    end -= 1
+                first = end
+                while first > 0 and tiers[first - 1] <= t:
+                    first -= 1
+                run = [max(int(x), 0) for x in sizes[first:end]]
+                if end - first >= factor and 2 * max(run) <= sum(run):
+                    return first, end
+                end = first
+    bound = max(max_segments, 1)
+    if n > bound:
+        width = n - bound + 1
+        totals = [sum(int(x) for x in sizes[i:i + width]) for i in range(n - width + 1)]
+        first = min(range(len(totals)), key=lambda i: (totals[i], -i))
+        return first, first + width
+    return None
+
+
 # ------------------------------------------------------------------------------------------ shards
 
 
@@ -730,7 +834,7 @@ def _shard_failed(root: Path, report: LiveReport, shard: int, n_shards: int, exc
 
 
 def _add_sharded(root: Path, batch: list[PatentRecord], *, device: str, progress: bool,
-                 max_segments: int) -> LiveReport:
+                 max_segments: int, merge_factor: int) -> LiveReport:
     """A batch into a sharded index: a record whose id is live in a shard replaces it there, a new one goes to
     the shard of its family key; one add (one generation) per shard that receives records."""
     t0 = time.perf_counter()
@@ -744,13 +848,14 @@ def _add_sharded(root: Path, batch: list[PatentRecord], *, device: str, progress
     for i in sorted(parts):
         try:
             part = add_documents(shards.shards[i].root, parts[i], device=device, progress=progress,
-                                 max_segments=max_segments)
+                                 max_segments=max_segments, merge_factor=merge_factor)
         except Exception as exc:
             raise _shard_failed(root, report, i, shards.n_shards, exc, done, t0) from exc
         done.append(i)
         report.added += part.added
         report.replaced += part.replaced
         report.compacted = report.compacted or part.compacted
+        report.merges += part.merges
         report.rolled_back = "; ".join(filter(None, [report.rolled_back, part.rolled_back])) or None
     return _after_shards(root, report, t0)
 
@@ -791,6 +896,6 @@ def _compact_sharded(root: Path, *, device: str, progress: bool) -> LiveReport:
     return _after_shards(root, report, t0)
 
 
-__all__ = ["MAX_SEGMENTS", "AfterCommitError", "BatchError", "EmptyBatchError", "LiveIndexError", "LiveReport",
-           "NotInIndexError", "StorageError", "add_documents", "compact", "delete_documents", "encode_documents",
-           "index_documents", "storage_failure"]
+__all__ = ["MAX_SEGMENTS", "MERGE_FACTOR", "AfterCommitError", "BatchError", "EmptyBatchError", "LiveIndexError",
+           "LiveReport", "NotInIndexError", "StorageError", "add_documents", "compact", "delete_documents",
+           "encode_documents", "index_documents", "merge_plan", "merge_segments", "storage_failure"]

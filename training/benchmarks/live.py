@@ -1,4 +1,5 @@
-"""``priorart bench add``: the live index against a full rebuild (issue 18).
+"""``priorart bench add``: the live index against a full rebuild (issue 18); ``priorart bench merges``: what the
+merge policy of ``add`` writes over a run of adds (issue 32).
 
 On a synthetic corpus (:mod:`training.synth`): the time of ``priorart build`` of the whole collection
 (translation tables and compound word list built, as by default) against the time of adding the last
@@ -18,6 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import service.index.live as live
 from service.corpus.jsonl import read_corpus
 from service.engine import Engine
 from service.index.live import add_documents, compact
@@ -73,7 +75,7 @@ def run_add_bench(n_base: int = 100_000, n_add: int = 10_000, *, segments: int =
         step = -(-n_add // max(1, segments - 1))
         for lo in range(0, n_add, step):
             add_documents(tmp / "seg", records[n_base + lo: n_base + lo + step], progress=False,
-                          max_segments=segments + 1)
+                          max_segments=segments + 1, merge_factor=0)  # `segments` segments: no merges
         qs = []
         for i, rec in enumerate(records[:: max(1, len(records) // queries)][:queries]):
             lang = SUPPORTED_LANGS[i % 3]
@@ -103,4 +105,64 @@ def format_report(r: dict[str, Any]) -> str:
         f"alternately): {m['segments']} segments p50 {m['p50_ms']:.1f} ms "
         f"p99 {m['p99_ms']:.1f} ms; 1 segment p50 {o['p50_ms']:.1f} ms p99 {o['p99_ms']:.1f} ms "
         f"(ratio p50 {r['p50_ratio']:.2f}, p99 {r['p99_ratio']:.2f})",
+    ])
+
+
+def run_merge_bench(n_base: int = 2_000, batch: int = 25, adds: int = 40, *, old_bound: int = 10,
+                    seed: int = 3) -> dict[str, Any]:
+    """``adds`` adds of ``batch`` synthetic documents to an index of ``n_base``, once with ``add``'s tiered merges
+    (the default) and once with the rule before them (every segment compacted into one when a generation passes
+    ``old_bound`` segments): the documents written into segments (the adds' own and every merge's), the segment
+    counts after each add, and the seconds of the whole run (both on one machine, one after the other)."""
+    from service.index.folder import IndexFolder
+    from training.build import build_index
+    from training.synth import SynthConfig, write_synthetic
+
+    written = [0]
+    real = live.index_documents
+
+    def counting(out: Any, records: Any, *args: Any, **kwargs: Any) -> Any:
+        def each() -> Any:
+            for rec in records:
+                written[0] += 1
+                yield rec
+        return real(out, each(), *args, **kwargs)
+
+    tmp = Path(tempfile.mkdtemp(prefix="priorart-bench-merges-"))
+    try:
+        write_synthetic(tmp / "all.jsonl", SynthConfig(n=n_base + batch * adds, seed=seed), progress=False)
+        records = list(read_corpus(tmp / "all.jsonl"))
+        build_index(records[:n_base], tmp / "base", translation=False, compounds="", progress=False)
+        out: dict[str, Any] = {"n_base": n_base, "batch": batch, "adds": adds, "old_bound": old_bound}
+        live.index_documents = counting
+        for policy in ("tiered", "old"):
+            idx = tmp / policy
+            shutil.copytree(tmp / "base", idx)
+            written[0], counts, t0 = 0, [], time.perf_counter()
+            for i in range(adds):
+                part = records[n_base + batch * i: n_base + batch * (i + 1)]
+                if policy == "tiered":
+                    add_documents(idx, part, progress=False)
+                elif add_documents(idx, part, progress=False, merge_factor=0,
+                                   max_segments=adds + 1).segments > old_bound:
+                    compact(idx, progress=False)
+                counts.append(len(IndexFolder.open(idx, verify=False).segments))
+            out[policy] = {"written": written[0], "max_segments": max(counts), "segments": counts,
+                           "seconds": time.perf_counter() - t0}
+        return out
+    finally:
+        live.index_documents = real
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def format_merge_report(r: dict[str, Any]) -> str:
+    t, o = r["tiered"], r["old"]
+    added = r["batch"] * r["adds"]
+    return "\n".join([
+        f"{r['adds']} adds of {r['batch']} documents to an index of {r['n_base']} ({added} added):",
+        f"  tiered merges: {t['written']} documents written ({t['written'] - added} by merges), at most "
+        f"{t['max_segments']} segments, {t['seconds']:.1f} s",
+        f"  compaction past {r['old_bound']} segments: {o['written']} documents written ({o['written'] - added} by "
+        f"compactions), at most {o['max_segments']} segments, {o['seconds']:.1f} s",
+        f"  written: {t['written'] / o['written']:.2f}x; time: {t['seconds'] / o['seconds']:.2f}x",
     ])

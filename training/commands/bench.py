@@ -160,6 +160,21 @@ def add_command(
     typer.echo(json.dumps(report, indent=1) if as_json else format_report(report))
 
 
+@bench_app.command("merges")
+def merges_command(
+    n_base: int = typer.Option(2_000, "--n-base", help="Synthetic documents in the index before the adds."),
+    batch: int = typer.Option(25, "--batch", min=1, help="Documents per add."),
+    adds: int = typer.Option(40, "--adds", min=1, help="Adds in turn."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+) -> None:
+    """Live index: documents written over a run of adds with add's tiered merges against compacting everything
+    past 10 segments (the rule before them)."""
+    from training.benchmarks.live import format_merge_report, run_merge_bench
+
+    report = run_merge_bench(n_base, batch, adds)
+    typer.echo(json.dumps(report, indent=1) if as_json else format_merge_report(report))
+
+
 @bench_app.command("start")
 def start_command(
     data: Path | None = typer.Option(None, "--data", help="Real data folder (its patents/ are ingested and built); "

@@ -3,7 +3,7 @@
 
 Exit status: 0 done; :data:`EXIT_UNCHANGED` (2) nothing was committed, the index is unchanged (the message says
 why: a bad batch, unknown ids, a full disk...); :data:`EXIT_AFTER_COMMIT` (3) the change was committed (the
-report is printed) and a step after it failed (the compaction after an add, the fsync of the manifest).
+report is printed) and a step after it failed (a merge of segments after an add, the fsync of the manifest).
 """
 
 from __future__ import annotations
@@ -48,7 +48,9 @@ def _print(report: LiveReport, as_json: bool) -> None:
         parts.append(f"{report.added} added, {report.replaced} replaced")
     if report.deleted:
         parts.append(f"{report.deleted} deleted")
-    parts.append(f"{report.segments} segment(s){' after compaction' if report.compacted else ''}")
+    merged = (" after compaction" if report.compacted else
+              f" after {report.merges} merge{'s' if report.merges > 1 else ''}" if report.merges else "")
+    parts.append(f"{report.segments} segment(s){merged}")
     parts.append(f"{report.live_documents} live documents, {report.seconds:.1f} s")
     typer.echo(", ".join(parts))
 
@@ -72,7 +74,10 @@ def add_command(
     index: Path = typer.Argument(..., help="Index folder built by `priorart build`."),
     corpus: Path = typer.Argument(..., help="Records to add: corpus JSONL (.gz), or a folder of EP/US XML."),
     device: str = typer.Option("auto", "--device", help="Where the document encoders run (index with models)."),
-    max_segments: int = typer.Option(10, "--max-segments", min=1, help="Compact when a generation would hold more."),
+    max_segments: int = typer.Option(10, "--max-segments", min=1, help="Merge the newest segments when a "
+                                     "generation would still hold more after the tiered merges."),
+    merge_factor: int = typer.Option(4, "--merge-factor", min=0, help="Merge this many neighbouring "
+                                     "segments of one size tier into one after the add (0: only --max-segments)."),
     as_json: bool = typer.Option(False, "--json", help="Print the report as one JSON object."),
     progress: bool | None = typer.Option(None, "--progress/--no-progress", help="Progress bars on stderr."),
     watches: bool = typer.Option(True, "--watches/--no-watches", help="Evaluate the saved searches (priorart watch) "
@@ -84,7 +89,8 @@ def add_command(
     from training.ingest.errors import DocumentError
 
     try:
-        report = add_documents(index, _records(corpus), device=device, progress=progress, max_segments=max_segments)
+        report = add_documents(index, _records(corpus), device=device, progress=progress, max_segments=max_segments,
+                               merge_factor=merge_factor)
     except AfterCommitError as exc:
         _committed(exc, as_json)
     except (LiveIndexError, CorpusFormatError, DocumentError, FileNotFoundError) as exc:

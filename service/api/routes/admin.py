@@ -8,7 +8,7 @@ the guard middleware before a body is read (none configured: 403; missing or wro
 What a change did is said as it is: 200 with the report; nothing committed: a problem document with
 ``committed: false`` and the generation the index stays at (507 the disk is full, 503 another storage failure,
 404 an unknown id, 422 a refused batch, 409 an index that cannot be changed); committed and a later step failed
-(the compaction after an add): 207 with the report, ``committed: true`` and the failure. Replies name no path on
+(a merge of segments after an add): 207 with the report, ``committed: true`` and the failure. Replies name no path on
 the server's disk.
 
 A server also loads a new generation by itself (:func:`watch_generations`, every ``reload_interval_s``).
@@ -121,7 +121,8 @@ def reload_index(request: Request, settings: SettingsDep, x_api_key: str | None 
 
 
 @router.post("/admin/documents", summary="Add or replace publications (admin key; a new generation)",
-             response_model=None, responses={207: {"description": "committed; a later step (the compaction) failed"}})
+             response_model=None,
+             responses={207: {"description": "committed; a later step (a merge of segments) failed"}})
 def add_documents(records: list[PatentRecord], request: Request, settings: SettingsDep, metrics: MetricsDep,
                   x_api_key: str | None = Header(None)) -> dict[str, Any] | JSONResponse:
     require_admin(settings, x_api_key)

@@ -193,8 +193,8 @@ def test_storage_failures_are_507_and_say_the_disk_is_full(corpus: tuple[Path, l
 @pytest.mark.slow
 def test_a_committed_batch_whose_compaction_fails_is_207_committed(corpus: tuple[Path, list[PatentRecord]],
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    """The issue's case over HTTP: the 11th segment makes the add compact, and the disk fills during the
-    compaction: 207 with committed true and the generation (was: 422 "unchanged at generation 10" while the
+    """The issue's case over HTTP: the add's segment makes a run of MERGE_FACTOR small segments, and the disk fills
+    during their merge: 207 with committed true and the generation (was: 422 "unchanged at generation 10" while the
     new document was served)."""
     import errno
 
@@ -202,24 +202,24 @@ def test_a_committed_batch_whose_compaction_fails_is_207_committed(corpus: tuple
 
     d, records = corpus
     idx = _index(d, records, "compaction")
-    for i in range(live.MAX_SEGMENTS - 1):  # 10 segments: the build's and 9 added
+    for i in range(live.MERGE_FACTOR - 1):  # the build's segment and 3 of one document
         live.add_documents(idx, [records[100 + i]], progress=False)
-    real_compact = live.compact
+    real_merge = live.merge_segments
 
-    def compact_on_a_full_disk(*args: object, **kwargs: object) -> object:
+    def merge_on_a_full_disk(*args: object, **kwargs: object) -> object:
         def full(*a: object, **k: object) -> None:
             raise OSError(errno.ENOSPC, "No space left on device")
         monkeypatch.setattr(live, "write_meta", full)
-        return real_compact(*args, **kwargs)  # type: ignore[arg-type]
+        return real_merge(*args, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(live, "compact", compact_on_a_full_disk)
+    monkeypatch.setattr(live, "merge_segments", merge_on_a_full_disk)
     with TestClient(create_app(Settings(index_dir=idx, admin_key="k", reload_interval_s=0))) as c:
         r = c.post("/admin/documents", json=[_json(records[115])], headers={"X-API-Key": "k"})
         assert r.status_code == 207, r.text
         body = r.json()
-        assert body["committed"] is True and body["generation"] == live.MAX_SEGMENTS and body["added"] == 1
-        assert body["loaded"] is True and body["disk_full"] is True and "compaction" in body["failed_step"]
-        assert f"committed at generation {live.MAX_SEGMENTS}" in body["error"] and "unchanged" not in body["error"]
+        assert body["committed"] is True and body["generation"] == live.MERGE_FACTOR and body["added"] == 1
+        assert body["loaded"] is True and body["disk_full"] is True and "merge of segments" in body["failed_step"]
+        assert f"committed at generation {live.MERGE_FACTOR}" in body["error"] and "unchanged" not in body["error"]
         assert "index_dir" not in body and str(d) not in r.text
         assert c.get(f"/documents/{records[115].id}").status_code == 200
 

@@ -168,22 +168,71 @@ def test_disk_full_leaves_the_index_unchanged(small: tuple[Path, list[PatentReco
     assert add_documents(idx, records[150:170], progress=False).generation == 1
 
 
-def test_add_merges_past_the_bound(small: tuple[Path, list[PatentRecord]]) -> None:
+def test_adds_merge_small_segments_by_tier_and_leave_the_build_alone(small: tuple[Path, list[PatentRecord]]) -> None:
+    """Four adds of 10 (tier 1 of MERGE_FACTOR 4; the build's 150: tier 3): the fourth merges the four added segments
+    into one, a generation of its own, and the build's segment is not rewritten; the results equal one build."""
+    from service.index.live import MERGE_FACTOR
+
+    d, records = small
+    idx = _base(d, records, "tiers")
+    root_meta = (idx / Layout.META).read_bytes()
+    reports = [add_documents(idx, records[150 + 10 * i: 160 + 10 * i], progress=False) for i in range(MERGE_FACTOR)]
+    assert [r.merges for r in reports] == [0, 0, 0, 1] and not any(r.compacted for r in reports)
+    assert [r.segments for r in reports] == [2, 3, 4, 2] and reports[3].generation == 5
+    folder = IndexFolder.open(idx)
+    assert [s.dir for s in folder.segments] == [Layout.ROOT_SEGMENT, Layout.segment(5)] and folder.n_live == 190
+    assert (idx / Layout.META).read_bytes() == root_meta
+    assert folder.segments[1].folder.components["segment"]["compacted"] is True  # rows of older adds (the watches)
+    full = d / "tiers-full"
+    build_index(records[:190], full, translation=False, compounds="", progress=False)
+    live_engine, full_engine = Engine.load(idx), Engine.load(full)
+    try:
+        assert _assert_same(live_engine, full_engine, _queries(records[:190])) > 0
+    finally:
+        live_engine.close()
+        full_engine.close()
+    # the segments of generations no longer kept (the newest KEEP_GENERATIONS + 1) are removed by the next writers
+    kept = {p.name for p in (idx / Layout.SEGMENTS).iterdir()}
+    assert kept == {Layout.segment(n).split("/")[-1] for n in range(1, 6)}
+    for r in records[:3]:
+        delete_documents(idx, [r.id])
+    assert {p.name for p in (idx / Layout.SEGMENTS).iterdir()} == {"seg-000005"}
+    assert IndexFolder.open(idx).n_live == 187
+
+
+def test_add_past_the_bound_merges_the_smallest_neighbours(small: tuple[Path, list[PatentRecord]]) -> None:
+    """Tiered merges off (merge_factor 0): a generation past ``max_segments`` merges the neighbouring segments of the
+    smallest total down to the bound, never the build's."""
     d, records = small
     idx = _base(d, records, "bound")
-    reports = [add_documents(idx, records[150 + 10 * i: 160 + 10 * i], progress=False, max_segments=3)
-               for i in range(4)]
-    assert [r.compacted for r in reports] == [False, False, True, False]  # 4 segments > 3: merged into one
-    assert reports[2].segments == 1 and reports[3].segments == 2 and reports[3].live_documents == 190
+    sizes = [20, 5, 5, 10]
+    lo = 150
+    reports = []
+    for n in sizes:
+        reports.append(add_documents(idx, records[lo: lo + n], progress=False, max_segments=4, merge_factor=0))
+        lo += n
+    assert [r.merges for r in reports] == [0, 0, 0, 1] and reports[3].segments == 4
     folder = IndexFolder.open(idx)
-    assert len(folder.segments) == 2 and folder.n_live == 190
-    kept = {p.name for p in (idx / Layout.SEGMENTS).iterdir()}
-    assert kept == {Layout.segment(n).split("/")[-1] for n in range(1, 6)}  # named by the newest 3 manifests
-    # the segments of generations no longer kept (the newest KEEP_GENERATIONS + 1) are removed by the next writers
-    delete_documents(idx, [records[0].id])
-    delete_documents(idx, [records[1].id])
-    assert {p.name for p in (idx / Layout.SEGMENTS).iterdir()} == {"seg-000004", "seg-000005"}
-    assert IndexFolder.open(idx).n_live == 188
+    assert [s.n_live for s in folder.segments] == [150, 20, 10, 10] and folder.segments[0].dir == Layout.ROOT_SEGMENT
+
+
+def test_merge_plan() -> None:
+    from service.index.live import merge_plan
+
+    assert merge_plan([1000, 10, 10, 10], factor=4) is None  # three of tier 1: not yet
+    assert merge_plan([1000, 10, 10, 10, 10], factor=4) == (1, 5)
+    assert merge_plan([1000, 200, 10, 10, 10, 10], factor=4) == (2, 6)  # the lowest tier first, the big ones stay
+    assert merge_plan([1000, 10, 10, 10, 40], factor=4) is None  # 40 would be more than half of the merge
+    assert merge_plan([1000, 10, 10, 10, 40, 10], factor=4) == (1, 6)  # the run of tiers <= 2
+    assert merge_plan([1000, 1, 1, 1, 300, 1, 1], factor=4) is None  # neighbours only: 300 splits the run
+    assert merge_plan([1000, 0, 1, 3, 2], factor=4) == (1, 5)  # an emptied segment (all replaced) merges away
+    assert merge_plan([3, 2, 1, 1], factor=4) == (0, 4)  # a small build is a small segment like the others
+    assert merge_plan([150, 10, 10, 10], factor=4) is None  # not the build's 150 for 30 added
+    assert merge_plan([1000, 10, 10, 10, 10], factor=0) is None  # tiers off
+    assert merge_plan([1000, 5, 50, 5, 5], factor=0, max_segments=4) == (3, 5)  # bound: the smallest neighbours
+    assert merge_plan([1000, 5, 50, 5, 5], factor=0, max_segments=3) == (2, 5)  # (ties: the newest)
+    assert merge_plan([1000, 5, 50], factor=0, max_segments=1) == (0, 3)  # bound 1: everything (a compaction)
+    assert merge_plan([1000], factor=4, max_segments=1) is None
 
 
 def _state(idx: Path) -> tuple[int, int, list[str]]:
@@ -451,3 +500,19 @@ def test_bench_add_small_prints_both_figures(tmp_path: Path) -> None:
     assert r["full_build_s"] > 0 and r["add_s"] > 0
     text = format_report(r)
     assert "4 segments p50" in text and "1 segment p50" in text and "faster" in text
+
+
+@pytest.mark.slow
+def test_bench_merges_counts_what_each_policy_writes() -> None:
+    """``priorart bench merges`` at a small size: 10 adds of 5 to 100 documents; the old rule (here past 4 segments)
+    compacts the whole index twice, the tiered merges rewrite only added documents, so they write less."""
+    from training.benchmarks.live import format_merge_report, run_merge_bench
+
+    r = run_merge_bench(100, 5, 10, old_bound=4)
+    added = 5 * 10
+    assert r["old"]["written"] == added + 120 + 140  # the compactions at the 4th add and at the 8th
+    # the 4th and the 8th add merge four segments of 5 (tier 1) into 20; the 10th [20, 20, 5, 5] (tiers <= 2) into 50
+    assert r["tiered"]["written"] == added + 20 + 20 + 50
+    assert r["tiered"]["segments"] == [2, 3, 4, 2, 3, 4, 5, 3, 4, 2] and r["old"]["segments"][3] == 1
+    text = format_merge_report(r)
+    assert "tiered merges: 140 documents written (90 by merges)" in text and "compaction past 4 segments" in text

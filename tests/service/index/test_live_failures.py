@@ -250,7 +250,7 @@ def _print(name: str, sweep: Sweep) -> None:
 @pytest.mark.slow
 def test_add_then_compaction_every_step_fails_in_turn(base: tuple[Path, list[PatentRecord]], tmp_path: Path,
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
-    """``add`` with ``max_segments`` 1: a segment, the commit, then the compaction of the 3 segments; the disk full
+    """``add`` with ``max_segments`` 1: a segment, the commit, then the merge of the 3 segments into one; the disk full
     from step k on, for every k. A failure in the compaction (after the commit) must say committed, never
     unchanged (the bug of issue 29: "unchanged at generation 1" while generation 1 served the new documents)."""
     idx, records = base
@@ -301,11 +301,11 @@ import errno, sys
 import service.index.live as live
 def full(*a, **k):
     raise OSError(errno.ENOSPC, "No space left on device")
-def compact(*a, **k):
-    live.write_meta = full  # the compaction's first write of its meta.json: the disk is full from there on
+def merge_segments(*a, **k):
+    live.write_meta = full  # the merge's first write of its meta.json: the disk is full from there on
     return real(*a, **k)
-real = live.compact
-live.compact = compact
+real = live.merge_segments
+live.merge_segments = merge_segments
 from training.cli import main
 sys.argv = ["priorart", *sys.argv[1:]]
 main()
@@ -316,7 +316,8 @@ main()
 def test_cli_add_whose_compaction_fails_says_committed_with_its_own_exit_code(
         base: tuple[Path, list[PatentRecord]], tmp_path: Path) -> None:
     """The issue's case: ``priorart add IDX new.jsonl --max-segments 1`` on a disk that fills during the
-    compaction: exit 3 and "committed at generation N", the report of the add on stdout; the documents live."""
+    compaction (the merge of every segment) after it: exit 3 and "committed at generation N", the report of the add
+    on stdout; the documents live."""
     idx0, records = base
     idx = tmp_path / "idx"
     shutil.copytree(idx0, idx)
@@ -329,7 +330,7 @@ def test_cli_add_whose_compaction_fails_says_committed_with_its_own_exit_code(
                            "--no-progress"], capture_output=True, text=True, timeout=300,
                           env={**os.environ, "PYTHONPATH": str(REPO)})
     assert done.returncode == 3, done.stderr
-    assert f"committed at generation {gen0 + 1}" in done.stderr and "compaction" in done.stderr
+    assert f"committed at generation {gen0 + 1}" in done.stderr and "the merge of segments" in done.stderr
     assert "the disk is full" in done.stderr and "unchanged at" not in done.stderr, done.stderr
     assert f"generation {gen0} -> {gen0 + 1}, 2 added" in done.stdout
     gen, ids = _state(idx)

@@ -142,7 +142,7 @@ def test_hits_equal_what_rerunning_each_search_shows_as_new(built: tuple[Path, l
     batches[1][-1] = replaced
     totals = {"hits": 0, "bound": 0, "searched": 0}
     for gen, batch in enumerate(batches, 1):
-        add_documents(idx, batch, progress=False, max_segments=2)  # the second add (a replace) compacts
+        add_documents(idx, batch, progress=False, max_segments=2)  # the second add (a replace) merges the added two
         engine = _load(idx)
         assert engine.generation >= gen
         report = evaluate(engine, store)
