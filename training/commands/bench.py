@@ -166,12 +166,17 @@ def merges_command(
     batch: int = typer.Option(25, "--batch", min=1, help="Documents per add."),
     adds: int = typer.Option(40, "--adds", min=1, help="Adds in turn."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+    out: Path | None = typer.Option(None, "--out", "-o", help="Also write the result (JSON, with the commit and the "
+                                    "command) here."),
 ) -> None:
     """Live index: documents written over a run of adds with add's tiered merges against compacting everything
     past 10 segments (the rule before them)."""
     from training.benchmarks.live import format_merge_report, run_merge_bench
+    from training.experiments.output import command_line, write_result
 
     report = run_merge_bench(n_base, batch, adds)
+    if out is not None:
+        write_result(report, out, command=command_line())
     typer.echo(json.dumps(report, indent=1) if as_json else format_merge_report(report))
 
 

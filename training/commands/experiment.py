@@ -351,6 +351,29 @@ def route_merge_command(
     typer.echo(format_route_merge(result))
 
 
+@experiment_app.command("code-prediction")
+def code_prediction_command(
+    data: Path = typer.Option(..., "--data", help="The shared data folder (with patents/ep and patents/us)."),
+    index: Path | None = typer.Option(None, "--index", help="Use this index of the same data instead of building one."),
+    out: Path | None = typer.Option(None, "--out", help="Write the result (JSON) here."),
+    progress: bool | None = typer.Option(None, "--progress/--no-progress", help="Progress bars on stderr."),
+) -> None:
+    """Codes for a claim that brings none: the subclass and main group voted by its search's top documents (its own
+    family left out), against the publication's own codes (P@1, S@3 per language; the corpus prior beside)."""
+    from training.experiments import ExperimentError
+    from training.experiments.code_prediction import format_code_prediction, run_code_prediction
+    from training.ingest import shared_records
+
+    try:
+        result = run_code_prediction(shared_records(data, progress=progress), index_dir=index, progress=progress)
+    except (ExperimentError, ValueError) as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from exc
+    if out is not None:
+        write_result(result.to_dict(), out, command=command_line())
+    typer.echo(format_code_prediction(result))
+
+
 @experiment_app.command("feedback")
 def feedback_command(
     data: Path = typer.Option(..., "--data", help="The shared data folder (with patents/ep and patents/us)."),

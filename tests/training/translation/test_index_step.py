@@ -203,7 +203,8 @@ def test_missing_lexicons_fall_back_to_aligned_claims_with_a_warning(
     def absent(*args: object) -> dict[str, dict[str, float]]:
         raise LexiconNotFoundError("not installed")
 
-    monkeypatch.setitem(lexicons.SOURCES, "freedict", dataclasses.replace(lexicons.SOURCES["freedict"], table=absent))
+    for name in ("freedict", "pivot"):  # the pivot composes FreeDict's files: absent with them
+        monkeypatch.setitem(lexicons.SOURCES, name, dataclasses.replace(lexicons.SOURCES[name], table=absent))
     monkeypatch.setenv("PRIORART_CACHE_DIR", str(tmp_path / "cache"))
     with caplog.at_level(logging.WARNING):
         report = build_index(corpus, tmp_path / "idx", compounds="", progress=False)

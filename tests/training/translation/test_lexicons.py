@@ -160,6 +160,7 @@ def test_pivot_composes_the_english_german_lexicon_with_the_german_french_one(tm
     assert load_lexicon("fr", "en", ("pivot",)).sources == []  # French -> English: FreeDict's own only
 
 
+@pytest.mark.slow  # parses FreeDict's en-de lexicon (188k entries) when the cache is cold
 @pytest.mark.skipif(not Path("/usr/share/dictd/freedict-deu-fra.index").is_file(),
                     reason="FreeDict's en-de / de-fr lexicons absent (scripts/setup.sh)")
 def test_the_default_english_french_table_adds_the_pivot_to_freedicts_own() -> None:

@@ -1,0 +1,24 @@
+"""``priorart experiment code-prediction`` on the real data (issue 33 item 2)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.realdata, pytest.mark.slow]
+
+
+def test_top_documents_predict_the_subclass_better_than_the_prior(real_corpus: Path, real_index: Path) -> None:
+    from service.corpus.jsonl import read_corpus
+    from training.experiments.code_prediction import format_code_prediction, run_code_prediction
+
+    r = run_code_prediction(list(read_corpus(real_corpus)), index_dir=real_index, depths=(10,), progress=False)
+    assert r.topics["all"] > 250 and {"en", "de", "fr"} <= set(r.topics)
+    voted, prior = r.rows["subclass top 10"]["all"], r.rows["subclass prior"]["all"]
+    reachable = r.rows["subclass reachable"]["all"]["P@1"]
+    # the documents of the claim's field, not the corpus's commonest codes; never above what another family holds
+    assert 2 * prior["P@1"] < voted["P@1"] <= voted["S@3"] <= reachable < 1
+    assert r.rows["main_group top 10"]["all"]["P@1"] <= voted["P@1"]
+    table = format_code_prediction(r)
+    assert table.splitlines()[0].startswith("| prediction | all (") and "subclass top 10" in table
