@@ -74,6 +74,7 @@ FIGURES: dict[str, Callable[[Result, str, str], float]] = {
     "route-merge": _xling_rows,
     "feedback": _feedback,
     "xling-passages": _xling_passages,
+    "code-prediction": _xling_rows,
 }
 
 
@@ -326,6 +327,49 @@ def feedback_table(name: str, results_dir: Path = RESULTS_DIR) -> str:
     return "\n".join(lines)
 
 
+CODE_PREDICTION_NAMES = {"reachable": "reachable (the ceiling)", "prior": "prior (the commonest codes)"}
+
+
+def code_prediction_table(name: str, results_dir: Path = RESULTS_DIR) -> str:
+    """``priorart experiment code-prediction``: P@1 / S@3 of the voted codes per level and depth, per language."""
+    r = load(name, results_dir)
+    langs = _ordered(r["topics"], LANG_ORDER)
+    rows = []
+    def order(row: str) -> tuple[int, int, int]:  # subclass first; the ceiling, the prior, then the votes by depth
+        level, _, how = row.partition(" ")
+        depth = int(how.split()[-1]) if how.startswith("top ") else 0
+        return (level != "subclass", {"reachable": 0, "prior": 1}.get(how, 2), depth)
+
+    for row in sorted(r["rows"], key=order):
+        per = r["rows"][row]
+        level, _, how = row.partition(" ")
+        how = CODE_PREDICTION_NAMES.get(how, how.replace("top", "vote of the top"))
+        cells = [(f"{per[x]['P@1']:.3f}" if how.startswith("reachable") else
+                  f"{per[x]['P@1']:.3f} / {per[x]['S@3']:.3f}") if x in per else "–" for x in langs]
+        rows.append([level.replace("_", " "), how, *cells])
+    lines = _table(["level", "prediction", *(f"{x} ({r['topics'][x]})" for x in langs)], rows)
+    lines += ["", "P@1 / S@3; reachable: one value (a share of topics). " + source(r, name)]
+    return "\n".join(lines)
+
+
+def merges_table(names: tuple[str, ...], results_dir: Path = RESULTS_DIR) -> str:
+    """``priorart bench merges``: documents written, the most segments and the time of each policy, per run."""
+    rows, sources = [], []
+    for name in names:
+        r = load(name, results_dir)
+        t, o = r["tiered"], r["old"]
+        rows.append([f"{r['adds']} adds of {r['batch']:,} to {r['n_base']:,}",
+                     f"{t['written']:,} / {t['max_segments']} / {t['seconds']:.1f} s",
+                     f"{o['written']:,} / {o['max_segments']} / {o['seconds']:.1f} s",
+                     f"{t['written'] / o['written']:.2f}x / {t['seconds'] / o['seconds']:.2f}x"])
+        sources.append(source(r, name))
+    lines = _table(["run", "tiered merges: written / most segments / time",
+                    f"compaction past {load(names[0], results_dir)['old_bound']}: written / most / time",
+                    "written / time"], rows)
+    lines += ["", " ".join(sources)]
+    return "\n".join(lines)
+
+
 def watch_table(name: str, results_dir: Path = RESULTS_DIR) -> str:
     """``priorart bench watch``: the evaluation after an add, in all and per watch by how it was settled."""
     r = load(name, results_dir)
@@ -388,6 +432,8 @@ class Table:
     files: tuple[str, ...]
 
 
+MERGES_FILES = ("merges/2k.json", "merges/20k.json")
+
 TABLES: dict[str, Table] = {
     **{f"xling-tasks/{t}": Table(_file(xling_task_table, f"xling-tasks/{t}.json"), (f"xling-tasks/{t}.json",))
        for t in ("descriptions", "reverse", "mate", "titles")},
@@ -404,6 +450,8 @@ TABLES: dict[str, Table] = {
     "route-merge": Table(_file(route_merge_table, "route-merge.json"), ("route-merge.json",)),
     "feedback": Table(_file(feedback_table, "feedback.json"), ("feedback.json",)),
     "watch": Table(_file(watch_table, "watch.json"), ("watch.json",)),
+    "code-prediction": Table(_file(code_prediction_table, "code-prediction.json"), ("code-prediction.json",)),
+    "merges": Table(lambda results_dir: merges_table(MERGES_FILES, results_dir), MERGES_FILES),
     "summary": Table(summary_table, tuple(f"xling-tasks/{t}.json" for t in ("mate", "descriptions", "reverse",
                                                                                  "titles")) + ("xling-passages.json",)),
 }
