@@ -32,9 +32,8 @@ from service.index.store import DocStore
 from service.query import QueryError
 from service.retrieval.sparse import QueryUnit, SparseIndex
 from service.text.analysis import SUPPORTED_LANGS, Analyzer, get_analyzer
-from service.text.translation import MixedTable, PivotTable, TranslationTable
+from service.text.translation import PIVOT_LANG, MixedTable, PivotTable, TranslationTable
 
-PIVOT_LANG = "en"
 MIX_WEIGHT = 0.5
 """The weight of a pair's own table (de-fr, fr-de) beside its composition through English (1 - MIX_WEIGHT)."""
 PARTS_MAX_TERMS = 20
@@ -266,4 +265,4 @@ class IndexResources:
         return routes
 
 
-__all__ = ["MIX_WEIGHT", "PARTS_MAX_TERMS", "PIVOT_LANG", "IndexResources", "Route"]
+__all__ = ["MIX_WEIGHT", "PARTS_MAX_TERMS", "IndexResources", "Route"]

@@ -15,6 +15,9 @@ from typing import Any
 
 import orjson
 
+PIVOT_LANG = "en"
+"""The language de <-> fr go through: composed at query time (:class:`PivotTable`, the index's routes) from the legs
+the build trains (training/translation/tables.py)."""
 TABLE_FORMAT = "priorart-translation-table"
 TABLE_VERSION = 1
 
