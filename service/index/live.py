@@ -752,13 +752,13 @@ def merge_plan(sizes: Sequence[int], *, factor: int = MERGE_FACTOR,
     half of the run, is merged whole: the merged segment lands in a higher tier, so calling again cascades, a
     document is rewritten only into a segment at least twice its segment's size (about once per tier), and a
     segment larger than the others together (the build's) is left alone. Neighbours only, so the rows keep their
-    order. With no such run and more than
-    ``max_segments`` segments, the neighbours of the smallest total (the newest among equals) are merged down to
-    ``max_segments``. ``factor`` 0 (or 1): no tiered merges.
+    order. With no such run and more than ``max_segments`` segments, the neighbours of the smallest total (the
+    newest among equals) are merged down to ``max_segments``. ``factor`` 0 (or 1): no tiered merges.
     """
+    sizes = [max(int(x), 0) for x in sizes]
     n = len(sizes)
     if factor >= 2 and n >= factor:
-        tiers = [_tier(max(int(x), 0), factor) for x in sizes]
+        tiers = [_tier(x, factor) for x in sizes]
         for t in sorted(set(tiers)):
             end = n
             while end > 0:
@@ -767,14 +767,14 @@ def merge_plan(sizes: Sequence[int], *, factor: int = MERGE_FACTOR,
                 first = end
                 while first > 0 and tiers[first - 1] <= t:
                     first -= 1
-                run = [max(int(x), 0) for x in sizes[first:end]]
+                run = sizes[first:end]
                 if end - first >= factor and 2 * max(run) <= sum(run):
                     return first, end
                 end = first
     bound = max(max_segments, 1)
     if n > bound:
         width = n - bound + 1
-        totals = [sum(int(x) for x in sizes[i:i + width]) for i in range(n - width + 1)]
+        totals = [sum(sizes[i:i + width]) for i in range(n - width + 1)]
         first = min(range(len(totals)), key=lambda i: (totals[i], -i))
         return first, first + width
     return None

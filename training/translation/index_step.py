@@ -36,7 +36,7 @@ from service.corpus.record import PatentRecord
 from service.index.folder import Layout
 from service.text.analysis import SUPPORTED_LANGS, tokenize
 from service.text.compounds import ANALYSIS_VERSION, CompoundSplitter
-from service.text.translation import TranslationTable
+from service.text.translation import PIVOT_LANG, TranslationTable
 from training.translation.compounds import COMPOUND_LANGS, MIN_PART, splitter_from_counts
 from training.translation.lexicons import (
     DEFAULT_LEXICONS,
@@ -45,7 +45,7 @@ from training.translation.lexicons import (
     load_lexicon,
     parse_lexicons,
 )
-from training.translation.tables import DIRECT_PAIRS, PIVOT, TableSettings, build_direction
+from training.translation.tables import DIRECT_PAIRS, TableSettings, build_direction
 
 log = logging.getLogger(__name__)
 
@@ -220,10 +220,10 @@ def needed_directions(index_langs: Sequence[str]) -> tuple[list[tuple[str, str]]
     through English at query time, its legs trained too (the service mixes the two: service/retrieval/resources.py)."""
     targets = [t for t in index_langs if t in SUPPORTED_LANGS]
     wanted = [(s, t) for t in targets for s in SUPPORTED_LANGS if s != t]
-    pivots = [(s, t) for s, t in wanted if PIVOT not in (s, t)]
+    pivots = [(s, t) for s, t in wanted if PIVOT_LANG not in (s, t)]
     direct = [p for p in DIRECT_PAIRS if p in wanted]
     for s, t in pivots:
-        for leg in ((s, PIVOT), (PIVOT, t)):
+        for leg in ((s, PIVOT_LANG), (PIVOT_LANG, t)):
             if leg not in direct:
                 direct.append(leg)
     return direct, pivots
@@ -297,13 +297,14 @@ def build_index_tables(
         built[(src, tgt)] = table
         report["directions"][f"{src}-{tgt}"] = info
     for src, tgt in pivots:  # composed at query time from the two stored legs (and mixed with a direct table)
-        if (src, PIVOT) in built and (PIVOT, tgt) in built:
+        if (src, PIVOT_LANG) in built and (PIVOT_LANG, tgt) in built:
             if (src, tgt) in built:
-                report["directions"][f"{src}-{tgt}"]["mixed"] = f"half and half with {src}-{PIVOT} + {PIVOT}-{tgt}"
+                report["directions"][f"{src}-{tgt}"]["mixed"] = (
+                    f"half and half with {src}-{PIVOT_LANG} + {PIVOT_LANG}-{tgt}")
             else:
-                report["directions"][f"{src}-{tgt}"] = {"sources": [f"pivot:{PIVOT}"], "composed": "at query time"}
+                report["directions"][f"{src}-{tgt}"] = {"sources": [f"pivot:{PIVOT_LANG}"], "composed": "at query time"}
         else:
-            report["warnings"].append(f"no {src}-{tgt} translation: no {src}-{PIVOT} or {PIVOT}-{tgt} table")
+            report["warnings"].append(f"no {src}-{tgt} translation: no {src}-{PIVOT_LANG} or {PIVOT_LANG}-{tgt} table")
     entries = []
     for (_src, _tgt), table in sorted(built.items()):  # pivot legs too, into a language not indexed
         table.save(index_dir / Layout.table(table.src, table.tgt))

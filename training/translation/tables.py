@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from service.corpus.record import PatentRecord
 from service.text.analysis import get_analyzer
-from service.text.translation import PIVOT_LANG, TranslationTable
+from service.text.translation import TranslationTable
 from training.translation.freedict import DICTD_DIR, LEXICON_NAMES, cached_lexicon, lexicon_paths
 from training.translation.ibm1 import train_aligned_table
 
@@ -218,7 +218,6 @@ def write_tables(out_dir: str | Path, tables: Mapping[str, TranslationTable], me
 
 DIRECT_PAIRS = (("de", "en"), ("fr", "en"), ("en", "de"), ("en", "fr"), ("de", "fr"), ("fr", "de"))
 """Directions with their own resources: FreeDict lexicons and aligned claims (read in either direction)."""
-PIVOT = PIVOT_LANG  # the legs de <-> fr are composed from at query time (service/text/translation.py)
 
 
 def build_direction(
