@@ -130,6 +130,7 @@ XLING_ROW_NAMES = {
     "en-de only": "en→de only",
     "en-fr only": "en→fr only",
     "all": "all (every table)",
+    "all, reference merge": "all, routes merged by the reference score alone (ceilings not aligned)",
     "all, query-weight merge": "all, routes merged by Σ idf (k1+1)",
     "all, max merge": "all, routes merged by each route's best score",
     "all+compounds": "**all + compounds (default)**",
@@ -288,7 +289,8 @@ def xling_passages_sweep_table(name: str, results_dir: Path = RESULTS_DIR) -> st
     return "\n".join(lines)
 
 
-ROUTE_MERGE_NAMES = {"own route only": "own route only", "all routes": "every route, reference merge (default)",
+ROUTE_MERGE_NAMES = {"own route only": "own route only", "all routes": "every route, ceilings aligned (default)",
+                     "all routes, reference merge": "every route, reference merge (ceilings not aligned)",
                      "all routes, weight merge": "every route, query-weight merge (Σ idf (k1+1))",
                      "all routes, saturated merge": "every route, translated units saturated at (k1+1) × one best "
                                                     "occurrence",
@@ -306,7 +308,12 @@ def route_merge_table(name: str, results_dir: Path = RESULTS_DIR) -> str:
     for row in _ordered(r["rows"], ROUTE_MERGE_NAMES):
         by_lang = r["rows"][row]
         mv = r["moved"].get(row, {}).get("all")
-        rows.append([ROUTE_MERGE_NAMES.get(row, row), f"{by_lang['all']['mrr']:.3f}",
+        label = ROUTE_MERGE_NAMES.get(row, row)
+        if row.startswith("all routes, knee "):
+            label = f"every route, ceilings aligned above {row.rsplit(' ', 1)[1]}"
+        elif row == "all routes" and "default_knee" in r["settings"]:
+            label = f"every route, ceilings aligned above {r['settings']['default_knee']:g} (default)"
+        rows.append([label, f"{by_lang['all']['mrr']:.3f}",
                      *(f"{by_lang[x]['mrr']:.3f}" for x in langs),
                      f"{mv['down']} / {mv['up']}" if mv else "–", _p(r["p_values"].get(row))])
     lines = _table(head, rows)

@@ -10,13 +10,19 @@ compounds split into their parts, see ``service.text.compounds``).
 
 Combination. One route: its raw scores. Several routes score the same document in different languages,
 so their raw BM25 scores are not comparable (other collection statistics, another number of query
-units). Each route's score is divided by the best score any document could reach for that query in
-that route: ``sum_u w_u * idf_u * (k1 + 1)`` for BM25 (``sum_u w_u * idf_u`` for tf-idf), where a unit
-that matches nothing in the route's index counts with the idf of a term seen once -- so a route that
-cannot express part of the query is not rewarded for it. The result is the fraction of the query's
-attainable weight a document matches, in [0, 1) whatever the route; a document gets its maximum over
-routes, and the hit says which route gave it (``Hit.route``). ``combine="max"`` keeps the older
-per-route normalisation by the best score found (each route's best hit gets 1; for comparison).
+units). Each route's score is divided by a *reference score*: what a document of average length holding the
+query's best translation of every unit once (its probability as expected tf) would score in that route
+(:func:`reference_score`; a unit that matches nothing in the route's index counts with the idf of a term seen
+once, so a route that cannot express part of the query is not rewarded for it). One occurrence of every term
+then scores 1 on every route. The ceilings are aligned too (``combine="aligned"``, the default,
+:func:`ceiling_slope`): an untranslated query's own route reaches at most ``k1 + 1`` after the division, a
+translated route more (its reference holds each translation with a probability below 1), so what a translated
+route's score gains above a knee (1.5) is scaled down until its ceiling is ``k1 + 1`` as well. Without that, an English
+document repeating the translations of a German title's generic words outscored the German publication that
+holds the title's own words (docs/RESULTS.md, "The route merge and own-language documents"). A document gets its
+maximum over routes, and the hit says which route gave it (``Hit.route``). The other merges stay selectable for
+comparison: ``"reference"`` (the division alone), ``"weight"`` (by the attainable ``sum_u w_u * idf_u * (k1 +
+1)``), ``"max"`` (each route's best hit gets 1), ``"saturated"``, ``"scaled"``.
 
 Query reduction. Long queries keep their ``max_query_terms`` terms of highest tf-idf (query tf times
 idf in the first route's index; default 100, the passage paper's claims setting; 0 = keep all).
@@ -53,7 +59,9 @@ log = logging.getLogger(__name__)
 
 DEFAULT_MAX_QUERY_TERMS = 100
 PAPER_TERMS = {"abstract": 10, "claims": 100}
-COMBINES = ("weight", "reference", "max", "saturated", "scaled")
+COMBINES = ("weight", "reference", "max", "saturated", "scaled", "aligned")
+DEFAULT_COMBINE = "aligned"
+ALIGN_KNEE = 1.5  # the aligned merge leaves a translated route's scores up to this as they are (see ceiling_slope)
 
 @dataclass(slots=True)
 class Hit:
@@ -78,6 +86,7 @@ class RouteInfo:
     n_matched: int | None  # documents matching a query term (None: not counted, an unexplained one-route search)
     max_score: float
     norm: float = 0.0  # the score a document would need to reach 1 after normalisation (0: raw scores)
+    slope: float = 1.0  # what the normalised score gains above 1 is multiplied by (the ceilings aligned; 1: none)
 
 
 @dataclass(slots=True)
@@ -156,30 +165,52 @@ def reference_score(index: SparseIndex, units: Sequence[QueryUnit], *, scale_tf:
     perfect match *in that route* scores, not against an untranslated query's. Units that match nothing
     in the index count with the idf of a term seen once (a miss). ``scale_tf``: the units' expected tf is scaled by
     their best translation's probability (:meth:`SparseIndex.accumulate`), so that translation counts as tf 1."""
+    return route_norms(index, units, scale_tf=scale_tf)[0]
+
+
+def attainable_score(index: SparseIndex, units: Sequence[QueryUnit]) -> float:
+    """The best score a document could reach for ``units`` in ``index`` (see the module docstring)."""
+    return route_norms(index, units)[1]
+
+
+def route_norms(index: SparseIndex, units: Sequence[QueryUnit], *, scale_tf: bool = False) -> tuple[float, float]:
+    """:func:`reference_score` and :func:`attainable_score` of a route in one pass over its units (each unit's idf
+    is looked up once)."""
     rare = index.idf_of(1.0)
-    total = 0.0
+    bm25 = index.scoring == "bm25"
+    k1 = index.k1
+    reference = attainable = 0.0
     for mapping, weight in units:
         if not mapping:
             continue
         idf = index.unit_idf(mapping) if any(t in index.term_id for t in mapping) else rare
         tf = 1.0 if scale_tf else max(mapping.values())
-        if index.scoring == "bm25":
-            part = tf * (index.k1 + 1) / (tf + index.k1)
-        else:
-            part = math.log1p(tf) / math.log(2.0)
-        total += weight * idf * part
-    return total
+        part = tf * (k1 + 1) / (tf + k1) if bm25 else math.log1p(tf) / math.log(2.0)
+        reference += weight * idf * part
+        attainable += weight * idf
+    return reference, attainable * (k1 + 1 if bm25 else 1.0)
 
 
-def attainable_score(index: SparseIndex, units: Sequence[QueryUnit]) -> float:
-    """The best score a document could reach for ``units`` in ``index`` (see the module docstring)."""
-    rare = index.idf_of(1.0)
-    bound = index.k1 + 1 if index.scoring == "bm25" else 1.0
-    total = 0.0
-    for mapping, weight in units:
-        if mapping:
-            total += weight * (index.unit_idf(mapping) if any(t in index.term_id for t in mapping) else rare)
-    return total * bound
+def ceiling_slope(index: SparseIndex, units: Sequence[QueryUnit], norm: float, knee: float = ALIGN_KNEE, *,
+                  attainable: float | None = None) -> float:
+    """How much a translated route's scores are bent above ``knee`` so that its ceiling is an untranslated query's
+    (BM25; the merge ``aligned``). After the division by the reference score ``norm``, an own route reaches at most
+    ``k1 + 1`` (one occurrence of each term scores 1, many occurrences approach ``k1 + 1``). A translated route
+    reaches ``C = attainable / norm``, more (3.5 at the median of the real titles): its reference holds each unit's
+    best translation with its probability ``p < 1`` as expected tf, and a row repeating several translations of a
+    generic word (Verfahren: method, process, procedure) sums them. The part of a score above ``knee`` is multiplied
+    by ``(k1 + 1 - knee) / (C - knee)``, so that the route's ceiling is ``k1 + 1``; scores up to ``knee`` and the
+    order within the route are unchanged. ``knee`` 1 bends everything above one occurrence; 1.5 (the default) keeps
+    the scores of a translation that matches the query's every unit a few times, which a document reached only
+    through translation needs against own-language documents sharing the query's generic words (docs/RESULTS.md,
+    "The route merge and own-language documents"). Returns 1 (no bend) when the route's ceiling is not above
+    ``k1 + 1`` or the scoring is tf-idf (no ceiling). ``attainable``: the route's :func:`attainable_score` when
+    already known."""
+    if index.scoring != "bm25" or norm <= 0:
+        return 1.0
+    ceiling = (attainable_score(index, units) if attainable is None else attainable) / norm
+    top = index.k1 + 1.0
+    return (top - knee) / (ceiling - knee) if ceiling > top + 1e-9 and knee < top else 1.0
 
 
 def reduce_terms(counts: Mapping[str, int], idf: Mapping[str, float], max_terms: int) -> dict[str, int]:
@@ -203,8 +234,9 @@ class FirstStage:
         *,
         max_query_terms: int = DEFAULT_MAX_QUERY_TERMS,
         analyzers: Mapping[str, Analyzer] | None = None,
-        combine: str = "reference",
+        combine: str = DEFAULT_COMBINE,
         compound_parts: int = PARTS_MAX_TERMS,
+        knee: float = ALIGN_KNEE,
     ) -> None:
         if combine not in COMBINES:
             raise ValueError(f"unknown route combination {combine!r}; valid: {', '.join(COMBINES)}")
@@ -216,6 +248,7 @@ class FirstStage:
         self.tables = self.resources.tables  # into English, by source
         self.analyzers = self.resources.analyzers
         self.combine = combine
+        self.knee = knee  # the aligned merge's (ceiling_slope)
         self.max_query_terms = max_query_terms
         self._accumulators = AccumulatorPool(len(docs))  # the queries' score arrays, kept between queries
 
@@ -375,7 +408,7 @@ class FirstStage:
                 index = self.indexes[route.index_lang]
                 # candidates: rows with a non-zero score (rows without any query term score exactly 0; so does
                 # the rare row whose only terms have idf 0) that the mask allows
-                norm = 0.0
+                norm, slope = 0.0, 1.0
                 n_matched: int | None
                 sat, scaled = self.combine == "saturated", self.combine == "scaled"
                 if single:  # one route: its top rows (the matched rows counted when the query is explained)
@@ -387,13 +420,16 @@ class FirstStage:
                     n_matched, best = acc.matched_max(mask)
                     if self.combine == "weight":
                         norm = attainable_score(index, units)
-                    elif self.combine in ("reference", "saturated", "scaled"):
+                    elif self.combine == "aligned" and route.kind != "mono":  # (an own route's ceiling is k1 + 1)
+                        norm, attainable = route_norms(index, units)
+                        slope = ceiling_slope(index, units, norm, self.knee, attainable=attainable)
+                    elif self.combine in ("reference", "saturated", "scaled", "aligned"):
                         norm = reference_score(index, units, scale_tf=scaled)
                     else:
                         norm = best
                 per_route.append((route, units))
                 infos.append(RouteInfo(route.name, route.index_lang, route.kind, route.table_name, n_matched, best,
-                                       norm))
+                                       norm, slope))
             if single:
                 won = np.zeros(len(rows), dtype=np.int64)
                 route_scores = {routes[0].name: final.copy()}
@@ -402,7 +438,7 @@ class FirstStage:
                 merged = accs[-1]
                 for i, rinfo in enumerate(infos):
                     if rinfo.norm > 0 and rinfo.n_matched:
-                        merged.merge(accs[i], mask, rinfo.norm, i)
+                        merged.merge(accs[i], mask, rinfo.norm, i, rinfo.slope, self.knee)
                 rows = merged.top_k(n, nonzero=False)  # every row a route matched, even at 0 after the merge
                 final = merged.scores[rows]
                 won = np.zeros(0, dtype=np.int64)
@@ -417,7 +453,8 @@ class FirstStage:
                     route_scores[route.name] = np.where(allowed, raw, np.nan)
                 combine = {"weight": "query-weight", "reference": "reference", "max": "max-normalised",
                            "saturated": "reference, translations saturated",
-                           "scaled": "reference, translated tf scaled to its best translation"}[self.combine]
+                           "scaled": "reference, translated tf scaled to its best translation",
+                           "aligned": "aligned"}[self.combine]
         finally:
             self._accumulators.give(accs)
 

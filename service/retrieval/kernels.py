@@ -352,15 +352,20 @@ def _matched_max(scores, touched, nt, dense, mask, use_mask):
 
 
 @njit(cache=True, nogil=True)
-def _merge(final, winner, fseen, ftouched, fnt, ftrack, scores, touched, nt, dense, mask, use_mask, norm, route):
+def _merge(final, winner, fseen, ftouched, fnt, ftrack, scores, touched, nt, dense, mask, use_mask, norm, route, slope,
+           knee):
     """Routes merged on one scale: a row's ``final`` is its best ``score / norm`` over the routes that matched it
     (non-zero, allowed by ``mask``; ``fseen`` marks every such row), ``winner`` the route that gave it; the first
-    route to reach a score keeps it on a tie. Branch-free in the dense case (vectorised over every row)."""
+    route to reach a score keeps it on a tie. ``slope`` (1: none): the part of ``score / norm`` above ``knee`` is
+    multiplied by it (a translated route's saturation ceiling brought down to the own route's). Branch-free in the
+    dense case (vectorised over every row)."""
+    bend = slope != 1.0
     if dense and not ftrack:
         for r in range(len(scores)):
             s = scores[r]
             ok = (s != 0.0) & (mask[r] if use_mask else True)
             normed = s / norm
+            normed = knee + (normed - knee) * slope if bend and normed > knee else normed
             better = ok & (normed > final[r])
             final[r] = normed if better else final[r]
             winner[r] = route if better else winner[r]
@@ -373,6 +378,8 @@ def _merge(final, winner, fseen, ftouched, fnt, ftrack, scores, touched, nt, den
         if s == 0.0 or (use_mask and not mask[r]):
             continue
         normed = s / norm
+        if bend and normed > knee:
+            normed = knee + (normed - knee) * slope
         if normed > final[r]:
             final[r] = normed
             winner[r] = route
@@ -798,16 +805,18 @@ class ScoreAccumulator:
         n, best = _matched_max(self.scores, self.touched, self.n, not self.tracking, _mask(mask), mask is not None)
         return int(n), float(best)
 
-    def merge(self, route: ScoreAccumulator, mask: np.ndarray | None, norm: float, index: int) -> None:
+    def merge(self, route: ScoreAccumulator, mask: np.ndarray | None, norm: float, index: int, slope: float = 1.0,
+              knee: float = 1.0) -> None:
         """Merge a route's scores on one scale: every row it matched (non-zero, allowed by ``mask``) is reached here,
         with the best ``score / norm`` of the routes merged so far; ``winner[row] = index`` where this route's is
-        better (the first route merged keeps a tie)."""
+        better (the first route merged keeps a tie). ``slope``: what is above ``knee`` after the division is
+        multiplied by it."""
         if self.winner is None:
             self.winner = np.full(self.n_rows, -1, dtype=np.int16)
         track = self._track(route.n if route.tracking else self.n_rows)
         self.n = _merge(self.scores, self.winner, self.seen, self.touched, self.n, track, route.scores,
                         route.touched, route.n, not route.tracking, _mask(mask), mask is not None, float(norm),
-                        index)
+                        index, float(slope), float(knee))
 
     def reset(self) -> None:
         """Zero the scores (and marks, winners) of the rows reached, so the next query starts from zeros."""

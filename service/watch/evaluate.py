@@ -157,7 +157,8 @@ def restricted_first_stage(fs: FirstStage, allowed: np.ndarray) -> FirstStage:
 
     indexes = {lang: restrict(index, allowed) for lang, index in fs.indexes.items()}
     return FirstStage(fs.meta, fs.docs, indexes, fs.pair_tables, max_query_terms=fs.max_query_terms,
-                      analyzers=fs.analyzers, combine=fs.combine, compound_parts=fs.compound_parts)
+                      analyzers=fs.analyzers, combine=fs.combine, compound_parts=fs.compound_parts,
+                      knee=fs.knee)
 
 
 class Evaluator:

@@ -330,7 +330,9 @@ def route_merge_command(
     data: Path = typer.Option(..., "--data", help="The shared data folder (with patents/ep and patents/us)."),
     folds: int = typer.Option(5, "--folds", help="Cross-fitting folds (tables and compound splitter per fold)."),
     depth: int = typer.Option(100, "--depth", help="Documents retrieved per topic."),
-    combines: str = typer.Option("", "--combines", help="Other route merges to compare (weight, max)."),
+    combines: str = typer.Option("", "--combines", help="Other route merges to compare (reference, weight, max, "
+                                 "saturated, scaled)."),
+    knees: str = typer.Option("", "--knees", help="Other knees of the default (aligned) merge to compare, e.g. 1,2."),
     out: Path | None = typer.Option(None, "--out", help="Write the result (JSON, per topic included) here."),
     progress: bool | None = typer.Option(None, "--progress/--no-progress", help="Progress bars on stderr."),
 ) -> None:
@@ -341,7 +343,8 @@ def route_merge_command(
 
     try:
         settings = RouteMergeSettings(folds=folds, depth=depth,
-                                      combines=tuple(c.strip() for c in combines.split(",") if c.strip()))
+                                      combines=tuple(c.strip() for c in combines.split(",") if c.strip()),
+                                      knees=tuple(float(k) for k in knees.split(",") if k.strip()))
         result = run_route_merge(data, settings, progress=progress)
     except (ExperimentError, ValueError) as exc:
         typer.echo(f"error: {exc}", err=True)

@@ -12,7 +12,8 @@ that on the real data:
 * index: every publication under ``DATA/patents/{ep,us}``, trilingual (en, de, fr), fields abstract, claims and
   description (titles are left out, so a topic never matches its own words verbatim there);
 * rows: ``own route only`` (no translation table: the query's own index alone) against ``all routes`` (the
-  default: every table, the routes merged), and the other merges when asked (``combines``);
+  default: every table, the routes merged), and the other merges (``combines``) and knees of the default merge
+  (``knees``) when asked;
 * honesty: cross-fitted in ``folds`` folds by document: the tables and the German compound splitter that serve a
   fold's topics never saw that fold's documents (the tables are trained without their aligned claims and titles).
 
@@ -51,6 +52,7 @@ class RouteMergeSettings:
     folds: int = 5
     depth: int = 100
     combines: tuple[str, ...] = ()  # other merges to compare (service.retrieval.first_stage.COMBINES)
+    knees: tuple[float, ...] = ()  # other knees of the aligned merge (service.retrieval.first_stage.ceiling_slope)
 
 
 @dataclass
@@ -85,7 +87,7 @@ def own_language_topics(records: Sequence[PatentRecord]) -> list[tuple[str, str,
 def run_route_merge(data: str | Path, settings: RouteMergeSettings | None = None, *,
                     records: Sequence[PatentRecord] | None = None, progress: bool | None = None) -> RouteMergeResult:
     """Run the experiment (module docstring)."""
-    from service.retrieval.first_stage import COMBINES, FirstStage
+    from service.retrieval.first_stage import ALIGN_KNEE, COMBINES, DEFAULT_COMBINE, FirstStage
     from service.text.analysis import Analyzer
     from service.text.translation import TranslationTable
     from training.build import build_index
@@ -105,7 +107,8 @@ def run_route_merge(data: str | Path, settings: RouteMergeSettings | None = None
     ids = sorted({doc for _, doc, _, _ in topics})
     fold_of = {doc: i % s.folds for i, doc in enumerate(ids)}
     multilingual = [r for r in records if len({k for k, v in r.claims.items() if v} | set(r.title)) >= 2]
-    rows = [OWN, ALL, *(f"all routes, {c} merge" for c in s.combines if c != "reference")]
+    rows = [OWN, ALL, *(f"all routes, {c} merge" for c in s.combines if c != DEFAULT_COMBINE),
+            *(f"all routes, knee {k:g}" for k in s.knees)]
     ranks: dict[str, dict[str, int]] = {row: {} for row in rows}
     bar = tqdm(total=s.folds, desc="route-merge folds", file=sys.stderr,
                disable=None if progress is None else not progress)
@@ -127,9 +130,12 @@ def run_route_merge(data: str | Path, settings: RouteMergeSettings | None = None
             stages = {OWN: FirstStage(base.meta, base.docs, base.indexes, {}, analyzers=analyzers),
                       ALL: FirstStage(base.meta, base.docs, base.indexes, tables, analyzers=analyzers)}
             for c in s.combines:
-                if c != "reference":
+                if c != DEFAULT_COMBINE:
                     stages[f"all routes, {c} merge"] = FirstStage(base.meta, base.docs, base.indexes, tables,
                                                                   analyzers=analyzers, combine=c)
+            for k in s.knees:
+                stages[f"all routes, knee {k:g}"] = FirstStage(base.meta, base.docs, base.indexes, tables,
+                                                               analyzers=analyzers, knee=k)
             for qid, doc, lang, text in topics:
                 if fold_of[doc] != fold:
                     continue
@@ -162,7 +168,8 @@ def run_route_merge(data: str | Path, settings: RouteMergeSettings | None = None
         if row != OWN:
             p_values[row] = randomisation_test(rr[row], rr[OWN])
     return RouteMergeResult(
-        settings=asdict(s), topics={lang: sum(1 for q in lang_of.values() if q == lang) for lang in LANGS},
+        settings={**asdict(s), "default_knee": ALIGN_KNEE},
+        topics={lang: sum(1 for q in lang_of.values() if q == lang) for lang in LANGS},
         rows=result_rows, moved=moved, p_values=p_values, per_query=ranks, seconds=time.perf_counter() - t0)
 
 

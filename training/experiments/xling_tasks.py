@@ -47,7 +47,7 @@ from service.corpus.record import PatentRecord
 from service.evaluation.measures import evaluate_run
 from service.evaluation.significance import randomisation_test
 from service.evaluation.trec import write_qrels, write_run
-from service.retrieval.first_stage import PARTS_MAX_TERMS, FirstStage
+from service.retrieval.first_stage import DEFAULT_COMBINE, PARTS_MAX_TERMS, FirstStage
 from service.text.analysis import SUPPORTED_LANGS, Analyzer, get_analyzer
 from service.text.compounds import CompoundSplitter
 from service.text.translation import TranslationTable
@@ -255,14 +255,15 @@ def run_xling_task(
                 row_tables = _row_tables(task, tables)
                 configs: list[tuple[str, list[tuple[str, str]] | None, str]] = []
                 if compounds:
-                    configs.append(("all+compounds", row_tables["all"], "reference"))
-                    configs.append(("all+compounds, no parts", row_tables["all"], "reference"))
-                    configs.append(("all+compounds, parts always", row_tables["all"], "reference"))
+                    configs.append(("all+compounds", row_tables["all"], DEFAULT_COMBINE))
+                    configs.append(("all+compounds, no parts", row_tables["all"], DEFAULT_COMBINE))
+                    configs.append(("all+compounds, parts always", row_tables["all"], DEFAULT_COMBINE))
                     configs += [(f"all+compounds, {c} merge", row_tables["all"], c) for c in s.combines]
                 else:
-                    configs.append(("none", None, "reference"))
-                    configs += [(name, pairs, "reference") for name, pairs in row_tables.items()]
+                    configs.append(("none", None, DEFAULT_COMBINE))
+                    configs += [(name, pairs, DEFAULT_COMBINE) for name, pairs in row_tables.items()]
                     if task == "reverse":  # other ways to merge routes, for comparison
+                        configs.append(("all, reference merge", row_tables["all"], "reference"))
                         configs.append(("all, query-weight merge", row_tables["all"], "weight"))
                         configs.append(("all, max merge", row_tables["all"], "max"))
                 for row, pairs, combine in configs:

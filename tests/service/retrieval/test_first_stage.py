@@ -175,7 +175,7 @@ def test_german_query_reaches_english_only_documents_by_psq(stage: FirstStage) -
     assert [r.name for r in res.info.routes] == ["de", "en:psq"] and res.info.translation == "de-en"
     # several routes: each score is divided by the route's reference score (the query's best translation)
     psq = res.info.routes[1]
-    assert res.info.combine == "reference" and res.hits[0].route == "en:psq"
+    assert res.info.combine == "aligned" and res.hits[0].route == "en:psq"
     assert res.hits[0].score == pytest.approx(res.hits[0].route_scores["en:psq"] / psq.norm)
     assert res.hits[0].score > 0
     assert {"check", "valv", "liquid", "piston"} >= set(res.hits[0].matched_terms) >= {"piston"}
@@ -307,17 +307,18 @@ def test_one_route_search_equals_the_masked_top_k_of_its_scores(stage: FirstStag
             assert info.max_score == (float(raw[rows].max()) if len(rows) else 0.0)
 
 
-@pytest.mark.parametrize("combine", ["reference", "weight", "max"])
+@pytest.mark.parametrize("combine", ["reference", "weight", "max", "aligned"])
 def test_routes_merged_from_accumulators_equal_the_dense_merge(stage: FirstStage, combine: str,
                                                                monkeypatch: pytest.MonkeyPatch) -> None:
     """Several routes (a German query: de and en:psq): the hits, their merged scores (bit for bit), per-route raw
     scores, winning routes and route statistics equal a merge of every route's dense score array."""
     from collections import Counter
 
-    from service.retrieval.first_stage import attainable_score, reference_score
+    from service.retrieval.first_stage import attainable_score, ceiling_slope, reference_score
 
     monkeypatch.setattr(stage, "combine", combine)
     n = len(stage.docs)
+    bent = 0  # translated routes whose ceiling was brought down
     for text in ("Rückschlagventil Kolben Flüssigkeit", "Kupferwicklung Wicklung Rotor", "Ventilsitz Dichtring"):
         for filters in ({}, {"codes": ["F"], "code_level": "section"}, {"before": date(2004, 1, 1)}):
             q = Query(text=text, lang="de", k=2, depth=6, max_query_terms=0, **filters)
@@ -334,13 +335,20 @@ def test_routes_merged_from_accumulators_equal_the_dense_merge(stage: FirstStage
                 dense = index.score(units)
                 allowed = dense != 0 if q.r.mask is None else (dense != 0) & q.r.mask
                 best = float(dense[allowed].max()) if allowed.any() else 0.0
-                norm = {"reference": reference_score, "weight": attainable_score}[combine](index, units) \
-                    if combine != "max" else best
-                assert (info.n_matched, info.max_score, info.norm) == (int(allowed.sum()), best, norm)
+                norm = {"reference": reference_score, "weight": attainable_score,
+                        "aligned": reference_score}[combine](index, units) if combine != "max" else best
+                slope = ceiling_slope(index, units, norm, stage.knee) if combine == "aligned" else 1.0
+                assert (info.n_matched, info.max_score, info.norm, info.slope) == (int(allowed.sum()), best, norm,
+                                                                                     slope)
+                # the own route's ceiling is k1 + 1 already; a translated route's is brought down to it
+                assert slope == 1.0 if route.kind == "mono" else 0.0 < slope <= 1.0
+                bent += slope < 1.0
                 per_route.append((route.name, dense, allowed))
                 if norm > 0 and allowed.any():
                     rr = np.flatnonzero(allowed)
                     normed = dense[rr] / norm
+                    knee = stage.knee
+                    normed = np.where(normed > knee, knee + (normed - knee) * slope, normed) if slope != 1.0 else normed
                     better = normed > final[rr]
                     final[rr[better]], winner[rr[better]] = normed[better], i
                     candidate |= allowed
@@ -351,6 +359,7 @@ def test_routes_merged_from_accumulators_equal_the_dense_merge(stage: FirstStage
             assert res.winner.tolist() == winner[want].tolist()
             for name, dense, allowed in per_route:
                 np.testing.assert_array_equal(res.route_scores[name], np.where(allowed[want], dense[want], np.nan))
+    assert (bent > 0) == (combine == "aligned")
 
 
 def test_depth_returns_more_candidates_than_k(stage: FirstStage) -> None:
