@@ -136,6 +136,8 @@ XLING_ROW_NAMES = {
     "all+compounds": "**all + compounds (default)**",
     "all+compounds, no parts": "all + compounds, parts never translated",
     "all+compounds, parts always": "all + compounds, parts always translated",
+    "all+compounds, prf 3": "all + compounds, pseudo feedback from the top 3",
+    "all+compounds, prf 10": "all + compounds, pseudo feedback from the top 10",
 }
 
 
@@ -305,12 +307,20 @@ def route_merge_table(name: str, results_dir: Path = RESULTS_DIR) -> str:
     head = ["merge", "MRR all", *(f"{x} ({r['topics'][x]})" for x in langs), "topics moved down / up",
             "p vs own route only"]
     rows = []
-    for row in _ordered(r["rows"], ROUTE_MERGE_NAMES):
+    named = _ordered(r["rows"], ROUTE_MERGE_NAMES)
+
+    def order(row: str) -> tuple[int, float]:  # the named merges, then the knees, then feedback (by number)
+        kind = 1 if ", knee " in row else 2 if ", prf " in row else 0
+        return kind, float(row.rsplit(" ", 1)[1]) if kind else float(named.index(row))
+
+    for row in sorted(r["rows"], key=order):
         by_lang = r["rows"][row]
         mv = r["moved"].get(row, {}).get("all")
         label = ROUTE_MERGE_NAMES.get(row, row)
         if row.startswith("all routes, knee "):
             label = f"every route, ceilings aligned above {row.rsplit(' ', 1)[1]}"
+        elif row.startswith("all routes, prf "):
+            label = f"every route (default), pseudo feedback from the top {row.rsplit(' ', 1)[1]}"
         elif row == "all routes" and "default_knee" in r["settings"]:
             label = f"every route, ceilings aligned above {r['settings']['default_knee']:g} (default)"
         rows.append([label, f"{by_lang['all']['mrr']:.3f}",
@@ -323,8 +333,11 @@ def route_merge_table(name: str, results_dir: Path = RESULTS_DIR) -> str:
 
 def feedback_table(name: str, results_dir: Path = RESULTS_DIR) -> str:
     r = load(name, results_dir)
-    rows = [[m, f"{r['before'][m]:.3f}", f"{r['after'][m]:.3f}", _p(r["p"][m])] for m in r["before"]]
-    lines = _table(["measure", "before", "after", "p"], rows)
+    prf = sorted(r.get("prf") or {}, key=int)  # pseudo-relevance feedback from the top N, when measured (--prf)
+    rows = [[m, f"{r['before'][m]:.3f}", f"{r['after'][m]:.3f}", _p(r["p"][m]),
+             *(x for n in prf for x in (f"{r['prf'][n][m]:.3f}", _p(r["prf_p"][n][m])))] for m in r["before"]]
+    lines = _table(["measure", "before", "after", "p", *(x for n in prf for x in (f"pseudo feedback, top {n}", "p"))],
+                   rows)
     ex = r.get("added_example") or {}
     lines += ["", f"{r['measured']} of {r['topics']} topics measured ({r['no_relevant_found']} without a relevant "
               f"document in the top {r['depth']}); {r['mean_relevant']:.1f} remaining relevant documents per "

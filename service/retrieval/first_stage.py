@@ -342,6 +342,7 @@ class FirstStage:
         query_form: str = "text",
         use_doc_codes: bool = False,
         explain: bool = True,
+        pseudo_feedback: int = 0,
     ) -> FirstStageResult:
         """Search the index; returns ``depth`` (or ``k`` when no depth) hits, best first.
 
@@ -353,6 +354,8 @@ class FirstStage:
         ``max_query_terms``: None = default (100, or 10/100 for ``query_form`` abstract/claims),
         0 = no reduction. ``codes`` keeps documents sharing a code at ``code_level``; ``before``
         keeps documents published strictly before that date. ``explain``: list each hit's matched terms.
+        ``pseudo_feedback``: take the top this many documents as relevant and search again with the Rocchio expansion
+        of every route (pseudo-relevance feedback, :meth:`run_pseudo_feedback`; 0: none).
         """
         q = Query(text=query, lang=lang, codes=list(codes), code_level=code_level if codes or use_doc_codes else None,
                   before=before, k=k, depth=depth if depth is not None else k, translate=translate,
@@ -361,7 +364,22 @@ class FirstStage:
         if code_level not in CODE_LEVELS:
             raise QueryError(f"unknown code level {code_level!r}; valid: {', '.join(CODE_LEVELS)}")
         resolve(q, self.docs)
-        return self.run(q)
+        return self.run_pseudo_feedback(q, pseudo_feedback) if pseudo_feedback > 0 else self.run(q)
+
+    def run_pseudo_feedback(self, query: Query, docs: int) -> FirstStageResult:
+        """Pseudo-relevance feedback (RM3-like, on every route): the query is searched, its top ``docs`` documents
+        are taken as relevant (:class:`Feedback`, the terms each route's language adds: service/retrieval/feedback.py)
+        and it is searched again with the expansion. The second result carries the terms added
+        (``query.feedback.added``); a query without hits is returned as it is."""
+        first = self.run(query)
+        if not len(first.rows):
+            return first
+        marked = query.feedback or Feedback(relevant=[])  # an analyst's marks stay; the top documents join them
+        top = [int(r) for r in first.rows[:docs] if int(r) not in marked.nonrelevant]
+        query.feedback = Feedback(relevant=list(dict.fromkeys([*marked.relevant, *top])),
+                                  nonrelevant=list(marked.nonrelevant), terms=marked.terms, beta=marked.beta,
+                                  gamma=marked.gamma)
+        return self.run(query)
 
     def run(self, query: Query) -> FirstStageResult:
         """Search with a resolved query (:func:`service.query.resolve`): its top ``query.depth`` hits."""

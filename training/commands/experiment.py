@@ -248,6 +248,8 @@ def xling_tasks_command(
     runs: bool = typer.Option(True, "--runs/--no-runs", help="With --out, also write the TREC runs and qrels."),
     combines: str = typer.Option("", "--combines", help="Other route merges (weight, max, saturated), each a row "
                                  "'all+compounds, <merge> merge'."),
+    prf: str = typer.Option("", "--prf", help="Pseudo-relevance feedback from the top N documents, each N a row "
+                            "'all+compounds, prf N' (e.g. 3,10)."),
     as_json: bool = typer.Option(False, "--json", help="Print the results as JSON."),
     progress: bool | None = typer.Option(None, "--progress/--no-progress", help="Progress bars on stderr."),
 ) -> None:
@@ -261,7 +263,8 @@ def xling_tasks_command(
     try:
         settings = XlingTaskSettings(folds=folds, depth=depth, words_only=words_only,
                                      compounds=tuple(c.strip() for c in compounds.split(",") if c.strip()),
-                                     combines=tuple(c.strip() for c in combines.split(",") if c.strip()))
+                                     combines=tuple(c.strip() for c in combines.split(",") if c.strip()),
+                                     prf=tuple(int(n) for n in prf.split(",") if n.strip()))
         if lexicons is not None:
             settings.lexicons = parse_lexicons(lexicons)
         if splitter_lexicons is not None:
@@ -333,6 +336,7 @@ def route_merge_command(
     combines: str = typer.Option("", "--combines", help="Other route merges to compare (reference, weight, max, "
                                  "saturated, scaled)."),
     knees: str = typer.Option("", "--knees", help="Other knees of the default (aligned) merge to compare, e.g. 1,2."),
+    prf: str = typer.Option("", "--prf", help="Pseudo-relevance feedback from the top N documents, each N a row."),
     out: Path | None = typer.Option(None, "--out", help="Write the result (JSON, per topic included) here."),
     progress: bool | None = typer.Option(None, "--progress/--no-progress", help="Progress bars on stderr."),
 ) -> None:
@@ -344,7 +348,8 @@ def route_merge_command(
     try:
         settings = RouteMergeSettings(folds=folds, depth=depth,
                                       combines=tuple(c.strip() for c in combines.split(",") if c.strip()),
-                                      knees=tuple(float(k) for k in knees.split(",") if k.strip()))
+                                      knees=tuple(float(k) for k in knees.split(",") if k.strip()),
+                                      prf=tuple(int(n) for n in prf.split(",") if n.strip()))
         result = run_route_merge(data, settings, progress=progress)
     except (ExperimentError, ValueError) as exc:
         typer.echo(f"error: {exc}", err=True)
@@ -384,6 +389,8 @@ def feedback_command(
     terms: int = typer.Option(10, "--terms", help="Expansion terms per language."),
     min_relevant: int = typer.Option(3, "--min-relevant", help="Topics need this many relevant documents."),
     index: Path | None = typer.Option(None, "--index", help="Use this index of the same data instead of building one."),
+    prf: str = typer.Option("", "--prf", help="Also pseudo-relevance feedback from the top N documents (no mark), "
+                            "for each N, e.g. 3,10."),
     out: Path | None = typer.Option(None, "--out", help="Write the result (JSON) here."),
     progress: bool | None = typer.Option(None, "--progress/--no-progress", help="Progress bars on stderr."),
 ) -> None:
@@ -394,7 +401,8 @@ def feedback_command(
 
     try:
         result = run_feedback(shared_records(data, progress=progress), depth=depth, terms=terms,
-                              min_relevant=min_relevant, index_dir=index)
+                              min_relevant=min_relevant, index_dir=index,
+                              prf=tuple(int(n) for n in prf.split(",") if n.strip()))
     except ValueError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from exc

@@ -42,6 +42,9 @@ class FeedbackResult:
     terms: int
     min_relevant: int
     added_example: dict[str, Any] = field(default_factory=dict)
+    # pseudo-relevance feedback (no mark: the top N documents taken as relevant), per N: measure -> value / p vs before
+    prf: dict[str, dict[str, float]] = field(default_factory=dict)
+    prf_p: dict[str, dict[str, float]] = field(default_factory=dict)
 
 
 def main_group(code: str) -> str:
@@ -66,7 +69,7 @@ def feedback_topics(records: Sequence[PatentRecord], min_relevant: int = 3) -> l
 
 
 def run_feedback(records: Sequence[PatentRecord], *, depth: int = 100, terms: int = 10, min_relevant: int = 3,
-                 index_dir: Path | None = None) -> FeedbackResult:
+                 index_dir: Path | None = None, prf: Sequence[int] = ()) -> FeedbackResult:
     from service.engine import Engine
     from training.build import build_index
 
@@ -80,6 +83,8 @@ def run_feedback(records: Sequence[PatentRecord], *, depth: int = 100, terms: in
         rr1: list[float] = []
         rc0: list[float] = []
         rc1: list[float] = []
+        rr_prf: dict[int, list[float]] = {n: [] for n in prf}
+        rc_prf: dict[int, list[float]] = {n: [] for n in prf}
         skipped = 0
         example: dict[str, Any] = {}
         n_rel = 0
@@ -98,7 +103,10 @@ def run_feedback(records: Sequence[PatentRecord], *, depth: int = 100, terms: in
                 example = {"topic": rec.id, "marked": marked, "added": resp.query.feedback.added_terms.get("en", [])}
             remaining = rel - {marked}
             n_rel += len(remaining)
-            for run, rr, rc in ((before, rr0, rc0), (after, rr1, rc1)):
+            runs = [(before, rr0, rc0), (after, rr1, rc1)]
+            for n in prf:  # the first stage's pseudo feedback from the top n documents (the topic's own left out)
+                runs.append((_pseudo_feedback_run(engine, req.query, rec.id, n, depth), rr_prf[n], rc_prf[n]))
+            for run, rr, rc in runs:
                 residual = [d for d in run if d != marked]
                 rank = next((i for i, d in enumerate(residual, 1) if d in remaining), None)
                 rr.append(1.0 / rank if rank else 0.0)
@@ -114,7 +122,26 @@ def run_feedback(records: Sequence[PatentRecord], *, depth: int = 100, terms: in
             topics=len(topics), measured=n, no_relevant_found=skipped, mean_relevant=n_rel / n,
             before={"MRR": mean(rr0), f"R@{depth}": mean(rc0)}, after={"MRR": mean(rr1), f"R@{depth}": mean(rc1)},
             p={"MRR": randomisation_test(rr1, rr0), f"R@{depth}": randomisation_test(rc1, rc0)},
-            depth=depth, terms=terms, min_relevant=min_relevant, added_example=example)
+            depth=depth, terms=terms, min_relevant=min_relevant, added_example=example,
+            prf={str(n): {"MRR": mean(rr_prf[n]), f"R@{depth}": mean(rc_prf[n])} for n in prf},
+            prf_p={str(n): {"MRR": randomisation_test(rr_prf[n], rr0), f"R@{depth}": randomisation_test(rc_prf[n], rc0)}
+                   for n in prf})
+
+
+def _pseudo_feedback_run(engine: Any, text: str, own: str, n: int, depth: int) -> list[str]:
+    """The first stage's ranking after pseudo-relevance feedback from its top ``n`` documents other than the topic's
+    own (which a new application's claim would not find in the index), the own document removed."""
+    from service.query import Query, resolve
+    from service.retrieval.feedback import Feedback
+
+    fs = engine.pipeline.first_stage
+    own_row = fs.docs.row(own)
+    q = Query(text=text, lang="en", k=depth + 1, depth=depth + 1, explain=False)
+    resolve(q, fs.docs)
+    top = [int(r) for r in fs.run(q).rows if int(r) != own_row][:n]
+    q = Query(text=text, lang="en", k=depth + 1, depth=depth + 1, explain=False, feedback=Feedback(relevant=top))
+    resolve(q, fs.docs)
+    return [fs.docs.ids[int(r)] for r in fs.run(q).rows if int(r) != own_row][:depth]
 
 
 def format_feedback(r: FeedbackResult) -> str:
@@ -127,4 +154,7 @@ def format_feedback(r: FeedbackResult) -> str:
     if r.added_example:
         lines.append(f"e.g. {r.added_example['topic']}, marked {r.added_example['marked']}: added "
                      f"{', '.join(r.added_example['added'])}")
+    for n, figures in r.prf.items():
+        lines.append(f"pseudo feedback from the top {n} (no mark): " + ", ".join(
+            f"{k} {v:.4f} (p {r.prf_p[n][k]:.4f})" for k, v in figures.items()))
     return "\n".join(lines)

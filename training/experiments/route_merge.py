@@ -53,6 +53,7 @@ class RouteMergeSettings:
     depth: int = 100
     combines: tuple[str, ...] = ()  # other merges to compare (service.retrieval.first_stage.COMBINES)
     knees: tuple[float, ...] = ()  # other knees of the aligned merge (service.retrieval.first_stage.ceiling_slope)
+    prf: tuple[int, ...] = ()  # pseudo-relevance feedback from the top N documents (rows "all routes, prf N")
 
 
 @dataclass
@@ -108,7 +109,7 @@ def run_route_merge(data: str | Path, settings: RouteMergeSettings | None = None
     fold_of = {doc: i % s.folds for i, doc in enumerate(ids)}
     multilingual = [r for r in records if len({k for k, v in r.claims.items() if v} | set(r.title)) >= 2]
     rows = [OWN, ALL, *(f"all routes, {c} merge" for c in s.combines if c != DEFAULT_COMBINE),
-            *(f"all routes, knee {k:g}" for k in s.knees)]
+            *(f"all routes, knee {k:g}" for k in s.knees), *(f"all routes, prf {n}" for n in s.prf)]
     ranks: dict[str, dict[str, int]] = {row: {} for row in rows}
     bar = tqdm(total=s.folds, desc="route-merge folds", file=sys.stderr,
                disable=None if progress is None else not progress)
@@ -142,6 +143,9 @@ def run_route_merge(data: str | Path, settings: RouteMergeSettings | None = None
                 for row, stage in stages.items():
                     hits = stage.search(text, lang=lang, k=s.depth, explain=False).hits
                     ranks[row][qid] = next((h.rank for h in hits if h.doc_id == doc), 0)
+                for n in s.prf:
+                    hits = stages[ALL].search(text, lang=lang, k=s.depth, explain=False, pseudo_feedback=n).hits
+                    ranks[f"all routes, prf {n}"][qid] = next((h.rank for h in hits if h.doc_id == doc), 0)
             bar.update(1)
         bar.close()
 

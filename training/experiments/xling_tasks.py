@@ -89,6 +89,7 @@ class XlingTaskSettings:
     lexicons: tuple[str, ...] = DEFAULT_LEXICONS  # dictionaries of the tables
     splitter_lexicons: tuple[str, ...] = DEFAULT_SPLITTER_LEXICONS  # dictionaries of the compound splitter
     combines: tuple[str, ...] = ()  # other route merges, each a row "all+compounds, <merge> merge"
+    prf: tuple[int, ...] = ()  # pseudo-relevance feedback from the top N documents, each a row "all+compounds, prf N"
     dictd_dir: str = str(DICTD_DIR)
     trans_dir: str = str(TRANS_DIR)
 
@@ -259,6 +260,7 @@ def run_xling_task(
                     configs.append(("all+compounds, no parts", row_tables["all"], DEFAULT_COMBINE))
                     configs.append(("all+compounds, parts always", row_tables["all"], DEFAULT_COMBINE))
                     configs += [(f"all+compounds, {c} merge", row_tables["all"], c) for c in s.combines]
+                    configs += [(f"all+compounds, prf {n}", row_tables["all"], DEFAULT_COMBINE) for n in s.prf]
                 else:
                     configs.append(("none", None, DEFAULT_COMBINE))
                     configs += [(name, pairs, DEFAULT_COMBINE) for name, pairs in row_tables.items()]
@@ -273,7 +275,9 @@ def run_xling_task(
                     run = runs.setdefault(row, {})
                     via = won.setdefault(row, {})
                     for qid, gid, lang, text in fold_topics:
-                        res = stage.search(text, lang=lang, k=s.depth, translate=pairs is not None)
+                        prf = int(row.rsplit(" ", 1)[1]) if ", prf " in row else 0
+                        res = stage.search(text, lang=lang, k=s.depth, translate=pairs is not None,
+                                           pseudo_feedback=prf)
                         run[qid] = {h.doc_id: h.score for h in res.hits}
                         hit = next((h for h in res.hits if h.doc_id == gid), None)
                         key = (hit.route or "-") if hit else "not found"

@@ -398,3 +398,23 @@ def test_missing_table_is_reported_when_the_language_has_its_own_index(tmp_path:
     res = st.search("Kolben Pumpe", lang="de")
     assert [r.name for r in res.info.routes] == ["de"]
     assert "English documents were not searched" in res.info.notes[0]
+
+
+def test_pseudo_feedback_is_feedback_from_the_top_documents(stage: FirstStage) -> None:
+    """``pseudo_feedback=N``: the search again with its own top N documents marked relevant (every route expanded), the
+    same rows and scores as an explicit mark of those documents; N = 0 is the plain search."""
+    from service.retrieval.feedback import Feedback
+
+    for text, lang in (("copper spray pump latch rotor", "en"), ("Kupferwicklung Wicklung Rotor", "de")):
+        plain = stage.search(text, lang=lang, k=5, explain=False)
+        assert len(plain.rows) >= 2
+        top = [int(r) for r in plain.rows[:2]]
+        prf = stage.search(text, lang=lang, k=5, explain=False, pseudo_feedback=2)
+        q = Query(text=text, lang=lang, k=5, depth=5, explain=False, feedback=Feedback(relevant=top))
+        resolve(q, stage.docs)
+        marked = stage.run(q)
+        assert prf.rows.tolist() == marked.rows.tolist() and prf.scores.tolist() == marked.scores.tolist()
+        assert q.feedback is not None and any(q.feedback.added.values())  # terms were added
+        assert prf.scores.tolist() != plain.scores.tolist()
+        same = stage.search(text, lang=lang, k=5, explain=False, pseudo_feedback=0)
+        assert same.rows.tolist() == plain.rows.tolist() and same.scores.tolist() == plain.scores.tolist()
