@@ -86,7 +86,7 @@ class RouteInfo:
     n_matched: int | None  # documents matching a query term (None: not counted, an unexplained one-route search)
     max_score: float
     norm: float = 0.0  # the score a document would need to reach 1 after normalisation (0: raw scores)
-    slope: float = 1.0  # what the normalised score gains above 1 is multiplied by (the ceilings aligned; 1: none)
+    slope: float = 1.0  # what the normalised score gains above the knee is multiplied by (ceilings aligned; 1: none)
 
 
 @dataclass(slots=True)
