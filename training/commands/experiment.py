@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import typer
@@ -15,6 +17,20 @@ from training.experiments.output import command_line, write_result
 
 _VARIANTS = ("qsf_v", "qsf_v_title", "qsf_section", "qsf_section_propagate", "qsf_passage_propagate")
 experiment_app = typer.Typer(help="Experiments over the real data (see training/experiments/).", no_args_is_help=True)
+
+
+@contextmanager
+def failures_exit_2(*also: type[Exception]) -> Iterator[None]:
+    """An experiment's refusals (bad settings, data it cannot use: :class:`ExperimentError`, ``ValueError`` and
+    ``also``) as one line on stderr and exit status 2, without a traceback."""
+    from training.experiments import ExperimentError
+
+    kinds: tuple[type[Exception], ...] = (ExperimentError, ValueError, *also)
+    try:
+        yield
+    except kinds as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from exc
 
 
 @experiment_app.command("xling")
@@ -72,10 +88,9 @@ def xling_command(
     Rows: none (untranslated terms), dict (FreeDict), aligned (IBM-1 on aligned claims, k-fold
     cross-fitted), both (interpolated). Reports MRR, success@1, success@10, all and per language.
     """
-    from training.experiments import ExperimentError
     from training.experiments.xling import XlingSettings, format_table, run_xling
 
-    try:
+    with failures_exit_2():
         settings = XlingSettings(
             folds=folds,
             depth=depth,
@@ -90,9 +105,6 @@ def xling_command(
             function_words=function_words,
         )
         result = run_xling(data, settings, out_dir=out, progress=progress, write_runs=runs, command=command_line())
-    except (ExperimentError, ValueError) as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from exc
     if as_json:
         typer.echo(json.dumps(result.to_dict(), indent=1, sort_keys=True))
         return
@@ -124,18 +136,14 @@ def models_command(
     Fusion weights are learned leak-free on the DEV split (cross-validated, installed only where they beat BM25);
     p-values: paired randomisation vs BM25.
     """
-    from training.experiments import ExperimentError
     from training.experiments.models import ModelsSettings, format_table, run_models_experiment
 
-    try:
+    with failures_exit_2(FileNotFoundError):
         settings = ModelsSettings(depth=depth, dense_index=dense_index, device=device, permutations=permutations,
                                   tasks=tuple(t.strip() for t in tasks.split(",") if t.strip()),
                                   translation=translation)
         result = run_models_experiment(data, settings, models_dir=models, out_dir=out, work_dir=work,
                                        progress=progress)
-    except (ExperimentError, ValueError, FileNotFoundError) as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from exc
     if as_json:
         typer.echo(json.dumps(result.to_dict(), indent=1, default=str))
         return
@@ -165,15 +173,12 @@ def synthetic_command(
     """Learned fusion where there is data to learn from: synthetic corpus, dev-split topics, test-split rows."""
     from training.experiments.synthetic import SyntheticSettings, format_synthetic, run_synthetic_experiment
 
-    try:
+    with failures_exit_2(FileNotFoundError):
         result = run_synthetic_experiment(
             SyntheticSettings(n=n, seed=seed, max_train_topics=max_train_topics, epochs=epochs, topics=topics,
                               depth=depth, folds=folds, device=device, permutations=permutations,
                               translation=translation),
             work_dir=work, out_dir=out, progress=progress)
-    except (ValueError, FileNotFoundError) as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from exc
     typer.echo(json.dumps(result.to_dict(), indent=1, default=str) if as_json else format_synthetic(result))
 
 
@@ -193,7 +198,6 @@ def passages_command(
 ) -> None:
     """Tune alpha, beta, sigma of each passage variant on the reference-sign proxy (grid search, MAP(D)) and
     report the held-out MAP(D) against the service defaults and the paper's values."""
-    from training.experiments import ExperimentError
     from training.experiments.passages import (
         PassageTuningSettings,
         format_table,
@@ -202,14 +206,11 @@ def passages_command(
         run_passage_tuning,
     )
 
-    try:
+    with failures_exit_2():
         settings = PassageTuningSettings(folds=folds, grid_step=grid_step, max_per_doc=max_per_doc,
                                          variants=tuple(v.strip() for v in variants.split(",") if v.strip()))
         result = run_passage_tuning(load_records(data), settings, progress=progress,
                                     translations=load_tables(tables) if tables is not None else None)
-    except (ExperimentError, ValueError) as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from exc
     if out is not None:
         write_result({**result.to_dict(), "tables": str(tables) if tables is not None else None}, out,
                      command=command_line())
@@ -255,12 +256,11 @@ def xling_tasks_command(
 ) -> None:
     """Cross-lingual tasks in every direction: claims -> descriptions, English claim -> German/French-only
     grants, and the mate task; rows per table direction, with and without compound splitting."""
-    from training.experiments import ExperimentError
     from training.experiments.xling_tasks import XlingTaskSettings, format_task_table, run_xling_task
     from training.ingest import shared_records
     from training.translation.lexicons import parse_lexicons
 
-    try:
+    with failures_exit_2():
         settings = XlingTaskSettings(folds=folds, depth=depth, words_only=words_only,
                                      compounds=tuple(c.strip() for c in compounds.split(",") if c.strip()),
                                      combines=tuple(c.strip() for c in combines.split(",") if c.strip()),
@@ -273,9 +273,6 @@ def xling_tasks_command(
         results = [run_xling_task(data, t.strip(), settings, out_dir=out, records=records, progress=progress,
                                   write_runs=runs, command=command_line())
                    for t in tasks.split(",") if t.strip()]
-    except (ExperimentError, ValueError) as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from exc
     if as_json:
         typer.echo(json.dumps([{k: v for k, v in r.to_dict().items() if k != "per_query"} for r in results], indent=1))
         return
@@ -304,10 +301,9 @@ def xling_passages_command(
     progress: bool | None = typer.Option(None, "--progress/--no-progress", help="Progress bars on stderr."),
 ) -> None:
     """Claims against their aligned twin claim in another language, in every direction, on /passages."""
-    from training.experiments import ExperimentError
     from training.experiments.xling_passages import XlingPassageSettings, format_table, run_xling_passages
 
-    try:
+    with failures_exit_2(OSError):
         dirs = tuple(tuple(d.strip().split("-", 1)) for d in directions.split(",") if d.strip())
         swept = None
         if sweep:
@@ -319,9 +315,6 @@ def xling_passages_command(
         base = json.loads(baseline.read_text(encoding="utf-8")) if baseline is not None else None
         result = run_xling_passages(data, settings, baseline=base, out=out, work=work, progress=progress,
                                     command=command_line())
-    except (ExperimentError, ValueError, OSError) as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from exc
     if as_json:
         typer.echo(json.dumps({k: v for k, v in result.to_dict().items() if k != "per_query"}, indent=1))
         return
@@ -342,18 +335,14 @@ def route_merge_command(
 ) -> None:
     """Own-language documents under the translated routes: titles in en/de/fr against the trilingual index, with
     the query's own route only and with every route merged (the routes must not push these documents down)."""
-    from training.experiments import ExperimentError
     from training.experiments.route_merge import RouteMergeSettings, format_route_merge, run_route_merge
 
-    try:
+    with failures_exit_2():
         settings = RouteMergeSettings(folds=folds, depth=depth,
                                       combines=tuple(c.strip() for c in combines.split(",") if c.strip()),
                                       knees=tuple(float(k) for k in knees.split(",") if k.strip()),
                                       prf=tuple(int(n) for n in prf.split(",") if n.strip()))
         result = run_route_merge(data, settings, progress=progress)
-    except (ExperimentError, ValueError) as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from exc
     if out is not None:
         write_result(result.to_dict(), out, command=command_line())
     typer.echo(format_route_merge(result))
@@ -368,15 +357,11 @@ def code_prediction_command(
 ) -> None:
     """Codes for a claim that brings none: the subclass and main group voted by its search's top documents (its own
     family left out), against the publication's own codes (P@1, S@3 per language; the corpus prior beside)."""
-    from training.experiments import ExperimentError
     from training.experiments.code_prediction import format_code_prediction, run_code_prediction
     from training.ingest import shared_records
 
-    try:
+    with failures_exit_2():
         result = run_code_prediction(shared_records(data, progress=progress), index_dir=index, progress=progress)
-    except (ExperimentError, ValueError) as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from exc
     if out is not None:
         write_result(result.to_dict(), out, command=command_line())
     typer.echo(format_code_prediction(result))
@@ -399,13 +384,10 @@ def feedback_command(
     from training.experiments.feedback import format_feedback, run_feedback
     from training.ingest import shared_records
 
-    try:
+    with failures_exit_2():
         result = run_feedback(shared_records(data, progress=progress), depth=depth, terms=terms,
                               min_relevant=min_relevant, index_dir=index,
                               prf=tuple(int(n) for n in prf.split(",") if n.strip()))
-    except ValueError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from exc
     if out is not None:
         write_result({**dataclasses.asdict(result), "index": str(index) if index is not None else None}, out,
                      command=command_line())

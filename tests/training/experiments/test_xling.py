@@ -98,6 +98,22 @@ def test_experiment_command_reports_bad_options(tmp_path: Path) -> None:
     assert res.exit_code == 2 and "folds must be >= 2" in res.output
 
 
+@pytest.mark.parametrize(("args", "says"), [
+    (["route-merge", "--combines", "nope"], "unknown route merge(s) ['nope']"),
+    (["feedback"], "patent folders not found"),
+    (["code-prediction"], "patent folders not found"),
+    (["xling-tasks"], "patent folders not found"),
+    (["xling-passages"], "patent folders not found"),
+])
+def test_experiment_commands_refuse_in_one_line_with_exit_2(tmp_path: Path, args: list[str], says: str) -> None:
+    """Every experiment command turns its refusals into one stderr line and exit status 2 (no traceback)."""
+    app = typer.Typer()
+    experiment_cmd.register(app)
+    res = CliRunner().invoke(app, ["experiment", args[0], "--data", str(tmp_path), *args[1:]])
+    assert res.exit_code == 2 and says in res.output and "Traceback" not in res.output
+    assert isinstance(res.exception, SystemExit)
+
+
 def _toy_grant(i: int, de: str, fr: str, en: str) -> PatentRecord:
     return PatentRecord(
         id=f"EP000000{i}B1",
