@@ -366,16 +366,17 @@ class FirstStage:
         resolve(q, self.docs)
         return self.run_pseudo_feedback(q, pseudo_feedback) if pseudo_feedback > 0 else self.run(q)
 
-    def run_pseudo_feedback(self, query: Query, docs: int) -> FirstStageResult:
+    def run_pseudo_feedback(self, query: Query, docs: int, *, skip: Sequence[int] = ()) -> FirstStageResult:
         """Pseudo-relevance feedback (RM3-like, on every route): the query is searched, its top ``docs`` documents
-        are taken as relevant (:class:`Feedback`, the terms each route's language adds: service/retrieval/feedback.py)
-        and it is searched again with the expansion. The second result carries the terms added
-        (``query.feedback.added``); a query without hits is returned as it is."""
+        (rows in ``skip`` passed over) are taken as relevant (:class:`Feedback`, the terms each route's language adds:
+        service/retrieval/feedback.py) and it is searched again with the expansion. The second result carries the
+        terms added (``query.feedback.added``); a query without hits is returned as it is."""
         first = self.run(query)
         if not len(first.rows):
             return first
         marked = query.feedback or Feedback(relevant=[])  # an analyst's marks stay; the top documents join them
-        top = [int(r) for r in first.rows[:docs] if int(r) not in marked.nonrelevant]
+        top = [r for r in (int(x) for x in first.rows) if r not in skip][:docs]
+        top = [r for r in top if r not in marked.nonrelevant]
         query.feedback = Feedback(relevant=list(dict.fromkeys([*marked.relevant, *top])),
                                   nonrelevant=list(marked.nonrelevant), terms=marked.terms, beta=marked.beta,
                                   gamma=marked.gamma)

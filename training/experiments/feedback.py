@@ -132,16 +132,13 @@ def _pseudo_feedback_run(engine: Any, text: str, own: str, n: int, depth: int) -
     """The first stage's ranking after pseudo-relevance feedback from its top ``n`` documents other than the topic's
     own (which a new application's claim would not find in the index), the own document removed."""
     from service.query import Query, resolve
-    from service.retrieval.feedback import Feedback
 
     fs = engine.pipeline.first_stage
     own_row = fs.docs.row(own)
     q = Query(text=text, lang="en", k=depth + 1, depth=depth + 1, explain=False)
     resolve(q, fs.docs)
-    top = [int(r) for r in fs.run(q).rows if int(r) != own_row][:n]
-    q = Query(text=text, lang="en", k=depth + 1, depth=depth + 1, explain=False, feedback=Feedback(relevant=top))
-    resolve(q, fs.docs)
-    return [fs.docs.ids[int(r)] for r in fs.run(q).rows if int(r) != own_row][:depth]
+    rows = fs.run_pseudo_feedback(q, n, skip=(own_row,)).rows
+    return [fs.docs.ids[int(r)] for r in rows if int(r) != own_row][:depth]
 
 
 def format_feedback(r: FeedbackResult) -> str:

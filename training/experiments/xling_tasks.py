@@ -254,28 +254,28 @@ def run_xling_task(
                 t = time.perf_counter()
                 analyzers = {lang: Analyzer(lang, splitter=x) for lang, x in sp.items()}
                 row_tables = _row_tables(task, tables)
-                configs: list[tuple[str, list[tuple[str, str]] | None, str]] = []
+                # (row, tables, route merge, pseudo-feedback documents)
+                configs: list[tuple[str, list[tuple[str, str]] | None, str, int]] = []
                 if compounds:
-                    configs.append(("all+compounds", row_tables["all"], DEFAULT_COMBINE))
-                    configs.append(("all+compounds, no parts", row_tables["all"], DEFAULT_COMBINE))
-                    configs.append(("all+compounds, parts always", row_tables["all"], DEFAULT_COMBINE))
-                    configs += [(f"all+compounds, {c} merge", row_tables["all"], c) for c in s.combines]
-                    configs += [(f"all+compounds, prf {n}", row_tables["all"], DEFAULT_COMBINE) for n in s.prf]
+                    configs.append(("all+compounds", row_tables["all"], DEFAULT_COMBINE, 0))
+                    configs.append(("all+compounds, no parts", row_tables["all"], DEFAULT_COMBINE, 0))
+                    configs.append(("all+compounds, parts always", row_tables["all"], DEFAULT_COMBINE, 0))
+                    configs += [(f"all+compounds, {c} merge", row_tables["all"], c, 0) for c in s.combines]
+                    configs += [(f"all+compounds, prf {n}", row_tables["all"], DEFAULT_COMBINE, n) for n in s.prf]
                 else:
-                    configs.append(("none", None, DEFAULT_COMBINE))
-                    configs += [(name, pairs, DEFAULT_COMBINE) for name, pairs in row_tables.items()]
+                    configs.append(("none", None, DEFAULT_COMBINE, 0))
+                    configs += [(name, pairs, DEFAULT_COMBINE, 0) for name, pairs in row_tables.items()]
                     if task == "reverse":  # other ways to merge routes, for comparison
-                        configs.append(("all, reference merge", row_tables["all"], "reference"))
-                        configs.append(("all, query-weight merge", row_tables["all"], "weight"))
-                        configs.append(("all, max merge", row_tables["all"], "max"))
-                for row, pairs, combine in configs:
+                        configs.append(("all, reference merge", row_tables["all"], "reference", 0))
+                        configs.append(("all, query-weight merge", row_tables["all"], "weight", 0))
+                        configs.append(("all, max merge", row_tables["all"], "max", 0))
+                for row, pairs, combine, prf in configs:
                     stage = FirstStage(base.meta, base.docs, base.indexes, {p: tables[p] for p in pairs or []},
                                        analyzers=analyzers, combine=combine,
                                        compound_parts=PARTS.get(row, PARTS_MAX_TERMS))
                     run = runs.setdefault(row, {})
                     via = won.setdefault(row, {})
                     for qid, gid, lang, text in fold_topics:
-                        prf = int(row.rsplit(" ", 1)[1]) if ", prf " in row else 0
                         res = stage.search(text, lang=lang, k=s.depth, translate=pairs is not None,
                                            pseudo_feedback=prf)
                         run[qid] = {h.doc_id: h.score for h in res.hits}
