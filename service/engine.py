@@ -32,6 +32,7 @@ from service.notices import explain as explain_notices
 from service.passages import DEFAULT_PARAMS, PassageIndex, PassageIndexMissingError
 from service.passages.highlight import query_words
 from service.passages.lm import QueryImage, betas_of, rho_of
+from service.passages.segments import SegmentedPassageIndex
 from service.pipeline import Pipeline, compose
 from service.query import Query, QueryError
 from service.retrieval.feedback import Feedback
@@ -83,7 +84,7 @@ class Engine:
         self.generation = folder.generation
         self.device = pipeline.device
         self.loaded_at = time.time()
-        self._passages: PassageIndex | None = None
+        self._passages: PassageIndex | SegmentedPassageIndex | None = None
         self._passages_missing: str | None = None
         try:
             self._passages = PassageIndex.load(folder)
@@ -262,7 +263,7 @@ class Engine:
                                missing_shards=cands.missing_shards)
 
     # ------------------------------------------------------------------ passages of given documents
-    def passage_index(self) -> PassageIndex:
+    def passage_index(self) -> PassageIndex | SegmentedPassageIndex:
         """The index's passage index; ``QueryError`` when it has none (an index built before passages were indexed)."""
         if self._passages is None:
             raise QueryError(self._passages_missing or "this index has no passage index")

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from service.passages.builder import Analyze
     from service.passages.lm import QueryModels, Tables
     from service.passages.ranker import PassageRanking, PassageScores
+    from service.passages.segments import SegmentedPassageIndex
     from service.text.analysis import Analyzer
 
 __all__ = ["PassageIndex", "PassageIndexError", "PassageIndexMissingError"]
@@ -38,8 +39,9 @@ class PassageIndex(PassageArrays):
 
     # ------------------------------------------------------------------ loading
     @classmethod
-    def load(cls, folder: IndexFolder | str | Path, *, mmap: bool = True) -> PassageIndex:
-        """Map the passage index of an opened index folder (a path is opened without re-hashing its files)."""
+    def load(cls, folder: IndexFolder | str | Path, *, mmap: bool = True) -> PassageIndex | SegmentedPassageIndex:
+        """Map the passage index of an opened index folder (a path is opened without re-hashing its files); a
+        generation of several segments maps each segment's (:class:`SegmentedPassageIndex`)."""
         if not isinstance(folder, IndexFolder):
             folder = IndexFolder.open(folder, verify=False)
         if folder.is_live:
@@ -61,10 +63,10 @@ class PassageIndex(PassageArrays):
         return cls.open(folder.path(str(comp.get("dir", Layout.PASSAGES))), mmap=mmap, info=comp)
 
     @classmethod
-    def _load_live(cls, folder: IndexFolder) -> PassageIndex:
-        """The passage indexes of a generation's segments joined (rows in turn) into a temporary folder that
-        is mapped and then removed (the maps stay valid); deleted rows are never candidates."""
-        from service.passages.builder import concat_passage_indexes
+    def _load_live(cls, folder: IndexFolder) -> SegmentedPassageIndex:
+        """The passage indexes of a generation's segments, each mapped where it lies and searched in place
+        (:mod:`service.passages.segments`); deleted rows are never candidates."""
+        from service.passages.segments import SegmentedPassageIndex, open_part
 
         parts = []
         for seg in folder.segments:
@@ -72,13 +74,8 @@ class PassageIndex(PassageArrays):
             if not isinstance(comp, dict):
                 raise PassageIndexMissingError(f"segment {seg.folder.root} has no passage index; /passages needs one "
                                                "in every segment (rebuild the index with `priorart build`)")
-            parts.append(seg.folder.path(str(comp.get("dir", Layout.PASSAGES))))
-        tmp = Path(tempfile.mkdtemp(prefix="priorart-live-passages-"))
-        try:
-            info = concat_passage_indexes(parts, tmp / "passages")
-            return cls.open(tmp / "passages", mmap=True, info=info)
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
+            parts.append(open_part(seg.folder.path(str(comp.get("dir", Layout.PASSAGES))), comp))
+        return SegmentedPassageIndex(parts)
 
     @classmethod
     def from_records(cls, records: Iterable[PatentRecord], *,

@@ -24,6 +24,7 @@ from service.passages import PassageIndex
 from service.passages.highlight import term_matches, token_terms
 from service.passages.lm import QueryImage
 from service.passages.ranker import passage_matches
+from service.passages.segments import SegmentedPassageIndex
 from service.query import Query, QueryError
 from service.schema import (
     ChartCell,
@@ -58,7 +59,7 @@ class Engine(Protocol):
     def run(self, query: Query, *, explain: bool = False, collapse: bool = False,
             k: int | None = None) -> SearchResponse: ...
 
-    def passage_index(self) -> PassageIndex: ...
+    def passage_index(self) -> PassageIndex | SegmentedPassageIndex: ...
 
     def passages_of(self, text: str, lang: str, rows: list[int], k: int) -> list[PassageHit]: ...
 

@@ -166,3 +166,109 @@ def format_merge_report(r: dict[str, Any]) -> str:
         f"compactions), at most {o['max_segments']} segments, {o['seconds']:.1f} s",
         f"  written: {t['written'] / o['written']:.2f}x; time: {t['seconds'] / o['seconds']:.2f}x",
     ])
+
+
+# ------------------------------------------------------------------ opening a generation (issue 32, items 2 and 4)
+
+_OPEN_PROBE = r"""
+import json, sys, time
+from pathlib import Path
+from service.engine import Engine
+from service.schema import PassageRequest
+from service.settings import Settings
+
+def written():  # bytes this process has passed to write() so far (files, pipes: /proc/self/io's wchar)
+    for line in open("/proc/self/io"):
+        if line.startswith("wchar:"):
+            return int(line.split()[1])
+    return 0
+
+def peak_mb():  # this process's peak resident set (VmHWM; ru_maxrss would keep a forking parent's across exec)
+    for line in open("/proc/self/status"):
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+index, query, lang = Path(sys.argv[1]), sys.argv[2], sys.argv[3]
+w0, t0 = written(), time.perf_counter()
+engine = Engine.load(index, settings=Settings(index_dir=index), verify=False)
+open_s, w1 = time.perf_counter() - t0, written()
+t1 = time.perf_counter()
+hits = engine.passages(PassageRequest(query=query, lang=lang, k=10)).results
+first_s = time.perf_counter() - t1
+print(json.dumps({"open_s": open_s, "written": w1 - w0, "first_passages_s": first_s, "hits": len(hits),
+                  "segments": len(engine.folder.segments),
+                  "max_rss_mb": peak_mb()}))
+"""
+
+
+def _probe(index: Path, query: str, lang: str) -> dict[str, Any]:
+    import json
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", _OPEN_PROBE, str(index), query, lang], capture_output=True,
+                          text=True, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"opening {index} failed: {done.stderr.strip()[-2000:]}")
+    return dict(json.loads(done.stdout.strip().splitlines()[-1]))
+
+
+def run_open_bench(n_base: int = 100_000, share: float = 0.01, *, rounds: int = 3, seed: int = 0,
+                   work_dir: Path | None = None, build_options: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Open a generation after an add of ``share`` of ``n_base`` synthetic documents (two segments) against the same
+    collection compacted into one segment: each opened ``rounds`` times in a fresh process (the two alternating),
+    with the seconds of ``Engine.load``, the bytes the process wrote while opening, its peak memory, and one
+    ``/passages`` query answered after the open. ``work_dir``: build there and keep (a later run reuses it);
+    ``build_options``: keyword arguments of the build (the defaults when None)."""
+    from training.build import build_index
+    from training.synth import SynthConfig, write_synthetic
+
+    n_add = max(1, round(n_base * share))
+    tmp = Path(work_dir) if work_dir else Path(tempfile.mkdtemp(prefix="priorart-bench-open-"))
+    tmp.mkdir(parents=True, exist_ok=True)
+    added, compacted = tmp / f"added-{n_base}", tmp / f"compacted-{n_base}"
+    try:
+        records = None
+        if not (compacted / "meta.json").is_file():
+            write_synthetic(tmp / "all.jsonl", SynthConfig(n=n_base + n_add, seed=seed), progress=False)
+            records = list(read_corpus(tmp / "all.jsonl"))
+            shutil.rmtree(added, ignore_errors=True)
+            build_index(records[:n_base], added, progress=False, **(build_options or {}))
+            add_documents(added, records[n_base:], progress=False)
+            shutil.rmtree(compacted, ignore_errors=True)
+            shutil.copytree(added, compacted)
+            compact(compacted, progress=False)
+        rec = records[n_base] if records else next(iter(read_corpus(tmp / "all.jsonl")))
+        query = (rec.claims.get("en") or next(iter(rec.claims.values())))[0].text[:300]
+        lang = "en" if rec.claims.get("en") else next(iter(rec.claims))
+        runs: dict[str, list[dict[str, Any]]] = {"added": [], "compacted": []}
+        for rnd in range(rounds):
+            for name in ("added", "compacted") if rnd % 2 == 0 else ("compacted", "added"):
+                runs[name].append(_probe(added if name == "added" else compacted, query, lang))
+        out: dict[str, Any] = {"n_base": n_base, "n_add": n_add, "rounds": rounds}
+        for name, rs in runs.items():
+            out[name] = {"open_s": statistics.median(r["open_s"] for r in rs),
+                         "max_rss_mb": statistics.median(r["max_rss_mb"] for r in rs),
+                         "written_bytes": max(r["written"] for r in rs),
+                         "first_passages_s": statistics.median(r["first_passages_s"] for r in rs),
+                         "segments": rs[0]["segments"], "runs": rs}
+        out["open_ratio"] = out["added"]["open_s"] / out["compacted"]["open_s"]
+        out["rss_ratio"] = out["added"]["max_rss_mb"] / out["compacted"]["max_rss_mb"]
+        return out
+    finally:
+        if work_dir is None:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def format_open_report(r: dict[str, Any]) -> str:
+    a, c = r["added"], r["compacted"]
+    return "\n".join([
+        f"open an index of {r['n_base']} after an add of {r['n_add']} ({a['segments']} segments) against it compacted "
+        f"(1 segment), fresh process each, {r['rounds']} rounds alternating (medians):",
+        f"  after the add: open {a['open_s']:.2f} s, peak RSS {a['max_rss_mb']:.0f} MB, written at open "
+        f"{a['written_bytes']:,} bytes, first /passages {a['first_passages_s'] * 1000:.0f} ms",
+        f"  compacted:     open {c['open_s']:.2f} s, peak RSS {c['max_rss_mb']:.0f} MB, written at open "
+        f"{c['written_bytes']:,} bytes, first /passages {c['first_passages_s'] * 1000:.0f} ms",
+        f"  ratio: open {r['open_ratio']:.2f}x, peak RSS {r['rss_ratio']:.2f}x",
+    ])

@@ -128,6 +128,7 @@ from service.passages.lm import (
     query_models,
     rho_of,
 )
+from service.passages.segments import SegmentedPassageIndex
 from service.passages.tree import layout
 from service.text.analysis import SUPPORTED_LANGS, TOKEN_RE, Analyzer, get_analyzer, normalise, stopwords
 
@@ -268,13 +269,15 @@ def background_of(records: Iterable[PatentRecord]) -> dict[str, BackgroundModel]
     return {lang: BackgroundModel(c, lang) for lang, c in counts.items() if c}
 
 
-def background_of_index(index: PassageArrays) -> dict[str, BackgroundModel]:
-    """A passage index's collection statistics (every title, heading and passage of a language) as background
-    models: the reference then scores with the collection model the array ranker reads."""
+def background_of_index(index: PassageArrays | SegmentedPassageIndex) -> dict[str, BackgroundModel]:
+    """A passage index's collection statistics (every title, heading and passage of a language; a generation's summed
+    over its segments) as background models: the reference then scores with the collection model the array ranker
+    reads."""
     counts: dict[str, dict[str, int]] = {lang: {} for lang in SUPPORTED_LANGS}
-    for i in range(len(index.vocab)):
-        lang, term = index.vocab.text(i).split("\0", 1)
-        counts[lang][term] = int(index.vocab_cf[i])
+    for part in index.parts if isinstance(index, SegmentedPassageIndex) else [index]:
+        for i in range(len(part.vocab)):
+            lang, term = part.vocab.text(i).split("\0", 1)
+            counts[lang][term] = counts[lang].get(term, 0) + int(part.vocab_cf[i])
     return {lang: BackgroundModel(c, lang) for lang, c in counts.items() if c}
 
 

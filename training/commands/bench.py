@@ -160,6 +160,32 @@ def add_command(
     typer.echo(json.dumps(report, indent=1) if as_json else format_report(report))
 
 
+@bench_app.command("open")
+def open_command(
+    n_base: int = typer.Option(100_000, "--n-base", help="Synthetic documents in the index before the add."),
+    share: float = typer.Option(0.01, "--share", min=0.0001, max=1.0, help="Share of n-base added (one add)."),
+    rounds: int = typer.Option(3, "--rounds", min=1, help="Opens of each index, alternating, each a fresh process."),
+    work_dir: Path | None = typer.Option(None, "--work", help="Build the indexes here and keep them (a later run "
+                                         "with the same --n-base reuses them)."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+    out: Path | None = typer.Option(None, "--out", "-o", help="Also write the result (JSON, with the commit and the "
+                                    "command) here."),
+) -> None:
+    """Live index: open a generation after a 1 % add against the compacted index (time, peak memory, bytes written
+    at open), each in a fresh process."""
+    from training.benchmarks.live import format_open_report, run_open_bench
+    from training.experiments.output import command_line, write_result
+
+    try:
+        report = run_open_bench(n_base, share, rounds=rounds, work_dir=work_dir)
+    except RuntimeError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from exc
+    if out is not None:
+        write_result(report, out, command=command_line())
+    typer.echo(json.dumps(report, indent=1) if as_json else format_open_report(report))
+
+
 @bench_app.command("merges")
 def merges_command(
     n_base: int = typer.Option(2_000, "--n-base", help="Synthetic documents in the index before the adds."),

@@ -2,9 +2,10 @@
 than after the first reload (within 1.1x, anonymous memory) and keeps no map of a file its old engines had open.
 
 Measured in a fresh process (``/proc/self/status`` and ``/proc/self/maps`` of that process only), on the real index
-with an added segment (a live generation: the passage indexes of its segments are joined into a temporary folder,
-whose files are deleted once mapped, so a map that outlives its engine shows as ``(deleted)``), through the server's
-own reload (``POST /admin/reload``) with a search and a passage search between reloads.
+with an added segment (a live generation: each segment's passage index is mapped where it lies, and a reload reuses
+the maps of the segments the running engine has open, so the files mapped stay the same from reload to reload; no
+map may outlive its engine as a ``(deleted)`` file either), through the server's own reload (``POST /admin/reload``)
+with a search and a passage search between reloads.
 """
 
 from __future__ import annotations
@@ -34,9 +35,13 @@ def deleted_maps():
     lines = open("/proc/self/maps").read().splitlines()
     return len({line.split(None, 5)[-1] for line in lines if line.endswith("(deleted)")})
 
+def index_maps():  # the index's files mapped now (each once however often it is mapped)
+    lines = open("/proc/self/maps").read().splitlines()
+    return len({line.split(None, 5)[-1] for line in lines if str(idx) in line})
+
 idx, reloads = Path(sys.argv[1]), int(sys.argv[2])
 settings = Settings(index_dir=idx, admin_key="k", reload_interval_s=0)
-out = {"anon": [], "deleted": [], "generations": []}
+out = {"anon": [], "deleted": [], "mapped": [], "generations": []}
 with TestClient(create_app(settings)) as c:
     for i in range(reloads):
         r = c.post("/admin/reload", headers={"X-API-Key": "k"})
@@ -47,6 +52,7 @@ with TestClient(create_app(settings)) as c:
                                          "k": 10}).status_code == 200
         out["anon"].append(anon_mb())
         out["deleted"].append(deleted_maps())
+        out["mapped"].append(index_maps())
 print(json.dumps(out))
 """
 
@@ -69,9 +75,11 @@ def test_twenty_reloads_hold_the_memory_of_one(real_index: Path, real_corpus: Pa
                           text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]
     got = json.loads(proc.stdout.strip().splitlines()[-1])
-    anon, deleted = got["anon"], got["deleted"]
+    anon, deleted, mapped = got["anon"], got["deleted"], got["mapped"]
     print(f"\nanonymous memory after reload 1: {anon[0]:.0f} MB, after {RELOADS}: {anon[-1]:.0f} MB "
-          f"({anon[-1] / anon[0]:.2f}x); maps of deleted files {deleted[0]} -> {deleted[-1]}")
+          f"({anon[-1] / anon[0]:.2f}x); maps of deleted files {deleted[0]} -> {deleted[-1]}; index files mapped "
+          f"{mapped[0]} -> {mapped[-1]}")
     assert len(set(got["generations"])) == 1  # the same generation each time: nothing but the reload changes
     assert anon[-1] <= 1.1 * anon[0], anon
     assert deleted[-1] <= deleted[0], deleted  # no map of a released engine's files is left
+    assert mapped[0] > 0 and mapped[-1] == mapped[0], mapped  # the same files: reused, never joined into new ones

@@ -49,6 +49,32 @@ def _assert_same(live: Engine, full: Engine, queries: list[tuple[str, str]]) -> 
     return compared
 
 
+def _assert_same_passages(live: Engine, work: Path, queries: list[tuple[str, str]]) -> int:
+    """The generation's passages, searched segment by segment in place, against the segments joined into one
+    folder: the same hits (ids, texts, highlights) and scores, for each query's /passages candidates."""
+    from service.passages import PassageIndex
+    from service.passages.builder import concat_passage_indexes
+    from service.passages.segments import SegmentedPassageIndex
+
+    seg = live.passage_index()
+    assert isinstance(seg, SegmentedPassageIndex)
+    parts = [s.folder.path(Layout.PASSAGES) for s in live.folder.segments]
+    joined = PassageIndex.open(work / "joined", info=concat_passage_indexes(parts, work / "joined"))
+    compared = 0
+    for text, lang in queries:
+        images, words = live.passage_query(text, lang)
+        query = live.query(SearchRequest(query=text, lang=lang), depth=100)
+        query.k = query.depth
+        cands = live.pipeline.run(query)[0]
+        a, b = (p.rank(images, lang, cands.rows, cands.fused, words=words, analyzers=live.resources.analyzers,
+                       langs=set(images), k=20) for p in (seg, joined))
+        assert [(h.passage_id, h.text, h.highlights) for h in a.hits] == [(h.passage_id, h.text, h.highlights)
+                                                                          for h in b.hits], f"{lang}: {text[:60]!r}"
+        np.testing.assert_allclose([h.score for h in a.hits], [h.score for h in b.hits], rtol=1e-9, atol=1e-12)
+        compared += len(a.hits)
+    return compared
+
+
 def _queries(records: list[PatentRecord]) -> list[tuple[str, str]]:
     out: list[tuple[str, str]] = []
     for lang in ("de", "fr", "en"):
@@ -89,6 +115,8 @@ def test_three_adds_with_replace_and_delete_equal_one_build(real_corpus: Path, r
     assert e_live.generation == 3 and e_live.num_docs == e_full.num_docs == len(final)
     compared = _assert_same(e_live, e_full, _queries(final))
     print(f"\nlive (3 segments, 1 replace, 2 deletes) vs one build: {compared} hits equal")
+    passages = _assert_same_passages(e_live, tmp_path, _queries(final))
+    print(f"passages searched in the 3 segments vs the segments joined: {passages} passages equal")
     for pid in gone:
         assert e_live.document(pid) is None
     assert e_live.document(replaced.id).abstract["en"].startswith("A replaced abstract")  # type: ignore[union-attr]
@@ -500,6 +528,25 @@ def test_bench_add_small_prints_both_figures(tmp_path: Path) -> None:
     assert r["full_build_s"] > 0 and r["add_s"] > 0
     text = format_report(r)
     assert "4 segments p50" in text and "1 segment p50" in text and "faster" in text
+
+
+@pytest.mark.slow
+def test_bench_open_measures_each_generation_in_a_fresh_process(tmp_path: Path) -> None:
+    """``priorart bench open`` at a tiny size: the generation after an add (two segments) and its compacted copy,
+    each opened in a fresh process that answers a /passages query; opening writes nothing (no joined copy); a
+    second run reuses the indexes built in ``--work``."""
+    from training.benchmarks.live import format_open_report, run_open_bench
+
+    r = run_open_bench(200, 0.05, rounds=2, work_dir=tmp_path, build_options={"translation": False, "compounds": ()})
+    assert (r["added"]["segments"], r["compacted"]["segments"]) == (2, 1) and r["n_add"] == 10
+    for name in ("added", "compacted"):
+        assert len(r[name]["runs"]) == 2 and all(x["hits"] > 0 for x in r[name]["runs"])
+        assert r[name]["written_bytes"] < 1_000_000  # logging at most: no passage index written at open
+        assert r[name]["open_s"] > 0 and r[name]["max_rss_mb"] > 50
+    assert "written at open" in format_open_report(r)
+    built = (tmp_path / "added-200" / "meta.json").stat().st_mtime_ns
+    assert run_open_bench(200, 0.05, rounds=1, work_dir=tmp_path)["n_add"] == 10
+    assert (tmp_path / "added-200" / "meta.json").stat().st_mtime_ns == built
 
 
 @pytest.mark.slow

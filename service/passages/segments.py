@@ -1,0 +1,300 @@
+"""The passage indexes of a live generation searched in place: one per segment, mapped where it lies.
+
+A generation (:class:`service.index.folder.IndexFolder` with segments) is opened by mapping each segment's
+passage folder; nothing is joined or copied at open, and a segment already open in this process (the previous
+generation of a running server) is reused. A query reads only its candidates: :meth:`SegmentedPassageIndex.view`
+gathers their units, sections and the postings of the query's terms from their segments into a small in-memory
+:class:`~service.passages.arrays.PassageArrays` (rows in segment order), whose collection statistics are the
+generation's (each query term's count summed over the segments, each language's tokens likewise: what a join of
+the segments holds). The ranker (:mod:`service.passages.ranker`) then scores that view exactly as it scores one
+folder: the results equal those of the segments joined into one folder (``tests/service/passages``), and a
+document's entries keep their order (each segment's vocabulary is sorted like a joined one), so the sums run in
+the same order too.
+
+Deleted rows are never candidates (the first stage masks them); like a join, the collection statistics still
+count their text until a merge or ``compact`` rewrites the segments.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from collections.abc import Collection, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import numpy.typing as npt
+
+import service.passages.format as fmt
+from service.passages.arrays import Blob, PassageArrays
+
+if TYPE_CHECKING:
+    from service.passages.lm import QueryModels, Tables
+    from service.passages.ranker import PassageRanking, PassageScores
+    from service.text.analysis import Analyzer
+
+IntArray = npt.NDArray[np.int64]
+
+_open_parts: weakref.WeakValueDictionary[tuple[str, int, int], PassageArrays] = weakref.WeakValueDictionary()
+_open_lock = threading.Lock()
+
+
+def open_part(folder: Path, info: Mapping[str, Any]) -> PassageArrays:
+    """A segment's passage folder, mapped; the same object while this process holds it (keyed by the folder and
+    its ``docs.npy``: a segment's files never change once committed, and a rewritten one is a new file)."""
+    st = (folder / fmt.DOCS).stat()
+    key = (str(folder.resolve()), st.st_ino, st.st_mtime_ns)
+    with _open_lock:
+        part = _open_parts.get(key)
+        if part is None:
+            part = PassageArrays.open(folder, mmap=True, info=info)
+            _open_parts[key] = part
+        return part
+
+
+def _expand(starts: IntArray, counts: IntArray) -> IntArray:
+    """Concatenated ranges ``[starts[i], starts[i] + counts[i])``."""
+    total = int(counts.sum()) if counts.size else 0
+    if total == 0:
+        return np.zeros(0, dtype=np.int64)
+    offsets = np.cumsum(counts) - counts
+    return np.arange(total, dtype=np.int64) + np.repeat(starts - offsets, counts)
+
+
+class _Keys:
+    """The view's vocabulary: the query's terms that some segment holds, by ``(lang, term)``."""
+
+    def __init__(self, keys: Sequence[tuple[str, str]]) -> None:
+        self._ids = {k: i for i, k in enumerate(keys)}
+
+    def __len__(self) -> int:
+        return len(self._ids)
+
+    def lookup(self, lang: str, term: str) -> int:
+        return self._ids.get((lang, term), -1)
+
+
+class _Strings:
+    """Strings of the view (a row's publication id, a unit's text or passage id), read from their segment's blob."""
+
+    def __init__(self, blobs: Sequence[Blob], segment: IntArray, local: IntArray) -> None:
+        self._blobs, self._segment, self._local = blobs, segment, local
+
+    def __len__(self) -> int:
+        return int(self._segment.size)
+
+    def text(self, i: int) -> str:
+        return self._blobs[int(self._segment[i])].text(int(self._local[i]))
+
+
+class _View(PassageArrays):
+    """Candidates gathered from the segments (:meth:`SegmentedPassageIndex.view`): the arrays the ranker reads."""
+
+    def __init__(self, arrays: Mapping[str, npt.NDArray[Any]], doc_ids: _Strings, texts: _Strings, pids: _Strings,
+                 vocab: _Keys) -> None:  # noqa: D107 (PassageArrays' attributes, set from gathered arrays)
+        self.folder = Path("<candidates>")
+        self.info = {}
+        a = arrays
+        self.docs = a[fmt.DOCS]
+        self.doc_meta = a[fmt.DOC_META]
+        self.unit_tag, self.unit_len, self.unit_sec = a[fmt.UNIT_TAG], a[fmt.UNIT_LEN], a[fmt.UNIT_SEC]
+        self.sec_parent, self.sec_depth, self.sec_kind = a[fmt.SEC_PARENT], a[fmt.SEC_DEPTH], a[fmt.SEC_KIND]
+        self.sec_end, self.sec_unit, self.sec_head_len = a[fmt.SEC_END], a[fmt.SEC_UNIT], a[fmt.SEC_HEAD_LEN]
+        self.term_id, self.term_end = a[fmt.TERM_ID], a[fmt.TERM_END]
+        self.post_unit, self.post_count = a[fmt.POST_UNIT], a[fmt.POST_COUNT]
+        self.vocab_cf, self.lang_tokens = a[fmt.VOCAB_CF], a[fmt.LANG_TOKENS]
+        self.doc_ids, self.texts, self.pids = doc_ids, texts, pids  # type: ignore[assignment]
+        self.vocab = vocab  # type: ignore[assignment]
+        self._check()
+
+
+_UNIT_ARRAYS = (fmt.UNIT_TAG, fmt.UNIT_LEN, fmt.UNIT_SEC)
+_SECTION_ARRAYS = (fmt.SEC_PARENT, fmt.SEC_DEPTH, fmt.SEC_KIND, fmt.SEC_END, fmt.SEC_UNIT, fmt.SEC_HEAD_LEN)
+
+
+def _attr(name: str) -> str:
+    return name.removesuffix(".npy")
+
+
+class SegmentedPassageIndex:
+    """The passage index of a generation of several segments (module docstring): what the engine ranks with."""
+
+    def __init__(self, parts: Sequence[PassageArrays]) -> None:
+        if not parts:
+            raise ValueError("a segmented passage index needs at least one segment")
+        self.parts = list(parts)
+        self.starts = np.cumsum([0, *(p.n_docs for p in self.parts)]).astype(np.int64)  # each segment's first row
+        self.lang_tokens = np.sum([p.lang_tokens.astype(np.int64) for p in self.parts], axis=0).astype(np.int64)
+        summed = ("n_docs", "n_passages", "n_units", "bytes")
+        self.info: dict[str, Any] = {k: sum(int(p.info.get(k, 0)) for p in self.parts) for k in summed
+                                     if all(k in p.info for p in self.parts)}
+        self.info.update({k: self.parts[0].info[k] for k in ("format", "version") if k in self.parts[0].info})
+        self.info["segments"] = len(self.parts)
+
+    # ------------------------------------------------------------------ lookups
+    @property
+    def n_docs(self) -> int:
+        return int(self.starts[-1])
+
+    def __len__(self) -> int:
+        return self.n_docs
+
+    def describe(self) -> dict[str, Any]:
+        """Counts and sizes summed over the segments (for /health and logs)."""
+        return dict(self.info)
+
+    def locate(self, rows: IntArray) -> tuple[IntArray, IntArray]:
+        """Each generation row's segment and its row there."""
+        seg = np.searchsorted(self.starts, rows, side="right") - 1
+        return seg, rows - self.starts[seg]
+
+    def doc_id(self, row: int) -> str:
+        (s,), (r,) = self.locate(np.asarray([row], dtype=np.int64))
+        return self.parts[int(s)].doc_id(int(r))
+
+    def check_rows(self, rows: npt.ArrayLike) -> IntArray:
+        """``rows`` as an int64 array; ``ValueError`` for a row out of range or given twice (as one folder says)."""
+        r = np.asarray(rows, dtype=np.int64).reshape(-1)
+        if r.size and (int(r.min()) < 0 or int(r.max()) >= self.n_docs):
+            bad = int(r[(r < 0) | (r >= self.n_docs)][0])
+            raise ValueError(f"row {bad} is not in the passage index ({self.n_docs} documents)")
+        if r.size > 1:
+            s = np.sort(r)
+            dup = s[1:][s[1:] == s[:-1]]
+            if dup.size:
+                raise ValueError(f"document {self.doc_id(int(dup[0]))} appears twice among the candidates")
+        return r
+
+    def readable(self, rows: npt.ArrayLike, langs: Collection[str]) -> npt.NDArray[np.bool_]:
+        """Which of ``rows`` have any text in one of ``langs``."""
+        r = self.check_rows(rows)
+        seg, local = self.locate(r)
+        out = np.zeros(r.size, dtype=bool)
+        for s in np.unique(seg).tolist():
+            at = seg == s
+            out[at] = self.parts[s].readable(local[at], langs)
+        return out
+
+    # ------------------------------------------------------------------ the candidates of a query
+    def view(self, rows: npt.ArrayLike, models: QueryModels) -> tuple[PassageArrays, IntArray]:
+        """The candidates ``rows`` gathered from their segments, with the postings of the terms of ``models`` (the
+        query's images), and each candidate's row in that view (the view holds the rows segment by segment)."""
+        r = self.check_rows(rows)
+        seg, local = self.locate(r)
+        keys = sorted({(plang, t) for plang, image in models.items() for t in (*image.probs, *image.ideal)})
+        ids = np.asarray([[p.vocab.lookup(lang, t) for lang, t in keys] for p in self.parts],
+                         dtype=np.int64).reshape(len(self.parts), len(keys))
+        held = (ids >= 0).any(axis=0)
+        view_id = np.where(held, np.cumsum(held) - 1, -1)
+        cf = np.zeros(int(held.sum()), dtype=np.int64)
+        for p, pid in zip(self.parts, ids, strict=True):
+            has = pid >= 0
+            cf[view_id[has]] += p.vocab_cf[pid[has]].astype(np.int64)
+
+        view_row = np.empty(r.size, dtype=np.int64)
+        pieces: list[dict[str, npt.NDArray[Any]]] = []
+        segs = np.unique(seg).tolist()
+        done = 0
+        for s in segs:
+            at = np.flatnonzero(seg == s)
+            view_row[at] = done + np.arange(at.size, dtype=np.int64)
+            done += int(at.size)
+            pieces.append(self._gather(self.parts[s], local[at], ids[s], view_id))
+
+        def cat(name: str, dtype: Any) -> npt.NDArray[Any]:
+            arrays = [p[name] for p in pieces]
+            return np.concatenate(arrays).astype(dtype, copy=False) if arrays else np.zeros(0, dtype=dtype)
+
+        counts = np.concatenate([p["counts"] for p in pieces]) if pieces else np.zeros((0, fmt.DOC_COLUMNS), np.int64)
+        docs = np.zeros((r.size + 1, fmt.DOC_COLUMNS), dtype=np.int64)
+        np.cumsum(counts, axis=0, out=docs[1:])
+        arrays: dict[str, npt.NDArray[Any]] = {
+            fmt.DOCS: docs,
+            fmt.DOC_META: np.concatenate([p[fmt.DOC_META] for p in pieces]) if pieces else np.zeros((0, 4), np.uint8),
+            fmt.UNIT_TAG: cat(fmt.UNIT_TAG, np.uint8),
+            **{name: cat(name, np.int64) for name in (*_UNIT_ARRAYS[1:], *_SECTION_ARRAYS)},
+            fmt.SEC_KIND: cat(fmt.SEC_KIND, np.uint8),
+            fmt.TERM_ID: cat(fmt.TERM_ID, np.int32),
+            **{name: cat(name, np.int64) for name in (fmt.TERM_END, fmt.POST_UNIT, fmt.POST_COUNT)},
+            fmt.VOCAB_CF: cf,
+            fmt.LANG_TOKENS: self.lang_tokens,
+        }
+        seg_of_row = np.repeat(np.asarray(segs, dtype=np.int64), [int(p["rows"].size) for p in pieces])
+        seg_of_unit = np.repeat(np.asarray(segs, dtype=np.int64), [int(p["units"].size) for p in pieces])
+        rows_local, units_local = cat("rows", np.int64), cat("units", np.int64)
+        view = _View(arrays,
+                     _Strings([p.doc_ids for p in self.parts], seg_of_row, rows_local),
+                     _Strings([p.texts for p in self.parts], seg_of_unit, units_local),
+                     _Strings([p.pids for p in self.parts], seg_of_unit, units_local),
+                     _Keys([keys[i] for i in np.flatnonzero(held).tolist()]))
+        return view, view_row
+
+    @staticmethod
+    def _gather(part: PassageArrays, lr: IntArray, ids: IntArray, view_id: IntArray) -> dict[str, npt.NDArray[Any]]:
+        """One segment's share of a view: the rows ``lr`` (its own rows), their units and sections, and the term
+        entries and postings of the query terms (``ids``: each query key's id in the segment, -1 when absent;
+        ``view_id``: its id in the view)."""
+        from service.passages.ranker import _query_entries
+
+        d0 = part.docs[lr].astype(np.int64)
+        cnt = part.docs[lr + 1].astype(np.int64) - d0
+        units = _expand(d0[:, 0], cnt[:, 0])
+        sections = _expand(d0[:, 1], cnt[:, 1])
+        out: dict[str, npt.NDArray[Any]] = {"rows": lr, "units": units, fmt.DOC_META: part.doc_meta[lr]}
+        for name in _UNIT_ARRAYS:
+            out[name] = getattr(part, _attr(name))[units]
+        for name in _SECTION_ARRAYS:
+            out[name] = getattr(part, _attr(name))[sections]
+        here = ids >= 0
+        qj, qv = ids[here], view_id[here]
+        if qj.size and lr.size:
+            em, em_doc, eq = _query_entries(part, d0[:, 2], cnt[:, 2], qj)
+        else:
+            em = em_doc = eq = np.zeros(0, dtype=np.int64)
+        tend = part.term_end[em].astype(np.int64)
+        tstart = np.where(em == d0[em_doc, 2], 0, part.term_end[np.maximum(em - 1, 0)].astype(np.int64))
+        plen = tend - tstart
+        postings = _expand(d0[em_doc, 3] + tstart, plen)
+        n_entries = np.bincount(em_doc, minlength=lr.size).astype(np.int64)
+        n_postings = np.bincount(em_doc, weights=plen, minlength=lr.size).astype(np.int64)
+        before = np.cumsum(n_postings) - n_postings  # the postings of the documents before each one, in this share
+        out[fmt.TERM_ID] = qv[eq]
+        out[fmt.TERM_END] = np.cumsum(plen) - before[em_doc]
+        out[fmt.POST_UNIT] = part.post_unit[postings]
+        out[fmt.POST_COUNT] = part.post_count[postings]
+        out["counts"] = np.stack([cnt[:, 0], cnt[:, 1], n_entries, n_postings], axis=1)
+        return out
+
+    # ------------------------------------------------------------------ scoring and ranking
+    def _models(self, query: str | QueryModels, lang: str, translations: Tables | None,
+                analyzers: Mapping[str, Analyzer] | None) -> QueryModels:
+        from service.passages.lm import query_models
+
+        return query_models(query, lang, translations, analyzers) if isinstance(query, str) else dict(query)
+
+    def score(self, query: str | QueryModels, lang: str, rows: npt.ArrayLike, first_stage: npt.ArrayLike | None = None,
+              *, translations: Tables | None = None, analyzers: Mapping[str, Analyzer] | None = None,
+              **params: Any) -> PassageScores:
+        """:meth:`service.passages.index.PassageIndex.score` over the segments (its ``rows`` are the view's)."""
+        from service.passages.ranker import score_passages
+
+        models = self._models(query, lang, translations, analyzers)
+        view, at = self.view(rows, models)
+        return score_passages(view, models, lang, at, first_stage, **params)
+
+    def rank(self, query: str | QueryModels, lang: str, rows: npt.ArrayLike, doc_scores: npt.ArrayLike | None = None,
+             *, translations: Tables | None = None, analyzers: Mapping[str, Analyzer] | None = None,
+             words: Mapping[str, Sequence[str]] | None = None, highlight: bool = True,
+             **params: Any) -> PassageRanking:
+        """:meth:`service.passages.index.PassageIndex.rank` over the segments."""
+        from service.passages.highlight import query_words
+        from service.passages.ranker import rank_passages
+        from service.text.analysis import get_analyzer
+
+        if highlight and words is None and isinstance(query, str):
+            words = query_words(query, (analyzers or {}).get(lang) or get_analyzer(lang))
+        models = self._models(query, lang, translations, analyzers)
+        view, at = self.view(rows, models)
+        return rank_passages(view, models, lang, at, doc_scores, analyzers=analyzers, words=words,
+                             highlight=highlight, **params)
