@@ -390,6 +390,25 @@ def merges_table(names: tuple[str, ...], results_dir: Path = RESULTS_DIR) -> str
     return "\n".join(lines)
 
 
+def open_table(names: tuple[str, ...], results_dir: Path = RESULTS_DIR) -> str:
+    """``priorart bench open``: opening the generation after an add against the compacted index, per size."""
+    rows, sources = [], []
+    for name in names:
+        r = load(name, results_dir)
+        a, c = r["added"], r["compacted"]
+        rows.append([f"{r['n_base']:,} + {r['n_add']:,} ({a['segments']} segments)",
+                     f"{a['open_s']:.2f} s / {a['max_rss_mb']:,.0f} MB / {a['written_bytes']:,} B",
+                     f"{c['open_s']:.2f} s / {c['max_rss_mb']:,.0f} MB / {c['written_bytes']:,} B",
+                     f"{r['open_ratio']:.2f}x / {r['rss_ratio']:.2f}x",
+                     f"{a['first_passages_s'] * 1000:.0f} / {c['first_passages_s'] * 1000:.0f} ms"])
+        sources.append(source(r, name))
+    lines = _table(["index", "after the add: open / peak memory / written at open", "compacted: the same",
+                    "ratio open / memory", "first /passages after / compacted"], rows)
+    lines += ["", f"Medians of {load(names[0], results_dir)['rounds']} opens each, a fresh process per open, the two "
+              "indexes alternating. " + " ".join(sources)]
+    return "\n".join(lines)
+
+
 def watch_table(name: str, results_dir: Path = RESULTS_DIR) -> str:
     """``priorart bench watch``: the evaluation after an add, in all and per watch by how it was settled."""
     r = load(name, results_dir)
@@ -453,6 +472,7 @@ class Table:
 
 
 MERGES_FILES = ("merges/2k.json", "merges/20k.json")
+OPEN_FILES = ("open/20k.json", "open/100k.json")
 
 TABLES: dict[str, Table] = {
     **{f"xling-tasks/{t}": Table(_file(xling_task_table, f"xling-tasks/{t}.json"), (f"xling-tasks/{t}.json",))
@@ -472,6 +492,7 @@ TABLES: dict[str, Table] = {
     "watch": Table(_file(watch_table, "watch.json"), ("watch.json",)),
     "code-prediction": Table(_file(code_prediction_table, "code-prediction.json"), ("code-prediction.json",)),
     "merges": Table(lambda results_dir: merges_table(MERGES_FILES, results_dir), MERGES_FILES),
+    "open": Table(lambda results_dir: open_table(OPEN_FILES, results_dir), OPEN_FILES),
     "summary": Table(summary_table, tuple(f"xling-tasks/{t}.json" for t in ("mate", "descriptions", "reverse",
                                                                                  "titles")) + ("xling-passages.json",)),
 }

@@ -7,7 +7,7 @@ entry point with loading, building in memory and ranking is :class:`service.pass
 from __future__ import annotations
 
 import threading
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
 from typing import Any, Self
 
@@ -106,6 +106,21 @@ def _load_blob(folder: Path, name: str, mmap: bool) -> tuple[npt.NDArray[np.uint
     return data, offsets
 
 
+def check_rows(rows: npt.ArrayLike, n_docs: int, doc_id: Callable[[int], str]) -> npt.NDArray[np.int64]:
+    """Candidate ``rows`` of a passage index of ``n_docs`` documents as an int64 array; ``ValueError`` for a row out
+    of range or given twice (named by ``doc_id``)."""
+    r = np.asarray(rows, dtype=np.int64).reshape(-1)
+    if r.size and (int(r.min()) < 0 or int(r.max()) >= n_docs):
+        bad = int(r[(r < 0) | (r >= n_docs)][0])
+        raise ValueError(f"row {bad} is not in the passage index ({n_docs} documents)")
+    if r.size > 1:
+        s = np.sort(r)
+        dup = s[1:][s[1:] == s[:-1]]
+        if dup.size:
+            raise ValueError(f"document {doc_id(int(dup[0]))} appears twice among the candidates")
+    return r
+
+
 class PassageArrays:
     """Passage trees of every document of an index, as flat arrays (see :mod:`service.passages.format`)."""
 
@@ -194,16 +209,7 @@ class PassageArrays:
 
     def check_rows(self, rows: npt.ArrayLike) -> npt.NDArray[np.int64]:
         """``rows`` as an int64 array; ``ValueError`` for a row out of range or given twice."""
-        r = np.asarray(rows, dtype=np.int64).reshape(-1)
-        if r.size and (int(r.min()) < 0 or int(r.max()) >= self.n_docs):
-            bad = int(r[(r < 0) | (r >= self.n_docs)][0])
-            raise ValueError(f"row {bad} is not in the passage index ({self.n_docs} documents)")
-        if r.size > 1:
-            s = np.sort(r)
-            dup = s[1:][s[1:] == s[:-1]]
-            if dup.size:
-                raise ValueError(f"document {self.doc_id(int(dup[0]))} appears twice among the candidates")
-        return r
+        return check_rows(rows, self.n_docs, self.doc_id)
 
     def readable(self, rows: npt.ArrayLike, langs: Collection[str]) -> npt.NDArray[np.bool_]:
         """Which of ``rows`` have any text (title, abstract, claims, description) in one of ``langs``."""

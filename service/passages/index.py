@@ -63,19 +63,21 @@ class PassageIndex(PassageArrays):
         return cls.open(folder.path(str(comp.get("dir", Layout.PASSAGES))), mmap=mmap, info=comp)
 
     @classmethod
-    def _load_live(cls, folder: IndexFolder) -> SegmentedPassageIndex:
+    def _load_live(cls, folder: IndexFolder) -> PassageIndex | SegmentedPassageIndex:
         """The passage indexes of a generation's segments, each mapped where it lies and searched in place
         (:mod:`service.passages.segments`); deleted rows are never candidates."""
         from service.passages.segments import SegmentedPassageIndex, open_part
 
-        parts = []
+        found = []
         for seg in folder.segments:
             comp = seg.folder.components.get(fmt.PASSAGES_COMPONENT)
             if not isinstance(comp, dict):
                 raise PassageIndexMissingError(f"segment {seg.folder.root} has no passage index; /passages needs one "
                                                "in every segment (rebuild the index with `priorart build`)")
-            parts.append(open_part(seg.folder.path(str(comp.get("dir", Layout.PASSAGES))), comp))
-        return SegmentedPassageIndex(parts)
+            found.append((seg.folder.path(str(comp.get("dir", Layout.PASSAGES))), comp))
+        if len(found) == 1:  # a compacted generation: its one segment's rows are the generation's
+            return cls.open(found[0][0], mmap=True, info=found[0][1])
+        return SegmentedPassageIndex([open_part(path, comp) for path, comp in found])
 
     @classmethod
     def from_records(cls, records: Iterable[PatentRecord], *,

@@ -27,7 +27,7 @@ import numpy as np
 import numpy.typing as npt
 
 import service.passages.format as fmt
-from service.passages.arrays import Blob, PassageArrays
+from service.passages.arrays import Blob, PassageArrays, check_rows
 
 if TYPE_CHECKING:
     from service.passages.lm import QueryModels, Tables
@@ -155,16 +155,7 @@ class SegmentedPassageIndex:
 
     def check_rows(self, rows: npt.ArrayLike) -> IntArray:
         """``rows`` as an int64 array; ``ValueError`` for a row out of range or given twice (as one folder says)."""
-        r = np.asarray(rows, dtype=np.int64).reshape(-1)
-        if r.size and (int(r.min()) < 0 or int(r.max()) >= self.n_docs):
-            bad = int(r[(r < 0) | (r >= self.n_docs)][0])
-            raise ValueError(f"row {bad} is not in the passage index ({self.n_docs} documents)")
-        if r.size > 1:
-            s = np.sort(r)
-            dup = s[1:][s[1:] == s[:-1]]
-            if dup.size:
-                raise ValueError(f"document {self.doc_id(int(dup[0]))} appears twice among the candidates")
-        return r
+        return check_rows(rows, self.n_docs, self.doc_id)
 
     def readable(self, rows: npt.ArrayLike, langs: Collection[str]) -> npt.NDArray[np.bool_]:
         """Which of ``rows`` have any text in one of ``langs``."""

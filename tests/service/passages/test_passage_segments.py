@@ -14,7 +14,7 @@ from service.corpus.jsonl import read_corpus
 from service.corpus.record import PatentRecord
 from service.engine import Engine
 from service.index.folder import IndexFolder, Layout
-from service.index.live import add_documents, delete_documents
+from service.index.live import add_documents, compact, delete_documents
 from service.passages import PassageIndex
 from service.passages.builder import concat_passage_indexes
 from service.passages.segments import SegmentedPassageIndex
@@ -129,8 +129,13 @@ def test_segments_equal_their_join_with_deletes_and_replacements(
 
 
 def test_open_copies_nothing_and_reuses_open_segments(indexes: tuple[Path, Path, list[PatentRecord]],
-                                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    live, _, _ = indexes
+                                                      monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    import shutil
+
+    live, _, records = indexes
+    one = tmp_path / "compacted"
+    shutil.copytree(live, one)
+    compact(one, progress=False)
 
     def refuse(*args: object, **kwargs: object) -> None:
         raise AssertionError("opening a generation must not write a joined copy")
@@ -146,3 +151,9 @@ def test_open_copies_nothing_and_reuses_open_segments(indexes: tuple[Path, Path,
     again = PassageIndex.load(IndexFolder.open(live, verify=False))
     assert all(a is b for a, b in zip(first.parts, again.parts, strict=True))  # the next generation maps nothing anew
     assert first.n_docs == 90 and first.describe()["segments"] == 3 and first.describe()["n_docs"] == 90
+    # a compacted generation: its one segment's passage index is the generation's, mapped as a build's is
+    folder = IndexFolder.open(one, verify=False)
+    single = PassageIndex.load(folder)
+    assert len(folder.segments) == 1 and type(single) is PassageIndex
+    assert single.folder.resolve() == folder.segments[0].folder.path(Layout.PASSAGES).resolve()
+    assert [single.doc_id(i) for i in range(single.n_docs)] == [r.id for r in records]
