@@ -506,15 +506,19 @@ class FirstStage:
 
 def _sparse_of(folder: IndexFolder, lang: str, mmap: bool, stats: CollectionStats | None = None, *,
                prefault: bool = True) -> SparseIndex:
-    """The sparse index of ``lang`` at the folder's generation (segments joined with the live statistics),
-    weighted with ``stats`` when given (the global statistics of a shard). ``prefault``: read the pages of a
-    memory-mapped index in at load (the segments of a join never: it copies them into memory anyway)."""
+    """The sparse index of ``lang`` at the folder's generation (segments joined with the live statistics; the one
+    segment of a compacted generation mapped as a build's: its own statistics are the live ones), weighted with
+    ``stats`` when given (the global statistics of a shard). ``prefault``: read the pages of a memory-mapped index
+    in at load (the segments of a join never: it copies them into memory anyway)."""
+    segments = folder.segments
     if not folder.is_live:
         index = SparseIndex.load(folder.path(Layout.bm25(lang)), mmap=mmap, prefault=prefault)
+    elif len(segments) == 1 and not len(segments[0].deleted):
+        index = SparseIndex.load(segments[0].folder.path(Layout.bm25(lang)), mmap=mmap, prefault=prefault)
     else:
         parts = [SparseIndex.load(s.folder.path(Layout.bm25(lang)), mmap=mmap, prefault=False)
-                 for s in folder.segments]
-        index = SparseIndex.join(parts, [s.deleted for s in folder.segments])
+                 for s in segments]
+        index = SparseIndex.join(parts, [s.deleted for s in segments])
     return index if stats is None else index.reweighted(stats)
 
 
