@@ -164,6 +164,48 @@ def _sift_down(hs, hr, size, i):
 
 
 @njit(cache=True, nogil=True)
+def _live_lengths(indptr, rows, dead):
+    out = np.zeros(len(indptr) - 1, dtype=np.int64)
+    for t in range(len(indptr) - 1):
+        n = 0
+        for j in range(indptr[t], indptr[t + 1]):
+            if not dead[rows[j]]:
+                n += 1
+        out[t] = n
+    return out
+
+
+def live_lengths(indptr: np.ndarray, rows: np.ndarray, dead: np.ndarray) -> np.ndarray:
+    """Per column of a segment, its postings whose row is not ``dead`` (a mask over the segment's rows)."""
+    return np.asarray(_live_lengths(readonly(np.asarray(indptr, dtype=np.int64)), readonly(np.asarray(rows)),
+                                    readonly(np.asarray(dead, dtype=np.bool_))))
+
+
+@njit(cache=True, nogil=True)
+def _scatter_columns(indptr, rows, tf, dead, dst, row_offset, out_rows, out_tf):
+    use_dead = len(dead) > 0
+    for t in range(len(indptr) - 1):
+        d = dst[t]
+        for j in range(indptr[t], indptr[t + 1]):
+            if use_dead and dead[rows[j]]:
+                continue
+            out_rows[d] = rows[j] + row_offset
+            out_tf[d] = tf[j]
+            d += 1
+
+
+def scatter_columns(indptr: np.ndarray, rows: np.ndarray, tf: np.ndarray, dead: np.ndarray, dst: np.ndarray,
+                    row_offset: int, out_rows: np.ndarray, out_tf: np.ndarray) -> None:
+    """Copy each column ``t`` of a segment (``rows``/``tf`` in ``[indptr[t], indptr[t + 1])``, but the postings of
+    ``dead`` rows: a mask over the segment's rows, or empty) to ``dst[t]`` onwards in ``out_rows``/``out_tf``, its
+    rows moved by ``row_offset`` (:meth:`SparseIndex.join`: a joined column is the segments' columns one after the
+    other)."""
+    _scatter_columns(readonly(np.asarray(indptr, dtype=np.int64)), readonly(np.asarray(rows)),
+                     readonly(np.asarray(tf)), readonly(np.asarray(dead, dtype=np.bool_)),
+                     np.asarray(dst, dtype=np.int64), np.int64(row_offset), out_rows, out_tf)
+
+
+@njit(cache=True, nogil=True)
 def _max_per_term(indptr, weights):
     out = np.zeros(len(indptr) - 1, dtype=np.float64)
     for t in range(len(indptr) - 1):
@@ -890,6 +932,10 @@ def warm() -> None:
         acc.add_bm25(r, np.array([1.0, 2.0]), np.ones(4), 1.0, 1.2, 1.0)
         acc.add_values(r, np.array([1.0, 2.0]))
     max_per_term(indptr, weights)
+    dead = np.zeros(3, dtype=np.bool_)  # a live generation's join (SparseIndex.join)
+    live_lengths(indptr, rows, dead)
+    out_rows, out_tf = np.empty(2, np.int32), np.empty(2, np.int32)
+    scatter_columns(indptr, rows, tf, dead, np.zeros(1, dtype=np.int64), 0, out_rows, out_tf)
     mask = np.ones(4, dtype=np.bool_)
     starts = np.array([0, 1], dtype=np.int64)
     two_units = np.array([0, 1], dtype=np.int64), np.array([1, 2], dtype=np.int64), np.array([0, 1, 2], dtype=np.int64)

@@ -375,38 +375,46 @@ class SparseIndex:
         for p in parts[1:]:
             if (p.scoring, p.k1, p.b, p.epsilon) != (first.scoring, first.k1, first.b, first.epsilon):
                 raise IndexFormatError("segments scored with other parameters cannot be joined")
+        # Each segment's columns hold increasing rows, and segment i's rows all come before segment i + 1's, so a
+        # joined column is the segments' columns one after the other: each posting is copied once to its place (no
+        # sort). Columns are numbered in order of first appearance, segment after segment.
         term_id: dict[str, int] = {}
-        rows_l, cols_l, tf_l, len_l = [], [], [], []
-        start = 0
+        maps, deads, len_l = [], [], []
         for part, gone in zip(parts, deleted, strict=True):
-            mapping = np.fromiter((term_id.setdefault(t, len(term_id)) for t in part.vocab), dtype=np.int64,
-                                  count=len(part.vocab))
-            cols = np.repeat(mapping, np.diff(part.indptr))
-            rows = np.asarray(part.rows, dtype=np.int64)
-            tf = np.asarray(part.tf)
+            maps.append(np.fromiter((term_id.setdefault(t, len(term_id)) for t in part.vocab), dtype=np.int64,
+                                    count=len(part.vocab)))
             doc_len = np.array(part.doc_len, dtype=np.int32)
+            dead = np.zeros(0, dtype=np.bool_)
             if len(gone):
-                keep = ~np.isin(rows, gone)
-                rows, cols, tf = rows[keep], cols[keep], tf[keep]
+                dead = np.zeros(part.n_rows, dtype=np.bool_)
+                dead[gone] = True
                 doc_len[gone] = 0
-            rows_l.append(rows + start)
-            cols_l.append(cols)
-            tf_l.append(tf)
+            deads.append(dead)
             len_l.append(doc_len)
+        n_terms = len(term_id)
+        lens = np.zeros((len(parts), n_terms), dtype=np.int64)
+        for i, part in enumerate(parts):
+            lens[i, maps[i]] = (np.diff(np.asarray(part.indptr, dtype=np.int64)) if not len(deads[i]) else
+                                kernels.live_lengths(part.indptr, part.rows, deads[i]))
+        joined_ptr = np.zeros(n_terms + 1, dtype=np.int64)
+        np.cumsum(lens.sum(axis=0), out=joined_ptr[1:])
+        before = np.cumsum(lens, axis=0) - lens  # postings of the earlier segments in each joined column
+        out_rows = np.empty(int(joined_ptr[-1]), dtype=np.int32)
+        out_tf = np.empty(int(joined_ptr[-1]), dtype=np.int32)
+        start = 0
+        for i, part in enumerate(parts):
+            dst = joined_ptr[maps[i]] + before[i, maps[i]]
+            kernels.scatter_columns(part.indptr, part.rows, part.tf, deads[i], dst, start, out_rows, out_tf)
             start += part.n_rows
-        csc = sp.csc_matrix((np.concatenate(tf_l).astype(np.int32), (np.concatenate(rows_l), np.concatenate(cols_l))),
-                            shape=(start, len(term_id)))
-        csc.sort_indices()
         vocab = list(term_id)
-        df = np.diff(csc.indptr)
+        df = np.diff(joined_ptr)
         if (df == 0).any():  # terms of deleted documents only
-            keep_cols = np.flatnonzero(df > 0)
-            csc = csc[:, keep_cols]
-            csc.sort_indices()
-            vocab = [vocab[i] for i in keep_cols.tolist()]
-        return cls._from_arrays(vocab=vocab, indptr=csc.indptr.astype(np.int64), rows=csc.indices.astype(np.int32),
-                                tf=csc.data.astype(np.int32), doc_len=np.concatenate(len_l), scoring=first.scoring,
-                                k1=first.k1, b=first.b, epsilon=first.epsilon)
+            cols = np.flatnonzero(df > 0)
+            vocab = [vocab[i] for i in cols.tolist()]
+            joined_ptr = np.concatenate([[0], np.cumsum(df[cols])]).astype(np.int64)
+        return cls._from_arrays(vocab=vocab, indptr=joined_ptr, rows=out_rows, tf=out_tf,
+                                doc_len=np.concatenate(len_l), scoring=first.scoring, k1=first.k1, b=first.b,
+                                epsilon=first.epsilon)
 
     # ------------------------------------------------------------------ persistence
 

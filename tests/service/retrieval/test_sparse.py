@@ -543,3 +543,35 @@ def test_matched_terms_of_a_shard_skip_the_collection_terms_it_lacks() -> None:
     assert shard.matched_terms(["spring", "valve", "coil"], rows) == [["valve"], ["valve", "coil"]]
     many = np.arange(2).repeat(40)  # the path for more than a top 10
     assert shard.matched_terms(["spring", "coil"], many)[:2] == [["coil"], ["coil"]]
+
+
+@pytest.mark.parametrize("scoring", ["bm25", "tfidf"])
+def test_join_of_segments_with_deletions_equals_one_build_of_the_live_rows(scoring: str) -> None:
+    """``SparseIndex.join`` (segments one after the other, deleted rows dropped) holds exactly the arrays of one build
+    of the live rows in the same order (deleted rows kept as empty rows), so every weight is that build's; a term of
+    deleted rows only leaves the vocabulary."""
+    rng = np.random.default_rng(7)
+    words = [f"w{i}" for i in range(60)]
+    docs = [list(rng.choice(words, size=int(rng.integers(0, 12)))) for _ in range(90)]
+    docs[40] = ["onlydeleted", "w1"]  # its one new term goes with it
+    cuts, gone = (0, 50, 52, 90), [np.array([40, 3]), np.array([], dtype=np.int64), np.array([0, 37])]
+    parts = [SparseIndex.build(docs[a:b], scoring=scoring) for a, b in zip(cuts, cuts[1:], strict=False)]
+    joined = SparseIndex.join(parts, gone)
+    dead = {cuts[i] + int(r) for i, g in enumerate(gone) for r in g}
+    want = SparseIndex.build([[] if i in dead else d for i, d in enumerate(docs)], scoring=scoring)
+    assert "onlydeleted" not in joined.term_id and joined.n_rows == 90
+    order = [joined.term_id[t] for t in want.vocab]  # the build numbers terms by first use, row after row
+    assert sorted(want.vocab) == sorted(joined.vocab)
+    for t, j in zip(want.vocab, order, strict=True):
+        i = want.term_id[t]
+        a, b = slice(want.indptr[i], want.indptr[i + 1]), slice(joined.indptr[j], joined.indptr[j + 1])
+        assert np.array_equal(want.rows[a], joined.rows[b]) and np.array_equal(want.tf[a], joined.tf[b]), t
+        np.testing.assert_allclose(joined.weights[b], want.weights[a], rtol=1e-12)
+    assert np.array_equal(joined.doc_len, want.doc_len)
+    np.testing.assert_allclose(joined.doc_norm, want.doc_norm, rtol=1e-12)
+    units = [({"w1": 1.0}, 1.0), ({"w2": 0.6, "w3": 0.4}, 2.0)]
+    pool = AccumulatorPool(joined.n_rows)
+    (acc_a,), (acc_b,) = pool.take(1), pool.take(1)
+    joined.accumulate(units, acc_a)
+    want.accumulate(units, acc_b)
+    np.testing.assert_allclose(acc_a.scores, acc_b.scores, rtol=1e-12)
