@@ -53,15 +53,6 @@ def open_part(folder: Path, info: Mapping[str, Any]) -> PassageArrays:
         return part
 
 
-def _expand(starts: IntArray, counts: IntArray) -> IntArray:
-    """Concatenated ranges ``[starts[i], starts[i] + counts[i])``."""
-    total = int(counts.sum()) if counts.size else 0
-    if total == 0:
-        return np.zeros(0, dtype=np.int64)
-    offsets = np.cumsum(counts) - counts
-    return np.arange(total, dtype=np.int64) + np.repeat(starts - offsets, counts)
-
-
 class _Keys:
     """The view's vocabulary: the query's terms that some segment holds, by ``(lang, term)``."""
 
@@ -92,7 +83,7 @@ class _View(PassageArrays):
     """Candidates gathered from the segments (:meth:`SegmentedPassageIndex.view`): the arrays the ranker reads."""
 
     def __init__(self, arrays: Mapping[str, npt.NDArray[Any]], doc_ids: _Strings, texts: _Strings, pids: _Strings,
-                 vocab: _Keys) -> None:  # noqa: D107 (PassageArrays' attributes, set from gathered arrays)
+                 vocab: _Keys) -> None:  # PassageArrays' attributes, set from the gathered arrays
         self.folder = Path("<candidates>")
         self.info = {}
         a = arrays
@@ -226,12 +217,12 @@ class SegmentedPassageIndex:
         """One segment's share of a view: the rows ``lr`` (its own rows), their units and sections, and the term
         entries and postings of the query terms (``ids``: each query key's id in the segment, -1 when absent;
         ``view_id``: its id in the view)."""
-        from service.passages.ranker import _query_entries
+        from service.passages.ranker import _expand, _query_entries
 
         d0 = part.docs[lr].astype(np.int64)
         cnt = part.docs[lr + 1].astype(np.int64) - d0
-        units = _expand(d0[:, 0], cnt[:, 0])
-        sections = _expand(d0[:, 1], cnt[:, 1])
+        units, _ = _expand(d0[:, 0], cnt[:, 0])
+        sections, _ = _expand(d0[:, 1], cnt[:, 1])
         out: dict[str, npt.NDArray[Any]] = {"rows": lr, "units": units, fmt.DOC_META: part.doc_meta[lr]}
         for name in _UNIT_ARRAYS:
             out[name] = getattr(part, _attr(name))[units]
@@ -246,7 +237,7 @@ class SegmentedPassageIndex:
         tend = part.term_end[em].astype(np.int64)
         tstart = np.where(em == d0[em_doc, 2], 0, part.term_end[np.maximum(em - 1, 0)].astype(np.int64))
         plen = tend - tstart
-        postings = _expand(d0[em_doc, 3] + tstart, plen)
+        postings, _ = _expand(d0[em_doc, 3] + tstart, plen)
         n_entries = np.bincount(em_doc, minlength=lr.size).astype(np.int64)
         n_postings = np.bincount(em_doc, weights=plen, minlength=lr.size).astype(np.int64)
         before = np.cumsum(n_postings) - n_postings  # the postings of the documents before each one, in this share
