@@ -8,6 +8,8 @@ from pathlib import Path
 
 import typer
 
+from training.commands import exit_2_on
+
 bench_app = typer.Typer(help="Benchmarks that print measured figures.", no_args_is_help=True)
 
 @bench_app.command("first-stage")
@@ -106,12 +108,9 @@ def passages_command(
     same candidates in the same run (speed-up, identical hits)."""
     from training.benchmarks.passages import format_report, run_passage_bench
 
-    try:
+    with exit_2_on(ValueError, RuntimeError):
         report = run_passage_bench(index_dir, queries=queries, depth=depth, k=k, reference_queries=reference_queries,
                                    variant=variant, seed=seed, http=http)
-    except (ValueError, RuntimeError) as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from exc
     typer.echo(json.dumps(report, indent=1) if as_json else format_report(report))
 
 
@@ -134,12 +133,9 @@ def load_command(
         typer.echo(f"error: {corpus} is not a corpus file (JSONL); make one with `priorart ingest` or `priorart synth`",
                    err=True)
         raise typer.Exit(2)
-    try:
+    with exit_2_on(RuntimeError):
         report = run_load_bench(corpus.resolve(), baseline=baseline, users=users, seconds=seconds, rounds=rounds,
                                 work_dir=work_dir)
-    except RuntimeError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from exc
     typer.echo(json.dumps(report, indent=1) if as_json else format_report(report))
 
 
@@ -176,11 +172,8 @@ def open_command(
     from training.benchmarks.live import format_open_report, run_open_bench
     from training.experiments.output import command_line, write_result
 
-    try:
+    with exit_2_on(RuntimeError):
         report = run_open_bench(n_base, share, rounds=rounds, work_dir=work_dir)
-    except RuntimeError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from exc
     if out is not None:
         write_result(report, out, command=command_line())
     typer.echo(json.dumps(report, indent=1) if as_json else format_open_report(report))
@@ -259,11 +252,8 @@ def start_command(
         priorart, where = python.parent / "priorart", f"this environment ({sys.prefix})"
     else:
         say("installing the wheel with the service extra into a fresh environment (offline) ...")
-        try:
+        with exit_2_on(InstallError):
             inst = fresh_install(cache_dir / "install" / "venv", cache_dir / "install")
-        except InstallError as exc:
-            typer.echo(f"error: {exc}", err=True)
-            raise typer.Exit(2) from exc
         python, priorart = inst.python, inst.priorart
         where = f"a fresh venv of {inst.wheel.name}[service] ({len(inst.packages)} distributions, no torch)"
     kernel_cache = cache_dir / ("kernel-cache-current" if current_env else "kernel-cache")
@@ -298,11 +288,8 @@ def dump_command(
     from training.benchmarks.dump import compare, dump, read, write
     from training.ingest import MissingDataError, shared_records
 
-    try:
+    with exit_2_on(MissingDataError):
         records = shared_records(data)
-    except MissingDataError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from exc
     result = dump(index, records, k=k)
     write(result, out)
     typer.echo(f"{result['topics']} topics -> {out}")

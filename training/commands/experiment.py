@@ -7,30 +7,24 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from pathlib import Path
 
 import typer
 
+from training.commands import exit_2_on
 from training.experiments.output import command_line, write_result
 
 _VARIANTS = ("qsf_v", "qsf_v_title", "qsf_section", "qsf_section_propagate", "qsf_passage_propagate")
 experiment_app = typer.Typer(help="Experiments over the real data (see training/experiments/).", no_args_is_help=True)
 
 
-@contextmanager
-def failures_exit_2(*also: type[Exception]) -> Iterator[None]:
+def failures_exit_2(*also: type[Exception]) -> AbstractContextManager[None]:
     """An experiment's refusals (bad settings, data it cannot use: :class:`ExperimentError`, ``ValueError`` and
-    ``also``) as one line on stderr and exit status 2, without a traceback."""
+    ``also``) as one line on stderr and exit status 2, without a traceback (:func:`training.commands.exit_2_on`)."""
     from training.experiments import ExperimentError
 
-    kinds: tuple[type[Exception], ...] = (ExperimentError, ValueError, *also)
-    try:
-        yield
-    except kinds as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from exc
+    return exit_2_on(ExperimentError, ValueError, *also)
 
 
 @experiment_app.command("xling")
