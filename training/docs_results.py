@@ -372,41 +372,46 @@ def code_prediction_table(name: str, results_dir: Path = RESULTS_DIR) -> str:
     return "\n".join(lines)
 
 
+def _per_file(names: tuple[str, ...], results_dir: Path,
+              row: Callable[[Result], list[str]]) -> tuple[list[list[str]], str]:
+    """One table row per result file (``row`` of it) and the line under the table naming every file."""
+    results = [load(name, results_dir) for name in names]
+    return [row(r) for r in results], " ".join(source(r, name) for r, name in zip(results, names, strict=True))
+
+
 def merges_table(names: tuple[str, ...], results_dir: Path = RESULTS_DIR) -> str:
     """``priorart bench merges``: documents written, the most segments and the time of each policy, per run."""
-    rows, sources = [], []
-    for name in names:
-        r = load(name, results_dir)
+
+    def row(r: Result) -> list[str]:
         t, o = r["tiered"], r["old"]
-        rows.append([f"{r['adds']} adds of {r['batch']:,} to {r['n_base']:,}",
-                     f"{t['written']:,} / {t['max_segments']} / {t['seconds']:.1f} s",
-                     f"{o['written']:,} / {o['max_segments']} / {o['seconds']:.1f} s",
-                     f"{t['written'] / o['written']:.2f}x / {t['seconds'] / o['seconds']:.2f}x"])
-        sources.append(source(r, name))
+        return [f"{r['adds']} adds of {r['batch']:,} to {r['n_base']:,}",
+                f"{t['written']:,} / {t['max_segments']} / {t['seconds']:.1f} s",
+                f"{o['written']:,} / {o['max_segments']} / {o['seconds']:.1f} s",
+                f"{t['written'] / o['written']:.2f}x / {t['seconds'] / o['seconds']:.2f}x"]
+
+    rows, sources = _per_file(names, results_dir, row)
     lines = _table(["run", "tiered merges: written / most segments / time",
                     f"compaction past {load(names[0], results_dir)['old_bound']}: written / most / time",
                     "written / time"], rows)
-    lines += ["", " ".join(sources)]
-    return "\n".join(lines)
+    return "\n".join([*lines, "", sources])
 
 
 def open_table(names: tuple[str, ...], results_dir: Path = RESULTS_DIR) -> str:
     """``priorart bench open``: opening the generation after an add against the compacted index, per size."""
-    rows, sources = [], []
-    for name in names:
-        r = load(name, results_dir)
+
+    def row(r: Result) -> list[str]:
         a, c = r["added"], r["compacted"]
-        rows.append([f"{r['n_base']:,} + {r['n_add']:,} ({a['segments']} segments)",
-                     f"{a['open_s']:.2f} s / {a['max_rss_mb']:,.0f} MB / {a['written_bytes']:,} B",
-                     f"{c['open_s']:.2f} s / {c['max_rss_mb']:,.0f} MB / {c['written_bytes']:,} B",
-                     f"{r['open_ratio']:.2f}x / {r['rss_ratio']:.2f}x",
-                     f"{a['first_passages_s'] * 1000:.0f} / {c['first_passages_s'] * 1000:.0f} ms"])
-        sources.append(source(r, name))
+        return [f"{r['n_base']:,} + {r['n_add']:,} ({a['segments']} segments)",
+                f"{a['open_s']:.2f} s / {a['max_rss_mb']:,.0f} MB / {a['written_bytes']:,} B",
+                f"{c['open_s']:.2f} s / {c['max_rss_mb']:,.0f} MB / {c['written_bytes']:,} B",
+                f"{r['open_ratio']:.2f}x / {r['rss_ratio']:.2f}x",
+                f"{a['first_passages_s'] * 1000:.0f} / {c['first_passages_s'] * 1000:.0f} ms"]
+
+    rows, sources = _per_file(names, results_dir, row)
     lines = _table(["index", "after the add: open / peak memory / written at open", "compacted: the same",
                     "ratio open / memory", "first /passages after / compacted"], rows)
-    lines += ["", f"Medians of {load(names[0], results_dir)['rounds']} opens each, a fresh process per open, the two "
-              "indexes alternating. " + " ".join(sources)]
-    return "\n".join(lines)
+    return "\n".join([*lines, "", f"Medians of {load(names[0], results_dir)['rounds']} opens each, a fresh process "
+                      "per open, the two indexes alternating. " + sources])
 
 
 def watch_table(name: str, results_dir: Path = RESULTS_DIR) -> str:

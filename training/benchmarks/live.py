@@ -176,18 +176,13 @@ from pathlib import Path
 from service.engine import Engine
 from service.schema import PassageRequest
 from service.settings import Settings
+from training.benchmarks.service import memory_mb  # VmHWM: ru_maxrss would keep a forking parent's peak across exec
 
 def written():  # bytes this process has passed to write() so far (files, pipes: /proc/self/io's wchar)
     for line in open("/proc/self/io"):
         if line.startswith("wchar:"):
             return int(line.split()[1])
     return 0
-
-def peak_mb():  # this process's peak resident set (VmHWM; ru_maxrss would keep a forking parent's across exec)
-    for line in open("/proc/self/status"):
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
 
 index, query, lang = Path(sys.argv[1]), sys.argv[2], sys.argv[3]
 w0, t0 = written(), time.perf_counter()
@@ -198,7 +193,7 @@ hits = engine.passages(PassageRequest(query=query, lang=lang, k=10)).results
 first_s = time.perf_counter() - t1
 print(json.dumps({"open_s": open_s, "written": w1 - w0, "first_passages_s": first_s, "hits": len(hits),
                   "segments": len(engine.folder.segments),
-                  "max_rss_mb": peak_mb()}))
+                  "max_rss_mb": memory_mb().get("peak", 0.0)}))
 """
 
 
