@@ -153,6 +153,9 @@ def translate_train_command(
     use_dict: bool = typer.Option(True, "--dict/--no-dict", help="Use the FreeDict lexicons."),
     use_aligned: bool = typer.Option(True, "--aligned/--no-aligned", help="Use the IBM-1 model on aligned claims."),
     lam: float = typer.Option(0.5, "--lambda", help="Weight of the aligned model where both resources know a term."),
+    aligned_prior: float = typer.Option(
+        5.0, "--aligned-prior", help="Scale --lambda by n / (n + this) for a term the aligned model saw n times "
+        "(0: --lambda for every term)."),
     iterations: int = typer.Option(10, "--iterations", help="EM iterations of IBM model 1."),
     symmetric: bool = typer.Option(
         True, "--symmetric/--no-symmetric", help="Combine with the reverse alignment model (cuts rare-word garbage)."
@@ -179,6 +182,7 @@ def translate_train_command(
             use_aligned=use_aligned,
             use_dict=use_dict,
             lam=lam,
+            aligned_prior=aligned_prior,
             iterations=iterations,
             symmetric=symmetric,
             self_weight=self_weight,

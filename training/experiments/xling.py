@@ -43,7 +43,7 @@ from training.experiments import ExperimentError
 from training.experiments.output import write_result
 from training.translation.freedict import DICTD_DIR, load_lexicon
 from training.translation.ibm1 import train_aligned_table
-from training.translation.tables import add_self_translation, merge, prune, restrict_targets
+from training.translation.tables import TableSettings, add_self_translation, merge, prune, restrict_targets
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +59,8 @@ class XlingSettings:
     folds: int = 5
     depth: int = 100  # run depth per topic
     max_query_terms: int | None = None  # FirstStage query reduction (None: its default, 100)
-    lam: float = 0.5  # weight of the aligned model in the "both" row
+    lam: float = 0.5  # weight of the aligned model in the "both" row ...
+    aligned_prior: float = TableSettings.aligned_prior  # ... scaled by n / (n + this) for a term seen n times
     iterations: int = 10  # IBM-1 EM iterations
     symmetric: bool = True  # combine with the reverse alignment model
     titles: bool = True  # aligned titles as extra sentence pairs
@@ -214,6 +215,7 @@ def run_xling(
         # aligned-claims model per fold, trained without the fold's grants
         t = time.perf_counter()
         aligned: dict[tuple[int, str], dict[str, dict[str, float]]] = {}
+        counts: dict[tuple[int, str], dict[str, int]] = {}
         aligned_info: dict[str, Any] = {}
         for fold in range(s.folds):
             held_out = {gid for gid, f in fold_of.items() if f == fold}
@@ -233,6 +235,7 @@ def run_xling(
                 if leaked:  # a guard on the honesty of the numbers, not an input check
                     raise RuntimeError(f"fold {fold}: the {lang} aligned model saw held-out grants {sorted(leaked)}")
                 aligned[(fold, lang)] = table
+                counts[(fold, lang)] = summary["source_counts"]
                 aligned_info[f"fold{fold}-{lang}"] = {
                     k: summary[k] for k in ("documents", "sentence_pairs", "source_terms")
                 }
@@ -249,9 +252,9 @@ def run_xling(
                 elif row == "dict":
                     out[lang] = _table(lex, lang, ["freedict"], s, en_vocab)
                 else:
-                    out[lang] = _table(
-                        merge(aligned[(fold, lang)], lex, lam=s.lam), lang, ["aligned-claims", "freedict"], s, en_vocab
-                    )
+                    both = merge(aligned[(fold, lang)], lex, lam=s.lam, counts=counts[(fold, lang)],
+                                 prior=s.aligned_prior)
+                    out[lang] = _table(both, lang, ["aligned-claims", "freedict"], s, en_vocab)
             return out
 
         t = time.perf_counter()

@@ -195,7 +195,8 @@ def _psq_tables(records: Sequence[PatentRecord], topics: Sequence[Topic], exclud
             raise RuntimeError(f"the {lang} aligned model saw held-out grants {sorted(leaked)}")
         lex = lexicons.get(lang)
         if lex is not None:
-            out[lang] = _table(merge(table, lex, lam=xs.lam), lang, ["aligned-claims", "freedict"], xs, en_vocab)
+            both = merge(table, lex, lam=xs.lam, counts=summary["source_counts"], prior=xs.aligned_prior)
+            out[lang] = _table(both, lang, ["aligned-claims", "freedict"], xs, en_vocab)
         else:
             out[lang] = _table(table, lang, ["aligned-claims"], xs, en_vocab)
     return out

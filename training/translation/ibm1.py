@@ -323,6 +323,7 @@ def train_aligned_table(
         "function_words": function_words,
         "dropped_as_function_words": n_function,
         "log_likelihood": fwd_model.log_likelihood,
+        "source_counts": fwd_model.src_counts,  # occurrences of each source term in the pairs (for the merge)
     }
     return table, summary
 

@@ -1,10 +1,12 @@
 """Merge the aligned-claims model and the FreeDict lexicons into PSQ translation tables (``<src>-en.json``).
 
-p(t|s) = lambda * p_aligned(t|s) + (1 - lambda) * p_dict(t|s) for a source term both resources know,
-otherwise whichever knows it. Rows are then pruned for storage (``min_prob``, ``max_per_term``;
-query-time pruning is ``TranslationTable.translate_term``'s job) and, optionally, a source term
-that is also an English index term of the collection keeps some probability of translating to
-itself (cognates: ``motor``, ``system``, ``element``, ``laser``); terms without an entry (numbers,
+p(t|s) = lambda(s) * p_aligned(t|s) + (1 - lambda(s)) * p_dict(t|s) for a source term both resources know,
+otherwise whichever knows it; lambda(s) = lambda * n(s) / (n(s) + K) grows with the n(s) occurrences the aligned model
+saw of s (K = ``aligned_prior``): a row learned from one sentence pair (``machine`` -> ``grass, gather, machine``
+from one claim about a grass-gathering machine) weighs little beside the dictionary's. Rows are then pruned for
+storage (``min_prob``, ``max_per_term``; query-time pruning is ``TranslationTable.translate_term``'s job) and,
+optionally, a source term that is also an English index term of the collection keeps some probability of translating
+to itself (cognates: ``motor``, ``system``, ``element``, ``laser``); terms without an entry (numbers,
 codes, formulas, unknown words) are passed through unchanged by ``TranslationTable`` anyway.
 """
 
@@ -41,7 +43,8 @@ class TableSettings:
     langs: tuple[str, ...] = ("de", "fr")
     use_aligned: bool = True  # IBM model 1 on aligned EP claims (+ titles)
     use_dict: bool = True  # dictionary lexicons (which ones: ``training.translation.lexicons``)
-    lam: float = 0.5  # weight of the aligned model where both resources know a term
+    lam: float = 0.5  # weight of the aligned model where both resources know a term (when it saw the term often) ...
+    aligned_prior: float = 5.0  # ... times n / (n + aligned_prior) for a term it saw n times (0: lam for every term)
     iterations: int = 10  # EM iterations
     symmetric: bool = True  # combine with the reverse alignment model
     titles: bool = True  # aligned titles as extra sentence pairs
@@ -61,6 +64,8 @@ class TableSettings:
             raise ValueError("nothing to build: both the aligned-claims model and the dictionary are switched off")
         if not 0.0 <= self.lam <= 1.0:
             raise ValueError(f"lam must be in [0, 1], got {self.lam}")
+        if not self.aligned_prior >= 0.0:
+            raise ValueError(f"aligned_prior must be >= 0, got {self.aligned_prior}")
         if not 0.0 <= self.self_weight < 1.0:
             raise ValueError(f"self_weight must be in [0, 1), got {self.self_weight}")
         if not 0.0 <= self.min_prob < 1.0 or self.max_per_term < 1:
@@ -74,18 +79,27 @@ def merge(
     dictionary: Mapping[str, Mapping[str, float]] | None,
     *,
     lam: float = 0.5,
+    counts: Mapping[str, int] | None = None,
+    prior: float = 0.0,
 ) -> dict[str, Mapping[str, float]]:
     """Linear interpolation of two tables where both have a row, the row of the one that has it elsewhere (that row
-    itself, not a copy: :func:`prune` makes the table's rows)."""
+    itself, not a copy: :func:`prune` makes the table's rows). The aligned row's weight is ``lam``, or with ``counts``
+    (how often the aligned model saw each source term) and ``prior`` > 0, ``lam * n / (n + prior)``."""
+    if prior < 0.0 or (prior > 0.0 and counts is None):
+        raise ValueError(f"an aligned prior ({prior}) needs the aligned model's term counts and must be >= 0")
     aligned = aligned or {}
     dictionary = dictionary or {}
     out: dict[str, Mapping[str, float]] = {}
     for s in sorted(aligned.keys() | dictionary.keys()):
         a, d = aligned.get(s), dictionary.get(s)
         if a and d:
-            mixed = {t: lam * p for t, p in a.items()}
+            w = lam
+            if prior > 0.0 and counts is not None:
+                n = counts.get(s, 0)
+                w = lam * n / (n + prior)
+            mixed = {t: w * p for t, p in a.items()}
             for t, p in d.items():
-                mixed[t] = mixed.get(t, 0.0) + (1.0 - lam) * p
+                mixed[t] = mixed.get(t, 0.0) + (1.0 - w) * p
             out[s] = mixed
         elif a or d:
             out[s] = a or d  # type: ignore[assignment]  # one of them is a non-empty row
@@ -242,6 +256,7 @@ def build_direction(
     info: dict[str, Any] = {}
     sources: list[str] = []
     aligned: Entries | None = None
+    counts: dict[str, int] = {}
     if settings.use_aligned:
         try:
             aligned, summary = train_aligned_table(
@@ -262,10 +277,12 @@ def build_direction(
             info["aligned_skipped"] = str(exc)
         else:
             sources.append(SOURCE_ALIGNED)
+            counts = summary["source_counts"]
             leaked = set(exclude_ids) & set(summary["document_ids"])
             if leaked:  # a guard on the honesty of cross-fitted numbers, not an input check
                 raise RuntimeError(f"the {src}-{tgt} aligned model saw excluded records {sorted(leaked)[:5]}")
-            info["aligned"] = {k: v for k, v in summary.items() if k not in ("log_likelihood", "document_ids")}
+            info["aligned"] = {k: v for k, v in summary.items()
+                               if k not in ("log_likelihood", "document_ids", "source_counts")}
     dictionary = lexicon if settings.use_dict else None
     if dictionary is not None:
         if settings.target_filter and target_vocab:
@@ -277,9 +294,8 @@ def build_direction(
             f"no translation resource for {src}-{tgt}: no aligned {src}/{tgt} claims to train on and the "
             f"dictionary is {'off' if not settings.use_dict else 'not installed'}"
         )
-    entries = prune(
-        merge(aligned, dictionary, lam=settings.lam), min_prob=settings.min_prob, max_per_term=settings.max_per_term
-    )
+    merged = merge(aligned, dictionary, lam=settings.lam, counts=counts, prior=settings.aligned_prior)
+    entries = prune(merged, min_prob=settings.min_prob, max_per_term=settings.max_per_term)
     if settings.self_weight > 0 and target_vocab:
         entries = add_self_translation(entries, target_vocab, settings.self_weight)
         sources.append("self")

@@ -371,6 +371,21 @@ def test_merge_interpolates_where_both_know_a_term() -> None:
     assert merge(None, dictionary) == dictionary
 
 
+def test_merge_weighs_the_aligned_row_by_how_often_the_model_saw_the_term() -> None:
+    # one claim about a grass-gathering machine taught the aligned model junk for "machin"; "gehaus" it saw 45 times
+    aligned = {"machin": {"grass": 0.5, "machin": 0.5}, "gehaus": {"hous": 1.0}}
+    dictionary = {"machin": {"machin": 0.5, "engin": 0.5}, "gehaus": {"hous": 0.5, "case": 0.5}}
+    merged = merge(aligned, dictionary, lam=0.5, counts={"machin": 1, "gehaus": 45}, prior=5.0)
+    w_one, w_many = 0.5 * 1 / 6, 0.5 * 45 / 50
+    assert merged["machin"] == pytest.approx({"grass": w_one * 0.5, "machin": w_one * 0.5 + (1 - w_one) * 0.5,
+                                              "engin": (1 - w_one) * 0.5})
+    assert merged["gehaus"] == pytest.approx({"hous": w_many + (1 - w_many) * 0.5, "case": (1 - w_many) * 0.5})
+    # prior 0: the plain interpolation; a prior without counts is refused
+    assert merge(aligned, dictionary, lam=0.5, counts={"machin": 1}, prior=0.0) == merge(aligned, dictionary, lam=0.5)
+    with pytest.raises(ValueError, match="term counts"):
+        merge(aligned, dictionary, prior=5.0)
+
+
 def test_prune_keeps_top_terms_and_renormalises() -> None:
     row = {"a": 0.5, "b": 0.3, "c": 0.15, "d": 0.05}
     assert prune({"x": row}, min_prob=0.1, max_per_term=10)["x"] == pytest.approx(
@@ -421,6 +436,21 @@ def test_build_tables_merges_dictionary_and_marks_self_translation(tmp_path: Pat
     assert table.entries["stahl"]["stahl"] == pytest.approx(0.1)  # 'stahl' is in the target vocabulary
 
 
+def test_build_tables_weighs_each_aligned_row_by_how_often_the_model_saw_its_term(tmp_path: Path) -> None:
+    _write_dictd(tmp_path, "freedict-deu-eng", [GEHAEUSE])
+    aligned, summary = train_aligned_table(RECORDS, "de", progress=False)
+    n = summary["source_counts"]["gehaus"]
+    assert n >= 1 and "case" not in aligned["gehaus"]  # 'case' comes from the dictionary alone
+    rows, metas = {}, {}
+    for prior in (0.0, 5.0):
+        settings = TableSettings(langs=("de",), self_weight=0.0, lam=0.5, aligned_prior=prior, min_prob=0.0)
+        tables, metas[prior] = build_tables(RECORDS, settings, dictd_dir=tmp_path, progress=False)
+        rows[prior] = tables["de"].entries["gehaus"]
+    assert metas[5.0]["settings"]["aligned_prior"] == 5.0  # type: ignore[index]
+    # the dictionary's share of the row: 1 - lam without the prior, 1 - lam * n / (n + 5) with it
+    assert rows[5.0]["case"] / rows[0.0]["case"] == pytest.approx((1 - 0.5 * n / (n + 5)) / 0.5)
+
+
 def test_table_settings_validation() -> None:
     with pytest.raises(ValueError, match="both the aligned-claims model and the dictionary are switched off"):
         TableSettings(use_aligned=False, use_dict=False)
@@ -428,6 +458,8 @@ def test_table_settings_validation() -> None:
         TableSettings(langs=("es",))
     with pytest.raises(ValueError, match="lam must be in"):
         TableSettings(lam=1.5)
+    with pytest.raises(ValueError, match="aligned_prior must be >= 0"):
+        TableSettings(aligned_prior=-1.0)
 
 
 def test_no_resource_at_all_is_an_error(tmp_path: Path) -> None:
