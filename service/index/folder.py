@@ -555,6 +555,21 @@ class IndexFolder:
         only_root = len(self.segments) == 1 and self.segments[0].dir == Layout.ROOT_SEGMENT
         return not only_root or any(len(s.deleted) for s in self.segments)
 
+    @property
+    def one_build(self) -> IndexFolder | None:
+        """The folder that holds this generation's files as one build writes them, or None when the loaders must
+        join (or search in turn) several segments: the folder itself when it is not live; the segment's folder of a
+        compacted generation (one segment written by ``compact``, nothing deleted), whose FAISS index, statistics and
+        encodings are the generation's. The one rule every component loader follows."""
+        if not self.is_live:
+            return self
+        if len(self.segments) == 1 and not len(self.segments[0].deleted):
+            seg = self.segments[0].folder
+            written = seg.components.get("segment")
+            if seg is not self and isinstance(written, dict) and written.get("compacted"):
+                return seg
+        return None
+
     def write_generation(self, number: int, segments: Sequence[Mapping[str, Any]],
                          operation: Mapping[str, Any]) -> Path:
         """Write the manifest of generation ``number`` (fsynced, renamed into place: the commit point)."""

@@ -44,8 +44,10 @@ class PassageIndex(PassageArrays):
         generation of several segments maps each segment's (:class:`SegmentedPassageIndex`)."""
         if not isinstance(folder, IndexFolder):
             folder = IndexFolder.open(folder, verify=False)
-        if folder.is_live:
+        whole = folder.one_build
+        if whole is None:
             return cls._load_live(folder)
+        folder = whole
         index_dir = folder.root
         comp = folder.components.get(fmt.PASSAGES_COMPONENT)
         if comp is None:
@@ -75,8 +77,8 @@ class PassageIndex(PassageArrays):
                 raise PassageIndexMissingError(f"segment {seg.folder.root} has no passage index; /passages needs one "
                                                "in every segment (rebuild the index with `priorart build`)")
             found.append((seg.folder.path(str(comp.get("dir", Layout.PASSAGES))), comp))
-        if len(found) == 1:  # a compacted generation: its one segment's rows are the generation's
-            return cls.open(found[0][0], mmap=True, info=found[0][1])
+        if len(found) == 1:  # one segment with deleted rows, mapped as it lies: deleted rows are never candidates, and
+            return cls.open(found[0][0], mmap=True, info=found[0][1])  # its statistics count them as segments' do
         return SegmentedPassageIndex([open_part(path, comp) for path, comp in found])
 
     @classmethod

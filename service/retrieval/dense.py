@@ -235,8 +235,10 @@ class DenseIndex:
                 folder = IndexFolder.open(folder, verify=False)
         except IndexFormatError as exc:
             raise DenseIndexError(str(exc)) from exc
-        if folder.is_live:
+        whole = folder.one_build
+        if whole is None:
             return cls._load_live(folder, device=device, exact=exact, nprobe=nprobe, ef_search=ef_search)
+        folder = whole  # a build, or the one segment of a compacted generation: its FAISS index, on any device
         try:
             comp = folder.component("dense", DENSE_FORMAT_VERSION, fix="rebuild with `priorart build --models`")
         except IndexFormatError as exc:

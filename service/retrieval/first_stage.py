@@ -510,15 +510,13 @@ def _sparse_of(folder: IndexFolder, lang: str, mmap: bool, stats: CollectionStat
     segment of a compacted generation mapped as a build's: its own statistics are the live ones), weighted with
     ``stats`` when given (the global statistics of a shard). ``prefault``: read the pages of a memory-mapped index
     in at load (the segments of a join never: it copies them into memory anyway)."""
-    segments = folder.segments
-    if not folder.is_live:
-        index = SparseIndex.load(folder.path(Layout.bm25(lang)), mmap=mmap, prefault=prefault)
-    elif len(segments) == 1 and not len(segments[0].deleted):
-        index = SparseIndex.load(segments[0].folder.path(Layout.bm25(lang)), mmap=mmap, prefault=prefault)
+    whole = folder.one_build
+    if whole is not None:
+        index = SparseIndex.load(whole.path(Layout.bm25(lang)), mmap=mmap, prefault=prefault)
     else:
         parts = [SparseIndex.load(s.folder.path(Layout.bm25(lang)), mmap=mmap, prefault=False)
-                 for s in segments]
-        index = SparseIndex.join(parts, [s.deleted for s in segments])
+                 for s in folder.segments]
+        index = SparseIndex.join(parts, [s.deleted for s in folder.segments])
     return index if stats is None else index.reweighted(stats)
 
 

@@ -272,13 +272,15 @@ class Models:
 
 def load_encodings(folder: IndexFolder, n_docs: int, *, mmap: bool = True) -> dict[str, np.ndarray]:
     """The rankers' document encodings of an index (``components.rerank``), shapes checked."""
-    if folder.is_live:  # a generation of several segments: each segment's encodings in turn
+    whole = folder.one_build
+    if whole is None:  # a generation of several segments: each segment's encodings in turn
         parts = [load_encodings(IndexFolder(s.folder.root, s.folder.meta), s.n_rows, mmap=mmap)
                  for s in folder.segments]
         joined = {name: np.concatenate([p[name] for p in parts]) for name in ENCODINGS}
         if any(len(a) != n_docs for a in joined.values()):
             raise IndexFormatError(f"{folder.root}: rerank encodings of the segments do not add up to {n_docs} rows")
         return joined
+    folder = whole
     comp = folder.component("rerank", RERANK_VERSION, fix="rebuild with --models")
     out: dict[str, np.ndarray] = {}
     for name in ENCODINGS:

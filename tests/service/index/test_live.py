@@ -228,6 +228,37 @@ def test_adds_merge_small_segments_by_tier_and_leave_the_build_alone(small: tupl
     assert IndexFolder.open(idx).n_live == 187
 
 
+def test_one_build_is_the_folder_a_loader_maps_as_a_build(small: tuple[Path, list[PatentRecord]],
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """The loaders' one rule (``IndexFolder.one_build``): a build is its own; a generation of several segments, or
+    with deleted rows, has none (its segments are joined or searched in turn); a compacted generation is its
+    segment's, which every loader maps as a build's: nothing is joined."""
+    from service.retrieval.sparse import SparseIndex
+
+    d, records = small
+    idx = _base(d, records, "one-build")
+    folder = IndexFolder.open(idx)
+    assert folder.one_build is folder
+    add_documents(idx, records[150:160], progress=False)
+    assert IndexFolder.open(idx).one_build is None
+    compact(idx, progress=False)
+    folder = IndexFolder.open(idx)
+    assert folder.one_build is folder.segments[0].folder and folder.one_build.root != idx
+
+    def no_join(*args: object, **kwargs: object) -> SparseIndex:
+        raise AssertionError("a compacted generation was joined")
+
+    monkeypatch.setattr(SparseIndex, "join", classmethod(no_join))
+    engine = Engine.load(idx)
+    try:
+        text = " ".join([records[155].title.get("en", ""), records[155].abstract.get("en", "")])
+        assert records[155].id in [h.id for h in engine.search(SearchRequest(query=text, lang="en", k=10)).results]
+    finally:
+        engine.close()
+    delete_documents(idx, [records[0].id])
+    assert IndexFolder.open(idx).one_build is None
+
+
 def test_add_past_the_bound_merges_the_smallest_neighbours(small: tuple[Path, list[PatentRecord]]) -> None:
     """Tiered merges off (merge_factor 0): a generation past ``max_segments`` merges the neighbouring segments of the
     smallest total down to the bound, never the build's."""
@@ -505,6 +536,9 @@ def test_added_documents_are_encoded_as_a_full_build_encodes_them(tmp_path: Path
     rc = compact(live, device="cpu", progress=False)
     assert rc.segments == 1 and rc.live_documents == 60
     _same_vectors(live, full)
+    from service.retrieval.dense import DenseIndex
+    dense = DenseIndex.load(IndexFolder.open(live), device="cpu")  # the segment's own FAISS index, mapped vectors
+    assert "segments" not in dense.info and isinstance(dense.vectors, np.memmap)
     e_comp = _engine(live)
     _same_results(e_comp, e_full, queries, {"dense": 1.0})
     _same_results(e_comp, e_full, queries, None)
