@@ -6,6 +6,9 @@ warm-up calls them on a :func:`readonly` view as well as on the array itself.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 import numpy as np
 
 
@@ -16,4 +19,37 @@ def readonly(a: np.ndarray) -> np.ndarray:
     return a
 
 
-__all__ = ["readonly"]
+class SegmentRows:
+    """Per-row arrays of a live generation's segments (each mapped where it lies) read by generation row:
+    ``rows[r]`` gathers each row from the segment that holds it (row ``r - start`` there), in the order asked;
+    ``np.asarray`` joins them (a compaction's copy; nothing else needs one)."""
+
+    def __init__(self, arrays: Sequence[np.ndarray]) -> None:
+        if not arrays or len({a.shape[1:] for a in arrays}) != 1:
+            raise ValueError("segment arrays need one shape per row, and at least one segment")
+        self.arrays = list(arrays)
+        self.starts = np.cumsum([0, *(len(a) for a in arrays)]).astype(np.int64)
+        self.shape: tuple[int, ...] = (int(self.starts[-1]), *arrays[0].shape[1:])
+        self.dtype = np.result_type(*arrays)
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def __getitem__(self, rows: Any) -> np.ndarray:
+        idx = np.asarray(rows, dtype=np.int64)
+        flat = idx.reshape(-1)
+        if len(flat) and (int(flat.min()) < 0 or int(flat.max()) >= self.shape[0]):
+            raise IndexError(f"row out of range 0..{self.shape[0] - 1}")
+        out = np.empty((len(flat), *self.shape[1:]), dtype=self.dtype)
+        seg = np.searchsorted(self.starts, flat, side="right") - 1
+        for i in np.unique(seg).tolist():
+            here = np.flatnonzero(seg == i)
+            out[here] = self.arrays[i][flat[here] - self.starts[i]]
+        return out.reshape((*idx.shape, *self.shape[1:]))
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        joined = np.concatenate([np.asarray(a) for a in self.arrays])
+        return joined if dtype is None else joined.astype(dtype)
+
+
+__all__ = ["SegmentRows", "readonly"]

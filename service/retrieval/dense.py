@@ -30,6 +30,10 @@ GPU support and sees one (``faiss.StandardGpuResources`` + ``index_cpu_to_gpu``)
 logged warning; ``"cuda"`` asks for the GPU (CPU with a warning when there is none); ``"cpu"`` never
 uses it. FAISS has no GPU HNSW: an ``hnsw`` index stays on CPU (logged). :attr:`DenseIndex.device`
 says where searches run.
+
+Segments. A live generation of several segments is searched in place (:class:`SegmentedDenseIndex`): the first
+segment's FAISS index as loaded alone (device included), each added segment's vectors mapped and searched exactly,
+the hits merged by score; a compacted generation is one build (``IndexFolder.one_build``).
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ from typing import Any
 
 import numpy as np
 
+from service.index.arrays import SegmentRows
 from service.index.folder import IndexFolder, IndexFormatError, Layout
 from service.settings import DEVICES
 
@@ -189,29 +194,26 @@ class DenseIndex:
     # ------------------------------------------------------------------ loading
     @classmethod
     def _load_live(cls, folder: IndexFolder, *, device: str, exact: bool, nprobe: int | None,
-                   ef_search: int | None) -> DenseIndex:
-        """A generation of several segments: the first segment's FAISS index (a build's or a compaction's)
-        with the vectors of the others added in row order (their encodings are stored, their index is not)."""
+                   ef_search: int | None) -> SegmentedDenseIndex:
+        """A generation of several segments, searched in place (:class:`SegmentedDenseIndex`): the first segment's
+        FAISS index (a build's or a compaction's) as it is loaded alone, the vectors of the others (stored, without
+        an index) mapped and searched exactly."""
         first, *rest = folder.segments
-        base = cls.load(IndexFolder(first.folder.root, first.folder.meta), device="cpu", exact=exact, nprobe=nprobe,
-                        ef_search=ef_search, mmap=False)
-        vectors = [np.asarray(base.vectors)]
+        base = cls.load(IndexFolder(first.folder.root, first.folder.meta), device=device, exact=exact, nprobe=nprobe,
+                        ef_search=ef_search)
+        assert isinstance(base, DenseIndex)  # a segment's folder is a build's (not live)
+        parts: list[DenseIndex] = [base]
         for seg in rest:
             try:
                 comp = seg.folder.component("dense", DENSE_FORMAT_VERSION, fix="add the segment again")
-                vecs = np.load(seg.folder.path(comp.get("vectors", Layout.DENSE_VECTORS)))
+                vecs = np.load(seg.folder.path(comp.get("vectors", Layout.DENSE_VECTORS)), mmap_mode="r")
             except (IndexFormatError, OSError, ValueError) as exc:
                 raise DenseIndexError(f"segment {seg.folder.root}: dense vectors unusable ({exc})") from exc
-            if vecs.dtype != np.float32 or vecs.ndim != 2 or vecs.shape != (seg.n_rows, vectors[0].shape[1]):
+            if vecs.dtype != np.float32 or vecs.ndim != 2 or vecs.shape != (seg.n_rows, base.dim):
                 raise DenseIndexError(f"segment {seg.folder.root}: dense vectors of shape {list(vecs.shape)}, expected "
-                                      f"[{seg.n_rows}, {vectors[0].shape[1]}]")
-            base.index.add(prepare_vectors(vecs, base.metric))
-            vectors.append(vecs)
-        notes = list(base.notes)
-        if device == "cuda":
-            notes.append("dense index of a live index with several segments searched on the CPU (compact for GPU)")
-        return cls(np.concatenate(vectors), base.index, {**base.info, "segments": len(folder.segments)},
-                   device="cpu", notes=notes)
+                                      f"[{seg.n_rows}, {base.dim}]")
+            parts.append(cls(vecs, None, {**base.info, "kind": "flat", "params": {}}))
+        return SegmentedDenseIndex(parts, {**base.info, "segments": len(folder.segments)}, notes=base.notes)
 
     @classmethod
     def load(
@@ -223,7 +225,7 @@ class DenseIndex:
         nprobe: int | None = None,
         ef_search: int | None = None,
         mmap: bool = True,
-    ) -> DenseIndex:
+    ) -> DenseIndex | SegmentedDenseIndex:
         """Load ``dense/`` of an opened index folder (a path is opened without re-hashing its files).
 
         ``exact=True`` ignores an approximate index and searches a flat one built from the vectors.
@@ -372,7 +374,7 @@ class DenseIndex:
             if allowed == 0:
                 return DenseHits(np.zeros(0, dtype=np.int64), np.zeros(0))
             if allowed < n:
-                if allowed <= max(k, self.exact_filter_max):
+                if self.index is None or allowed <= max(k, self.exact_filter_max):
                     return self._exact_top(q, np.flatnonzero(mask), k)
                 if self.device == "cpu":
                     return self._rescore(q, self._faiss_search(q, k, self._selector_params(mask)), k)
@@ -380,7 +382,7 @@ class DenseIndex:
                 if found is None:  # a very selective filter: exact scores of the allowed rows
                     return self._exact_top(q, np.flatnonzero(mask), k)
                 return self._rescore(q, found, k)
-        if self.kind == "flat" and k >= n:
+        if self.index is None or (self.kind == "flat" and k >= n):  # no FAISS index: an added segment's vectors
             return self._exact_top(q, np.arange(n, dtype=np.int64), k)
         if self.device == "cuda" and k > GPU_MAX_K:
             return self._exact_top(q, np.arange(n, dtype=np.int64), k)
@@ -409,3 +411,65 @@ class DenseIndex:
     def describe(self) -> dict[str, Any]:
         return {"kind": self.kind, "metric": self.metric, "dim": self.dim, "documents": len(self),
                 "device": self.device, "params": self.info.get("params", {})}
+
+
+class SegmentedDenseIndex:
+    """The dense stage of a live generation of several segments, searched in place: each segment's part searches
+    its rows (the first with its FAISS index, on the device it was loaded for; the added ones exactly, their
+    vectors mapped) and the parts' hits are merged by exact score, ties by row: for ``flat`` indexes the same
+    rows and scores as one index of every vector. Nothing is copied at open. Rows are generation rows (a part's
+    rows shifted by its segment's start); deleted rows are excluded by the filter ``mask``, as in one index."""
+
+    def __init__(self, parts: list[DenseIndex], info: dict[str, Any], *, notes: list[str] | None = None) -> None:
+        if not parts:
+            raise DenseIndexError("a segmented dense index needs at least one segment")
+        self.parts = parts
+        self.starts = np.cumsum([0, *(len(p) for p in parts)]).astype(np.int64)
+        self.info = dict(info)
+        self.kind = str(info.get("kind", "flat"))
+        self.metric = str(info.get("metric", "inner_product"))
+        self.device = parts[0].device
+        self.notes = list(notes or [])
+        self.vectors = SegmentRows([p.vectors for p in parts])
+
+    def __len__(self) -> int:
+        return int(self.starts[-1])
+
+    @property
+    def dim(self) -> int:
+        return self.parts[0].dim
+
+    def scores(self, query_vec: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        """Exact similarity of the query to each generation row (float64), each scored by its segment."""
+        rows = np.asarray(rows, dtype=np.int64)
+        out = np.zeros(len(rows), dtype=np.float64)
+        seg = np.searchsorted(self.starts, rows, side="right") - 1
+        for i in np.unique(seg).tolist():
+            here = np.flatnonzero(seg == i)
+            out[here] = self.parts[i].scores(query_vec, rows[here] - self.starts[i])
+        return out
+
+    def search(self, query_vec: np.ndarray, k: int, mask: np.ndarray | None = None) -> DenseHits:
+        """The ``k`` best generation rows among those ``mask`` allows: each segment's best ``k``, merged."""
+        if k < 1:
+            raise DenseIndexError(f"k must be >= 1, got {k}")
+        if mask is not None:
+            mask = np.asarray(mask, dtype=bool)
+            if mask.shape != (len(self),):
+                raise DenseIndexError(f"filter mask has shape {mask.shape}, the index has {len(self)} rows")
+        rows, scores = [], []
+        for part, lo, hi in zip(self.parts, self.starts[:-1].tolist(), self.starts[1:].tolist(), strict=True):
+            if hi == lo or (mask is not None and not mask[lo:hi].any()):
+                continue
+            hits = part.search(query_vec, k, None if mask is None else mask[lo:hi])
+            rows.append(hits.rows + lo)
+            scores.append(hits.scores)
+        if not rows:
+            return DenseHits(np.zeros(0, dtype=np.int64), np.zeros(0))
+        r, sc = np.concatenate(rows), np.concatenate(scores)
+        order = np.lexsort((r, -sc))[:k]
+        return DenseHits(r[order].astype(np.int64), sc[order])
+
+    def describe(self) -> dict[str, Any]:
+        return {"kind": self.kind, "metric": self.metric, "dim": self.dim, "documents": len(self),
+                "device": self.device, "params": self.info.get("params", {}), "segments": len(self.parts)}

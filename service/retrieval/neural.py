@@ -23,6 +23,7 @@ import numpy as np
 
 from service.codes import record_codes
 from service.corpus.record import PatentRecord
+from service.index.arrays import SegmentRows
 from service.index.folder import IndexFolder, IndexFormatError
 from service.retrieval.encoders import (
     CodeVocabulary,
@@ -270,19 +271,20 @@ class Models:
             k: list(self.languages_of(k)) for k in ("dual", "text", "joint")}, "trained": self.meta.get("created")}
 
 
-def load_encodings(folder: IndexFolder, n_docs: int, *, mmap: bool = True) -> dict[str, np.ndarray]:
-    """The rankers' document encodings of an index (``components.rerank``), shapes checked."""
+def load_encodings(folder: IndexFolder, n_docs: int, *, mmap: bool = True) -> dict[str, np.ndarray | SegmentRows]:
+    """The rankers' document encodings of an index (``components.rerank``), shapes checked; of a generation of
+    several segments, each segment's mapped where it lies and read by generation row (:class:`SegmentRows`)."""
     whole = folder.one_build
-    if whole is None:  # a generation of several segments: each segment's encodings in turn
+    if whole is None:
         parts = [load_encodings(IndexFolder(s.folder.root, s.folder.meta), s.n_rows, mmap=mmap)
                  for s in folder.segments]
-        joined = {name: np.concatenate([p[name] for p in parts]) for name in ENCODINGS}
+        joined = {name: SegmentRows([np.asarray(p[name]) for p in parts]) for name in ENCODINGS}
         if any(len(a) != n_docs for a in joined.values()):
             raise IndexFormatError(f"{folder.root}: rerank encodings of the segments do not add up to {n_docs} rows")
-        return joined
+        return dict(joined)
     folder = whole
     comp = folder.component("rerank", RERANK_VERSION, fix="rebuild with --models")
-    out: dict[str, np.ndarray] = {}
+    out: dict[str, np.ndarray | SegmentRows] = {}
     for name in ENCODINGS:
         rel = comp.get("files", {}).get(name)
         if rel is None:

@@ -21,7 +21,7 @@ import numpy as np
 from service.candidates import CANDIDATES, Candidates
 from service.index.store import DocStore
 from service.query import Query
-from service.retrieval.dense import DenseIndex
+from service.retrieval.dense import DenseIndex, SegmentedDenseIndex
 from service.retrieval.feedback import move_vector
 from service.retrieval.neural import Models
 
@@ -31,7 +31,7 @@ class DenseStep:
     requires = frozenset({CANDIDATES})  # the first stage's rows: the dense hits are unioned with them
     provides = frozenset({CANDIDATES, "dense"})
 
-    def __init__(self, models: Models, dense: DenseIndex, docs: DocStore) -> None:
+    def __init__(self, models: Models, dense: DenseIndex | SegmentedDenseIndex, docs: DocStore) -> None:
         if len(dense) != len(docs):
             raise ValueError(f"dense index has {len(dense)} vectors, the doc store {len(docs)} rows")
         self.models = models

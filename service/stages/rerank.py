@@ -21,12 +21,13 @@ rankers were never trained on that input, so their scores there are noise and ar
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 from service.candidates import CANDIDATES, Candidates
+from service.index.arrays import SegmentRows
 from service.query import Query
 from service.retrieval.neural import ENCODINGS, RANKERS, Models
 
@@ -38,7 +39,7 @@ class RerankStep:
     requires = frozenset({CANDIDATES})
     provides = frozenset({"text", "meta", "joint"})
 
-    def __init__(self, models: Models, encodings: dict[str, np.ndarray]) -> None:
+    def __init__(self, models: Models, encodings: Mapping[str, np.ndarray | SegmentRows]) -> None:
         missing = [n for n in ENCODINGS if n not in encodings]
         if missing:
             raise ValueError(f"document encodings missing: {', '.join(missing)}")

@@ -17,6 +17,7 @@ from service.retrieval.dense import (  # noqa: E402
     DENSE_FORMAT_VERSION,
     DenseIndex,
     DenseIndexError,
+    SegmentedDenseIndex,
     build_faiss_index,
     choose_faiss_device,
     prepare_vectors,
@@ -94,6 +95,34 @@ def test_filters_are_honoured(tmp_path: Path, path: str) -> None:
     assert len(idx.search(q, 5, np.zeros(len(v), dtype=bool))) == 0
     with pytest.raises(DenseIndexError, match="mask has shape"):
         idx.search(q, 5, np.ones(3, dtype=bool))
+
+
+def test_segments_searched_in_place_equal_one_flat_index(tmp_path: Path) -> None:
+    """A live generation's dense stage: the build's segment (its FAISS index) and two added segments (vectors only,
+    searched exactly), merged by score: the same rows and scores as one flat index of every vector, with and without
+    a filter; ``scores`` and ``vectors[rows]`` read each row from its segment."""
+    v = _vectors(700)
+    base = DenseIndex.load(_write(tmp_path / "base", v[:500]), device="cpu")
+    added = [DenseIndex(v[lo:hi], None, {**base.info, "kind": "flat", "params": {}}) for lo, hi in ((500, 620),
+                                                                                                  (620, 700))]
+    seg = SegmentedDenseIndex([base, *added], {**base.info, "segments": 3})
+    one = DenseIndex.load(_write(tmp_path / "one", v), device="cpu")
+    assert len(seg) == 700 and seg.describe()["segments"] == 3
+    rng = np.random.default_rng(7)
+    mask = rng.random(len(v)) < 0.4
+    for _ in range(4):
+        q = np.asarray(rng.normal(size=(v.shape[1],)), dtype=np.float32)
+        for k, m in ((25, None), (25, mask), (1000, None), (10, mask & (np.arange(700) >= 600))):
+            got, want = seg.search(q, k, m), one.search(q, k, m)
+            assert got.rows.tolist() == want.rows.tolist() == _brute(v, q, k, m)
+            np.testing.assert_allclose(got.scores, want.scores, rtol=1e-6)
+        rows = np.array([650, 3, 510, 3, 699, 499])
+        np.testing.assert_allclose(seg.scores(q, rows), one.scores(q, rows), rtol=1e-6)
+    np.testing.assert_array_equal(seg.vectors[np.array([[5, 600], [699, 0]])], v[np.array([[5, 600], [699, 0]])])
+    np.testing.assert_array_equal(np.asarray(seg.vectors), v)
+    assert len(seg.search(q, 5, np.zeros(700, dtype=bool))) == 0
+    with pytest.raises(DenseIndexError, match="mask has shape"):
+        seg.search(q, 5, np.ones(3, dtype=bool))
 
 
 @pytest.mark.parametrize("kind", ["hnsw", "ivf"])
