@@ -27,6 +27,7 @@ import numpy as np
 import numpy.typing as npt
 
 import service.passages.format as fmt
+from service.index.arrays import by_segment, locate, segment_starts
 from service.passages.arrays import Blob, PassageArrays, check_rows
 
 if TYPE_CHECKING:
@@ -115,7 +116,7 @@ class SegmentedPassageIndex:
         if not parts:
             raise ValueError("a segmented passage index needs at least one segment")
         self.parts = list(parts)
-        self.starts = np.cumsum([0, *(p.n_docs for p in self.parts)]).astype(np.int64)  # each segment's first row
+        self.starts = segment_starts([p.n_docs for p in self.parts])  # each segment's first row
         self.lang_tokens = np.sum([p.lang_tokens.astype(np.int64) for p in self.parts], axis=0).astype(np.int64)
         summed = ("n_docs", "n_passages", "n_units", "bytes")
         self.info: dict[str, Any] = {k: sum(int(p.info.get(k, 0)) for p in self.parts) for k in summed
@@ -137,8 +138,7 @@ class SegmentedPassageIndex:
 
     def locate(self, rows: IntArray) -> tuple[IntArray, IntArray]:
         """Each generation row's segment and its row there."""
-        seg = np.searchsorted(self.starts, rows, side="right") - 1
-        return seg, rows - self.starts[seg]
+        return locate(self.starts, rows)
 
     def doc_id(self, row: int) -> str:
         (s,), (r,) = self.locate(np.asarray([row], dtype=np.int64))
@@ -151,11 +151,9 @@ class SegmentedPassageIndex:
     def readable(self, rows: npt.ArrayLike, langs: Collection[str]) -> npt.NDArray[np.bool_]:
         """Which of ``rows`` have any text in one of ``langs``."""
         r = self.check_rows(rows)
-        seg, local = self.locate(r)
         out = np.zeros(r.size, dtype=bool)
-        for s in np.unique(seg).tolist():
-            at = seg == s
-            out[at] = self.parts[s].readable(local[at], langs)
+        for s, at, local in by_segment(self.starts, r):
+            out[at] = self.parts[s].readable(local, langs)
         return out
 
     # ------------------------------------------------------------------ the candidates of a query
@@ -163,7 +161,6 @@ class SegmentedPassageIndex:
         """The candidates ``rows`` gathered from their segments, with the postings of the terms of ``models`` (the
         query's images), and each candidate's row in that view (the view holds the rows segment by segment)."""
         r = self.check_rows(rows)
-        seg, local = self.locate(r)
         keys = sorted({(plang, t) for plang, image in models.items() for t in (*image.probs, *image.ideal)})
         ids = np.asarray([[p.vocab.lookup(lang, t) for lang, t in keys] for p in self.parts],
                          dtype=np.int64).reshape(len(self.parts), len(keys))
@@ -176,13 +173,13 @@ class SegmentedPassageIndex:
 
         view_row = np.empty(r.size, dtype=np.int64)
         pieces: list[dict[str, npt.NDArray[Any]]] = []
-        segs = np.unique(seg).tolist()
+        segs: list[int] = []  # the segments holding candidates, in the view's order
         done = 0
-        for s in segs:
-            at = np.flatnonzero(seg == s)
+        for s, at, local in by_segment(self.starts, r):
+            segs.append(s)
             view_row[at] = done + np.arange(at.size, dtype=np.int64)
             done += int(at.size)
-            pieces.append(self._gather(self.parts[s], local[at], ids[s], view_id))
+            pieces.append(self._gather(self.parts[s], local, ids[s], view_id))
 
         def cat(name: str, dtype: Any) -> npt.NDArray[Any]:
             arrays = [p[name] for p in pieces]

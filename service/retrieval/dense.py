@@ -46,7 +46,7 @@ from typing import Any
 
 import numpy as np
 
-from service.index.arrays import SegmentRows
+from service.index.arrays import SegmentRows, by_segment
 from service.index.folder import IndexFolder, IndexFormatError, Layout
 from service.settings import DEVICES
 
@@ -424,13 +424,13 @@ class SegmentedDenseIndex:
         if not parts:
             raise DenseIndexError("a segmented dense index needs at least one segment")
         self.parts = parts
-        self.starts = np.cumsum([0, *(len(p) for p in parts)]).astype(np.int64)
+        self.vectors = SegmentRows([p.vectors for p in parts])
+        self.starts = self.vectors.starts  # each segment's first generation row
         self.info = dict(info)
         self.kind = str(info.get("kind", "flat"))
         self.metric = str(info.get("metric", "inner_product"))
         self.device = parts[0].device
         self.notes = list(notes or [])
-        self.vectors = SegmentRows([p.vectors for p in parts])
 
     def __len__(self) -> int:
         return int(self.starts[-1])
@@ -443,10 +443,8 @@ class SegmentedDenseIndex:
         """Exact similarity of the query to each generation row (float64), each scored by its segment."""
         rows = np.asarray(rows, dtype=np.int64)
         out = np.zeros(len(rows), dtype=np.float64)
-        seg = np.searchsorted(self.starts, rows, side="right") - 1
-        for i in np.unique(seg).tolist():
-            here = np.flatnonzero(seg == i)
-            out[here] = self.parts[i].scores(query_vec, rows[here] - self.starts[i])
+        for i, here, local in by_segment(self.starts, rows):
+            out[here] = self.parts[i].scores(query_vec, local)
         return out
 
     def search(self, query_vec: np.ndarray, k: int, mask: np.ndarray | None = None) -> DenseHits:
