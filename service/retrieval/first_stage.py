@@ -506,17 +506,18 @@ class FirstStage:
 
 def _sparse_of(folder: IndexFolder, lang: str, mmap: bool, stats: CollectionStats | None = None, *,
                prefault: bool = True) -> SparseIndex:
-    """The sparse index of ``lang`` at the folder's generation (segments joined with the live statistics; the one
-    segment of a compacted generation mapped as a build's: its own statistics are the live ones), weighted with
-    ``stats`` when given (the global statistics of a shard). ``prefault``: read the pages of a memory-mapped index
-    in at load (the segments of a join never: it copies them into memory anyway)."""
+    """The sparse index of ``lang`` at the folder's generation (segments joined with the live statistics, lazily: a
+    column is copied from the segments the first time a query needs it; the one segment of a compacted generation
+    mapped as a build's: its own statistics are the live ones), weighted with ``stats`` when given (the global
+    statistics of a shard). ``prefault``: read the pages of a memory-mapped index in at load (not the segments of a
+    join: their columns are read as they are filled)."""
     whole = folder.one_build
     if whole is not None:
         index = SparseIndex.load(whole.path(Layout.bm25(lang)), mmap=mmap, prefault=prefault)
     else:
         parts = [SparseIndex.load(s.folder.path(Layout.bm25(lang)), mmap=mmap, prefault=False)
                  for s in folder.segments]
-        index = SparseIndex.join(parts, [s.deleted for s in folder.segments])
+        index = SparseIndex.join(parts, [s.deleted for s in folder.segments], lazy=stats is None)
     return index if stats is None else index.reweighted(stats)
 
 

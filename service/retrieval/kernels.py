@@ -182,10 +182,11 @@ def live_lengths(indptr: np.ndarray, rows: np.ndarray, dead: np.ndarray) -> np.n
 
 
 @njit(cache=True, nogil=True)
-def _scatter_columns(indptr, rows, tf, dead, dst, row_offset, out_rows, out_tf):
+def _scatter_columns(indptr, rows, tf, dead, cols, dst, row_offset, out_rows, out_tf):
     use_dead = len(dead) > 0
-    for t in range(len(indptr) - 1):
-        d = dst[t]
+    for k in range(len(cols)):
+        t = cols[k]
+        d = dst[k]
         for j in range(indptr[t], indptr[t + 1]):
             if use_dead and dead[rows[j]]:
                 continue
@@ -194,15 +195,16 @@ def _scatter_columns(indptr, rows, tf, dead, dst, row_offset, out_rows, out_tf):
             d += 1
 
 
-def scatter_columns(indptr: np.ndarray, rows: np.ndarray, tf: np.ndarray, dead: np.ndarray, dst: np.ndarray,
-                    row_offset: int, out_rows: np.ndarray, out_tf: np.ndarray) -> None:
-    """Copy each column ``t`` of a segment (``rows``/``tf`` in ``[indptr[t], indptr[t + 1])``, but the postings of
-    ``dead`` rows: a mask over the segment's rows, or empty) to ``dst[t]`` onwards in ``out_rows``/``out_tf``, its
-    rows moved by ``row_offset`` (:meth:`SparseIndex.join`: a joined column is the segments' columns one after the
-    other)."""
+def scatter_columns(indptr: np.ndarray, rows: np.ndarray, tf: np.ndarray, dead: np.ndarray, cols: np.ndarray,
+                    dst: np.ndarray, row_offset: int, out_rows: np.ndarray, out_tf: np.ndarray) -> None:
+    """Copy the columns ``cols[k]`` of a segment (``rows``/``tf`` in ``[indptr[t], indptr[t + 1])``, but the postings
+    of ``dead`` rows: a mask over the segment's rows, or empty) to ``dst[k]`` onwards in ``out_rows``/``out_tf``,
+    their rows moved by ``row_offset`` (:meth:`SparseIndex.join`: a joined column is the segments' columns one after
+    the other)."""
     _scatter_columns(readonly(np.asarray(indptr, dtype=np.int64)), readonly(np.asarray(rows)),
                      readonly(np.asarray(tf)), readonly(np.asarray(dead, dtype=np.bool_)),
-                     np.asarray(dst, dtype=np.int64), np.int64(row_offset), out_rows, out_tf)
+                     readonly(np.asarray(cols, dtype=np.int64)), readonly(np.asarray(dst, dtype=np.int64)),
+                     np.int64(row_offset), out_rows, out_tf)
 
 
 @njit(cache=True, nogil=True)
@@ -935,7 +937,8 @@ def warm() -> None:
     dead = np.zeros(3, dtype=np.bool_)  # a live generation's join (SparseIndex.join)
     live_lengths(indptr, rows, dead)
     out_rows, out_tf = np.empty(2, np.int32), np.empty(2, np.int32)
-    scatter_columns(indptr, rows, tf, dead, np.zeros(1, dtype=np.int64), 0, out_rows, out_tf)
+    scatter_columns(indptr, rows, tf, dead, np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.int64), 0, out_rows,
+                    out_tf)
     mask = np.ones(4, dtype=np.bool_)
     starts = np.array([0, 1], dtype=np.int64)
     two_units = np.array([0, 1], dtype=np.int64), np.array([1, 2], dtype=np.int64), np.array([0, 1, 2], dtype=np.int64)

@@ -51,6 +51,7 @@ from __future__ import annotations
 import json
 import math
 import mmap
+import threading
 from array import array
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
@@ -76,6 +77,7 @@ MAXSCORE_MAX_K = 100
 
 _ARRAYS = ("indptr", "rows", "tf", "weights", "df", "idf", "doc_len", "doc_norm")
 _WEIGHT_CHUNK = 1 << 20  # postings per step when precomputing weights (bounds temporary memory)
+_FILL_TERMS = 1 << 14  # columns per step when a lazy join is filled whole (:meth:`SparseIndex.materialize`)
 
 
 def monolingual_units(terms: Iterable[str]) -> list[QueryUnit]:
@@ -225,13 +227,17 @@ class SparseIndex:
         self.own_terms: int = int(params.get("own_terms", len(vocab)))
         self._max_weight: np.ndarray | None = None
         self._nonnegative: bool | None = None
+        self._columns: _Columns | None = None  # a lazy join's columns still to fill (:meth:`join`)
 
     @property
     def max_weight(self) -> np.ndarray:
         """Each term's largest posting weight (what the term can add to a row's score; :meth:`top_k`), computed
         once (one pass over the weights; at load for an index that is searched)."""
         if self._max_weight is None:
-            self._max_weight = kernels.max_per_term(self.indptr, self.weights)
+            if self._columns is not None:  # a lazy join: each column's value is set as it is filled
+                self._max_weight = np.zeros(len(self.vocab), dtype=np.float64)
+            else:
+                self._max_weight = kernels.max_per_term(self.indptr, self.weights)
         return self._max_weight
 
     @property
@@ -274,9 +280,13 @@ class SparseIndex:
         b: float,
         epsilon: float,
         stats: CollectionStats | None = None,
+        doc_norm: np.ndarray | None = None,
+        weigh: bool = True,
     ) -> SparseIndex:
         """The index of these postings, weighted with their own statistics or, given ``stats``, with those
-        (which must cover these documents: the global statistics of a shard)."""
+        (which must cover these documents: the global statistics of a shard). ``doc_norm``: tf-idf's row norms when
+        known (they depend on a row's own counts only); ``weigh`` False leaves the per-posting weights to be computed
+        column by column (:meth:`_weigh`: a lazy join)."""
         n_rows = len(doc_len)
         own_terms = len(vocab)
         if stats is None:
@@ -305,16 +315,18 @@ class SparseIndex:
                 doc_norm = k1 * (1 - b + b * doc_len / avgdl) if avgdl else np.zeros(n_rows)
         else:
             idf = np.log(n_docs / df) if len(df) else np.zeros(0)
-            sq = np.zeros(n_rows, dtype=np.float64)
-            for lo in range(0, len(rows), _WEIGHT_CHUNK):
-                hi = lo + _WEIGHT_CHUNK
-                sq += np.bincount(rows[lo:hi], weights=np.log1p(tf[lo:hi].astype(np.float64)) ** 2, minlength=n_rows)
-            doc_norm = np.sqrt(sq)
+            if doc_norm is None:
+                sq = np.zeros(n_rows, dtype=np.float64)
+                for lo in range(0, len(rows), _WEIGHT_CHUNK):
+                    hi = lo + _WEIGHT_CHUNK
+                    sq += np.bincount(rows[lo:hi], weights=np.log1p(tf[lo:hi].astype(np.float64)) ** 2,
+                                      minlength=n_rows)
+                doc_norm = np.sqrt(sq)
         weights = np.empty(len(rows), dtype=np.float64)
         # per-posting weights, column chunk by column chunk (bounded temporary memory)
         start_col = 0
         n_terms = len(vocab)
-        while start_col < n_terms:
+        while weigh and start_col < n_terms:
             end_col = int(np.searchsorted(indptr, indptr[start_col] + _WEIGHT_CHUNK, side="right"))
             end_col = min(max(end_col - 1, start_col + 1), n_terms)
             lo, hi = int(indptr[start_col]), int(indptr[end_col])
@@ -353,13 +365,14 @@ class SparseIndex:
     def reweighted(self, stats: CollectionStats) -> SparseIndex:
         """This index's postings weighted with ``stats`` (a shard's with the global statistics; see the module doc)."""
         own = self.own_terms
+        self.materialize()
         return SparseIndex._from_arrays(vocab=self.vocab[:own], indptr=np.asarray(self.indptr[: own + 1]),
                                         rows=np.asarray(self.rows), tf=np.asarray(self.tf),
                                         doc_len=np.asarray(self.doc_len), scoring=self.scoring, k1=self.k1, b=self.b,
                                         epsilon=self.epsilon, stats=stats)
 
     @classmethod
-    def join(cls, parts: Sequence[SparseIndex], deleted: Sequence[np.ndarray]) -> SparseIndex:
+    def join(cls, parts: Sequence[SparseIndex], deleted: Sequence[np.ndarray], *, lazy: bool = False) -> SparseIndex:
         """The index of the segments ``parts`` in turn (rows of ``parts[0]``, then ``parts[1]``, ...), with
         the local rows ``deleted[i]`` of each removed: their postings dropped, their length 0, so they count
         neither in ``N`` nor in ``avgdl``, and terms found only in them leave the vocabulary.
@@ -368,6 +381,11 @@ class SparseIndex:
         vocabulary), ``avgdl`` and the per-posting weights are computed afresh by the same code as a build,
         so the scores equal those of one build of the live documents (up to the summation order of the
         floor's mean, ~1e-16 relative).
+
+        ``lazy``: nothing is copied now. The statistics, the vocabulary and where each column goes are computed
+        from the segments' column lengths and document lengths (O(terms + documents); a segment with deleted rows
+        reads its rows once to count the live postings), and a term's column is copied from the segments and
+        weighted the first time a query needs it (:class:`_Columns`): the same arrays, filled column by column.
         """
         if not parts or len(parts) != len(deleted):
             raise ValueError("join needs one deletion array per part")
@@ -399,22 +417,61 @@ class SparseIndex:
         joined_ptr = np.zeros(n_terms + 1, dtype=np.int64)
         np.cumsum(lens.sum(axis=0), out=joined_ptr[1:])
         before = np.cumsum(lens, axis=0) - lens  # postings of the earlier segments in each joined column
-        out_rows = np.empty(int(joined_ptr[-1]), dtype=np.int32)
-        out_tf = np.empty(int(joined_ptr[-1]), dtype=np.int32)
-        start = 0
-        for i, part in enumerate(parts):
-            dst = joined_ptr[maps[i]] + before[i, maps[i]]
-            kernels.scatter_columns(part.indptr, part.rows, part.tf, deads[i], dst, start, out_rows, out_tf)
-            start += part.n_rows
+        dsts = [joined_ptr[maps[i]] + before[i, maps[i]] for i in range(len(parts))]  # where each local column goes
+        del lens, before
+        offsets = np.cumsum([0] + [part.n_rows for part in parts[:-1]]).tolist()
+        nnz = int(joined_ptr[-1])
+        out_rows = np.empty(nnz, dtype=np.int32)  # lazy: not touched, so not resident, until columns are filled
+        out_tf = np.empty(nnz, dtype=np.int32)
+        if not lazy:
+            for i, part in enumerate(parts):
+                kernels.scatter_columns(part.indptr, part.rows, part.tf, deads[i], np.arange(len(part.vocab)),
+                                        dsts[i], offsets[i], out_rows, out_tf)
         vocab = list(term_id)
         df = np.diff(joined_ptr)
-        if (df == 0).any():  # terms of deleted documents only
-            cols = np.flatnonzero(df > 0)
-            vocab = [vocab[i] for i in cols.tolist()]
-            joined_ptr = np.concatenate([[0], np.cumsum(df[cols])]).astype(np.int64)
-        return cls._from_arrays(vocab=vocab, indptr=joined_ptr, rows=out_rows, tf=out_tf,
-                                doc_len=np.concatenate(len_l), scoring=first.scoring, k1=first.k1, b=first.b,
-                                epsilon=first.epsilon)
+        kept = np.arange(n_terms)
+        if (df == 0).any():  # terms of deleted documents only (empty columns: the postings keep their places)
+            kept = np.flatnonzero(df > 0)
+            vocab = [vocab[i] for i in kept.tolist()]
+            joined_ptr = np.concatenate([[0], np.cumsum(df[kept])]).astype(np.int64)
+        doc_len = np.concatenate(len_l)
+        common: dict[str, Any] = {"vocab": vocab, "indptr": joined_ptr, "rows": out_rows, "tf": out_tf,
+                                  "doc_len": doc_len, "scoring": first.scoring, "k1": first.k1, "b": first.b,
+                                  "epsilon": first.epsilon}
+        if not lazy:
+            return cls._from_arrays(**common)
+        doc_norm = None
+        if first.scoring == "tfidf":  # a row's own norm (no collection statistic in it); 0 for a deleted row
+            doc_norm = np.concatenate([np.asarray(part.doc_norm, dtype=np.float64) for part in parts])
+            doc_norm[doc_len == 0] = 0.0
+        index = cls._from_arrays(**common, doc_norm=doc_norm, weigh=False)
+        new_of = np.full(n_terms, -1, dtype=np.int64)
+        new_of[kept] = np.arange(len(kept))
+        index._columns = _Columns(parts, deads, offsets, [new_of[m] for m in maps], dsts, len(vocab))
+        return index
+
+    def materialize(self) -> SparseIndex:
+        """Fill every column of a lazily joined index (:meth:`join`); then it is a whole one (to be reweighted, saved
+        or cut). Returns the index."""
+        columns = self._columns
+        if columns is not None:
+            for lo in range(0, len(self.vocab), _FILL_TERMS):
+                columns.fill(self, np.arange(lo, min(lo + _FILL_TERMS, len(self.vocab)), dtype=np.int64))
+            self._columns = None
+        return self
+
+    def _filled(self, ids: np.ndarray | Sequence[int]) -> None:
+        """The columns ``ids`` copied and weighted, if this index is joined lazily and has not yet done it."""
+        columns = self._columns
+        if columns is not None and len(ids):
+            ids = np.asarray(ids, dtype=np.int64)
+            if not columns.done[ids].all():
+                columns.fill(self, ids)
+
+    def _unit_ids(self, units: Sequence[QueryUnit]) -> list[int]:
+        term_id = self.term_id
+        return [t for mapping, weight in units if weight for term in mapping
+                if (t := term_id.get(term)) is not None]
 
     # ------------------------------------------------------------------ persistence
 
@@ -422,6 +479,7 @@ class SparseIndex:
         """Write the plain ``.npy``/``.json`` files into ``directory`` (created if needed)."""
         if "stats" in self.params:
             raise ValueError("an index weighted with global statistics is not saved (save the shard's own index)")
+        self.materialize()
         d = Path(directory)
         d.mkdir(parents=True, exist_ok=True)
         for name in _ARRAYS:
@@ -472,6 +530,7 @@ class SparseIndex:
         t = self.term_id.get(term)
         if t is None:
             return np.zeros(0, np.int32), np.zeros(0, np.int32)
+        self._filled([t])
         lo, hi = int(self.indptr[t]), int(self.indptr[t + 1])
         return self.rows[lo:hi], self.tf[lo:hi]
 
@@ -526,6 +585,8 @@ class SparseIndex:
         one occurrence of that translation counts as one occurrence of the source term and the unit saturates as
         an untranslated term does (BM25's own curve, the same ceiling)."""
         reach = Reach()
+        if self._columns is not None:
+            self._filled(self._unit_ids(units))
         # single-term units (most of them) go to one compiled loop (service.retrieval.kernels) per run of them,
         # so the additions keep the order of the units, and with it the numpy code's scores, bit for bit
         los: list[int] = []
@@ -570,6 +631,7 @@ class SparseIndex:
         if not count and k <= MAXSCORE_MAX_K and self.nonnegative:
             terms = self._single_terms(units)
             if terms is not None and len(terms[0]):
+                self._filled(terms[0])
                 found = kernels.maxscore(acc, k, mask, self.rows, self.weights, self.indptr, self.max_weight, *terms)
                 if found is not None:
                     return found[0], found[1], None
@@ -676,6 +738,7 @@ class SparseIndex:
         known = [t for t in dict.fromkeys(terms) if t in term_id]
         if not known:
             return out
+        self._filled([term_id[t] for t in known])
         # one compiled binary search per (term, row) (service.retrieval.kernels): a numpy searchsorted per term
         # cost microseconds each, and a translated query has hundreds of target terms
         found = kernels.contains(self.indptr, self.rows, np.array([term_id[t] for t in known], dtype=np.int64),
@@ -684,6 +747,51 @@ class SparseIndex:
         for i, j in zip(at.tolist(), which.tolist(), strict=True):
             out[i].append(known[j])
         return out
+
+
+class _Columns:
+    """The columns of a lazily joined index (:meth:`SparseIndex.join`) still in its segments: ``fill`` copies the
+    postings of the columns asked for from each segment to their places (the live ones, rows moved by the segment's
+    first row), weighs them with the joined statistics (the build's :func:`_term_weight`) and sets their largest
+    weight. Each column is filled once, under a lock: the kernels read a column only after it is marked done, and
+    nothing writes it again."""
+
+    def __init__(self, parts: Sequence[SparseIndex], deads: list[np.ndarray], offsets: list[int],
+                 columns: list[np.ndarray], dsts: list[np.ndarray], n_terms: int) -> None:
+        self.parts = list(parts)
+        self.deads = deads
+        self.offsets = offsets
+        self.dsts = dsts
+        # per segment: the local column of each joined one (-1: the segment has no live posting of the term)
+        self.local: list[np.ndarray] = []
+        for col in columns:
+            local = np.full(n_terms, -1, dtype=np.int32)
+            ok = col >= 0
+            local[col[ok]] = np.flatnonzero(ok)
+            self.local.append(local)
+        self.done = np.zeros(n_terms, dtype=np.bool_)
+        self.lock = threading.Lock()
+
+    def fill(self, index: SparseIndex, ids: np.ndarray) -> None:
+        with self.lock:
+            need = np.unique(ids[~self.done[ids]])
+            if not len(need):
+                return
+            for i, part in enumerate(self.parts):
+                local = self.local[i][need]
+                local = local[local >= 0].astype(np.int64)
+                if len(local):
+                    kernels.scatter_columns(part.indptr, part.rows, part.tf, self.deads[i], local, self.dsts[i][local],
+                                            self.offsets[i], index.rows, index.tf)
+            lo, hi = index.indptr[need], index.indptr[need + 1]
+            lens = hi - lo
+            starts = np.cumsum(lens) - lens
+            pos = np.repeat(lo - starts, lens) + np.arange(int(lens.sum()), dtype=np.int64)
+            weights = _term_weight(index.scoring, index.k1, index.tf[pos].astype(np.float64),
+                                   index.doc_norm[index.rows[pos]], index.idf[np.repeat(need, lens)])
+            index.weights[pos] = weights
+            index.max_weight[need] = np.maximum.reduceat(weights, starts)
+            self.done[need] = True
 
 
 def _prefault(arrays: Iterable[np.ndarray]) -> None:

@@ -140,6 +140,7 @@ def ranking_first_stage(engine: Engine) -> FirstStage | None:
 def restrict(index: SparseIndex, allowed: np.ndarray) -> SparseIndex:
     """``index`` with only the postings of the rows ``allowed`` marks: their weights, tf and rows as they are, every
     statistic of the whole index (df, idf, lengths, vocabulary); a copy that shares everything but the postings."""
+    index.materialize()  # a lazily joined index: every column filled (they are all cut)
     pos = np.flatnonzero(allowed[index.rows])
     sub = copy.copy(index)
     sub.indptr = np.searchsorted(pos, index.indptr).astype(np.int64)

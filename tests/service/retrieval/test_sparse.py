@@ -575,3 +575,59 @@ def test_join_of_segments_with_deletions_equals_one_build_of_the_live_rows(scori
     joined.accumulate(units, acc_a)
     want.accumulate(units, acc_b)
     np.testing.assert_allclose(acc_a.scores, acc_b.scores, rtol=1e-12)
+
+
+@pytest.mark.parametrize("scoring", ["bm25", "tfidf"])
+def test_lazy_join_fills_the_columns_a_query_needs_and_equals_the_join(scoring: str) -> None:
+    """``SparseIndex.join(..., lazy=True)`` copies nothing at open: each search (accumulate, MaxScore, postings,
+    matched terms) fills the columns of its terms only, and gives the eager join's rows and scores; filled whole, its
+    arrays are the eager join's (BM25 bit for bit; tf-idf's row norms summed in another order, 1e-12)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    rng = np.random.default_rng(11)
+    words = [f"w{i}" for i in range(80)]
+    docs = [list(rng.choice(words, size=int(rng.integers(0, 15)))) for _ in range(120)]
+    docs[70] = ["onlydeleted", "w2"]
+    cuts, gone = (0, 60, 64, 120), [np.array([3, 41]), np.array([], dtype=np.int64), np.array([6, 0])]
+    parts = [SparseIndex.build(docs[a:b], scoring=scoring) for a, b in zip(cuts, cuts[1:], strict=False)]
+    eager = SparseIndex.join(parts, gone)
+    lazy = SparseIndex.join(parts, gone, lazy=True)
+    assert lazy.vocab == eager.vocab and np.array_equal(lazy.indptr, eager.indptr)
+    assert np.array_equal(lazy.df, eager.df) and np.array_equal(lazy.idf, eager.idf)
+    np.testing.assert_allclose(lazy.doc_norm, eager.doc_norm, rtol=1e-12)
+    assert lazy._columns is not None and not lazy._columns.done.any()
+
+    pool = AccumulatorPool(eager.n_rows)
+    single = [({"w1": 1.0}, 1.0), ({"w5": 1.0}, 2.0), ({"w9": 1.0}, 1.0)]
+    (acc_a,), (acc_b,) = pool.take(1), pool.take(1)
+    rows_l, scores_l, _ = lazy.search(single, acc_a, 5, count=False)  # MaxScore
+    rows_e, scores_e, _ = eager.search(single, acc_b, 5, count=False)
+    assert rows_l.tolist() == rows_e.tolist()
+    np.testing.assert_allclose(scores_l, scores_e, rtol=1e-12)
+    assert sorted(np.flatnonzero(lazy._columns.done).tolist()) == sorted(lazy.term_id[t] for t in ("w1", "w5", "w9"))
+    pool.give([acc_a, acc_b])
+
+    psq = [({"w2": 0.6, "w3": 0.4}, 2.0), ({"w7": 1.0}, 1.0), ({"nowhere": 1.0}, 1.0)]
+    np.testing.assert_allclose(lazy.score(psq), eager.score(psq), rtol=1e-12)
+    assert [a.tolist() for a in lazy.postings("w11")] == [a.tolist() for a in eager.postings("w11")]
+    rows = np.arange(0, 120, 7)
+    assert lazy.matched_terms(["w12", "w13", "w1"], rows) == eager.matched_terms(["w12", "w13", "w1"], rows)
+
+    def one(q: int) -> list[float]:  # concurrent searches fill columns under the lock
+        terms = [({f"w{(q * 7 + j) % 80}": 1.0}, 1.0) for j in range(4)]
+        return lazy.score(terms).tolist()
+
+    with ThreadPoolExecutor(4) as ex:
+        got = list(ex.map(one, range(40)))
+    for q, scores in enumerate(got):
+        np.testing.assert_allclose(scores, eager.score([({f"w{(q * 7 + j) % 80}": 1.0}, 1.0) for j in range(4)]),
+                                   rtol=1e-12)
+
+    lazy.materialize()
+    assert lazy._columns is None
+    assert np.array_equal(lazy.rows, eager.rows) and np.array_equal(lazy.tf, eager.tf)
+    if scoring == "bm25":
+        assert np.array_equal(lazy.weights, eager.weights) and np.array_equal(lazy.max_weight, eager.max_weight)
+    else:
+        np.testing.assert_allclose(lazy.weights, eager.weights, rtol=1e-12)
+        np.testing.assert_allclose(lazy.max_weight, eager.max_weight, rtol=1e-12)
