@@ -69,6 +69,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from service import __version__
+from service.filecache import verified
 from service.phases import timed
 from service.text.analysis import SUPPORTED_LANGS
 from service.versioned import read_versioned, write_versioned
@@ -383,7 +384,7 @@ def load_meta(
         size = path.stat().st_size
         if size != info["bytes"]:
             raise IndexFormatError(f"{path} has {size} bytes, {Layout.META} says {info['bytes']} (file changed)")
-        if verify and _checksum(path) != info["sha256"]:
+        if verify and not verified(path, info["sha256"], _checksum):
             raise IndexFormatError(f"{path}: sha256 checksum does not match {Layout.META} (file changed or corrupt)")
     return IndexMeta(path=index_dir, version=data["version"], created=str(data.get("created", "")),
                      priorart_version=str(data.get("priorart_version", "")), settings=settings, files=files,

@@ -23,7 +23,7 @@ import os
 import threading
 from array import array
 from collections import OrderedDict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from datetime import date
 from pathlib import Path
 from types import TracebackType
@@ -34,6 +34,7 @@ import numpy as np
 from service.codes import CODE_LEVELS, check_level, codes_at, parse_code, record_codes, truncate_code
 from service.corpus.ids import id_keys, normalise_pub_id
 from service.corpus.record import PatentRecord
+from service.filecache import file_identity, load_shared
 from service.index.folder import IndexFolder, IndexFormatError, Layout
 
 log = logging.getLogger(__name__)
@@ -177,6 +178,70 @@ class DocStoreWriter:
                 self._headers.close()
 
 
+class _Keys:
+    """Rows by key, in row order: ``first`` the first row of every key, ``more`` every row of the keys that have
+    several (few)."""
+
+    __slots__ = ("first", "more")
+
+    def __init__(self, keys: Iterable[str | None]) -> None:
+        self.first: dict[str, int] = {}
+        self.more: dict[str, list[int]] = {}
+        first, more = self.first, self.more
+        for row, key in enumerate(keys):
+            if key is None:
+                continue
+            if key in first:
+                more.setdefault(key, [first[key]]).append(row)
+            else:
+                first[key] = row
+
+    def rows(self, key: str) -> list[int]:
+        rows = self.more.get(key)
+        if rows is not None:
+            return rows
+        row = self.first.get(key)
+        return [] if row is None else [row]
+
+
+class _SegmentTable:
+    """What a doc store reads of one segment's files, read-only once read: offsets, ids, dates, codes and the id
+    lookups (exact, and by :func:`service.corpus.ids.id_keys`). Shared by the doc stores of one process while the
+    segment's files are unchanged (:func:`service.filecache.load_shared`): a reload after ``priorart add`` reads the
+    new segment's, not every segment's again (the id keys of a 1M-document segment are seconds of Python)."""
+
+    def __init__(self, seg_dir: Path) -> None:
+        self.offsets = np.load(seg_dir / Layout.OFFSETS)
+        self.ids: list[str] = json.loads((seg_dir / Layout.IDS).read_text(encoding="utf-8"))
+        self.dates = np.load(seg_dir / Layout.DATES)
+        self.codes: dict[str, tuple[dict[str, int], np.ndarray, np.ndarray]] = {}
+        for lvl in CODE_LEVELS:
+            vocab = json.loads((seg_dir / Layout.codes(lvl, "json")).read_text(encoding="utf-8"))
+            indptr = np.load(seg_dir / Layout.codes(lvl, "indptr.npy"))
+            rows = np.load(seg_dir / Layout.codes(lvl, "rows.npy"))
+            self.codes[lvl] = ({c: i for i, c in enumerate(vocab)}, indptr, rows)
+        self.header_offsets: np.ndarray | None = None
+        if (seg_dir / Layout.HEADERS).exists():
+            self.header_offsets = np.load(seg_dir / Layout.HEADER_OFFSETS)
+        else:  # built before headers were stored: header_row parses whole records
+            log.warning("%s has no %s (built by an older priorart): hit lists read whole records; "
+                        "rebuild the index for faster searches", seg_dir, Layout.HEADERS)
+        n = len(self.ids)
+        if len(self.offsets) != n + 1 or len(self.dates) != n:
+            raise IndexFormatError(f"doc store in {seg_dir} is inconsistent: {n} ids, {len(self.offsets)} offsets, "
+                                   f"{len(self.dates)} dates")
+        keys = [id_keys(normalise_pub_id(pid)) for pid in self.ids]
+        self.exact = _Keys(self.ids)
+        self.loose = _Keys(k[0] if k else None for k in keys)
+        self.nokind = _Keys(k[1] if k else None for k in keys)
+
+    @classmethod
+    def of(cls, seg_dir: Path) -> _SegmentTable:
+        headers = seg_dir / Layout.HEADER_OFFSETS
+        return load_shared(seg_dir / Layout.IDS, lambda p: cls(p.parent), *file_identity(seg_dir / Layout.OFFSETS),
+                           *(file_identity(headers) if headers.exists() else ("no headers",)))
+
+
 class DocStore:
     """Random access to the records of an index by row or publication id, plus filter arrays.
 
@@ -193,72 +258,44 @@ class DocStore:
         # lists, and parsing a header (pydantic, codes normalised) was the largest part of a /search's hit list
         self._header_cache: OrderedDict[int, PatentRecord] = OrderedDict()
         self._header_lock = threading.Lock()
-        self._header_offsets: list[np.ndarray | None] = []
         d = Path(index_dir)
         self.index_dir = d
         parts = list(segments) if segments is not None else [(d, np.zeros(0, np.int64))]
-        self._offsets: list[np.ndarray] = []
         self._segment_names = [_relative(seg_dir, d) for seg_dir, _ in parts]
-        self._codes_parts: list[dict[str, tuple[dict[str, int], np.ndarray, np.ndarray]]] = []
+        self._tables: list[_SegmentTable] = []
         starts = [0]
         ids: list[str] = []
-        dates: list[np.ndarray] = []
         deleted_rows: list[np.ndarray] = []
         for seg_dir, deleted in parts:
             try:
-                offsets = np.load(seg_dir / Layout.OFFSETS)
-                seg_ids: list[str] = json.loads((seg_dir / Layout.IDS).read_text(encoding="utf-8"))
-                seg_dates = np.load(seg_dir / Layout.DATES)
-                codes: dict[str, tuple[dict[str, int], np.ndarray, np.ndarray]] = {}
-                for lvl in CODE_LEVELS:
-                    vocab = json.loads((seg_dir / Layout.codes(lvl, "json")).read_text(encoding="utf-8"))
-                    indptr = np.load(seg_dir / Layout.codes(lvl, "indptr.npy"))
-                    rows = np.load(seg_dir / Layout.codes(lvl, "rows.npy"))
-                    codes[lvl] = ({c: i for i, c in enumerate(vocab)}, indptr, rows)
+                table = _SegmentTable.of(seg_dir)
                 self._fds.append(os.open(seg_dir / Layout.DOCS, os.O_RDONLY))
-                if (seg_dir / Layout.HEADERS).exists():
-                    self._header_offsets.append(np.load(seg_dir / Layout.HEADER_OFFSETS))
-                    self._header_fds.append(os.open(seg_dir / Layout.HEADERS, os.O_RDONLY))
-                else:  # built before headers were stored: header_row parses whole records
-                    log.warning("%s has no %s (built by an older priorart): hit lists read whole records; "
-                                "rebuild the index for faster searches", seg_dir, Layout.HEADERS)
-                    self._header_offsets.append(None)
-                    self._header_fds.append(None)
+                self._header_fds.append(os.open(seg_dir / Layout.HEADERS, os.O_RDONLY)
+                                        if table.header_offsets is not None else None)
+            except IndexFormatError:
+                self.close()
+                raise
             except (OSError, ValueError) as exc:
                 self.close()
                 raise IndexFormatError(f"doc store in {seg_dir} is unreadable: {exc}") from exc
-            n = len(seg_ids)
-            if len(offsets) != n + 1 or len(seg_dates) != n:
-                self.close()
-                raise IndexFormatError(f"doc store in {seg_dir} is inconsistent: {n} ids, {len(offsets)} offsets, "
-                                       f"{len(seg_dates)} dates")
-            self._offsets.append(offsets)
-            self._codes_parts.append(codes)
+            self._tables.append(table)
             deleted_rows.append(np.asarray(deleted, dtype=np.int64) + starts[-1])
-            ids.extend(seg_ids)
-            dates.append(seg_dates)
-            starts.append(starts[-1] + n)
+            ids.extend(table.ids)
+            starts.append(starts[-1] + len(table.ids))
         self._starts = np.asarray(starts, dtype=np.int64)
+        self._offsets = [t.offsets for t in self._tables]
+        self._header_offsets = [t.header_offsets for t in self._tables]
+        self._codes_parts = [t.codes for t in self._tables]
         self.ids: list[str] = ids
         self.offsets: np.ndarray = self._offsets[0] if len(parts) == 1 else np.zeros(0, np.int64)
-        self.dates: np.ndarray = dates[0] if len(dates) == 1 else np.concatenate(dates)
+        self.dates: np.ndarray = (self._tables[0].dates if len(parts) == 1 else
+                                  np.concatenate([t.dates for t in self._tables]))
         gone = np.concatenate(deleted_rows) if deleted_rows else np.zeros(0, np.int64)
         self.live: np.ndarray | None = None
         if len(gone):
             self.live = np.ones(len(ids), dtype=bool)
             self.live[gone] = False
         self._codes = self._codes_parts[0]
-        self._row: dict[str, int] = {}
-        self._loose: dict[str, int] = {}
-        self._nokind: dict[str, list[int]] = {}
-        for row, pid in enumerate(self.ids):
-            if self.live is not None and not self.live[row]:
-                continue
-            self._row[pid] = row
-            keys = id_keys(normalise_pub_id(pid))
-            if keys:
-                self._loose.setdefault(keys[0], row)
-                self._nokind.setdefault(keys[1], []).append(row)
 
     @classmethod
     def of_folder(cls, folder: IndexFolder) -> DocStore:
@@ -285,27 +322,42 @@ class DocStore:
         Returns ``None`` when absent; raises :class:`UnknownDocumentError` when a kind-less number
         matches several publications.
         """
-        row = self._row.get(doc_id)
+        row = self._exact(doc_id)
         if row is not None:
             return row
         norm = normalise_pub_id(doc_id)
-        row = self._row.get(norm)
+        row = self._exact(norm)
         if row is not None:
             return row
         keys = id_keys(norm)
         if keys is None:
             return None
-        row = self._loose.get(keys[0])
+        row = next(self._live_rows("loose", keys[0]), None)
         if row is not None:
             return row
         if keys[0] == keys[1]:  # no kind code given
-            rows = self._nokind.get(keys[1], [])
+            rows = list(self._live_rows("nokind", keys[1]))
             if len(rows) == 1:
                 return rows[0]
             if len(rows) > 1:
                 cands = ", ".join(self.ids[r] for r in rows)
                 raise UnknownDocumentError(f"{doc_id!r} matches several publications ({cands}); add the kind code")
         return None
+
+    def _live_rows(self, kind: str, key: str) -> Iterator[int]:
+        """The live rows under ``key`` in a segment table's ``kind`` of id keys, in row order."""
+        live = self.live
+        for table, start in zip(self._tables, self._starts.tolist(), strict=False):
+            for local in getattr(table, kind).rows(key):
+                if live is None or live[start + local]:
+                    yield start + local
+
+    def _exact(self, pid: str) -> int | None:
+        """The last live row stored under exactly this publication id."""
+        found = None
+        for row in self._live_rows("exact", pid):
+            found = row
+        return found
 
     def row(self, doc_id: str) -> int:
         """Like :meth:`find` but raises :class:`UnknownDocumentError` when absent."""

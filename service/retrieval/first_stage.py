@@ -43,7 +43,7 @@ from typing import Any
 import numpy as np
 
 from service.codes import CODE_LEVELS
-from service.filecache import load_shared
+from service.filecache import file_identity, load_shared
 from service.index.folder import IndexFolder, IndexFormatError, IndexMeta, Layout
 from service.index.store import DocStore
 from service.query import Query, QueryError, resolve
@@ -515,10 +515,21 @@ def _sparse_of(folder: IndexFolder, lang: str, mmap: bool, stats: CollectionStat
     if whole is not None:
         index = SparseIndex.load(whole.path(Layout.bm25(lang)), mmap=mmap, prefault=prefault)
     else:
-        parts = [SparseIndex.load(s.folder.path(Layout.bm25(lang)), mmap=mmap, prefault=False)
-                 for s in folder.segments]
+        parts = [_segment_part(s.folder.path(Layout.bm25(lang)), mmap) for s in folder.segments]
         index = SparseIndex.join(parts, [s.deleted for s in folder.segments], lazy=stats is None)
     return index if stats is None else index.reweighted(stats)
+
+
+def _open_part(vocab: Path) -> SparseIndex:
+    return SparseIndex.load(vocab.parent, prefault=False)
+
+
+def _segment_part(directory: Path, mmap: bool) -> SparseIndex:
+    """A segment's sparse index, to be joined: memory-mapped, the one this process opened already while its files
+    are unchanged (service/filecache.py; a reload after an add opens only the new segment's)."""
+    if not mmap:
+        return SparseIndex.load(directory, mmap=False, prefault=False)
+    return load_shared(directory / "vocab.json", _open_part, *file_identity(directory / "params.json"))
 
 
 def collection_stats(folder: IndexFolder, lang: str) -> CollectionStats:

@@ -56,6 +56,7 @@ from array import array
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -203,7 +204,6 @@ class SparseIndex:
         params: Mapping[str, Any],
     ) -> None:
         self.vocab = vocab
-        self.term_id: dict[str, int] = {t: i for i, t in enumerate(vocab)}
         # plain ndarray views of memory maps: np.memmap slicing costs several microseconds per call
         a = {name: np.asarray(arrays[name]).view(np.ndarray) for name in _ARRAYS}
         self.indptr: np.ndarray = a["indptr"]
@@ -228,6 +228,11 @@ class SparseIndex:
         self._max_weight: np.ndarray | None = None
         self._nonnegative: bool | None = None
         self._columns: _Columns | None = None  # a lazy join's columns still to fill (:meth:`join`)
+
+    @cached_property
+    def term_id(self) -> dict[str, int]:
+        """Term -> column (made at first use: a segment opened only to be joined never needs it)."""
+        return {t: i for i, t in enumerate(self.vocab)}
 
     @property
     def max_weight(self) -> np.ndarray:
@@ -396,10 +401,13 @@ class SparseIndex:
         # Each segment's columns hold increasing rows, and segment i's rows all come before segment i + 1's, so a
         # joined column is the segments' columns one after the other: each posting is copied once to its place (no
         # sort). Columns are numbered in order of first appearance, segment after segment.
-        term_id: dict[str, int] = {}
+        # the first segment's columns keep their numbers: its own term -> column map, copied (made once per process
+        # for a segment the loader shares across reloads), not a lookup per term
+        term_id: dict[str, int] = dict(first.term_id)
         maps, deads, len_l = [], [], []
-        for part, gone in zip(parts, deleted, strict=True):
-            maps.append(np.fromiter((term_id.setdefault(t, len(term_id)) for t in part.vocab), dtype=np.int64,
+        for i, (part, gone) in enumerate(zip(parts, deleted, strict=True)):
+            maps.append(np.arange(len(part.vocab), dtype=np.int64) if i == 0 else
+                        np.fromiter((term_id.setdefault(t, len(term_id)) for t in part.vocab), dtype=np.int64,
                                     count=len(part.vocab)))
             doc_len = np.array(part.doc_len, dtype=np.int32)
             dead = np.zeros(0, dtype=np.bool_)
@@ -435,16 +443,22 @@ class SparseIndex:
             vocab = [vocab[i] for i in kept.tolist()]
             joined_ptr = np.concatenate([[0], np.cumsum(df[kept])]).astype(np.int64)
         doc_len = np.concatenate(len_l)
+        same_terms = len(kept) == n_terms
         common: dict[str, Any] = {"vocab": vocab, "indptr": joined_ptr, "rows": out_rows, "tf": out_tf,
                                   "doc_len": doc_len, "scoring": first.scoring, "k1": first.k1, "b": first.b,
                                   "epsilon": first.epsilon}
         if not lazy:
-            return cls._from_arrays(**common)
+            joined = cls._from_arrays(**common)
+            if same_terms:
+                joined.__dict__["term_id"] = term_id  # the join's own, in column order (SparseIndex.term_id)
+            return joined
         doc_norm = None
         if first.scoring == "tfidf":  # a row's own norm (no collection statistic in it); 0 for a deleted row
             doc_norm = np.concatenate([np.asarray(part.doc_norm, dtype=np.float64) for part in parts])
             doc_norm[doc_len == 0] = 0.0
         index = cls._from_arrays(**common, doc_norm=doc_norm, weigh=False)
+        if same_terms:
+            index.__dict__["term_id"] = term_id
         new_of = np.full(n_terms, -1, dtype=np.int64)
         new_of[kept] = np.arange(len(kept))
         index._columns = _Columns(parts, deads, offsets, [new_of[m] for m in maps], dsts, len(vocab))

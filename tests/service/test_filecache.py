@@ -46,3 +46,46 @@ def test_an_object_nobody_holds_is_not_kept(tmp_path: Path) -> None:
     gc.collect()
     load_shared(path, Loaded)
     assert Loaded.reads == before + 2  # the first was freed with its last holder, not cached for good
+
+
+def test_a_verified_file_is_read_again_only_when_it_changed(tmp_path: Path) -> None:
+    """``verified``: the checksum of a file seen unchanged is not computed again; a file written since (in place, a
+    byte flipped, its old times set back) or one written just before its check (its times may not move) is."""
+    import hashlib
+
+    from service.filecache import verified
+
+    reads: list[Path] = []
+
+    def check(p: Path) -> str:
+        reads.append(p)
+        return hashlib.sha256(p.read_bytes()).hexdigest()
+
+    path = tmp_path / "postings.npy"
+    path.write_bytes(b"abc" * 1000)
+    sha = hashlib.sha256(path.read_bytes()).hexdigest()
+    assert verified(path, sha, check) and verified(path, sha, check)
+    assert len(reads) == 2  # written just now: not remembered
+    old = os.stat(path).st_mtime_ns - 10_000_000_000
+    os.utime(path, ns=(old, old))  # ctime is still now: still checked
+    assert verified(path, sha, check) and len(reads) == 3
+
+    settled = tmp_path / "settled.npy"
+    settled.write_bytes(b"xyz" * 1000)
+    sha2 = hashlib.sha256(settled.read_bytes()).hexdigest()
+    import service.filecache as fc
+
+    before = fc._SETTLED_NS
+    fc._SETTLED_NS = -10_000_000_000  # as if written long ago
+    try:
+        n = len(reads)
+        assert verified(settled, sha2, check) and verified(settled, sha2, check)
+        assert len(reads) == n + 1  # the second time from memory
+        assert not verified(settled, "0" * 64, check)  # another checksum asked for: read again, refused
+        st = os.stat(settled)
+        with open(settled, "r+b") as fh:  # a byte flipped in place, its times set back: ctime moves
+            fh.write(b"Q")
+        os.utime(settled, ns=(st.st_atime_ns, st.st_mtime_ns))
+        assert not verified(settled, sha2, check)
+    finally:
+        fc._SETTLED_NS = before
