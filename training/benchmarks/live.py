@@ -12,6 +12,8 @@ both alike).
 
 from __future__ import annotations
 
+import logging
+import os
 import shutil
 import statistics
 import tempfile
@@ -266,4 +268,132 @@ def format_open_report(r: dict[str, Any]) -> str:
         f"  compacted:     open {c['open_s']:.2f} s, peak RSS {c['max_rss_mb']:.0f} MB, written at open "
         f"{c['written_bytes']:,} bytes, first /passages {c['first_passages_s'] * 1000:.0f} ms",
         f"  ratio: open {r['open_ratio']:.2f}x, peak RSS {r['rss_ratio']:.2f}x",
+    ])
+
+
+# ------------------------------------------------------------------------------------------ reload in a running server
+
+
+def _linked_copy(src: Path, dest: Path) -> None:
+    """``src`` copied to ``dest`` as hard links (an add writes new files beside them and never changes one in place;
+    the lock file is left out), so a run leaves ``src`` as it was, at no cost in disk."""
+    shutil.rmtree(dest, ignore_errors=True)
+    shutil.copytree(src, dest, copy_function=os.link, ignore=shutil.ignore_patterns(live.Layout.LOCK))
+
+
+def _searches(client: Any, queries: list[str], k: int) -> list[tuple[float, int]]:
+    """Each query's seconds over HTTP and the generation that answered."""
+    out = []
+    for q in queries:
+        t0 = time.perf_counter()
+        resp = client.post("/search", json={"query": q, "k": k})
+        resp.raise_for_status()
+        out.append((time.perf_counter() - t0, int(resp.json()["generation"])))
+    return out
+
+
+def _percentiles(values: list[float]) -> dict[str, float]:
+    import numpy as np
+
+    arr = np.asarray(values) * 1000
+    return {"p50_ms": float(np.percentile(arr, 50)), "p99_ms": float(np.percentile(arr, 99)), "n": len(values)}
+
+
+def run_reload_bench(index: Path, corpus: Path, work: Path, *, queries: int = 100, k: int = 10,
+                     reload_interval_s: float = 2.0, poll_s: float = 0.05) -> dict[str, Any]:
+    """The time from ``priorart add``'s commit to the first answer from the new generation in a running server.
+
+    ``index`` is copied as hard links into ``work`` (it stays as it was); ``priorart serve`` serves the copy (its own
+    ``reload_interval_s``), and ``priorart add`` adds ``corpus`` to it in another process, while a client searches
+    again and again (one request at a time). Measured: the commit (the new generation manifest's time) to the end of
+    the first answer that names the new generation; the server's resident memory before and after; ``/search``
+    p50/p99 over ``queries`` first claims of the added documents on the old generation, then twice on the new one
+    (the first pass fills what the new generation reads at first use, the second is the steady state)."""
+    import json
+    import os as _os
+    import subprocess
+    import sys
+    import threading
+
+    from service.index.folder import Layout, current_generation
+    from training.benchmarks.service import memory_mb, served
+
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # a line per request otherwise
+
+    records = list(read_corpus(corpus))
+    texts = [" ".join((rec.claims.get("en") or next(iter(rec.claims.values())))[0].text.split()[:60])
+             for rec in records if rec.claims]
+    texts = texts[:queries]
+    if not texts:
+        raise RuntimeError(f"{corpus} has no claims to search with")
+    copy = Path(work) / "reload-index"
+    _linked_copy(Path(index), copy)
+    before_gen = current_generation(copy)
+    _os.environ["PRIORART_RELOAD_INTERVAL_S"] = str(reload_interval_s)
+    try:
+        with served(copy) as (client, ready_s, pid):
+            old = _searches(client, texts, k)  # the old generation, its pages read in
+            mem_before = memory_mb(pid)
+            answers: list[tuple[float, int]] = []
+            stop = threading.Event()
+
+            def poll() -> None:
+                import httpx
+
+                with httpx.Client(base_url=str(client.base_url), timeout=120.0) as c:
+                    while not stop.is_set():
+                        resp = c.post("/search", json={"query": texts[0], "k": k})
+                        answers.append((time.time(), int(resp.json()["generation"])))
+                        time.sleep(poll_s)
+
+            poller = threading.Thread(target=poll, daemon=True)
+            poller.start()
+            t_add = time.time()
+            done = subprocess.run([sys.executable, "-m", "training.cli", "add", str(copy), str(corpus), "--json",
+                                   "--no-progress", "--no-watches"], capture_output=True, text=True, check=False)
+            if done.returncode != 0:
+                stop.set()
+                raise RuntimeError(f"priorart add failed: {done.stderr.strip()[-2000:]}")
+            report = json.loads(done.stdout)
+            gen = int(report["generation"])
+            committed = (copy / Layout.generation(gen)).stat().st_mtime
+            deadline = time.time() + 600
+            while not any(g >= gen for _, g in answers) and time.time() < deadline:
+                time.sleep(poll_s)
+            stop.set()
+            poller.join(timeout=120)
+            first = next((t for t, g in answers if g >= gen), None)
+            if first is None:
+                raise RuntimeError(f"the server did not answer from generation {gen} within 600 s")
+            new_first = _searches(client, texts, k)
+            new_warm = _searches(client, texts, k)
+            mem_after = memory_mb(pid)
+    finally:
+        _os.environ.pop("PRIORART_RELOAD_INTERVAL_S", None)
+    return {
+        "index": str(index), "documents_added": len(records), "queries": len(texts), "k": k,
+        "reload_interval_s": reload_interval_s, "server_ready_s": ready_s,
+        "generation_before": before_gen, "generation_committed": gen, "segments": report.get("segments"),
+        "add_s": committed - t_add, "commit_to_first_answer_s": first - committed,
+        "memory_mb": {"before": mem_before, "after": mem_after},
+        "search": {"old": _percentiles([s for s, _ in old]), "new_first_pass": _percentiles([s for s, _ in new_first]),
+                   "new_warm": _percentiles([s for s, _ in new_warm])},
+        "answered_by": sorted({g for _, g in new_warm}),
+    }
+
+
+def format_reload_report(r: dict[str, Any]) -> str:
+    s = r["search"]
+    mb, ma = r["memory_mb"]["before"], r["memory_mb"]["after"]
+    return "\n".join([
+        f"{r['index']}: {r['documents_added']} documents added in a running server (reload every "
+        f"{r['reload_interval_s']:g} s), generation {r['generation_before']} -> {r['generation_committed']} "
+        f"({r['segments']} segments)",
+        f"  add to commit {r['add_s']:.1f} s; commit to the first answer from the new generation "
+        f"{r['commit_to_first_answer_s']:.2f} s",
+        f"  server memory: rss {mb.get('rss', 0):.0f} -> {ma.get('rss', 0):.0f} MB, peak {mb.get('peak', 0):.0f} -> "
+        f"{ma.get('peak', 0):.0f} MB",
+        f"  /search p50/p99 ms over {r['queries']} claims: old generation {s['old']['p50_ms']:.1f}/"
+        f"{s['old']['p99_ms']:.1f}; new, first pass {s['new_first_pass']['p50_ms']:.1f}/"
+        f"{s['new_first_pass']['p99_ms']:.1f}; new, again {s['new_warm']['p50_ms']:.1f}/{s['new_warm']['p99_ms']:.1f}",
     ])

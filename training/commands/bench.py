@@ -179,6 +179,29 @@ def open_command(
     typer.echo(json.dumps(report, indent=1) if as_json else format_open_report(report))
 
 
+@bench_app.command("reload")
+def reload_command(
+    index: Path = typer.Argument(..., help="An index folder (copied as hard links into --work; left as it is)."),
+    corpus: Path = typer.Argument(..., help="Corpus JSONL of the documents to add (e.g. 1 % of the index)."),
+    work: Path = typer.Option(..., "--work", help="Where the linked copy of the index goes."),
+    queries: int = typer.Option(100, "--queries", min=1, help="First claims of the added documents searched."),
+    interval: float = typer.Option(2.0, "--reload-interval", min=0.1, help="The server's reload_interval_s."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+    out: Path | None = typer.Option(None, "--out", "-o", help="Also write the result (JSON, with the commit and the "
+                                    "command) here."),
+) -> None:
+    """Live index: time from `priorart add`'s commit to the first answer from the new generation in a running server,
+    its memory, and /search latency before and after."""
+    from training.benchmarks.live import format_reload_report, run_reload_bench
+    from training.experiments.output import command_line, write_result
+
+    with exit_2_on(RuntimeError):
+        report = run_reload_bench(index, corpus, work, queries=queries, reload_interval_s=interval)
+    if out is not None:
+        write_result(report, out, command=command_line())
+    typer.echo(json.dumps(report, indent=1) if as_json else format_reload_report(report))
+
+
 @bench_app.command("merges")
 def merges_command(
     n_base: int = typer.Option(2_000, "--n-base", help="Synthetic documents in the index before the adds."),
