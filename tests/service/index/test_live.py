@@ -259,6 +259,52 @@ def test_one_build_is_the_folder_a_loader_maps_as_a_build(small: tuple[Path, lis
     assert IndexFolder.open(idx).one_build is None
 
 
+def test_a_reload_opens_only_the_new_segment(small: tuple[Path, list[PatentRecord]],
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """A second engine of the same process, opened after an add: the files of the segments it verified before are
+    not read for their checksums again (only the new segment's), its doc-store tables and sparse segments are the
+    first engine's objects, its postings are joined lazily (nothing filled until a query), and it finds the added
+    documents as an engine in a fresh process would (the same ranking)."""
+    import service.filecache as filecache
+    import service.index.folder as folder_mod
+
+    d, records = small
+    idx = _base(d, records, "reload")
+    add_documents(idx, records[150:160], progress=False)
+    monkeypatch.setattr(filecache, "_SETTLED_NS", -60_000_000_000)  # the test's files count as written long ago
+    checked: list[Path] = []
+    real = folder_mod._checksum
+    monkeypatch.setattr(folder_mod, "_checksum", lambda p: checked.append(p) or real(p))
+    first = Engine.load(idx)
+    add_documents(idx, records[160:175], progress=False)
+    checked.clear()
+    second = Engine.load(idx)
+    try:
+        new_dir = second.folder.segments[-1].folder.root
+        assert checked
+        assert all(new_dir in p.parents for p in checked), [p for p in checked if new_dir not in p.parents]
+        assert second.docs._tables[:2] == first.docs._tables[:2]
+        assert all(a is b for a, b in zip(second.docs._tables, first.docs._tables[:2], strict=False))
+        index = second.pipeline.stages[0].fs.indexes["en"]
+        old = first.pipeline.stages[0].fs.indexes["en"]
+        assert index._columns is not None and not index._columns.done.any()
+        assert all(a is b for a, b in zip(index._columns.parts[:2], old._columns.parts, strict=True))
+        text = " ".join([records[170].title.get("en", ""), records[170].abstract.get("en", "")])
+        got = [(h.id, h.score) for h in second.search(SearchRequest(query=text, lang="en", k=20)).results]
+        assert got[0][0] == records[170].id and index._columns.done.any()
+    finally:
+        first.close()
+        second.close()
+    fresh = subprocess.run([sys.executable, "-c", f"""
+import json
+from service.engine import Engine
+from service.schema import SearchRequest
+e = Engine.load({str(idx)!r})
+print(json.dumps([(h.id, h.score) for h in e.search(SearchRequest(query={text!r}, lang="en", k=20)).results]))
+"""], capture_output=True, text=True, check=True, env=_cli_env())
+    assert [tuple(x) for x in json.loads(fresh.stdout.strip().splitlines()[-1])] == got
+
+
 def test_add_past_the_bound_merges_the_smallest_neighbours(small: tuple[Path, list[PatentRecord]]) -> None:
     """Tiered merges off (merge_factor 0): a generation past ``max_segments`` merges the neighbouring segments of the
     smallest total down to the bound, never the build's."""
