@@ -48,6 +48,7 @@ query reduction, the route reference scores) are the unsharded index's too.
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 import mmap
@@ -239,10 +240,7 @@ class SparseIndex:
         """Each term's largest posting weight (what the term can add to a row's score; :meth:`top_k`), computed
         once (one pass over the weights; at load for an index that is searched)."""
         if self._max_weight is None:
-            if self._columns is not None:  # a lazy join: each column's value is set as it is filled
-                self._max_weight = np.zeros(len(self.vocab), dtype=np.float64)
-            else:
-                self._max_weight = kernels.max_per_term(self.indptr, self.weights)
+            self._max_weight = kernels.max_per_term(self.indptr, self.weights)
         return self._max_weight
 
     @property
@@ -462,6 +460,7 @@ class SparseIndex:
         new_of = np.full(n_terms, -1, dtype=np.int64)
         new_of[kept] = np.arange(len(kept))
         index._columns = _Columns(parts, deads, offsets, [new_of[m] for m in maps], dsts, len(vocab))
+        index._max_weight = np.zeros(len(vocab), dtype=np.float64)  # each column's set as it is filled (now: threads)
         return index
 
     def materialize(self) -> SparseIndex:
@@ -473,6 +472,44 @@ class SparseIndex:
                 columns.fill(self, np.arange(lo, min(lo + _FILL_TERMS, len(self.vocab)), dtype=np.int64))
             self._columns = None
         return self
+
+    def restricted(self, allowed: np.ndarray) -> SparseIndex:
+        """This index with only the postings of the rows ``allowed`` marks: their weights, tf and rows as they are,
+        every statistic of the whole index (df, idf, lengths, vocabulary); a copy that shares everything but the
+        postings (a watch's search of the documents an add brought: service/watch/evaluate.py). A lazily joined
+        index reads only the segments that hold allowed rows, and fills none of its own columns."""
+        sub = copy.copy(self)
+        columns = self._columns
+        if columns is None:
+            pos = np.flatnonzero(allowed[self.rows])
+            sub.indptr = np.searchsorted(pos, self.indptr).astype(np.int64)
+            sub.rows, sub.tf, sub.weights = self.rows[pos], self.tf[pos], self.weights[pos]
+        else:
+            cols_l, rows_l, tf_l = [], [], []
+            for i, part in enumerate(columns.parts):
+                start = columns.offsets[i]
+                mine = np.asarray(allowed[start : start + part.n_rows], dtype=np.bool_)
+                if len(columns.deads[i]):
+                    mine = mine & ~columns.deads[i]
+                if not mine.any():
+                    continue
+                keep = np.flatnonzero(mine[np.asarray(part.rows)])
+                local = np.repeat(np.arange(len(part.vocab)), np.diff(np.asarray(part.indptr)))[keep]
+                cols_l.append(columns.joined[i][local])
+                rows_l.append(np.asarray(part.rows)[keep].astype(np.int64) + start)
+                tf_l.append(np.asarray(part.tf)[keep])
+            col = np.concatenate(cols_l) if cols_l else np.zeros(0, np.int64)
+            order = np.argsort(col, kind="stable")  # the segments in turn: rows increase within a column
+            col = col[order]
+            sub.rows = (np.concatenate(rows_l)[order] if rows_l else np.zeros(0, np.int64)).astype(np.int32)
+            sub.tf = np.concatenate(tf_l)[order] if tf_l else np.zeros(0, np.int32)
+            sub.indptr = np.concatenate([[0], np.cumsum(np.bincount(col, minlength=len(self.vocab)))]).astype(np.int64)
+            sub.weights = _term_weight(self.scoring, self.k1, sub.tf.astype(np.float64), self.doc_norm[sub.rows],
+                                       self.idf[col])
+            sub._columns = None
+        sub.params = {**self.params, "nnz": len(sub.rows)}
+        sub._max_weight = None  # computed over the kept postings when a search needs it
+        return sub
 
     def _filled(self, ids: np.ndarray | Sequence[int]) -> None:
         """The columns ``ids`` copied and weighted, if this index is joined lazily and has not yet done it."""
@@ -776,6 +813,7 @@ class _Columns:
         self.deads = deads
         self.offsets = offsets
         self.dsts = dsts
+        self.joined = columns  # per segment: the joined column of each local one (-1: none live)
         # per segment: the local column of each joined one (-1: the segment has no live posting of the term)
         self.local: list[np.ndarray] = []
         for col in columns:

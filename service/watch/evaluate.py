@@ -28,7 +28,6 @@ committed together, and a watch evaluated at a generation is never evaluated at 
 from __future__ import annotations
 
 import contextlib
-import copy
 import json
 import logging
 import time
@@ -47,7 +46,6 @@ from service.watch.store import Outcome, Pending, Snapshot, WatchStore, now
 if TYPE_CHECKING:
     from service.engine import Engine
     from service.retrieval.first_stage import FirstStage
-    from service.retrieval.sparse import SparseIndex
 
 log = logging.getLogger(__name__)
 
@@ -137,26 +135,11 @@ def ranking_first_stage(engine: Engine) -> FirstStage | None:
     return fs if fs.combine != "max" else None  # ("max" scales each route by its best row: not a row's own score)
 
 
-def restrict(index: SparseIndex, allowed: np.ndarray) -> SparseIndex:
-    """``index`` with only the postings of the rows ``allowed`` marks: their weights, tf and rows as they are, every
-    statistic of the whole index (df, idf, lengths, vocabulary); a copy that shares everything but the postings."""
-    index.materialize()  # a lazily joined index: every column filled (they are all cut)
-    pos = np.flatnonzero(allowed[index.rows])
-    sub = copy.copy(index)
-    sub.indptr = np.searchsorted(pos, index.indptr).astype(np.int64)
-    sub.rows = index.rows[pos]
-    sub.tf = index.tf[pos]
-    sub.weights = index.weights[pos]
-    sub.params = {**index.params, "nnz": len(pos)}
-    sub._max_weight = None  # computed over the kept postings when a search needs it
-    return sub
-
-
 def restricted_first_stage(fs: FirstStage, allowed: np.ndarray) -> FirstStage:
     """A first stage like ``fs`` (analysis, tables, routes, merge) over the rows ``allowed`` marks."""
     from service.retrieval.first_stage import FirstStage
 
-    indexes = {lang: restrict(index, allowed) for lang, index in fs.indexes.items()}
+    indexes = {lang: index.restricted(allowed) for lang, index in fs.indexes.items()}
     return FirstStage(fs.meta, fs.docs, indexes, fs.pair_tables, max_query_terms=fs.max_query_terms,
                       analyzers=fs.analyzers, combine=fs.combine, compound_parts=fs.compound_parts,
                       knee=fs.knee)
@@ -320,5 +303,5 @@ def save_watch(engine: Engine, store: WatchStore, owner: str, request: WatchRequ
     return watch
 
 
-__all__ = ["BATCH", "CHUNK", "EvaluationReport", "Evaluator", "evaluate", "ranking_first_stage", "restrict",
+__all__ = ["BATCH", "CHUNK", "EvaluationReport", "Evaluator", "evaluate", "ranking_first_stage",
            "restricted_first_stage", "save_watch", "snapshot"]

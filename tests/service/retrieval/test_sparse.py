@@ -580,8 +580,8 @@ def test_join_of_segments_with_deletions_equals_one_build_of_the_live_rows(scori
 @pytest.mark.parametrize("scoring", ["bm25", "tfidf"])
 def test_lazy_join_fills_the_columns_a_query_needs_and_equals_the_join(scoring: str) -> None:
     """``SparseIndex.join(..., lazy=True)`` copies nothing at open: each search (accumulate, MaxScore, postings,
-    matched terms) fills the columns of its terms only, and gives the eager join's rows and scores; filled whole, its
-    arrays are the eager join's (BM25 bit for bit; tf-idf's row norms summed in another order, 1e-12)."""
+    matched terms) fills the columns of its terms only, and gives the eager join's rows and scores; its cut to some
+    rows (``restricted``) is the eager join's cut; filled whole, its arrays are the eager join's (BM25 bit for bit; tf-idf's row norms summed in another order, 1e-12)."""
     from concurrent.futures import ThreadPoolExecutor
 
     rng = np.random.default_rng(11)
@@ -622,6 +622,16 @@ def test_lazy_join_fills_the_columns_a_query_needs_and_equals_the_join(scoring: 
     for q, scores in enumerate(got):
         np.testing.assert_allclose(scores, eager.score([({f"w{(q * 7 + j) % 80}": 1.0}, 1.0) for j in range(4)]),
                                    rtol=1e-12)
+
+    allowed = np.zeros(120, dtype=np.bool_)
+    allowed[[1, 5, 61, 62, 70, 90, 119]] = True  # rows of every segment, one of them deleted (70 = 64 + 6)
+    filled = int(lazy._columns.done.sum())
+    cut_l, cut_e = lazy.restricted(allowed), eager.restricted(allowed)
+    assert int(lazy._columns.done.sum()) == filled  # the cut reads the segments, fills nothing
+    assert np.array_equal(cut_l.indptr, cut_e.indptr) and np.array_equal(cut_l.rows, cut_e.rows)
+    assert np.array_equal(cut_l.tf, cut_e.tf) and set(cut_l.rows.tolist()) == {1, 5, 61, 62, 90, 119}
+    np.testing.assert_allclose(cut_l.weights, cut_e.weights, rtol=1e-12)
+    np.testing.assert_allclose(cut_l.score(psq), cut_e.score(psq), rtol=1e-12)
 
     lazy.materialize()
     assert lazy._columns is None
