@@ -511,6 +511,25 @@ class SparseIndex:
         sub._max_weight = None  # computed over the kept postings when a search needs it
         return sub
 
+    def filled_terms(self) -> list[str]:
+        """The terms whose columns a lazily joined index has filled (what its queries used; empty for another)."""
+        columns = self._columns
+        return [] if columns is None else [self.vocab[t] for t in np.flatnonzero(columns.done).tolist()]
+
+    def fill_terms(self, terms: Iterable[str], *, step: int = 256) -> int:
+        """Fill the columns of ``terms`` (those in the vocabulary) ahead of the queries that will use them, ``step``
+        columns at a time (the lock is taken per step, so queries go on meanwhile); returns the columns filled. A
+        reload warms the new generation with the terms the old one had filled (service/api/routes/admin.py)."""
+        columns = self._columns
+        if columns is None:
+            return 0
+        term_id = self.term_id
+        ids = np.array([t for term in terms if (t := term_id.get(term)) is not None], dtype=np.int64)
+        ids = ids[~columns.done[ids]] if len(ids) else ids
+        for lo in range(0, len(ids), step):
+            self._filled(ids[lo : lo + step])
+        return len(ids)
+
     def _filled(self, ids: np.ndarray | Sequence[int]) -> None:
         """The columns ``ids`` copied and weighted, if this index is joined lazily and has not yet done it."""
         columns = self._columns

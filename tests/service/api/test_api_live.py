@@ -13,7 +13,7 @@ from service.api import create_app
 from service.api.deps import EngineHolder
 from service.corpus.jsonl import read_corpus
 from service.corpus.record import PatentRecord
-from service.index.live import add_documents
+from service.index.live import add_documents, delete_documents
 from service.settings import Settings
 
 
@@ -75,6 +75,18 @@ def test_server_picks_up_a_new_generation_by_itself(corpus: tuple[Path, list[Pat
             time.sleep(0.1)
         h = c.get("/health").json()
         assert h["index"]["generation"] == 1 and h["documents"] == 120
+        # a reload warms the new generation with the postings its predecessor's queries used (the lazy join)
+        assert c.post("/search", json={"query": records[110].title["en"], "lang": "en"}).status_code == 200
+        hot = set(c.app.state.engines.engine.pipeline.first_stage.indexes["en"].filled_terms())
+        assert hot
+        delete_documents(idx, [records[3].id])
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            engine = c.app.state.engines.engine
+            if engine.generation == 2 and hot <= set(engine.pipeline.first_stage.indexes["en"].filled_terms()):
+                break
+            time.sleep(0.1)
+        assert engine.generation == 2 and hot <= set(engine.pipeline.first_stage.indexes["en"].filled_terms())
 
 
 def test_a_replaced_engine_is_closed_after_its_requests() -> None:

@@ -581,7 +581,8 @@ def test_join_of_segments_with_deletions_equals_one_build_of_the_live_rows(scori
 def test_lazy_join_fills_the_columns_a_query_needs_and_equals_the_join(scoring: str) -> None:
     """``SparseIndex.join(..., lazy=True)`` copies nothing at open: each search (accumulate, MaxScore, postings,
     matched terms) fills the columns of its terms only, and gives the eager join's rows and scores; its cut to some
-    rows (``restricted``) is the eager join's cut; filled whole, its arrays are the eager join's (BM25 bit for bit; tf-idf's row norms summed in another order, 1e-12)."""
+    rows (``restricted``) is the eager join's cut; filled whole, its arrays are the eager join's (BM25 bit for bit;
+    tf-idf's row norms summed in another order, 1e-12)."""
     from concurrent.futures import ThreadPoolExecutor
 
     rng = np.random.default_rng(11)
@@ -641,3 +642,26 @@ def test_lazy_join_fills_the_columns_a_query_needs_and_equals_the_join(scoring: 
     else:
         np.testing.assert_allclose(lazy.weights, eager.weights, rtol=1e-12)
         np.testing.assert_allclose(lazy.max_weight, eager.max_weight, rtol=1e-12)
+
+
+def test_a_new_lazy_join_is_warmed_with_the_terms_the_old_one_filled() -> None:
+    """``filled_terms`` names what an old generation's queries filled; ``fill_terms`` fills those columns of the new
+    one ahead of its queries (a reload's warming), the same values a query would fill; a whole index does neither."""
+    rng = np.random.default_rng(3)
+    words = [f"w{i}" for i in range(50)]
+    docs = [list(rng.choice(words, size=int(rng.integers(1, 10)))) for _ in range(80)]
+    none = [np.array([], dtype=np.int64)] * 2
+    old = SparseIndex.join([SparseIndex.build(docs[:60]), SparseIndex.build(docs[60:70])], none[:2], lazy=True)
+    old.score([({"w3": 1.0}, 1.0), ({"w4": 0.5, "w7": 0.5}, 1.0)])
+    assert sorted(old.filled_terms()) == ["w3", "w4", "w7"]
+    parts = [SparseIndex.build(docs[:60]), SparseIndex.build(docs[60:70]), SparseIndex.build(docs[70:])]
+    new = SparseIndex.join(parts, [np.array([], dtype=np.int64)] * 3, lazy=True)
+    assert new.fill_terms([*old.filled_terms(), "unknown"], step=2) == 3
+    assert sorted(new.filled_terms()) == ["w3", "w4", "w7"] and new.fill_terms(["w3"]) == 0
+    eager = SparseIndex.join(parts, [np.array([], dtype=np.int64)] * 3)
+    for term in ("w3", "w4", "w7"):
+        t = new.term_id[term]
+        span = slice(new.indptr[t], new.indptr[t + 1])
+        assert np.array_equal(new.rows[span], eager.rows[span])
+        assert np.array_equal(new.weights[span], eager.weights[span])
+    assert eager.filled_terms() == [] and eager.fill_terms(["w3"]) == 0
