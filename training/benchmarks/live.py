@@ -299,101 +299,113 @@ def _percentiles(values: list[float]) -> dict[str, float]:
     return {"p50_ms": float(np.percentile(arr, 50)), "p99_ms": float(np.percentile(arr, 99)), "n": len(values)}
 
 
-def run_reload_bench(index: Path, corpus: Path, work: Path, *, queries: int = 100, k: int = 10,
-                     reload_interval_s: float = 2.0, poll_s: float = 0.05) -> dict[str, Any]:
-    """The time from ``priorart add``'s commit to the first answer from the new generation in a running server.
-
-    ``index`` is copied as hard links into ``work`` (it stays as it was); ``priorart serve`` serves the copy (its own
-    ``reload_interval_s``), and ``priorart add`` adds ``corpus`` to it in another process, while a client searches
-    again and again (one request at a time). Measured: the commit (the new generation manifest's time) to the end of
-    the first answer that names the new generation; the server's resident memory before and after; ``/search``
-    p50/p99 over ``queries`` first claims of the added documents on the old generation, then twice on the new one
-    (the first pass fills what the new generation reads at first use, the second is the steady state)."""
+def _add_and_wait(client: Any, copy: Path, corpus: Path, text: str, k: int, poll_s: float) -> dict[str, Any]:
+    """``priorart add`` of ``corpus`` in another process while a client searches ``text`` again and again: the add's
+    report, its commit time and the time of the first answer from the committed generation."""
     import json
-    import os as _os
     import subprocess
     import sys
     import threading
 
-    from service.index.folder import Layout, current_generation
+    import httpx
+
+    from service.index.folder import Layout
+
+    answers: list[tuple[float, int]] = []
+    stop = threading.Event()
+
+    def poll() -> None:
+        with httpx.Client(base_url=str(client.base_url), timeout=120.0) as c:
+            while not stop.is_set():
+                resp = c.post("/search", json={"query": text, "k": k})
+                answers.append((time.time(), int(resp.json()["generation"])))
+                time.sleep(poll_s)
+
+    poller = threading.Thread(target=poll, daemon=True)
+    poller.start()
+    t_add = time.time()
+    try:
+        done = subprocess.run([sys.executable, "-m", "training.cli", "add", str(copy), str(corpus), "--json",
+                               "--no-progress", "--no-watches"], capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            raise RuntimeError(f"priorart add failed: {done.stderr.strip()[-2000:]}")
+        report = json.loads(done.stdout)
+        gen = int(report["generation"])
+        committed = (copy / Layout.generation(gen)).stat().st_mtime
+        deadline = time.time() + 600
+        while not any(g >= gen for _, g in answers) and time.time() < deadline:
+            time.sleep(poll_s)
+    finally:
+        stop.set()
+        poller.join(timeout=120)
+    first = next((t for t, g in answers if g >= gen), None)
+    if first is None:
+        raise RuntimeError(f"the server did not answer from generation {gen} within 600 s")
+    return {"generation": gen, "segments": report.get("segments"), "add_s": committed - t_add,
+            "commit_to_first_answer_s": first - committed}
+
+
+def run_reload_bench(index: Path, corpus: Path, work: Path, *, adds: int = 2, queries: int = 100, k: int = 10,
+                     reload_interval_s: float = 2.0, poll_s: float = 0.05) -> dict[str, Any]:
+    """The time from ``priorart add``'s commit to the first answer from the new generation in a running server.
+
+    ``index`` is copied as hard links into ``work`` (it stays as it was); ``priorart serve`` serves the copy (its own
+    ``reload_interval_s``), and ``priorart add`` adds ``corpus`` to it in ``adds`` batches in another process, while
+    a client searches again and again (one request at a time). Per add: the commit (the new generation manifest's
+    time) to the end of the first answer that names the new generation; the server's resident memory; ``/search``
+    p50/p99 over ``queries`` first claims of the added documents on the new generation twice (the first pass fills
+    what the generation reads at first use, unless the reload warmed it; the second is the steady state). The first
+    add reloads from the index as given, the next ones from a generation of segments (whose queries' postings
+    warm the next)."""
+    from service.corpus.jsonl import write_corpus
+    from service.index.folder import current_generation
     from training.benchmarks.service import memory_mb, served
 
     logging.getLogger("httpx").setLevel(logging.WARNING)  # a line per request otherwise
-
     records = list(read_corpus(corpus))
     texts = [" ".join((rec.claims.get("en") or next(iter(rec.claims.values())))[0].text.split()[:60])
-             for rec in records if rec.claims]
-    texts = texts[:queries]
-    if not texts:
-        raise RuntimeError(f"{corpus} has no claims to search with")
+             for rec in records if rec.claims][:queries]
+    if not texts or len(records) < adds:
+        raise RuntimeError(f"{corpus} has too few records with claims for {adds} adds")
     copy = Path(work) / "reload-index"
     _linked_copy(Path(index), copy)
+    batches = []
+    for i in range(adds):
+        path = Path(work) / f"reload-batch-{i}.jsonl"
+        write_corpus(records[i * len(records) // adds : (i + 1) * len(records) // adds], path)
+        batches.append(path)
     before_gen = current_generation(copy)
-    _os.environ["PRIORART_RELOAD_INTERVAL_S"] = str(reload_interval_s)
+    os.environ["PRIORART_RELOAD_INTERVAL_S"] = str(reload_interval_s)
+    rounds = []
     try:
         with served(copy) as (client, ready_s, pid):
-            old = _searches(client, texts, k)  # the old generation, its pages read in
-            mem_before = memory_mb(pid)
-            answers: list[tuple[float, int]] = []
-            stop = threading.Event()
-
-            def poll() -> None:
-                import httpx
-
-                with httpx.Client(base_url=str(client.base_url), timeout=120.0) as c:
-                    while not stop.is_set():
-                        resp = c.post("/search", json={"query": texts[0], "k": k})
-                        answers.append((time.time(), int(resp.json()["generation"])))
-                        time.sleep(poll_s)
-
-            poller = threading.Thread(target=poll, daemon=True)
-            poller.start()
-            t_add = time.time()
-            done = subprocess.run([sys.executable, "-m", "training.cli", "add", str(copy), str(corpus), "--json",
-                                   "--no-progress", "--no-watches"], capture_output=True, text=True, check=False)
-            if done.returncode != 0:
-                stop.set()
-                raise RuntimeError(f"priorart add failed: {done.stderr.strip()[-2000:]}")
-            report = json.loads(done.stdout)
-            gen = int(report["generation"])
-            committed = (copy / Layout.generation(gen)).stat().st_mtime
-            deadline = time.time() + 600
-            while not any(g >= gen for _, g in answers) and time.time() < deadline:
-                time.sleep(poll_s)
-            stop.set()
-            poller.join(timeout=120)
-            first = next((t for t, g in answers if g >= gen), None)
-            if first is None:
-                raise RuntimeError(f"the server did not answer from generation {gen} within 600 s")
-            new_first = _searches(client, texts, k)
-            new_warm = _searches(client, texts, k)
-            mem_after = memory_mb(pid)
+            old = _searches(client, texts, k)  # the index as given, its pages read in
+            mem = [memory_mb(pid)]
+            for path in batches:
+                got = _add_and_wait(client, copy, path, texts[0], k, poll_s)
+                time.sleep(min(5.0, 2 * reload_interval_s))  # what the reload warms, as a server between queries
+                first, warm = _searches(client, texts, k), _searches(client, texts, k)
+                mem.append(memory_mb(pid))
+                rounds.append({**got, "memory_mb": mem[-1], "search": {
+                    "first_pass": _percentiles([t for t, _ in first]), "again": _percentiles([t for t, _ in warm])},
+                    "answered_by": sorted({g for _, g in warm})})
     finally:
-        _os.environ.pop("PRIORART_RELOAD_INTERVAL_S", None)
-    return {
-        "index": str(index), "documents_added": len(records), "queries": len(texts), "k": k,
-        "reload_interval_s": reload_interval_s, "server_ready_s": ready_s,
-        "generation_before": before_gen, "generation_committed": gen, "segments": report.get("segments"),
-        "add_s": committed - t_add, "commit_to_first_answer_s": first - committed,
-        "memory_mb": {"before": mem_before, "after": mem_after},
-        "search": {"old": _percentiles([s for s, _ in old]), "new_first_pass": _percentiles([s for s, _ in new_first]),
-                   "new_warm": _percentiles([s for s, _ in new_warm])},
-        "answered_by": sorted({g for _, g in new_warm}),
-    }
+        os.environ.pop("PRIORART_RELOAD_INTERVAL_S", None)
+    return {"index": str(index), "documents_added": len(records), "adds": adds, "queries": len(texts), "k": k,
+            "reload_interval_s": reload_interval_s, "server_ready_s": ready_s, "generation_before": before_gen,
+            "memory_mb_before": mem[0], "search_before": _percentiles([t for t, _ in old]), "rounds": rounds}
 
 
 def format_reload_report(r: dict[str, Any]) -> str:
-    s = r["search"]
-    mb, ma = r["memory_mb"]["before"], r["memory_mb"]["after"]
-    return "\n".join([
-        f"{r['index']}: {r['documents_added']} documents added in a running server (reload every "
-        f"{r['reload_interval_s']:g} s), generation {r['generation_before']} -> {r['generation_committed']} "
-        f"({r['segments']} segments)",
-        f"  add to commit {r['add_s']:.1f} s; commit to the first answer from the new generation "
-        f"{r['commit_to_first_answer_s']:.2f} s",
-        f"  server memory: rss {mb.get('rss', 0):.0f} -> {ma.get('rss', 0):.0f} MB, peak {mb.get('peak', 0):.0f} -> "
-        f"{ma.get('peak', 0):.0f} MB",
-        f"  /search p50/p99 ms over {r['queries']} claims: old generation {s['old']['p50_ms']:.1f}/"
-        f"{s['old']['p99_ms']:.1f}; new, first pass {s['new_first_pass']['p50_ms']:.1f}/"
-        f"{s['new_first_pass']['p99_ms']:.1f}; new, again {s['new_warm']['p50_ms']:.1f}/{s['new_warm']['p99_ms']:.1f}",
-    ])
+    b = r["search_before"]
+    lines = [f"{r['index']}: {r['documents_added']} documents added in {r['adds']} adds in a running server (reload "
+             f"every {r['reload_interval_s']:g} s; ready {r['server_ready_s']:.1f} s after start); /search p50/p99 "
+             f"over {r['queries']} claims before: {b['p50_ms']:.1f}/{b['p99_ms']:.1f} ms, server rss "
+             f"{r['memory_mb_before'].get('rss', 0):.0f} MB"]
+    for i, x in enumerate(r["rounds"], 1):
+        f, a = x["search"]["first_pass"], x["search"]["again"]
+        lines.append(f"  add {i}: generation {x['generation']} ({x['segments']} segments), add to commit "
+                     f"{x['add_s']:.1f} s, commit to the first answer from it {x['commit_to_first_answer_s']:.2f} s; "
+                     f"/search first pass {f['p50_ms']:.1f}/{f['p99_ms']:.1f} ms, again {a['p50_ms']:.1f}/"
+                     f"{a['p99_ms']:.1f} ms; rss {x['memory_mb'].get('rss', 0):.0f} MB")
+    return "\n".join(lines)

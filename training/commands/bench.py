@@ -184,6 +184,8 @@ def reload_command(
     index: Path = typer.Argument(..., help="An index folder (copied as hard links into --work; left as it is)."),
     corpus: Path = typer.Argument(..., help="Corpus JSONL of the documents to add (e.g. 1 % of the index)."),
     work: Path = typer.Option(..., "--work", help="Where the linked copy of the index goes."),
+    adds: int = typer.Option(2, "--adds", min=1, help="Adds the corpus is split into (the first reloads from the index "
+                             "as given, the next from a generation of segments)."),
     queries: int = typer.Option(100, "--queries", min=1, help="First claims of the added documents searched."),
     interval: float = typer.Option(2.0, "--reload-interval", min=0.1, help="The server's reload_interval_s."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
@@ -196,7 +198,7 @@ def reload_command(
     from training.experiments.output import command_line, write_result
 
     with exit_2_on(RuntimeError):
-        report = run_reload_bench(index, corpus, work, queries=queries, reload_interval_s=interval)
+        report = run_reload_bench(index, corpus, work, adds=adds, queries=queries, reload_interval_s=interval)
     if out is not None:
         write_result(report, out, command=command_line())
     typer.echo(json.dumps(report, indent=1) if as_json else format_reload_report(report))
