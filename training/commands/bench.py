@@ -163,6 +163,10 @@ def open_command(
     rounds: int = typer.Option(3, "--rounds", min=1, help="Opens of each index, alternating, each a fresh process."),
     work_dir: Path | None = typer.Option(None, "--work", help="Build the indexes here and keep them (a later run "
                                          "with the same --n-base reuses them)."),
+    index: Path | None = typer.Option(None, "--index", help="An existing index instead of the synthetic builds: "
+                                      "--corpus is added to a hard-linked copy of it in --work, and it is the "
+                                      "one-segment reference (an index too large to build twice)."),
+    corpus: Path | None = typer.Option(None, "--corpus", help="Corpus JSONL added to --index."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
     out: Path | None = typer.Option(None, "--out", "-o", help="Also write the result (JSON, with the commit and the "
                                     "command) here."),
@@ -172,8 +176,10 @@ def open_command(
     from training.benchmarks.live import format_open_report, run_open_bench
     from training.experiments.output import command_line, write_result
 
+    if (index is None) != (corpus is None) or (index is not None and work_dir is None):
+        raise typer.BadParameter("--index, --corpus and --work go together")
     with exit_2_on(RuntimeError):
-        report = run_open_bench(n_base, share, rounds=rounds, work_dir=work_dir)
+        report = run_open_bench(n_base, share, rounds=rounds, work_dir=work_dir, index=index, corpus=corpus)
     if out is not None:
         write_result(report, out, command=command_line())
     typer.echo(json.dumps(report, indent=1) if as_json else format_open_report(report))
