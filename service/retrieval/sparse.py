@@ -44,6 +44,11 @@ statistics (the sum over every shard): :meth:`SparseIndex.reweighted` (and :meth
 ``avgdl`` and the per-posting weights from them with the same code as a build, and gives the index the
 global vocabulary (terms of other shards with empty postings), so ``expected_df``/``unit_idf`` (PSQ,
 query reduction, the route reference scores) are the unsharded index's too.
+
+The segments of a live generation (service/index/live.py) are joined into one index with the generation's
+statistics (:meth:`SparseIndex.join`). The loader joins them lazily: the statistics and the place of every column
+are computed at open, and a column is copied from the segments and weighted the first time a query needs it, so
+a reload after an add copies nothing; the arrays a query reads are those of the eager join.
 """
 
 from __future__ import annotations
@@ -289,7 +294,7 @@ class SparseIndex:
         """The index of these postings, weighted with their own statistics or, given ``stats``, with those
         (which must cover these documents: the global statistics of a shard). ``doc_norm``: tf-idf's row norms when
         known (they depend on a row's own counts only); ``weigh`` False leaves the per-posting weights to be computed
-        column by column (:meth:`_weigh`: a lazy join)."""
+        column by column (:meth:`_Columns.fill`: a lazy join)."""
         n_rows = len(doc_len)
         own_terms = len(vocab)
         if stats is None:
