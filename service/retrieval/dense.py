@@ -46,6 +46,7 @@ from typing import Any
 
 import numpy as np
 
+from service.filecache import load_shared
 from service.index.arrays import SegmentRows, by_segment
 from service.index.folder import IndexFolder, IndexFormatError, Layout
 from service.settings import DEVICES
@@ -61,6 +62,14 @@ DEFAULT_EF_SEARCH = 128
 DEFAULT_NPROBE = 16
 EXACT_FILTER_MAX = 50_000
 GPU_MAX_K = 2048  # largest k a FAISS GPU search takes
+
+
+def _read_faiss(path: Path) -> Any:
+    """A FAISS index file read whole (shared across reloads: service/filecache.py; searching does not change it, and
+    its search parameters are set below from the key's ``nprobe``/``ef_search`` and the folder's settings alike)."""
+    import faiss
+
+    return faiss.read_index(str(path))
 
 
 class DenseIndexError(ValueError):
@@ -262,8 +271,8 @@ class DenseIndex:
             info = {**info, "kind": "flat", "params": {}, "built_at_load": True}
         else:
             faiss_path = folder.path(comp.get("index", Layout.DENSE_FAISS))
-            try:
-                index = faiss.read_index(str(faiss_path))
+            try:  # the index this process read already while the file is unchanged: a reload reads no vectors again
+                index = load_shared(faiss_path, _read_faiss, nprobe, ef_search)
             except RuntimeError as exc:
                 raise DenseIndexError(f"{faiss_path}: not a readable FAISS index ({exc})") from exc
         params = info["params"]

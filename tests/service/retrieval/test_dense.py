@@ -145,6 +145,10 @@ def test_approximate_indexes_find_the_exact_neighbours(tmp_path: Path, kind: str
     tuned = DenseIndex.load(tmp_path, device="cpu", nprobe=3, ef_search=7)
     key, want = ("nprobe", 3) if kind == "ivf" else ("efSearch", 7)
     assert tuned.info["params"][key] == want
+    # a second load of the unchanged file (a reload) shares the FAISS index read by the first; other search
+    # parameters get their own, and the first keeps its own parameters
+    assert DenseIndex.load(tmp_path, device="cpu").index is idx.index and tuned.index is not idx.index
+    assert idx.info["params"][key] != want and DenseIndex.load(tmp_path, device="cpu").info["params"][key] != want
     exact = DenseIndex.load(tmp_path, device="cpu", exact=True)
     assert exact.kind == "flat" and exact.search(q, 10).rows.tolist() == _brute(v, q, 10)
 
