@@ -9,7 +9,7 @@ real-data index's tables). An object is kept only while something holds it (weak
 replaced (a new inode, size or time) is read again.
 
 Only for objects that are read-only once loaded (``TranslationTable``, ``CompoundSplitter``, a segment's
-``SparseIndex``).
+``SparseIndex`` and doc-store table, a FAISS index searched on the CPU).
 
 :func:`verified` does the same for the checksums of an index's files: a reload reads the bytes of the files it has not
 verified yet (a new segment's), not those of every segment again.

@@ -393,7 +393,7 @@ def run_reload_bench(index: Path, corpus: Path, work: Path, *, adds: int = 2, qu
         path = Path(work) / f"reload-batch-{i}.jsonl"
         write_corpus(records[i * len(records) // adds : (i + 1) * len(records) // adds], path)
         batches.append(path)
-    before_gen = current_generation(copy)
+    before_gen, n_docs = current_generation(copy), IndexFolder.open(copy, verify=False).n_live
     os.environ["PRIORART_RELOAD_INTERVAL_S"] = str(reload_interval_s)
     rounds = []
     try:
@@ -410,14 +410,16 @@ def run_reload_bench(index: Path, corpus: Path, work: Path, *, adds: int = 2, qu
                     "answered_by": sorted({g for _, g in warm})})
     finally:
         os.environ.pop("PRIORART_RELOAD_INTERVAL_S", None)
-    return {"index": str(index), "documents_added": len(records), "adds": adds, "queries": len(texts), "k": k,
-            "reload_interval_s": reload_interval_s, "server_ready_s": ready_s, "generation_before": before_gen,
+    return {"index": str(index), "index_documents": n_docs, "documents_added": len(records), "adds": adds,
+            "queries": len(texts), "k": k, "reload_interval_s": reload_interval_s, "server_ready_s": ready_s,
+            "generation_before": before_gen,
             "memory_mb_before": mem[0], "search_before": _percentiles([t for t, _ in old]), "rounds": rounds}
 
 
 def format_reload_report(r: dict[str, Any]) -> str:
     b = r["search_before"]
-    lines = [f"{r['index']}: {r['documents_added']} documents added in {r['adds']} adds in a running server (reload "
+    lines = [f"{r['index']} ({r['index_documents']} documents): {r['documents_added']} documents added in "
+             f"{r['adds']} adds in a running server (reload "
              f"every {r['reload_interval_s']:g} s; ready {r['server_ready_s']:.1f} s after start); /search p50/p99 "
              f"over {r['queries']} claims before: {b['p50_ms']:.1f}/{b['p99_ms']:.1f} ms, server rss "
              f"{r['memory_mb_before'].get('rss', 0):.0f} MB"]
