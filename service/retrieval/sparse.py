@@ -234,6 +234,7 @@ class SparseIndex:
         self._max_weight: np.ndarray | None = None
         self._nonnegative: bool | None = None
         self._columns: _Columns | None = None  # a lazy join's columns still to fill (:meth:`join`)
+        self._read: np.ndarray | None = None  # terms whose postings a query read (:meth:`queried_terms`)
 
     @cached_property
     def term_id(self) -> dict[str, int]:
@@ -514,17 +515,26 @@ class SparseIndex:
             sub._columns = None
         sub.params = {**self.params, "nnz": len(sub.rows)}
         sub._max_weight = None  # computed over the kept postings when a search needs it
+        sub._read = None
         return sub
 
-    def filled_terms(self) -> list[str]:
-        """The terms whose columns a lazily joined index has filled (what its queries used; empty for another)."""
-        columns = self._columns
-        return [] if columns is None else [self.vocab[t] for t in np.flatnonzero(columns.done).tolist()]
+    def queried_terms(self) -> list[str]:
+        """The terms whose postings this index's queries have read (a lazy join: the columns it filled), what a reload
+        warms its successor with (:meth:`fill_terms`)."""
+        read = self._read if self._columns is None else self._columns.done
+        return [] if read is None else [self.vocab[t] for t in np.flatnonzero(read).tolist()]
+
+    def _mark_read(self, ids: Sequence[int] | np.ndarray) -> None:
+        # a hint for warming (two threads that make the array at once may lose a mark): no lock
+        if self._columns is None and len(ids):  # (a lazy join's filled columns say it already)
+            if self._read is None:
+                self._read = np.zeros(len(self.vocab), dtype=np.bool_)
+            self._read[ids] = True
 
     def fill_terms(self, terms: Iterable[str], *, step: int = 256) -> int:
         """Fill the columns of ``terms`` (those in the vocabulary) ahead of the queries that will use them, ``step``
         columns at a time (the lock is taken per step, so queries go on meanwhile); returns the columns filled. A
-        reload warms the new generation with the terms the old one had filled (service/api/routes/admin.py)."""
+        reload warms the new generation with the terms the old one's queries read (service/api/routes/admin.py)."""
         columns = self._columns
         if columns is None:
             return 0
@@ -668,6 +678,7 @@ class SparseIndex:
         his: list[int] = []
         mults: list[float] = []
         max_weight = self.max_weight
+        read: list[int] = []  # the terms whose postings the query reads (:meth:`queried_terms`)
         for mapping, weight in units:
             if weight == 0 or not mapping:
                 continue
@@ -676,6 +687,7 @@ class SparseIndex:
                 if p == 1.0:
                     t = self.term_id.get(term)
                     if t is not None:
+                        read.append(t)
                         lo, hi = int(self.indptr[t]), int(self.indptr[t + 1])
                         los.append(lo)
                         his.append(hi)
@@ -685,9 +697,10 @@ class SparseIndex:
             if los:
                 self._add_terms(acc, los, his, mults)
                 los, his, mults = [], [], []
-            self._score_psq(mapping, weight, acc, reach, saturate, scale_tf)
+            self._score_psq(mapping, weight, acc, reach, saturate, scale_tf, read)
         if los:
             self._add_terms(acc, los, his, mults)
+        self._mark_read(read)
         return reach
 
     def search(self, units: Sequence[QueryUnit], acc: kernels.ScoreAccumulator, k: int,
@@ -707,6 +720,7 @@ class SparseIndex:
             terms = self._single_terms(units)
             if terms is not None and len(terms[0]):
                 self._filled(terms[0])
+                self._mark_read(terms[0])
                 found = kernels.maxscore(acc, k, mask, self.rows, self.weights, self.indptr, self.max_weight, *terms)
                 if found is not None:
                     return found[0], found[1], None
@@ -767,7 +781,8 @@ class SparseIndex:
                          np.array(mults, dtype=np.float64))
 
     def _score_psq(self, mapping: Mapping[str, float], weight: float, acc: kernels.ScoreAccumulator,
-                   reach: Reach, saturate: bool = False, scale_tf: bool = False) -> None:
+                   reach: Reach, saturate: bool = False, scale_tf: bool = False,
+                   read: list[int] | None = None) -> None:
         los: list[int] = []
         his: list[int] = []
         probs: list[float] = []
@@ -777,6 +792,8 @@ class SparseIndex:
             t = term_id.get(term)
             if t is None or p <= 0:
                 continue
+            if read is not None:
+                read.append(t)
             los.append(int(indptr[t]))
             his.append(int(indptr[t + 1]))
             probs.append(p)

@@ -96,7 +96,7 @@ def _hot_terms(engine: Any) -> dict[str, list[str]]:
         indexes = engine.pipeline.first_stage.indexes
     except TypeError:  # a sharded pipeline
         return {}
-    return {lang: terms for lang, index in indexes.items() if (terms := index.filled_terms())}
+    return {lang: terms for lang, index in indexes.items() if (terms := index.queried_terms())}
 
 
 def _warm(engine: Any, hot: dict[str, list[str]]) -> None:

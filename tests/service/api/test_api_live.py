@@ -69,24 +69,31 @@ def test_server_picks_up_a_new_generation_by_itself(corpus: tuple[Path, list[Pat
     idx = _index(d, records, "watch")
     with TestClient(create_app(Settings(index_dir=idx, reload_interval_s=0.1))) as c:
         assert c.get("/health").json()["index"]["generation"] == 0
+
+        def reloaded_and_warmed(generation: int, hot: set[str]) -> bool:
+            """A reload warms the new generation (its postings joined lazily) with the terms whose postings the
+            old one's queries read, a build's whole index or a lazy join alike."""
+            deadline = time.monotonic() + 20
+            while time.monotonic() < deadline:
+                engine = c.app.state.engines.engine
+                if engine.generation == generation and hot <= set(
+                        engine.pipeline.first_stage.indexes["en"].queried_terms()):
+                    return True
+                time.sleep(0.1)
+            return False
+
+        def searched(title: str) -> set[str]:
+            assert c.post("/search", json={"query": title, "lang": "en"}).status_code == 200
+            return set(c.app.state.engines.engine.pipeline.first_stage.indexes["en"].queried_terms())
+
+        hot = searched(records[10].title["en"])
         add_documents(idx, records[100:120], progress=False)
-        deadline = time.monotonic() + 20
-        while c.get("/health").json()["index"]["generation"] != 1 and time.monotonic() < deadline:
-            time.sleep(0.1)
+        assert hot and reloaded_and_warmed(1, hot)
         h = c.get("/health").json()
         assert h["index"]["generation"] == 1 and h["documents"] == 120
-        # a reload warms the new generation with the postings its predecessor's queries used (the lazy join)
-        assert c.post("/search", json={"query": records[110].title["en"], "lang": "en"}).status_code == 200
-        hot = set(c.app.state.engines.engine.pipeline.first_stage.indexes["en"].filled_terms())
-        assert hot
+        hot = searched(records[110].title["en"])
         delete_documents(idx, [records[3].id])
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            engine = c.app.state.engines.engine
-            if engine.generation == 2 and hot <= set(engine.pipeline.first_stage.indexes["en"].filled_terms()):
-                break
-            time.sleep(0.1)
-        assert engine.generation == 2 and hot <= set(engine.pipeline.first_stage.indexes["en"].filled_terms())
+        assert reloaded_and_warmed(2, hot)
 
 
 def test_a_replaced_engine_is_closed_after_its_requests() -> None:

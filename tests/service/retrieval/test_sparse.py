@@ -645,23 +645,29 @@ def test_lazy_join_fills_the_columns_a_query_needs_and_equals_the_join(scoring: 
 
 
 def test_a_new_lazy_join_is_warmed_with_the_terms_the_old_one_filled() -> None:
-    """``filled_terms`` names what an old generation's queries filled; ``fill_terms`` fills those columns of the new
-    one ahead of its queries (a reload's warming), the same values a query would fill; a whole index does neither."""
+    """``queried_terms`` names the terms whose postings an old generation's queries read (a lazy join's filled
+    columns, a whole index's record of them); ``fill_terms`` fills those columns of the new one ahead of its queries
+    (a reload's warming), the same values a query would fill; a whole index has nothing to fill."""
     rng = np.random.default_rng(3)
     words = [f"w{i}" for i in range(50)]
     docs = [list(rng.choice(words, size=int(rng.integers(1, 10)))) for _ in range(80)]
     none = [np.array([], dtype=np.int64)] * 2
     old = SparseIndex.join([SparseIndex.build(docs[:60]), SparseIndex.build(docs[60:70])], none[:2], lazy=True)
     old.score([({"w3": 1.0}, 1.0), ({"w4": 0.5, "w7": 0.5}, 1.0)])
-    assert sorted(old.filled_terms()) == ["w3", "w4", "w7"]
+    assert sorted(old.queried_terms()) == ["w3", "w4", "w7"]
     parts = [SparseIndex.build(docs[:60]), SparseIndex.build(docs[60:70]), SparseIndex.build(docs[70:])]
     new = SparseIndex.join(parts, [np.array([], dtype=np.int64)] * 3, lazy=True)
-    assert new.fill_terms([*old.filled_terms(), "unknown"], step=2) == 3
-    assert sorted(new.filled_terms()) == ["w3", "w4", "w7"] and new.fill_terms(["w3"]) == 0
+    assert new.fill_terms([*old.queried_terms(), "unknown"], step=2) == 3
+    assert sorted(new.queried_terms()) == ["w3", "w4", "w7"] and new.fill_terms(["w3"]) == 0
     eager = SparseIndex.join(parts, [np.array([], dtype=np.int64)] * 3)
     for term in ("w3", "w4", "w7"):
         t = new.term_id[term]
         span = slice(new.indptr[t], new.indptr[t + 1])
         assert np.array_equal(new.rows[span], eager.rows[span])
         assert np.array_equal(new.weights[span], eager.weights[span])
-    assert eager.filled_terms() == [] and eager.fill_terms(["w3"]) == 0
+    assert eager.queried_terms() == [] and eager.fill_terms(["w3"]) == 0
+    pool = AccumulatorPool(eager.n_rows)
+    (acc,) = pool.take(1)
+    eager.search([({"w9": 1.0}, 1.0), ({"w11": 1.0}, 2.0)], acc, 3, count=False)  # MaxScore
+    eager.score([({"w12": 0.7, "w13": 0.3, "unknown": 0.1}, 1.0)])  # a PSQ unit
+    assert sorted(eager.queried_terms()) == ["w11", "w12", "w13", "w9"]
