@@ -512,8 +512,10 @@ def _sparse_of(folder: IndexFolder, lang: str, mmap: bool, stats: CollectionStat
     statistics of a shard). ``prefault``: read the pages of a memory-mapped index in at load (not the segments of a
     join: their columns are read as they are filled)."""
     whole = folder.one_build
-    if whole is not None:
-        index = SparseIndex.load(whole.path(Layout.bm25(lang)), mmap=mmap, prefault=prefault)
+    if whole is not None:  # the object a later join of this segment reuses (a reload after the first add)
+        index = _segment_part(whole.path(Layout.bm25(lang)), mmap)
+        if mmap and prefault:
+            index.prefault()
     else:
         parts = [_segment_part(s.folder.path(Layout.bm25(lang)), mmap) for s in folder.segments]
         index = SparseIndex.join(parts, [s.deleted for s in folder.segments], lazy=stats is None)

@@ -598,12 +598,17 @@ class SparseIndex:
         for name, size in expect.items():
             if arrays[name].shape != (size,):
                 raise IndexFormatError(f"{d / (name + '.npy')}: shape {arrays[name].shape}, expected ({size},)")
-        if mmap and prefault:
-            _prefault(arrays.values())
         index = cls(vocab=vocab, arrays=arrays, params=params)
         if prefault:
-            index.max_weight  # noqa: B018 -- computed while the pages are being read in anyway
+            index.prefault(pages=mmap)
         return index
+
+    def prefault(self, *, pages: bool = True) -> None:
+        """Read the pages of a memory-mapped index in (``pages``: queries then find their postings mapped) and compute
+        the terms' largest weights while at it."""
+        if pages:
+            _prefault(getattr(self, name) for name in _ARRAYS)
+        self.max_weight  # noqa: B018 -- computed while the pages are being read in anyway
 
     # ------------------------------------------------------------------ scoring
 

@@ -263,19 +263,22 @@ def test_a_reload_opens_only_the_new_segment(small: tuple[Path, list[PatentRecor
                                              monkeypatch: pytest.MonkeyPatch) -> None:
     """A second engine of the same process, opened after an add: the files of the segments it verified before are
     not read for their checksums again (only the new segment's), its doc-store tables and sparse segments are the
-    first engine's objects, its postings are joined lazily (nothing filled until a query), and it finds the added
+    first engine's objects (the build's whole sparse index too, after the first add), its postings are joined lazily (nothing filled until a query), and it finds the added
     documents as an engine in a fresh process would (the same ranking)."""
     import service.filecache as filecache
     import service.index.folder as folder_mod
 
     d, records = small
     idx = _base(d, records, "reload")
+    zero = Engine.load(idx)  # the build, one segment: its sparse index is the first part of the joins after it
     add_documents(idx, records[150:160], progress=False)
     monkeypatch.setattr(filecache, "_SETTLED_NS", -60_000_000_000)  # the test's files count as written long ago
     checked: list[Path] = []
     real = folder_mod._checksum
     monkeypatch.setattr(folder_mod, "_checksum", lambda p: checked.append(p) or real(p))
     first = Engine.load(idx)
+    assert first.pipeline.stages[0].fs.indexes["en"]._columns.parts[0] is zero.pipeline.stages[0].fs.indexes["en"]
+    zero.close()
     add_documents(idx, records[160:175], progress=False)
     checked.clear()
     second = Engine.load(idx)
