@@ -408,10 +408,36 @@ def open_table(names: tuple[str, ...], results_dir: Path = RESULTS_DIR) -> str:
                 f"{a['first_passages_s'] * 1000:.0f} / {c['first_passages_s'] * 1000:.0f} ms"]
 
     rows, sources = _per_file(names, results_dir, row)
-    lines = _table(["index", "after the add: open / peak memory / written at open", "compacted: the same",
-                    "ratio open / memory", "first /passages after / compacted"], rows)
-    return "\n".join([*lines, "", f"Medians of {load(names[0], results_dir)['rounds']} opens each, a fresh process "
-                      "per open, the two indexes alternating. " + sources])
+    lines = _table(["index", "after the add: open / peak memory / written at open", "one segment: the same",
+                    "ratio open / memory", "first /passages after / one segment"], rows)
+    results = [load(n, results_dir) for n in names]
+    refs = [f"{r['n_base']:,}: {r.get('reference', 'the same collection compacted')}" for r in results]
+    return "\n".join([*lines, "", f"One segment: {'; '.join(refs)}. Medians of {load(names[0], results_dir)['rounds']} "
+                      "opens each, a fresh process per open, the two indexes alternating. " + sources])
+
+
+def reload_table(names: tuple[str, ...], results_dir: Path = RESULTS_DIR) -> str:
+    """``priorart bench reload``: a running server, adds in another process; per add the commit to the first answer
+    from the new generation, memory and /search latency."""
+    rows: list[list[str]] = []
+    sources = []
+    for name in names:
+        r = load(name, results_dir)
+        b = r["search_before"]
+        size = f"{r['index_documents']:,} + {r['adds']} x {r['documents_added'] // r['adds']:,}"
+        rows.append([size, "before", "", "", f"{b['p50_ms']:.1f} / {b['p99_ms']:.1f}", "",
+                     f"{r['memory_mb_before'].get('rss', 0):,.0f}"])
+        for i, x in enumerate(r["rounds"], 1):
+            f, a = x["search"]["first_pass"], x["search"]["again"]
+            rows.append(["", f"add {i} ({x['segments']} segments)", f"{x['add_s']:.1f} s",
+                         f"**{x['commit_to_first_answer_s']:.2f} s**", f"{f['p50_ms']:.1f} / {f['p99_ms']:.1f}",
+                         f"{a['p50_ms']:.1f} / {a['p99_ms']:.1f}", f"{x['memory_mb'].get('rss', 0):,.0f}"])
+        sources.append(source(r, name))
+    lines = _table(["index", "generation", "add to commit", "commit to first answer", "/search p50 / p99 ms (first "
+                    "pass)", "again", "server rss MB"], rows)
+    r0 = load(names[0], results_dir)
+    return "\n".join([*lines, "", f"The server reloads every {r0['reload_interval_s']:g} s; {r0['queries']} first "
+                      "claims of the added documents, searched one at a time over HTTP. " + " ".join(sources)])
 
 
 def watch_table(name: str, results_dir: Path = RESULTS_DIR) -> str:
@@ -478,6 +504,7 @@ class Table:
 
 MERGES_FILES = ("merges/2k.json", "merges/20k.json")
 OPEN_FILES = ("open/20k.json", "open/100k.json")
+RELOAD_FILES = ("reload/100k.json", "reload/1m.json")
 
 TABLES: dict[str, Table] = {
     **{f"xling-tasks/{t}": Table(_file(xling_task_table, f"xling-tasks/{t}.json"), (f"xling-tasks/{t}.json",))
@@ -498,6 +525,7 @@ TABLES: dict[str, Table] = {
     "code-prediction": Table(_file(code_prediction_table, "code-prediction.json"), ("code-prediction.json",)),
     "merges": Table(lambda results_dir: merges_table(MERGES_FILES, results_dir), MERGES_FILES),
     "open": Table(lambda results_dir: open_table(OPEN_FILES, results_dir), OPEN_FILES),
+    "reload": Table(lambda results_dir: reload_table(RELOAD_FILES, results_dir), RELOAD_FILES),
     "summary": Table(summary_table, tuple(f"xling-tasks/{t}.json" for t in ("mate", "descriptions", "reverse",
                                                                                  "titles")) + ("xling-passages.json",)),
 }
