@@ -411,9 +411,10 @@ def open_table(names: tuple[str, ...], results_dir: Path = RESULTS_DIR) -> str:
     lines = _table(["index", "after the add: open / peak memory / written at open", "one segment: the same",
                     "ratio open / memory", "first /passages after / one segment"], rows)
     results = [load(n, results_dir) for n in names]
-    refs = [f"{r['n_base']:,}: {r.get('reference', 'the same collection compacted')}" for r in results]
-    return "\n".join([*lines, "", f"One segment: {'; '.join(refs)}. Medians of {load(names[0], results_dir)['rounds']} "
-                      "opens each, a fresh process per open, the two indexes alternating. " + sources])
+    refs = [f"{r['n_base']:,}: {r.get('reference', 'the same collection compacted')}, medians of {r['rounds']} opens "
+            "each" for r in results]
+    return "\n".join([*lines, "", f"One segment: {'; '.join(refs)}; a fresh process per open, the two indexes "
+                      "alternating. " + sources])
 
 
 def reload_table(names: tuple[str, ...], results_dir: Path = RESULTS_DIR) -> str:
@@ -503,7 +504,7 @@ class Table:
 
 
 MERGES_FILES = ("merges/2k.json", "merges/20k.json")
-OPEN_FILES = ("open/20k.json", "open/100k.json")
+OPEN_FILES = ("open/20k.json", "open/100k.json", "open/1m.json")
 RELOAD_FILES = ("reload/100k.json", "reload/1m.json")
 
 TABLES: dict[str, Table] = {
