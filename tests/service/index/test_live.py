@@ -263,8 +263,9 @@ def test_a_reload_opens_only_the_new_segment(small: tuple[Path, list[PatentRecor
                                              monkeypatch: pytest.MonkeyPatch) -> None:
     """A second engine of the same process, opened after an add: the files of the segments it verified before are
     not read for their checksums again (only the new segment's), its doc-store tables and sparse segments are the
-    first engine's objects (the build's whole sparse index too, after the first add), its postings are joined lazily (nothing filled until a query), and it finds the added
-    documents as an engine in a fresh process would (the same ranking)."""
+    first engine's objects (the build's whole sparse index too, after the first add), its postings are joined
+    lazily (nothing filled until a query), and it finds the added documents as an engine in a fresh process would
+    (the same ranking)."""
     import service.filecache as filecache
     import service.index.folder as folder_mod
 
