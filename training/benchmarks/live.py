@@ -232,28 +232,28 @@ def run_open_bench(n_base: int = 100_000, share: float = 0.01, *, rounds: int = 
     tmp.mkdir(parents=True, exist_ok=True)
     added, compacted = tmp / f"added-{n_base}", tmp / f"compacted-{n_base}"
     reference = "the same collection compacted"
+    rec = None  # the query below: the first added document's claim
     if index is not None:
         if corpus is None:
             raise ValueError("an index needs the corpus to add to it")
         added, compacted, reference = tmp / "added-to-index", Path(index), "the index before the add"
+        new = list(read_corpus(corpus))
         if not (added / "meta.json").is_file():
             _linked_copy(Path(index), added)
-            add_documents(added, list(read_corpus(corpus)), progress=False)
-        n_base, n_add = IndexFolder.open(compacted, verify=False).n_live, sum(1 for _ in read_corpus(corpus))
+            add_documents(added, new, progress=False)
+        n_base, n_add, rec = IndexFolder.open(compacted, verify=False).n_live, len(new), new[0]
     try:
-        records = None
-        if index is not None and corpus is not None:
-            rec = next(iter(read_corpus(corpus)))  # the query below: the first added document's claim
-        elif not (compacted / "meta.json").is_file():
-            write_synthetic(tmp / "all.jsonl", SynthConfig(n=n_base + n_add, seed=seed), progress=False)
-            records = list(read_corpus(tmp / "all.jsonl"))
-            shutil.rmtree(added, ignore_errors=True)
-            build_index(records[:n_base], added, progress=False, **(build_options or {}))
-            add_documents(added, records[n_base:], progress=False)
-            shutil.rmtree(compacted, ignore_errors=True)
-            shutil.copytree(added, compacted)
-            compact(compacted, progress=False)
-        if index is None:
+        if rec is None:
+            records = None
+            if not (compacted / "meta.json").is_file():
+                write_synthetic(tmp / "all.jsonl", SynthConfig(n=n_base + n_add, seed=seed), progress=False)
+                records = list(read_corpus(tmp / "all.jsonl"))
+                shutil.rmtree(added, ignore_errors=True)
+                build_index(records[:n_base], added, progress=False, **(build_options or {}))
+                add_documents(added, records[n_base:], progress=False)
+                shutil.rmtree(compacted, ignore_errors=True)
+                shutil.copytree(added, compacted)
+                compact(compacted, progress=False)
             rec = records[n_base] if records else next(iter(read_corpus(tmp / "all.jsonl")))
         query = (rec.claims.get("en") or next(iter(rec.claims.values())))[0].text[:300]
         lang = "en" if rec.claims.get("en") else next(iter(rec.claims))
