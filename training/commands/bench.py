@@ -4,13 +4,25 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import typer
 
 from training.commands import exit_2_on
 
 bench_app = typer.Typer(help="Benchmarks that print measured figures.", no_args_is_help=True)
+
+
+def _emit(report: dict[str, Any], out: Path | None, as_json: bool, fmt: Callable[[dict[str, Any]], str]) -> None:
+    """A bench's report: written with the commit and the command to ``out`` when given, then printed (JSON or
+    ``fmt``'s text)."""
+    from training.experiments.output import command_line, write_result
+
+    if out is not None:
+        write_result(report, out, command=command_line())
+    typer.echo(json.dumps(report, indent=1) if as_json else fmt(report))
 
 @bench_app.command("first-stage")
 def first_stage_command(
@@ -174,15 +186,12 @@ def open_command(
     """Live index: open a generation after a 1 % add against the compacted index (time, peak memory, bytes written
     at open), each in a fresh process."""
     from training.benchmarks.live import format_open_report, run_open_bench
-    from training.experiments.output import command_line, write_result
 
     if (index is None) != (corpus is None) or (index is not None and work_dir is None):
         raise typer.BadParameter("--index, --corpus and --work go together")
     with exit_2_on(RuntimeError):
         report = run_open_bench(n_base, share, rounds=rounds, work_dir=work_dir, index=index, corpus=corpus)
-    if out is not None:
-        write_result(report, out, command=command_line())
-    typer.echo(json.dumps(report, indent=1) if as_json else format_open_report(report))
+    _emit(report, out, as_json, format_open_report)
 
 
 @bench_app.command("reload")
@@ -201,13 +210,10 @@ def reload_command(
     """Live index: time from `priorart add`'s commit to the first answer from the new generation in a running server,
     its memory, and /search latency before and after."""
     from training.benchmarks.live import format_reload_report, run_reload_bench
-    from training.experiments.output import command_line, write_result
 
     with exit_2_on(RuntimeError):
         report = run_reload_bench(index, corpus, work, adds=adds, queries=queries, reload_interval_s=interval)
-    if out is not None:
-        write_result(report, out, command=command_line())
-    typer.echo(json.dumps(report, indent=1) if as_json else format_reload_report(report))
+    _emit(report, out, as_json, format_reload_report)
 
 
 @bench_app.command("merges")
@@ -222,12 +228,9 @@ def merges_command(
     """Live index: documents written over a run of adds with add's tiered merges against compacting everything
     past 10 segments (the rule before them)."""
     from training.benchmarks.live import format_merge_report, run_merge_bench
-    from training.experiments.output import command_line, write_result
 
     report = run_merge_bench(n_base, batch, adds)
-    if out is not None:
-        write_result(report, out, command=command_line())
-    typer.echo(json.dumps(report, indent=1) if as_json else format_merge_report(report))
+    _emit(report, out, as_json, format_merge_report)
 
 
 @bench_app.command("start")
@@ -354,7 +357,6 @@ def watch_command(
 ) -> None:
     """Prior-art watches (issue 34): evaluation time (in all, per watch) and memory after a 1 % add."""
     from training.benchmarks.watch import format_report, run_watch_bench
-    from training.experiments.output import command_line, write_result
 
     if data is None:
         default = Path(__file__).resolve().parents[2].parent / "shared" / "data"
@@ -362,9 +364,7 @@ def watch_command(
     report = run_watch_bench(n_base=n_base, n_add=n_add, n_watches=watches, real_share=real_share, data=data,
                              cache_dir=cache_dir, seed=seed, verify=verify, chunk=chunk,
                              log=lambda line: typer.echo(line, err=True))
-    if out is not None:
-        write_result(report, out, command=command_line())
-    typer.echo(json.dumps(report, indent=1) if as_json else format_report(report))
+    _emit(report, out, as_json, format_report)
 
 
 def register(app: typer.Typer) -> None:
