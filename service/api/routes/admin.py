@@ -91,7 +91,7 @@ def reload_engine(app: FastAPI, *, only_if_newer: bool = False) -> dict[str, Any
 
 
 def _hot_terms(engine: Any) -> dict[str, list[str]]:
-    """Per language, the terms whose postings the engine's lazily joined first stage has filled: its queries' terms."""
+    """Per language, the terms whose postings the engine's queries read (``SparseIndex.queried_terms``)."""
     try:
         indexes = engine.pipeline.first_stage.indexes
     except TypeError:  # a sharded pipeline
