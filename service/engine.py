@@ -26,6 +26,7 @@ from service.corpus.families import Group as FamilyGroup
 from service.corpus.families import group as family_groups
 from service.corpus.record import PatentRecord
 from service.fusion import COMPONENTS
+from service.index.components import open_component
 from service.index.folder import IndexFolder, ShardSet, is_sharded
 from service.index.store import DocStore, UnknownDocumentError
 from service.notices import explain as explain_notices
@@ -87,7 +88,7 @@ class Engine:
         self._passages: PassageIndex | SegmentedPassageIndex | None = None
         self._passages_missing: str | None = None
         try:
-            self._passages = PassageIndex.load(folder)
+            self._passages = open_component("passages", folder)
         except PassageIndexMissingError as exc:  # an index built before passages were indexed: search still works
             self._passages_missing = str(exc)
             self.notices.append(str(exc))

@@ -31,6 +31,7 @@ import numpy as np
 
 from service.candidates import Candidates, Stage, StageTrace
 from service.fusion import FusionModel, FusionStep
+from service.index.components import open_component
 from service.index.folder import IndexFolder, IndexFormatError, Layout, ShardSet
 from service.index.store import DocStore, UnknownDocumentError
 from service.query import Query, QueryError, resolve
@@ -229,18 +230,18 @@ def compose(index: IndexFolder | ShardSet, settings: Settings, docs: DocStore | 
     """
     if isinstance(index, ShardSet):
         return _compose_sharded(index, settings, docs, submit)
-    from service.retrieval.dense import DenseIndex, DenseIndexError
+    from service.retrieval.dense import DenseIndexError
     from service.retrieval.first_stage import FirstStage
     from service.stages.first import FirstStageStep
 
     folder = index
-    docs = docs if docs is not None else DocStore.of_folder(folder)
+    docs = docs if docs is not None else open_component("docstore", folder)
     notices: list[str] = []
-    first = FirstStage.from_folder(folder, docs, stats=stats)
+    first = FirstStage.from_folder(folder, docs, indexes=open_component("bm25", folder, stats=stats))
     stages: list[Stage] = [FirstStageStep(first)]
     device = "cpu"
     if folder.has("models") and neural:
-        from service.retrieval.neural import Models, load_encodings
+        from service.retrieval.neural import Models
         from service.stages.dense import DenseStep
         from service.stages.rerank import RerankStep
 
@@ -251,7 +252,7 @@ def compose(index: IndexFolder | ShardSet, settings: Settings, docs: DocStore | 
         on_cuda = models.on_cuda
         if folder.has("dense"):
             try:
-                dense = DenseIndex.load(folder, device=settings.device)
+                dense = open_component("dense", folder, device=settings.device)
             except DenseIndexError as exc:
                 raise IndexFormatError(str(exc)) from exc
             notices.extend(dense.notes)
@@ -260,7 +261,7 @@ def compose(index: IndexFolder | ShardSet, settings: Settings, docs: DocStore | 
         else:
             notices.append("no dense/ in this index: dense stage skipped (rebuild with --models)")
         if folder.has("rerank"):
-            stages.append(RerankStep(models, load_encodings(folder, len(docs))))
+            stages.append(RerankStep(models, open_component("rerank", folder)))
         else:
             notices.append("no rerank/ document encodings in this index: rerank skipped (rebuild with --models)")
         device = "cuda" if on_cuda else "cpu"
@@ -305,7 +306,7 @@ def _compose_sharded(shards: ShardSet, settings: Settings, docs: DocStore | None
     from service.shards import ShardFanOut, global_stats, local_submit
 
     union = shards.union()
-    docs = docs if docs is not None else DocStore.of_folder(union)
+    docs = docs if docs is not None else open_component("docstore", union)
     local: list[Shard] = []
     if submit is None:
         stats = global_stats(shards)
@@ -315,7 +316,7 @@ def _compose_sharded(shards: ShardSet, settings: Settings, docs: DocStore | None
         assert isinstance(shard0, Pipeline)
         first, notices, device = shard0.first_stage, list(shard0.notices), shard0.device
     else:
-        first = FirstStage.from_folder(shards.shards[0], DocStore.of_folder(shards.shards[0]))
+        first = FirstStage.from_folder(shards.shards[0], open_component("docstore", shards.shards[0]))
         notices, device = [], "cpu"
     fan = ShardFanOut(submit, [f.n_rows for f in shards.shards], first, timeout_s=settings.shard_timeout_s,
                       generations=[f.generation for f in shards.shards], owned=local)

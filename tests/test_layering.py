@@ -19,7 +19,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("index", ("service.index",)),
     ("passages", ("service.passages",)),
     ("retrieval", ("service.retrieval", "service.query")),
-    ("indexing", ("service.index.live",)),
+    ("indexing", ("service.index.live", "service.index.components")),
     ("pipeline", ("service.candidates", "service.stages", "service.fusion", "service.notices", "service.pipeline",
                   "service.shards")),
     ("engine", ("service.engine",)),

@@ -31,9 +31,8 @@ from typing import Any
 
 from service.corpus.jsonl import read_corpus
 from service.corpus.record import PatentRecord
+from service.index.components import ENCODE_BATCH, EmptyBatchError, WriteContext, write_components
 from service.index.folder import FIELDS, SCORINGS, BuildSettings, IndexFolder, Layout, write_meta
-from service.index.live import ENCODE_BATCH, EmptyBatchError, encode_documents, index_documents
-from service.index.store import DocStore
 from service.retrieval.dense import INDEX_KINDS
 from service.retrieval.encoders import ModelsLayout
 from service.text.analysis import SUPPORTED_LANGS, Analyzer, CachedAnalyzer, get_analyzer
@@ -244,10 +243,11 @@ def build_index(
             for lang in langs
         }
         show = sys.stderr.isatty() if progress is None else progress
-        try:
-            components, vocabs = index_documents(tmp, records, settings, analyzers,
-                                                 on_record=collector.add if collector is not None else None,
-                                                 want_vocab=collector is not None, progress=show)
+        ctx = WriteContext(settings, analyzers, progress=show, want_vocab=collector is not None)
+        try:  # the doc store, the sparse indexes and the passages (the encodings come with the models, below)
+            components = write_components(tmp, records, ctx,
+                                          on_record=collector.add if collector is not None else None)
+            vocabs = ctx.vocabs
         except EmptyBatchError as exc:
             raise BuildError("the corpus holds no records") from exc
         n_docs = components["docstore"]["n_docs"]
@@ -333,11 +333,7 @@ def add_models(
     report (seconds per part, documents per second, device, FAISS index description). An index that
     already has a neural part loses it (and its fusion weights) first.
     """
-    import numpy as np
-
-    from service.retrieval.dense import DEFAULT_HNSW_M, DENSE_FORMAT_VERSION, build_faiss_index, prepare_vectors
     from service.retrieval.encoders import ModelsFolderError
-    from service.retrieval.neural import ENCODINGS, RERANK_VERSION, Models
 
     if dense_index not in INDEX_KINDS:
         raise BuildError(f"unknown dense index {dense_index!r}; choose from {', '.join(INDEX_KINDS)}")
@@ -360,51 +356,21 @@ def add_models(
     t = time.perf_counter()
     omitted = _copy_models(models_dir, folder.path(Layout.MODELS))
     times["copy"] = time.perf_counter() - t
+    show = sys.stderr.isatty() if progress is None else progress
+    ctx = WriteContext(folder.settings, {}, progress=show, models=folder.path(Layout.MODELS), device=device,
+                       dense_kind=dense_index, hnsw_m=hnsw_m, nlist=nlist, batch_size=batch_size)
     try:
-        models = Models(folder.path(Layout.MODELS), sides=("document",), device=device)
+        models = ctx.document_models()
     except ModelsFolderError as exc:
         raise BuildError(str(exc)) from exc
-    docs = DocStore.load(folder.root)
-    n = len(docs)
-    paths = {"dual": folder.path(Layout.DENSE_VECTORS),
-             **{name: folder.path(Layout.rerank(name)) for name in ENCODINGS}}
-    show = sys.stderr.isatty() if progress is None else progress
-    t = time.perf_counter()
-    try:  # the one encoding loop, shared with the live index's segments
-        dims = encode_documents(n, lambda a, b: [docs.get_row(r) for r in range(a, b)], models, paths,
-                                batch_size=batch_size, progress=show)
+    try:  # the encodings' components, written from the doc store (as a segment's are)
+        written = write_components(folder.root, (), ctx, names=("dense", "rerank"))
     except ValueError as exc:
         raise BuildError(f"encoding the documents: {exc}") from exc
-    finally:
-        docs.close()
-    times["encode"] = time.perf_counter() - t
-
+    times.update(ctx.times)
     t = time.perf_counter()
-    import faiss
-
-    metric = models.similarity
-    vectors = np.load(paths["dual"], mmap_mode="r")
-    if metric == "cosine":  # stored as the encoder wrote them; the index holds the normalised copy
-        vectors = prepare_vectors(np.asarray(vectors), metric)
-    index, described = build_faiss_index(
-        np.asarray(vectors), dense_index, metric, hnsw_m=hnsw_m or DEFAULT_HNSW_M, nlist=nlist
-    )
-    faiss.write_index(index, str(folder.path(Layout.DENSE_FAISS)))
-    del index, vectors
-    times["faiss"] = time.perf_counter() - t
-
-    t = time.perf_counter()
-    dense_comp = {
-        "version": DENSE_FORMAT_VERSION, "vectors": Layout.DENSE_VECTORS, "index": Layout.DENSE_FAISS,
-        "dim": models.dim, "kind": dense_index, "metric": metric, "params": described["params"], "n_docs": n,
-        "encoder": f"{Layout.MODELS}/" + str(models.meta["components"]["dual"]["doc"]),
-    }
-    rerank_comp = {
-        "version": RERANK_VERSION,
-        "files": {name: Layout.rerank(name) for name in ENCODINGS},
-        "dims": {name: dims[name] for name in ENCODINGS},
-        "stacked_weights": list(models.stacked_weights),
-    }
+    dense_comp, rerank_comp = written["dense"], written["rerank"]
+    n = int(dense_comp["n_docs"])
     models_comp = {
         "version": MODELS_COMPONENT_VERSION, "dir": Layout.MODELS, "source": str(models_dir.resolve()),
         "format": models.meta.get("format"), "format_version": models.meta.get("version"),

@@ -20,8 +20,8 @@ scores are those of one build of the live documents. Translation tables and the 
 list belong to the build (the folder's top level): added documents are analysed with them, and the
 models are not retrained.
 
-This module is the one home of the indexing of a batch of records (:func:`index_documents`, which
-``priorart build`` runs too) and of the live operations.
+What a segment holds is written by the index components (:mod:`service.index.components`, the registry
+``priorart build`` and the shard builder write through too); this module is the one home of the live operations.
 """
 
 from __future__ import annotations
@@ -35,16 +35,16 @@ import re
 import shutil
 import sys
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from tqdm import tqdm
 
 from service.corpus.record import PatentRecord, family_key
+from service.index.components import WriteContext, merge_components, write_components
 from service.index.folder import (
     BuildSettings,
     IndexFolder,
@@ -57,7 +57,7 @@ from service.index.folder import (
     load_meta,
     write_meta,
 )
-from service.index.store import DamagedRecordError, DocStore, DocStoreWriter
+from service.index.store import DamagedRecordError, DocStore
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +68,6 @@ MERGE_FACTOR = 4
 1)``) into one (:func:`merge_plan`); 0 turns the tiered merges off (only :data:`MAX_SEGMENTS` bounds the count)."""
 KEEP_GENERATIONS = 2
 """Manifests (and their segments) kept besides the newest, for readers still opening an older one."""
-ENCODE_BATCH = 256
 
 
 class LiveIndexError(ValueError):
@@ -99,10 +98,6 @@ class StorageError(LiveIndexError):
         self.generation = generation
         self.disk_full = disk_full
         self.reason = reason or message  # what failed, without what it means for the index
-
-
-class EmptyBatchError(ValueError):
-    """A batch without records."""
 
 
 @dataclass
@@ -188,95 +183,6 @@ def _free_bytes(where: Path) -> int | None:
     return None
 
 
-# ------------------------------------------------------------------------------------------ indexing
-
-
-def index_documents(
-    out: Path,
-    records: Iterable[PatentRecord],
-    settings: BuildSettings,
-    analyzers: Mapping[str, Callable[[str], list[str]]],
-    *,
-    on_record: Callable[[PatentRecord], None] | None = None,
-    want_vocab: bool = False,
-    progress: bool = False,
-) -> tuple[dict[str, Any], dict[str, set[str]]]:
-    """Write the doc store, one sparse index per language and the passage index of ``records`` into ``out``.
-
-    Returns the components (``docstore``, ``bm25``, ``passages``) for ``meta.json`` and, with
-    ``want_vocab``, the vocabulary of each language. ``analyzers``: one per indexed language.
-    """
-    from service.passages.builder import build_passage_index
-    from service.retrieval.sparse import SparseIndexBuilder
-
-    langs = list(settings.index_langs)
-    fields_t = settings.fields
-    builders = {lang: SparseIndexBuilder(scoring=settings.scoring, k1=settings.k1, b=settings.b,
-                                         epsilon=settings.epsilon) for lang in langs}
-    with DocStoreWriter(out) as store:
-        for rec in tqdm(records, desc="indexing", unit="doc", disable=not progress, file=sys.stderr, mininterval=1):
-            store.add(rec)
-            if on_record is not None:
-                on_record(rec)
-            have = rec.languages
-            for lang in langs:
-                builders[lang].add(analyzers[lang](rec.text(lang, fields_t)) if lang in have else [])
-        docstore = store.close()
-    if docstore["n_docs"] == 0:
-        raise EmptyBatchError("no records")
-    bm25: dict[str, Any] = {}
-    vocabs: dict[str, set[str]] = {}
-    for lang in langs:
-        index = builders.pop(lang).finish()
-        index.save(out / Layout.bm25(lang))
-        bm25[lang] = {"dir": Layout.bm25(lang), "n_docs": index.n_docs, "n_terms": len(index.vocab),
-                      "nnz": int(index.params["nnz"]), "avgdl": index.avgdl}
-        log.info("bm25/%s: %d documents with text, %d terms, %d postings", lang, index.n_docs, len(index.vocab),
-                 index.params["nnz"])
-        if want_vocab:
-            vocabs[lang] = set(index.vocab)
-        del index
-    passages = build_passage_index(out, analyzers=analyzers, progress=progress)
-    return {"docstore": docstore, "bm25": bm25, "passages": passages}, vocabs
-
-
-def encode_documents(
-    n: int,
-    batch: Callable[[int, int], list[PatentRecord]],
-    models: Any,
-    paths: Mapping[str, Path],
-    *,
-    batch_size: int = ENCODE_BATCH,
-    progress: bool = False,
-) -> dict[str, int]:
-    """Encode ``n`` documents (``batch(start, end)`` gives rows ``start..end-1``) with the document side of
-    ``models`` (:class:`service.retrieval.neural.Models`) into one ``.npy`` per encoding (``paths``: ``dual``
-    and every rerank encoding); returns the dimension of each."""
-    arrays: dict[str, np.memmap] = {}
-    done = 0
-    with tqdm(total=n, desc="encoding documents", unit="doc", disable=not progress, file=sys.stderr,
-              mininterval=1) as bar:
-        for start in range(0, n, batch_size):
-            recs = batch(start, min(n, start + batch_size))
-            enc = models.encode_documents(recs)
-            if not arrays:
-                for name, path in paths.items():
-                    path.parent.mkdir(parents=True, exist_ok=True)
-                    arrays[name] = np.lib.format.open_memmap(path, mode="w+", dtype=np.float32,
-                                                             shape=(n, enc[name].shape[1]))
-            for name, arr in arrays.items():
-                arr[done : done + len(recs)] = enc[name]
-            done += len(recs)
-            bar.update(len(recs))
-    if done != n or not arrays:
-        raise ValueError(f"encoded {done} documents of {n}")
-    for arr in arrays.values():
-        arr.flush()
-    dims = {name: int(arr.shape[1]) for name, arr in arrays.items()}
-    arrays.clear()
-    return dims
-
-
 # ------------------------------------------------------------------------------------------ segments
 
 
@@ -286,6 +192,15 @@ def _analyzers(folder: IndexFolder) -> dict[str, Callable[[str], list[str]]]:
 
     stored = load_analyzers(folder.root, folder.settings.analysis)
     return {lang: CachedAnalyzer(stored.get(lang) or get_analyzer(lang)) for lang in folder.settings.index_langs}
+
+
+def _write_context(folder: IndexFolder, *, device: str, progress: bool) -> WriteContext:
+    """How a segment of ``folder`` is written: the index's settings and word lists, and its models when it has any
+    (the segment's vectors stored without an index, in the index's metric)."""
+    with_models = folder.has("models")
+    return WriteContext(folder.settings, _analyzers(folder), progress=progress, device=device,
+                        models=folder.path(Layout.MODELS) if with_models else None, dense_kind="vectors",
+                        metric=folder.component("dense").get("metric") if with_models else None)
 
 
 def _segment_settings(folder: IndexFolder) -> BuildSettings:
@@ -303,10 +218,8 @@ def _write_segment(folder: IndexFolder, number: int, records: Sequence[PatentRec
         shutil.rmtree(tmp)
     tmp.mkdir()
     try:
-        components, _ = index_documents(tmp, records, folder.settings, _analyzers(folder), progress=progress)
+        components = write_components(tmp, records, _write_context(folder, device=device, progress=progress))
         components["segment"] = {"generation": number, "analysis": folder.settings.analysis}
-        if folder.has("models"):
-            components.update(_encode_segment(folder, tmp, records, device=device, progress=progress))
         write_meta(tmp, _segment_settings(folder), components)
         if final.exists():  # a segment of this number from a crashed writer, never committed
             shutil.rmtree(final)
@@ -315,23 +228,6 @@ def _write_segment(folder: IndexFolder, number: int, records: Sequence[PatentRec
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return final
-
-
-def _encode_segment(folder: IndexFolder, out: Path, records: Sequence[PatentRecord], *, device: str,
-                    progress: bool) -> dict[str, Any]:
-    from service.retrieval.dense import DENSE_FORMAT_VERSION
-    from service.retrieval.neural import ENCODINGS, RERANK_VERSION, Models
-
-    models = Models(folder.path(Layout.MODELS), sides=("document",), device=device)
-    paths = {"dual": out / Layout.DENSE_VECTORS, **{name: out / Layout.rerank(name) for name in ENCODINGS}}
-    dims = encode_documents(len(records), lambda a, b: list(records[a:b]), models, paths, progress=progress)
-    dense = folder.component("dense")
-    return {
-        "dense": {"version": DENSE_FORMAT_VERSION, "vectors": Layout.DENSE_VECTORS, "dim": dims["dual"],
-                  "kind": "vectors", "metric": dense.get("metric"), "n_docs": len(records)},
-        "rerank": {"version": RERANK_VERSION, "files": {name: Layout.rerank(name) for name in ENCODINGS},
-                   "dims": {name: dims[name] for name in ENCODINGS}},
-    }
 
 
 def _cleanup(folder: IndexFolder) -> None:
@@ -642,13 +538,11 @@ def _merge(index_dir: str | Path, pick: Callable[[IndexFolder], tuple[int, int] 
                 final.parent.mkdir(exist_ok=True)
                 shutil.rmtree(tmp, ignore_errors=True)
                 tmp.mkdir()
-                records = (docs.get_row(int(r)) for r in rows.tolist())
-                components, _ = index_documents(tmp, records, folder.settings, _analyzers(folder), progress=progress)
+                components = merge_components(folder, tmp, rows, docs,
+                                              _write_context(folder, device=device, progress=progress))
                 # compacted: rows rewritten from older segments (the watches take their provenance from the adds)
                 components["segment"] = {"generation": number, "analysis": folder.settings.analysis,
                                          "compacted": True}
-                if folder.has("models"):
-                    components.update(_copy_vectors(folder, tmp, rows))
                 write_meta(tmp, _segment_settings(folder), components)
                 os.replace(tmp, final)
             except DamagedRecordError as exc:
@@ -671,34 +565,6 @@ def _merge(index_dir: str | Path, pick: Callable[[IndexFolder], tuple[int, int] 
     if unsynced is not None:
         raise AfterCommitError(report, UNSYNCED_STEP, unsynced)
     return report
-
-
-def _copy_vectors(folder: IndexFolder, out: Path, rows: np.ndarray) -> dict[str, Any]:
-    """The live rows' dense and rerank vectors, and a FAISS index of the build's kind over them."""
-    import faiss
-
-    from service.retrieval.dense import DEFAULT_HNSW_M, DenseIndex, build_faiss_index, prepare_vectors
-    from service.retrieval.neural import load_encodings
-
-    dense = DenseIndex.load(folder, device="cpu")
-    enc = load_encodings(folder, folder.n_rows)
-    (out / Layout.DENSE).mkdir()
-    (out / Layout.RERANK).mkdir()
-    vectors = np.ascontiguousarray(np.asarray(dense.vectors)[rows], dtype=np.float32)
-    np.save(out / Layout.DENSE_VECTORS, vectors)
-    for name, arr in enc.items():
-        np.save(out / Layout.rerank(name), np.ascontiguousarray(np.asarray(arr)[rows]))
-    comp = folder.component("dense")
-    kind, metric = str(comp.get("kind", "flat")), str(comp.get("metric", "inner_product"))
-    index, described = build_faiss_index(prepare_vectors(vectors, metric) if metric == "cosine" else vectors, kind,
-                                         metric, hnsw_m=int(comp.get("params", {}).get("M", DEFAULT_HNSW_M)))
-    faiss.write_index(index, str(out / Layout.DENSE_FAISS))
-    rerank = dict(folder.component("rerank"))
-    return {
-        "dense": {**comp, "vectors": Layout.DENSE_VECTORS, "index": Layout.DENSE_FAISS, "params": described["params"],
-                  "n_docs": len(rows)},
-        "rerank": {k: v for k, v in rerank.items() if k != "stacked_weights"},
-    }
 
 
 def _sha(path: Path) -> str:
@@ -896,6 +762,6 @@ def _compact_sharded(root: Path, *, device: str, progress: bool) -> LiveReport:
     return _after_shards(root, report, t0)
 
 
-__all__ = ["MAX_SEGMENTS", "MERGE_FACTOR", "AfterCommitError", "BatchError", "EmptyBatchError", "LiveIndexError",
+__all__ = ["MAX_SEGMENTS", "MERGE_FACTOR", "AfterCommitError", "BatchError", "LiveIndexError",
            "LiveReport", "NotInIndexError", "StorageError", "add_documents", "compact", "delete_documents",
-           "encode_documents", "index_documents", "merge_plan", "merge_segments", "storage_failure"]
+           "merge_plan", "merge_segments", "storage_failure"]

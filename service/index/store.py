@@ -173,9 +173,14 @@ class DocStoreWriter:
             if exc_type is None:
                 self.close()
             else:
-                self._closed = True
-                self._fh.close()
-                self._headers.close()
+                self.abort()
+
+    def abort(self) -> None:
+        """Close the files without writing the arrays (a write that failed: the folder is removed)."""
+        if not self._closed:
+            self._closed = True
+            self._fh.close()
+            self._headers.close()
 
 
 class _Keys:

@@ -282,12 +282,15 @@ class FirstStage:
         mmap: bool = True,
         max_query_terms: int = DEFAULT_MAX_QUERY_TERMS,
         stats: Mapping[str, CollectionStats] | None = None,
+        indexes: Mapping[str, SparseIndex] | None = None,
     ) -> FirstStage:
-        """The first stage of an opened index folder (``docs``: its doc store when already open); ``stats``:
-        the collection statistics per language to weight with (a shard's global ones, service/shards.py)."""
+        """The first stage of an opened index folder (``docs``: its doc store when already open; ``indexes``: its
+        sparse index per language when already open, the registry's ``bm25`` component); ``stats``: the collection
+        statistics per language to weight with (a shard's global ones, service/shards.py)."""
         docs = docs if docs is not None else DocStore.of_folder(folder)
-        indexes = {lang: _sparse_of(folder, lang, mmap, (stats or {}).get(lang))
-                   for lang in folder.settings.index_langs}
+        if indexes is None:
+            indexes = {lang: open_sparse(folder, lang, mmap, (stats or {}).get(lang))
+                       for lang in folder.settings.index_langs}
         tables: dict[tuple[str, str], TranslationTable] = {}
         for entry in folder.components.get("translation", []):
             try:
@@ -504,7 +507,7 @@ class FirstStage:
                                 resources=self.resources, explain=query.explain)
 
 
-def _sparse_of(folder: IndexFolder, lang: str, mmap: bool, stats: CollectionStats | None = None, *,
+def open_sparse(folder: IndexFolder, lang: str, mmap: bool, stats: CollectionStats | None = None, *,
                prefault: bool = True) -> SparseIndex:
     """The sparse index of ``lang`` at the folder's generation (segments joined with the live statistics, lazily: a
     column is copied from the segments the first time a query needs it; the one segment of a compacted generation
@@ -537,4 +540,4 @@ def _segment_part(directory: Path, mmap: bool) -> SparseIndex:
 def collection_stats(folder: IndexFolder, lang: str) -> CollectionStats:
     """The collection statistics of ``lang`` at the folder's generation (its live documents; counted, not
     searched: its postings are not read in)."""
-    return CollectionStats.of(_sparse_of(folder, lang, True, prefault=False))
+    return CollectionStats.of(open_sparse(folder, lang, True, prefault=False))

@@ -118,18 +118,16 @@ def run_merge_bench(n_base: int = 2_000, batch: int = 25, adds: int = 40, *, old
     ``old_bound`` segments): the documents written into segments (the adds' own and every merge's), the segment
     counts after each add, and the seconds of the whole run (both on one machine, one after the other)."""
     from service.index.folder import IndexFolder
+    from service.index.store import DocStoreWriter
     from training.build import build_index
     from training.synth import SynthConfig, write_synthetic
 
     written = [0]
-    real = live.index_documents
+    real = DocStoreWriter.add
 
-    def counting(out: Any, records: Any, *args: Any, **kwargs: Any) -> Any:
-        def each() -> Any:
-            for rec in records:
-                written[0] += 1
-                yield rec
-        return real(out, each(), *args, **kwargs)
+    def counting(self: DocStoreWriter, record: Any) -> int:  # every document written into a segment's doc store
+        written[0] += 1
+        return real(self, record)
 
     tmp = Path(tempfile.mkdtemp(prefix="priorart-bench-merges-"))
     try:
@@ -137,7 +135,7 @@ def run_merge_bench(n_base: int = 2_000, batch: int = 25, adds: int = 40, *, old
         records = list(read_corpus(tmp / "all.jsonl"))
         build_index(records[:n_base], tmp / "base", translation=False, compounds="", progress=False)
         out: dict[str, Any] = {"n_base": n_base, "batch": batch, "adds": adds, "old_bound": old_bound}
-        live.index_documents = counting
+        DocStoreWriter.add = counting  # type: ignore[method-assign]
         for policy in ("tiered", "old"):
             idx = tmp / policy
             shutil.copytree(tmp / "base", idx)
@@ -154,7 +152,7 @@ def run_merge_bench(n_base: int = 2_000, batch: int = 25, adds: int = 40, *, old
                            "seconds": time.perf_counter() - t0}
         return out
     finally:
-        live.index_documents = real
+        DocStoreWriter.add = real  # type: ignore[method-assign]
         shutil.rmtree(tmp, ignore_errors=True)
 
 

@@ -1,0 +1,146 @@
+"""The index components' registry (issue 32 item 1): a new kind of per-document component is one class and its line
+in ``COMPONENTS``; the build, ``add``, the merges and compaction write it, the engine's loader opens it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import service.index.components as components
+from service.corpus.jsonl import read_corpus
+from service.corpus.record import PatentRecord
+from service.index.components import (
+    COMPONENTS,
+    Component,
+    ComponentWriter,
+    WriteContext,
+    open_component,
+)
+from service.index.folder import IndexFolder, Layout
+from service.index.live import add_documents, compact, delete_documents
+from service.index.store import DocStore
+from training.build import build_index
+
+
+class TitleLengths(Component):
+    """A toy component: the length of each document's title, one int32 per row (``titlelen.npy``)."""
+
+    name = "titlelen"
+
+    @property
+    def version(self) -> int:
+        return 1
+
+    def writer(self, out: Path, ctx: WriteContext) -> ComponentWriter:
+        return _TitleWriter(out)
+
+    def open(self, folder: IndexFolder, **options: Any) -> np.ndarray:
+        whole = folder.one_build
+        if whole is not None:
+            return np.load(whole.path("titlelen.npy"))
+        return np.concatenate([np.load(s.folder.path("titlelen.npy")) for s in folder.segments])
+
+
+class _TitleWriter:
+    def __init__(self, out: Path) -> None:
+        self.out, self.lengths = out, []  # type: ignore[var-annotated]
+
+    def add(self, record: PatentRecord) -> None:
+        self.lengths.append(len(record.title))
+
+    def finish(self) -> dict[str, Any]:
+        np.save(self.out / "titlelen.npy", np.asarray(self.lengths, dtype=np.int32))
+        return {"version": 1, "file": "titlelen.npy", "n_docs": len(self.lengths)}
+
+    def abort(self) -> None:
+        pass
+
+
+def _expected(folder: IndexFolder) -> np.ndarray:
+    docs = DocStore.of_folder(folder)
+    try:
+        return np.asarray([len(docs.get_row(r).title) for r in range(folder.n_rows)], dtype=np.int32)
+    finally:
+        docs.close()
+
+
+@pytest.mark.slow
+def test_a_new_component_is_one_class_and_the_registry(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from training.synth import SynthConfig, write_synthetic
+
+    monkeypatch.setitem(components.COMPONENTS, "titlelen", TitleLengths())
+    write_synthetic(tmp_path / "all.jsonl", SynthConfig(n=190, seed=4), progress=False)
+    records = list(read_corpus(tmp_path / "all.jsonl"))
+    idx = tmp_path / "index"
+    build_index(records[:120], idx, translation=False, compounds="", progress=False)
+    folder = IndexFolder.open(idx)  # the build wrote it, registered it and checksummed its file
+    assert folder.component("titlelen") == {"version": 1, "file": "titlelen.npy", "n_docs": 120}
+    assert "titlelen.npy" in folder.meta.files
+    assert np.array_equal(open_component("titlelen", folder), _expected(folder))
+
+    for i in range(5):  # five adds of 10 with merges of 2 neighbours: segments written and merged
+        add_documents(idx, records[120 + 10 * i: 130 + 10 * i], progress=False, merge_factor=2)
+        folder = IndexFolder.open(idx)
+        for seg in folder.segments:
+            entry = seg.folder.component("titlelen")
+            assert entry["n_docs"] == seg.n_rows
+        assert np.array_equal(open_component("titlelen", folder), _expected(folder))
+    manifests = sorted((idx / Layout.GENERATIONS).glob("gen-*.json"))
+    ops = [json.loads(p.read_text())["operation"]["kind"] for p in manifests]
+    assert "merge" in ops, ops  # a merge wrote the component from its rows' records
+
+    delete_documents(idx, [records[3].id, records[125].id])
+    compact(idx, progress=False)
+    folder = IndexFolder.open(idx)
+    assert len(folder.segments) == 1 and folder.n_rows == 168
+    got = open_component("titlelen", folder)
+    assert np.array_equal(got, _expected(folder))
+    live_titles = [len(r.title) for r in records[:170] if r.id not in {records[3].id, records[125].id}]
+    assert sorted(got.tolist()) == sorted(live_titles)
+
+
+def test_registry_names_the_build_s_components_with_their_versions(tmp_path: Path) -> None:
+    from training.synth import SynthConfig, write_synthetic
+
+    write_synthetic(tmp_path / "all.jsonl", SynthConfig(n=40, seed=2), progress=False)
+    build_index(tmp_path / "all.jsonl", tmp_path / "index", translation=False, compounds="", progress=False)
+    folder = IndexFolder.open(tmp_path / "index")
+    written = [name for name, c in COMPONENTS.items() if c.present(folder)]
+    assert written == ["docstore", "bm25", "passages"]  # no models: no encodings
+    assert folder.component("passages")["version"] == COMPONENTS["passages"].version
+    sparse = open_component("bm25", folder)
+    assert set(sparse) == set(folder.settings.index_langs)
+    assert all(index.n_docs <= 40 for index in sparse.values())
+    docs = open_component("docstore", folder)
+    assert len(docs) == 40
+    docs.close()
+    with pytest.raises(NotImplementedError):
+        Component().version  # noqa: B018  (the contract: every component says its format version)
+
+
+def test_a_failed_write_leaves_no_open_file(tmp_path: Path) -> None:
+    """A writer that fails aborts every writer (the doc store's files closed), and nothing is returned."""
+    from service.index.folder import FIELDS, BuildSettings
+
+    class Boom(RuntimeError):
+        pass
+
+    def records() -> Any:
+        from training.synth import SynthConfig, write_synthetic
+
+        write_synthetic(tmp_path / "all.jsonl", SynthConfig(n=5, seed=1), progress=False)
+        yield from read_corpus(tmp_path / "all.jsonl")
+        raise Boom("the corpus broke")
+
+    out = tmp_path / "out"
+    out.mkdir()
+    settings = BuildSettings(fields=FIELDS, index_langs=("en", "de", "fr"), scoring="bm25", k1=1.2, b=0.75,
+                             epsilon=0.25)
+    ctx = WriteContext(settings, {lang: str.split for lang in settings.index_langs})
+    with pytest.raises(Boom):
+        components.write_components(out, records(), ctx)
+    assert not (out / Layout.OFFSETS).exists()  # the arrays are written at finish only
