@@ -208,6 +208,35 @@ def scatter_columns(indptr: np.ndarray, rows: np.ndarray, tf: np.ndarray, dead: 
 
 
 @njit(cache=True, nogil=True)
+def _weigh_bm25_columns(indptr, need, rows, tf, doc_norm, idf, k1, weights, max_weight):
+    k1p = k1 + 1.0
+    for i in range(len(need)):
+        t = need[i]
+        lo = indptr[t]
+        hi = indptr[t + 1]
+        term_idf = idf[t]
+        best = 0.0
+        for j in range(lo, hi):
+            f = np.float64(tf[j])
+            w = term_idf * (f * k1p / (f + doc_norm[rows[j]]))  # the order of the build's _term_weight: same bits
+            weights[j] = w
+            if j == lo or w > best:
+                best = w
+        max_weight[t] = best
+
+
+def weigh_bm25_columns(indptr: np.ndarray, need: np.ndarray, rows: np.ndarray, tf: np.ndarray, doc_norm: np.ndarray,
+                       idf: np.ndarray, k1: float, weights: np.ndarray, max_weight: np.ndarray) -> None:
+    """The BM25 weight of every posting of the columns ``need`` (``weights``, in place) and each column's largest
+    (``max_weight[t]``; 0 for an empty column), in one pass without temporaries: a lazily joined index's columns as
+    they are filled (:class:`service.retrieval.sparse._Columns`), equal to the build's weights bit for bit."""
+    _weigh_bm25_columns(readonly(np.asarray(indptr, dtype=np.int64)), readonly(np.asarray(need, dtype=np.int64)),
+                        readonly(np.asarray(rows)), readonly(np.asarray(tf)),
+                        readonly(np.asarray(doc_norm, dtype=np.float64)), readonly(np.asarray(idf, dtype=np.float64)),
+                        np.float64(k1), weights, max_weight)
+
+
+@njit(cache=True, nogil=True)
 def _max_per_term(indptr, weights):
     out = np.zeros(len(indptr) - 1, dtype=np.float64)
     for t in range(len(indptr) - 1):

@@ -881,14 +881,18 @@ class _Columns:
                 if len(local):
                     kernels.scatter_columns(part.indptr, part.rows, part.tf, self.deads[i], local, self.dsts[i][local],
                                             self.offsets[i], index.rows, index.tf)
-            lo, hi = index.indptr[need], index.indptr[need + 1]
-            lens = hi - lo
-            starts = np.cumsum(lens) - lens
-            pos = np.repeat(lo - starts, lens) + np.arange(int(lens.sum()), dtype=np.int64)
-            weights = _term_weight(index.scoring, index.k1, index.tf[pos].astype(np.float64),
-                                   index.doc_norm[index.rows[pos]], index.idf[np.repeat(need, lens)])
-            index.weights[pos] = weights
-            index.max_weight[need] = np.maximum.reduceat(weights, starts)
+            if index.scoring == "bm25":  # one pass, no temporaries (a common term's were most of its fill)
+                kernels.weigh_bm25_columns(index.indptr, need, index.rows, index.tf, index.doc_norm, index.idf,
+                                           index.k1, index.weights, index.max_weight)
+            else:
+                lo, hi = index.indptr[need], index.indptr[need + 1]
+                lens = hi - lo
+                starts = np.cumsum(lens) - lens
+                pos = np.repeat(lo - starts, lens) + np.arange(int(lens.sum()), dtype=np.int64)
+                weights = _term_weight(index.scoring, index.k1, index.tf[pos].astype(np.float64),
+                                       index.doc_norm[index.rows[pos]], index.idf[np.repeat(need, lens)])
+                index.weights[pos] = weights
+                index.max_weight[need] = np.maximum.reduceat(weights, starts)
             self.done[need] = True
 
 

@@ -12,6 +12,7 @@ both alike).
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import shutil
@@ -31,9 +32,11 @@ from service.settings import Settings
 from service.text.analysis import SUPPORTED_LANGS
 
 
-def _latencies(indexes: dict[str, Path], queries: list[tuple[str, str]], rounds: int) -> dict[str, dict[str, float]]:
+def _latencies(indexes: dict[str, Path], queries: list[tuple[str, str]], rounds: int) -> dict[str, dict[str, Any]]:
     """p50/p99 of ``Engine.search`` per index, the engines loaded side by side and timed query by query in
-    alternating order (``rounds`` passes), so that the load of a shared machine falls on both alike."""
+    alternating order (``rounds`` passes), so that the load of a shared machine falls on both alike; also of the
+    first pass alone (each term's first use since the open: a join of segments fills its columns then) and of the
+    later passes."""
     engines = {name: Engine.load(d, settings=Settings(index_dir=d), verify=False) for name, d in indexes.items()}
     times: dict[str, list[float]] = {name: [] for name in engines}
     for text, lang in queries[:5]:  # warm-up
@@ -45,55 +48,75 @@ def _latencies(indexes: dict[str, Path], queries: list[tuple[str, str]], rounds:
             for name in names if (i + rnd) % 2 == 0 else names[::-1]:
                 t = time.perf_counter()
                 engines[name].search(SearchRequest(query=text, lang=lang, k=10))
-                times[name].append((time.perf_counter() - t) * 1000)
-    out = {}
+                times[name].append(time.perf_counter() - t)
+    out: dict[str, dict[str, Any]] = {}
+    n = len(queries)
     for name, ts in times.items():
-        ts.sort()
-        out[name] = {"p50_ms": statistics.median(ts), "p99_ms": ts[min(len(ts) - 1, int(0.99 * len(ts)))],
-                     "segments": len(engines[name].folder.segments), "timed": len(ts)}
+        out[name] = {**_percentiles(ts), "segments": len(engines[name].folder.segments), "timed": len(ts),
+                     "first_pass": _percentiles(ts[:n]), "later": _percentiles(ts[n:]) if rounds > 1 else None}
+        engines[name].close()
     return out
 
 
 def run_add_bench(n_base: int = 100_000, n_add: int = 10_000, *, segments: int = 10, queries: int = 200,
                   rounds: int = 3, seed: int = 0, work_dir: Path | None = None,
                   build_options: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Run the benchmark (``build_options``: keyword arguments of both builds, the defaults when None)."""
+    """Run the benchmark (``build_options``: keyword arguments of both builds, the defaults when None). ``work_dir``:
+    build there and keep the indexes; a later run with the same sizes and seed times the kept ones again (its build
+    and add figures are the first run's, kept in ``builds.json``)."""
     from training.build import build_index
     from training.synth import SynthConfig, write_synthetic
 
     tmp = Path(work_dir) if work_dir else Path(tempfile.mkdtemp(prefix="priorart-bench-add-"))
     tmp.mkdir(parents=True, exist_ok=True)
+    kept = tmp / "builds.json"
+    key = json.loads(json.dumps({"n_base": n_base, "n_add": n_add, "segments": segments, "seed": seed,
+                                 "build_options": build_options}))
     try:
-        write_synthetic(tmp / "all.jsonl", SynthConfig(n=n_base + n_add, seed=seed), progress=False)
+        if not (tmp / "all.jsonl").is_file() or not kept.is_file() or json.loads(kept.read_text())["key"] != key:
+            for name in ("live", "seg", "one", "full"):
+                shutil.rmtree(tmp / name, ignore_errors=True)
+            kept.unlink(missing_ok=True)
+            write_synthetic(tmp / "all.jsonl", SynthConfig(n=n_base + n_add, seed=seed), progress=False)
         records = list(read_corpus(tmp / "all.jsonl"))
-        t = time.perf_counter()
-        build_index(records, tmp / "full", progress=False, **(build_options or {}))
-        full_s = time.perf_counter() - t
-        shutil.rmtree(tmp / "full")
-        build_index(records[:n_base], tmp / "live", progress=False, **(build_options or {}))
-        shutil.copytree(tmp / "live", tmp / "seg")
-        t = time.perf_counter()
-        add = add_documents(tmp / "live", records[n_base:], progress=False)
-        add_s = time.perf_counter() - t
-        step = -(-n_add // max(1, segments - 1))
-        for lo in range(0, n_add, step):
-            add_documents(tmp / "seg", records[n_base + lo: n_base + lo + step], progress=False,
-                          max_segments=segments + 1, merge_factor=0)  # `segments` segments: no merges
+        if kept.is_file():
+            builds = json.loads(kept.read_text())
+        else:
+            t = time.perf_counter()
+            build_index(records, tmp / "full", progress=False, **(build_options or {}))
+            full_s = time.perf_counter() - t
+            shutil.rmtree(tmp / "full")
+            build_index(records[:n_base], tmp / "live", progress=False, **(build_options or {}))
+            shutil.copytree(tmp / "live", tmp / "seg")
+            t = time.perf_counter()
+            add = add_documents(tmp / "live", records[n_base:], progress=False)
+            add_s = time.perf_counter() - t
+            step = -(-n_add // max(1, segments - 1))
+            for lo in range(0, n_add, step):
+                add_documents(tmp / "seg", records[n_base + lo: n_base + lo + step], progress=False,
+                              max_segments=segments + 1, merge_factor=0)  # `segments` segments: no merges
+            shutil.copytree(tmp / "seg", tmp / "one")
+            compact(tmp / "one", progress=False)
+            builds = {"key": key, "full_s": full_s, "add_s": add_s, "generation": add.generation}
+            kept.write_text(json.dumps(builds))
+        full_s, add_s = builds["full_s"], builds["add_s"]
         qs = []
         for i, rec in enumerate(records[:: max(1, len(records) // queries)][:queries]):
             lang = SUPPORTED_LANGS[i % 3]
             text = rec.title.get(lang) or rec.title.get("en") or next(iter(rec.title.values()))
             qs.append((text, lang if lang in rec.title else "en"))
-        shutil.copytree(tmp / "seg", tmp / "one")
-        compact(tmp / "one", progress=False)
         timed = _latencies({"many": tmp / "seg", "one": tmp / "one"}, qs, rounds)
         many, one = timed["many"], timed["one"]
-        return {
+        out = {
             "n_base": n_base, "n_add": n_add, "full_build_s": full_s, "add_s": add_s, "speedup": full_s / add_s,
-            "add_generation": add.generation, "search": {"many": many, "one": one},
+            "add_generation": builds["generation"], "search": {"many": many, "one": one},
             "p50_ratio": many["p50_ms"] / one["p50_ms"], "p99_ratio": many["p99_ms"] / one["p99_ms"],
+            "first_pass_ratio": {q: many["first_pass"][q] / one["first_pass"][q] for q in ("p50_ms", "p99_ms")},
             "queries": len(qs), "rounds": rounds,
         }
+        if rounds > 1:
+            out["later_ratio"] = {q: many["later"][q] / one["later"][q] for q in ("p50_ms", "p99_ms")}
+        return out
     finally:
         if work_dir is None:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -107,7 +130,10 @@ def format_report(r: dict[str, Any]) -> str:
         f"search ({r['queries']} title queries x {r['rounds']} rounds, en/de/fr, k=10, the two indexes timed "
         f"alternately): {m['segments']} segments p50 {m['p50_ms']:.1f} ms "
         f"p99 {m['p99_ms']:.1f} ms; 1 segment p50 {o['p50_ms']:.1f} ms p99 {o['p99_ms']:.1f} ms "
-        f"(ratio p50 {r['p50_ratio']:.2f}, p99 {r['p99_ratio']:.2f})",
+        f"(ratio p50 {r['p50_ratio']:.2f}, p99 {r['p99_ratio']:.2f}); first pass ratio p50 "
+        f"{r['first_pass_ratio']['p50_ms']:.2f} p99 {r['first_pass_ratio']['p99_ms']:.2f}"
+        + (f"; later passes p50 {r['later_ratio']['p50_ms']:.2f} p99 {r['later_ratio']['p99_ms']:.2f}"
+           if "later_ratio" in r else ""),
     ])
 
 

@@ -160,13 +160,16 @@ def add_command(
     rounds: int = typer.Option(3, "--rounds", min=1, help="Passes over the queries (each index timed per query)."),
     seed: int = typer.Option(0, "--seed"),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+    work_dir: Path | None = typer.Option(None, "--work", help="Build the indexes here and keep them (a later run with "
+                                         "the same sizes times them again, with the first run's build figures)."),
     out: Path | None = typer.Option(None, "--out", "-o", help="Also write the result (JSON, with the commit and the "
                                     "command) here."),
 ) -> None:
     """Live index: time to add documents vs a full rebuild, search p50/p99 with many segments vs one."""
     from training.benchmarks.live import format_report, run_add_bench
 
-    report = run_add_bench(n_base, n_add, segments=segments, queries=queries, rounds=rounds, seed=seed)
+    report = run_add_bench(n_base, n_add, segments=segments, queries=queries, rounds=rounds, seed=seed,
+                           work_dir=work_dir)
     _emit(report, out, as_json, format_report)
 
 

@@ -605,13 +605,16 @@ def test_bench_add_small_prints_both_figures(tmp_path: Path) -> None:
     compacted copy timed side by side on the same queries."""
     from training.benchmarks.live import format_report, run_add_bench
 
-    r = run_add_bench(150, 30, segments=4, queries=9, rounds=1, work_dir=tmp_path,
-                      build_options={"translation": False, "compounds": ()})  # the default builds' tables: slow
+    options = {"translation": False, "compounds": ()}  # the default builds' tables: slow
+    r = run_add_bench(150, 30, segments=4, queries=9, rounds=2, work_dir=tmp_path, build_options=options)
     assert r["search"]["many"]["segments"] == 4 and r["search"]["one"]["segments"] == 1
-    assert r["search"]["many"]["timed"] == r["search"]["one"]["timed"] == 9
+    assert r["search"]["many"]["timed"] == r["search"]["one"]["timed"] == 18
     assert r["full_build_s"] > 0 and r["add_s"] > 0
+    assert set(r["first_pass_ratio"]) == set(r["later_ratio"]) == {"p50_ms", "p99_ms"}
     text = format_report(r)
-    assert "4 segments p50" in text and "1 segment p50" in text and "faster" in text
+    assert "4 segments p50" in text and "1 segment p50" in text and "faster" in text and "first pass" in text
+    again = run_add_bench(150, 30, segments=4, queries=9, rounds=1, work_dir=tmp_path, build_options=options)
+    assert again["full_build_s"] == r["full_build_s"] and "later_ratio" not in again  # the kept indexes, timed again
 
 
 @pytest.mark.slow
