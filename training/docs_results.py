@@ -441,6 +441,51 @@ def reload_table(names: tuple[str, ...], results_dir: Path = RESULTS_DIR) -> str
                       "claims of the added documents, searched one at a time over HTTP. " + " ".join(sources)])
 
 
+def add_table(name: str, results_dir: Path = RESULTS_DIR) -> str:
+    """``priorart bench add``: an add against a full rebuild, and /search with many segments against one."""
+    r = load(name, results_dir)
+    m, o = r["search"]["many"], r["search"]["one"]
+    def ratio(x: dict[str, float] | None) -> str:
+        return f"{x['p50_ms']:.2f} / {x['p99_ms']:.2f}" if x else "–"
+
+    rows = [[f"{r['n_base']:,} + {r['n_add']:,}", f"{r['add_s']:.1f} s", f"{r['full_build_s']:.1f} s",
+             f"{r['speedup']:.1f}x", f"{m['p50_ms']:.1f} / {m['p99_ms']:.1f}", f"{o['p50_ms']:.1f} / {o['p99_ms']:.1f}",
+             f"{r['p50_ratio']:.2f} / {r['p99_ratio']:.2f}", ratio(r.get("first_pass_ratio")),
+             f"**{ratio(r.get('later_ratio'))}**"]]
+    lines = _table(["index + added", "add", "full rebuild", "add faster", f"{m['segments']} segments p50 / p99 ms",
+                    "1 segment p50 / p99 ms", "ratio p50 / p99", "first pass", "later passes"], rows)
+    return "\n".join([*lines, "", f"{r['queries']} title queries (en/de/fr, k = 10) x {r['rounds']} rounds, the two "
+                      "indexes timed query by query in alternating order in one process; the first round is the "
+                      "first use of each term after the open. " + source(r, name)])
+
+
+def passage_evidence_table(name: str, results_dir: Path = RESULTS_DIR) -> str:
+    """Documents ordered by their best passage against ``/search`` (``priorart experiment xling-passages``'s
+    ``evidence_mrr`` against ``search_mrr`` per topic; paired randomisation tests on MRR and on @1)."""
+    from service.evaluation.significance import randomisation_test
+
+    r = load(name, results_dir)
+    variant = "qsf_passage_propagate"
+    per = r["per_query"][variant]
+    rows = []
+    for direction in _ordered(r["rows"], r["settings"].get("directions", ())):
+        keys = [k for k in per if k.endswith(f"-{direction}")]
+
+        def mean(measure: str, keys: list[str] = keys) -> float:
+            return sum(per[k][measure] for k in keys) / len(keys)
+
+        pick = {m: {k: per[k][m] for k in keys} for m in ("search_mrr", "evidence_mrr", "search@1", "top_from_grant")}
+        rows.append([direction, str(len(keys)), f"{mean('search_mrr'):.3f}", f"**{mean('evidence_mrr'):.3f}**",
+                     f"{mean('evidence_mrr') - mean('search_mrr'):+.3f}",
+                     _p(randomisation_test(pick["evidence_mrr"], pick["search_mrr"])),
+                     f"{mean('search@1'):.2f} / {mean('top_from_grant'):.2f}",
+                     _p(randomisation_test(pick["top_from_grant"], pick["search@1"]))])
+    lines = _table(["direction", "topics", "`/search` MRR", "best passage's documents MRR", "gain", "p (MRR)",
+                    "@1 `/search` / best passage", "p (@1)"], rows)
+    return "\n".join([*lines, "", f"Variant `{variant}`, {r['settings']['k']} passages of `/search`'s candidates; "
+                      f"{len(r['grants'])} grants, {r['settings']['folds']} folds. " + source(r, name)])
+
+
 def watch_table(name: str, results_dir: Path = RESULTS_DIR) -> str:
     """``priorart bench watch``: the evaluation after an add, in all and per watch by how it was settled."""
     r = load(name, results_dir)
@@ -515,6 +560,8 @@ TABLES: dict[str, Table] = {
     "xling": Table(_file(xling_table, "xling/xling.json"), ("xling/xling.json",)),
     "passages": Table(_file(passages_table, "passages.json"), ("passages.json",)),
     "xling-passages": Table(_file(xling_passages_table, "xling-passages.json"), ("xling-passages.json",)),
+    "passage-evidence": Table(_file(passage_evidence_table, "passage-evidence.json"), ("passage-evidence.json",)),
+    "add": Table(_file(add_table, "live/add-100k.json"), ("live/add-100k.json",)),
     "xling-passages-tops": Table(_file(xling_passages_tops_table, "xling-passages.json"), ("xling-passages.json",)),
     "xling-passages-rho": Table(_file(xling_passages_sweep_table, "xling-passages-rho.json"),
                                 ("xling-passages-rho.json",)),

@@ -25,6 +25,9 @@ Measured per direction and QSF variant (``/passages`` at the request's defaults 
 * ``grant_mrr`` -- reciprocal rank of the grant's first passage;
 * ``search@1`` -- share of topics for which ``/search`` ranks the grant first (the same query, the same index):
   the goal is ``top_from_grant`` within 2 points of it;
+* ``search_mrr`` -- reciprocal rank of the grant in ``/search`` (its top 100), and ``evidence_mrr`` -- in the
+  documents ordered by their best passage (each document at the rank of its first passage among the ``k``; a
+  document ranking with the passage evidence added, issue 33);
 * ``tops`` -- what each topic's first passage is (:data:`TOP_KINDS`: the twin, another claim or another passage of
   the grant, a passage of another document and its language).
 
@@ -63,7 +66,10 @@ log = logging.getLogger(__name__)
 
 DIRECTIONS: tuple[tuple[str, str], ...] = (("de", "en"), ("fr", "en"), ("en", "de"), ("en", "fr"), ("de", "fr"),
                                            ("fr", "de"))
-MEASURES = ("mrr", "success@1", "success@10", "top_from_grant", "grant_mrr", "search@1")
+MEASURES = ("mrr", "success@1", "success@10", "top_from_grant", "grant_mrr", "search@1", "search_mrr",
+            "evidence_mrr")
+SEARCH_DEPTH = 100
+"""Documents of ``/search`` in which the grant's rank is looked for."""
 DEFAULT_VARIANT = "qsf_passage_propagate"
 SWEEPABLE = ("alpha", "beta", "beta_translated", "sigma", "mu", "mu_translated", "rho")
 
@@ -182,6 +188,9 @@ def _measure(topic: Topic, passages: Sequence[tuple[str, str]], search_ids: Sequ
     """One topic's measures from its ranked ``(doc_id, passage_id)`` and the ``/search`` ids."""
     rank = next((i + 1 for i, (_, pid) in enumerate(passages) if pid == topic.relevant), 0)
     grank = next((i + 1 for i, (doc, _) in enumerate(passages) if doc == topic.grant), 0)
+    docs = list(dict.fromkeys(doc for doc, _ in passages))  # documents in the order of their best passage
+    drank = docs.index(topic.grant) + 1 if topic.grant in docs else 0
+    srank = list(search_ids).index(topic.grant) + 1 if topic.grant in search_ids else 0
     return {
         "mrr": 1.0 / rank if rank else 0.0,
         "success@1": float(rank == 1),
@@ -189,6 +198,8 @@ def _measure(topic: Topic, passages: Sequence[tuple[str, str]], search_ids: Sequ
         "top_from_grant": float(bool(passages) and passages[0][0] == topic.grant),
         "grant_mrr": 1.0 / grank if grank else 0.0,
         "search@1": float(bool(search_ids) and search_ids[0] == topic.grant),
+        "search_mrr": 1.0 / srank if srank else 0.0,
+        "evidence_mrr": 1.0 / drank if drank else 0.0,
     }
 
 
@@ -262,7 +273,7 @@ def run_xling_passages(
                         for g in held:
                             for topic in claim_topics(g, src, dst, only_words=s.words_only, max_claims=s.max_claims):
                                 try:
-                                    found = engine.search(SearchRequest(query=topic.text, lang=src, k=10))
+                                    found = engine.search(SearchRequest(query=topic.text, lang=src, k=SEARCH_DEPTH))
                                     ids = [h.id for h in found.results]
                                     for row, variant, params in runs:
                                         res = engine.passages(PassageRequest.model_validate(
