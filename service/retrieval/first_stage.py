@@ -508,7 +508,7 @@ class FirstStage:
 
 
 def open_sparse(folder: IndexFolder, lang: str, mmap: bool, stats: CollectionStats | None = None, *,
-               prefault: bool = True) -> SparseIndex:
+                prefault: bool = True) -> SparseIndex:
     """The sparse index of ``lang`` at the folder's generation (segments joined with the live statistics, lazily: a
     column is copied from the segments the first time a query needs it; the one segment of a compacted generation
     mapped as a build's: its own statistics are the live ones), weighted with ``stats`` when given (the global
