@@ -445,6 +445,7 @@ def add_table(name: str, results_dir: Path = RESULTS_DIR) -> str:
     """``priorart bench add``: an add against a full rebuild, and /search with many segments against one."""
     r = load(name, results_dir)
     m, o = r["search"]["many"], r["search"]["one"]
+
     def ratio(x: dict[str, float] | None) -> str:
         return f"{x['p50_ms']:.2f} / {x['p99_ms']:.2f}" if x else "–"
 

@@ -342,13 +342,13 @@ class DenseComponent(Component):
     def _write(self, out: Path, ctx: WriteContext) -> dict[str, Any]:
         dims = ctx.encoded(out)
         models = ctx.document_models()
-        n = len(np.load(out / Layout.DENSE_VECTORS, mmap_mode="r"))
+        vectors = np.load(out / Layout.DENSE_VECTORS, mmap_mode="r")
+        n = len(vectors)
         if ctx.dense_kind == "vectors":
             return {"version": self.version, "vectors": Layout.DENSE_VECTORS, "dim": dims["dual"], "kind": "vectors",
                     "metric": ctx.metric or models.similarity, "n_docs": n}
         t = time.perf_counter()
         metric = models.similarity
-        vectors = np.load(out / Layout.DENSE_VECTORS, mmap_mode="r")
         params = _write_faiss(out, np.asarray(vectors), ctx.dense_kind, metric, hnsw_m=ctx.hnsw_m, nlist=ctx.nlist)
         ctx.times["faiss"] = time.perf_counter() - t
         return {"version": self.version, "vectors": Layout.DENSE_VECTORS, "index": Layout.DENSE_FAISS,

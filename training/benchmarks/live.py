@@ -58,6 +58,10 @@ def _latencies(indexes: dict[str, Path], queries: list[tuple[str, str]], rounds:
     return out
 
 
+def _ratios(many: dict[str, float], one: dict[str, float]) -> dict[str, float]:
+    return {q: many[q] / one[q] for q in ("p50_ms", "p99_ms")}
+
+
 def run_add_bench(n_base: int = 100_000, n_add: int = 10_000, *, segments: int = 10, queries: int = 200,
                   rounds: int = 3, seed: int = 0, work_dir: Path | None = None,
                   build_options: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -73,15 +77,15 @@ def run_add_bench(n_base: int = 100_000, n_add: int = 10_000, *, segments: int =
     key = json.loads(json.dumps({"n_base": n_base, "n_add": n_add, "segments": segments, "seed": seed,
                                  "build_options": build_options}))
     try:
-        if not (tmp / "all.jsonl").is_file() or not kept.is_file() or json.loads(kept.read_text())["key"] != key:
+        builds = json.loads(kept.read_text()) if kept.is_file() and (tmp / "all.jsonl").is_file() else None
+        if builds is None or builds["key"] != key:  # nothing kept for these settings: build afresh
+            builds = None
             for name in ("live", "seg", "one", "full"):
                 shutil.rmtree(tmp / name, ignore_errors=True)
             kept.unlink(missing_ok=True)
             write_synthetic(tmp / "all.jsonl", SynthConfig(n=n_base + n_add, seed=seed), progress=False)
         records = list(read_corpus(tmp / "all.jsonl"))
-        if kept.is_file():
-            builds = json.loads(kept.read_text())
-        else:
+        if builds is None:
             t = time.perf_counter()
             build_index(records, tmp / "full", progress=False, **(build_options or {}))
             full_s = time.perf_counter() - t
@@ -111,11 +115,10 @@ def run_add_bench(n_base: int = 100_000, n_add: int = 10_000, *, segments: int =
             "n_base": n_base, "n_add": n_add, "full_build_s": full_s, "add_s": add_s, "speedup": full_s / add_s,
             "add_generation": builds["generation"], "search": {"many": many, "one": one},
             "p50_ratio": many["p50_ms"] / one["p50_ms"], "p99_ratio": many["p99_ms"] / one["p99_ms"],
-            "first_pass_ratio": {q: many["first_pass"][q] / one["first_pass"][q] for q in ("p50_ms", "p99_ms")},
-            "queries": len(qs), "rounds": rounds,
+            "first_pass_ratio": _ratios(many["first_pass"], one["first_pass"]), "queries": len(qs), "rounds": rounds,
         }
         if rounds > 1:
-            out["later_ratio"] = {q: many["later"][q] / one["later"][q] for q in ("p50_ms", "p99_ms")}
+            out["later_ratio"] = _ratios(many["later"], one["later"])
         return out
     finally:
         if work_dir is None:
