@@ -35,6 +35,7 @@ class Candidates:
     normalised: dict[str, np.ndarray] = field(default_factory=dict)  # min-max over the candidate set
     fusion: FusionInfo | None = None  # how the fusion combined the components (the response's, as it is)
     missing_shards: list[str] = field(default_factory=list)  # shards of a sharded index that did not answer
+    evidence: np.ndarray | None = None  # ordered by passage evidence: each row's best passage score (Engine.run)
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -68,6 +69,8 @@ class Candidates:
         self.in_first, self.in_dense = self.in_first[order], self.in_dense[order]
         if self.fused is not None:
             self.fused = self.fused[order]
+        if self.evidence is not None:
+            self.evidence = self.evidence[order]
 
 
 CANDIDATES = "candidates"

@@ -32,12 +32,14 @@ from service.index.store import DocStore, UnknownDocumentError
 from service.notices import explain as explain_notices
 from service.passages import DEFAULT_PARAMS, PassageIndex, PassageIndexMissingError
 from service.passages.highlight import query_words
-from service.passages.lm import QueryImage, betas_of, rho_of
+from service.passages.lm import QueryImage, betas_of, minmax, rho_of
+from service.passages.ranker import PassageRanking
 from service.passages.segments import SegmentedPassageIndex
 from service.pipeline import Pipeline, compose
 from service.query import Query, QueryError
 from service.retrieval.feedback import Feedback
 from service.schema import (
+    DEFAULT_VARIANT,
     ClaimChartRequest,
     FamiliesInfo,
     FamilyMember,
@@ -176,13 +178,28 @@ class Engine:
         query.explain = req.explain
         if req.collapse_families:  # room for the members that collapse, so that k results remain
             query.k = min(query.depth, req.k * FAMILY_ROOM)
-        return self.run(query, explain=req.explain, collapse=req.collapse_families, k=req.k)
+        evidence = self.settings.evidence_docs if req.evidence_docs is None else req.evidence_docs
+        weight = self.settings.evidence_weight if req.evidence_weight is None else req.evidence_weight
+        return self.run(query, explain=req.explain, collapse=req.collapse_families, k=req.k, evidence_docs=evidence,
+                        evidence_weight=weight)
 
     def run(self, query: Query, *, explain: bool = False, collapse: bool = False,
-            k: int | None = None) -> SearchResponse:
-        """Run a pipeline query (:meth:`query` of a request, possibly with first-stage options set)."""
+            k: int | None = None, evidence_docs: int = 0, evidence_weight: float = 1.0) -> SearchResponse:
+        """Run a pipeline query (:meth:`query` of a request, possibly with first-stage options set); ``evidence_docs``:
+        the first so many documents ordered with their best passage (:meth:`order_by_evidence`), where the index has
+        passages."""
         started = time.perf_counter()
+        if evidence_docs and self._passages is None:
+            query.note("ranked by the fused scores, not by passage evidence: "
+                       + (self._passages_missing or "this index has no passage index"))
+            evidence_docs = 0
+        keep = query.k
+        query.k = max(query.k, min(evidence_docs, query.depth))
         cands, trace = self.pipeline.run(query)
+        if evidence_docs:
+            self.order_by_evidence(query, cands, trace, evidence_docs, evidence_weight)
+            cands.take(np.arange(min(keep, len(cands))))
+        query.k = keep
         lang = query.r.lang
         row_list = cands.rows.tolist()
         shown = len(row_list) if k is None else min(k, len(row_list))
@@ -205,6 +222,8 @@ class Engine:
             rec = records[i] if collapse else self.docs.header_row(row)
             comps = {name: column[i] for name, column in normalised.items()}
             comps["fused"] = fused[i]
+            if cands.evidence is not None and not np.isnan(cands.evidence[i]):
+                comps["evidence"] = float(cands.evidence[i])
             hits[i] = SearchHit(
                 id=rec.id, title=title_of(rec, lang), score=fused[i], components=comps,
                 matched_terms=cands.matched_terms.get(row, []) if explain else [], route=cands.routes.get(row),
@@ -219,6 +238,7 @@ class Engine:
         return SearchResponse(results=results, stages=self._stages(trace, explain),
                               took_ms=(time.perf_counter() - started) * 1000.0, query=self._query_info(query, cands),
                               fusion=fusion, notices=notices, explained=_explained(notices, fusion), families=families,
+                              ranked_by="passage evidence" if cands.evidence is not None else "fusion",
                               generation=self.generation, partial=bool(cands.missing_shards),
                               missing_shards=cands.missing_shards)
 
@@ -231,29 +251,9 @@ class Engine:
         query.k = query.depth  # passages need the whole candidate list, not the top k documents
         query.explain = False  # the documents' matched terms are not shown with passages
         cands, trace = self.pipeline.run(query)
-        params = {name: getattr(req, name) if getattr(req, name) is not None else default
-                  for name, default in DEFAULT_PASSAGE_PARAMS.items()}
         t0 = time.perf_counter()
-        lang = query.r.lang
-        params["rho"] = rho_of(req.rho, lang)  # the query language's default unless given
-        betas = betas_of(params["beta"], req.beta_translated, lang)  # per passage language, the defaults unless given
-        beta_translated = {pl: b for pl, b in zip(SUPPORTED_LANGS, betas, strict=True) if pl != lang}
-        images, words = self.passage_query(query.r.text, lang, translate=query.translate is not False)
-        readable = set(images)
-        try:
-            ranking = self._passages.rank(
-                images, lang, cands.rows, cands.fused, analyzers=self._resources().analyzers, words=words,
-                variant=req.variant, k=req.k, langs=readable, alpha=params["alpha"], beta=params["beta"],
-                sigma=params["sigma"], mu=params["mu"], mu_translated=params["mu_translated"],
-                rho=params["rho"], beta_translated=beta_translated)
-        except ValueError as exc:
-            raise QueryError(str(exc)) from exc
-        if ranking.skipped:
-            query.note(f"{ranking.skipped} candidate documents have no text in {', '.join(sorted(readable))}: "
-                       "their passages are not ranked")
-        trace.append(StageTrace("passages", (time.perf_counter() - t0) * 1000.0, len(ranking.hits),
-                                {"variant": req.variant, **params, "beta_translated": beta_translated,
-                                 "documents": ranking.documents}))
+        ranking, detail = self._rank_passages(query, cands, req, k=req.k)
+        trace.append(StageTrace("passages", (time.perf_counter() - t0) * 1000.0, len(ranking.hits), detail))
         results = list(ranking.hits)
         fusion = _fusion_info(cands)
         notices = self.notices + query.notes
@@ -262,6 +262,62 @@ class Engine:
                                fusion=fusion, notices=notices, explained=_explained(notices, fusion),
                                generation=self.generation, partial=bool(cands.missing_shards),
                                missing_shards=cands.missing_shards)
+
+    def _rank_passages(self, query: Query, cands: Candidates, req: PassageRequest | None, *, k: int,
+                       highlight: bool = True) -> tuple[PassageRanking, dict[str, Any]]:
+        """The passages of the pipeline's candidates, ranked in context with the request's parameters (``None``: the
+        defaults), and what the trace says of them; notes the candidates without readable text."""
+        assert self._passages is not None
+        given: dict[str, Any] = {name: getattr(req, name, None)
+                                 for name in (*DEFAULT_PASSAGE_PARAMS, "rho", "beta_translated")}
+        params: dict[str, float] = {name: float(given[name]) if given[name] is not None else default
+                                    for name, default in DEFAULT_PASSAGE_PARAMS.items()}
+        lang = query.r.lang
+        params["rho"] = rho_of(given["rho"], lang)  # the query language's default unless given
+        betas = betas_of(params["beta"], given["beta_translated"], lang)  # per passage language, defaults unless given
+        beta_translated = {pl: b for pl, b in zip(SUPPORTED_LANGS, betas, strict=True) if pl != lang}
+        variant = req.variant if req is not None else DEFAULT_VARIANT
+        images, words = self.passage_query(query.r.text, lang, translate=query.translate is not False)
+        readable = set(images)
+        try:
+            ranking = self._passages.rank(
+                images, lang, cands.rows, cands.fused, analyzers=self._resources().analyzers, words=words,
+                variant=variant, k=k, langs=readable, alpha=params["alpha"], beta=params["beta"],
+                sigma=params["sigma"], mu=params["mu"], mu_translated=params["mu_translated"],
+                rho=params["rho"], beta_translated=beta_translated, highlight=highlight)
+        except ValueError as exc:
+            raise QueryError(str(exc)) from exc
+        if ranking.skipped:
+            query.note(f"{ranking.skipped} candidate documents have no text in {', '.join(sorted(readable))}: "
+                       "their passages are not ranked")
+        return ranking, {"variant": variant, **params, "beta_translated": beta_translated,
+                         "documents": ranking.documents}
+
+    def order_by_evidence(self, query: Query, cands: Candidates, trace: list[StageTrace], n: int,
+                          weight: float = 1.0) -> None:
+        """Order the first ``n`` candidates (the pipeline's, best fused first) with their best passage, ranked in
+        context among theirs at the passage defaults (as ``/passages`` would rank them, had it these ``n`` documents):
+        by ``(1 - weight) * fused + weight * best passage``, the fused score min-max normalised over the ``n``, the
+        passage score in [0, 1] (0 for a document whose passages hold no query term, or that has none in a language
+        the query reaches). The fused order breaks ties and stands below ``n``. ``cands.evidence``: the best
+        passage's score of the first ``n``, NaN below. Why the first 10 by default (``Settings.evidence_docs``):
+        docs/RESULTS.md, 'Passage evidence in /search'."""
+        t0 = time.perf_counter()
+        n = min(n, len(cands))
+        detail: dict[str, Any] = {"documents": n, "weight": weight}
+        evidence = np.full(len(cands), np.nan)
+        if n:
+            head = Candidates(rows=cands.rows[:n], fused=None if cands.fused is None else cands.fused[:n])
+            ranking, passages = self._rank_passages(query, head, None, k=1, highlight=False)
+            detail.update(passages, documents=n)
+            assert ranking.best is not None
+            best = np.where(ranking.best >= 2.0, ranking.best - 2.0, 0.0)
+            fused = minmax(cands.fused[:n]) if cands.fused is not None else np.zeros(n)
+            order = np.lexsort((np.arange(n), -((1.0 - weight) * fused + weight * best)))
+            cands.take(np.concatenate([order, np.arange(n, len(cands))]))
+            evidence[:n] = best[order]
+        cands.evidence = evidence
+        trace.append(StageTrace("evidence", (time.perf_counter() - t0) * 1000.0, n, detail))
 
     # ------------------------------------------------------------------ passages of given documents
     def passage_index(self) -> PassageIndex | SegmentedPassageIndex:

@@ -18,6 +18,8 @@ from service.text.analysis import Language
 Lang = Literal["auto", Language]
 """A request's language: one of the languages (service/text/analysis.py), or ``auto``: detected."""
 Variant = Literal["qsf_v", "qsf_v_title", "qsf_section", "qsf_section_propagate", "qsf_passage_propagate"]
+DEFAULT_VARIANT: Variant = "qsf_passage_propagate"
+"""The passage variant of ``/passages`` and of the passage evidence ``/search`` orders its documents by."""
 """The passage scoring variants, in the paper's order: the one definition (service/passages/lm.py ``VARIANTS``)."""
 CodeFilter = Literal["none", CodeLevel]
 """A request's code filter: ``none``, or the level at which a document must share a code with the query."""
@@ -78,6 +80,15 @@ class SearchRequest(BaseModel):
         "over dense vectors when the index has models); query.feedback says what was added")
     collapse_families: bool = Field(
         True, description="collapse publications of one family / application / priority into one result")
+    evidence_docs: int | None = Field(
+        None, ge=0, strict=True,
+        description="order the first N documents by their best passage, ranked in context as /passages ranks them "
+        "(the fused order breaks ties and stands below N); 0: the fused order; default: the server's setting "
+        "(PRIORART_EVIDENCE_DOCS). ranked_by in the response says which order it is")
+    evidence_weight: float | None = Field(
+        None, ge=0, le=1, description="with evidence_docs: the first N are ordered by (1 - w) * fused + w * best "
+        "passage (each in [0, 1]); 1: by the best passage alone; default: the server's setting "
+        "(PRIORART_EVIDENCE_WEIGHT)")
 
     @field_validator("weights")
     @classmethod
@@ -96,7 +107,7 @@ class SearchRequest(BaseModel):
 
 
 class PassageRequest(SearchRequest):
-    variant: Variant = "qsf_passage_propagate"
+    variant: Variant = DEFAULT_VARIANT
     alpha: float | None = Field(None, ge=0, le=1)
     beta: float | None = Field(None, ge=0, le=1, description="weight of the document's score against the passage's "
                                "context, for passages in the query's language")
@@ -212,6 +223,9 @@ class SearchResponse(BaseModel):
     took_ms: float
     query: QueryInfo
     fusion: FusionInfo
+    ranked_by: Literal["fusion", "passage evidence"] = Field(
+        "fusion", description="fusion: the fused score's order; passage evidence: the first documents ordered by their "
+        "best passage (their components' 'evidence' is its score; stages.evidence says how many)")
     generation: int = Field(0, description="generation of the index that answered (0: as built)")
     partial: bool = Field(False, description="a sharded index: some shard did not answer; the results are the "
                           "other shards' (see missing_shards and the notices)")

@@ -81,6 +81,11 @@ class Settings(BaseSettings):
                                       "(30-40 s); unset: numba's own cache (service/startup.py)")
     state_dir: Path | None = Field(None, description="folder of the saved searches (watches: SQLite), beside the "
                                    "index folder, never inside it (a rebuild replaces that); default: INDEX_DIR.state")
+    evidence_docs: int = Field(10, ge=0, description="/search orders its first N documents with their best passage "
+                               "(passage evidence) unless a request says otherwise; 0: the fused order. Chosen by "
+                               "`priorart experiment ranking`: docs/RESULTS.md, 'Passage evidence in /search'")
+    evidence_weight: float = Field(1.0, ge=0, le=1, description="weight of the best passage against the fused score "
+                                   "in the order of those N documents (1: the best passage alone)")
     log_level: str = "INFO"
 
     @model_validator(mode="after")

@@ -181,11 +181,15 @@ def _query_entries(index: PassageArrays, starts: IntArray, counts: IntArray,
 
 @dataclass(frozen=True)
 class PassageRanking:
-    """The result of :meth:`PassageIndex.rank`: hits, candidates ranked, candidates left out by ``langs``."""
+    """The result of :meth:`PassageIndex.rank`: hits, candidates ranked, candidates left out by ``langs``, and
+    ``best``: per candidate row given (in their order), the order key of its best passage (:meth:`PassageScores.key`:
+    2 + its score in [0, 1] when a passage holds a query term, 0 when none does, -1 when it has no passage in
+    ``langs``): the passage evidence by which ``/search`` can order its documents (``None`` with ``alone``)."""
 
     hits: list[PassageHit]
     documents: int
     skipped: int = 0
+    best: FloatArray | None = field(default=None, repr=False)
 
 
 @dataclass
@@ -631,18 +635,22 @@ def rank_passages(
         ok = index.readable(rows_a, langs)
         skipped = int(rows_a.size - np.count_nonzero(ok))
         rows_a, scores_a = rows_a[ok], scores_a[ok]
+    given = int(np.asarray(rows, dtype=np.int64).size)
     if not rows_a.size:
-        return PassageRanking([], 0, skipped)
+        return PassageRanking([], 0, skipped, None if alone else np.full(given, -1.0))
     analyzers = analyzers or {}
     sc = score_passages(index, query, lang, rows_a, scores_a, variant=variant, sigma=sigma, doc_score=doc_score,
                         translations=translations, analyzers=analyzers, mu=mu, mu_translated=mu_translated,
                         rho=rho)
     ranked: list[tuple[PassageScores, FloatArray, int]] = []  # (scores, final scores, passage) best first
+    best: FloatArray | None = None
     for part in [sc.alone(d) for d in range(int(rows_a.size))] if alone else [sc]:
         final = part.combine(alpha, beta, beta_translated)
-        top = part.top(final, k, None if langs is None else
-                       np.flatnonzero(np.isin(part.lang, [LANG_CODE[x] for x in langs])))
+        among = None if langs is None else np.flatnonzero(np.isin(part.lang, [LANG_CODE[x] for x in langs]))
+        top = part.top(final, k, among)
         ranked.extend((part, final, i) for i in top.tolist())
+        if not alone:
+            best = _best_per_candidate(part, final, among, given, ok if langs is not None else None)
     if highlight and words is None:
         words = query_words(query, analyzers.get(lang) or get_analyzer(lang)) if isinstance(query, str) else {}
     context_name = "section" if variant == "qsf_section" else "propagated"
@@ -670,7 +678,22 @@ def rank_passages(
             components=comps, highlights=[(m.start, m.end) for m in matches], title=titles[row], lang=plang,
             matches=matches,
         ))
-    return PassageRanking(hits, int(sc.rows.size), skipped)
+    return PassageRanking(hits, int(sc.rows.size), skipped, best)
+
+
+def _best_per_candidate(sc: PassageScores, final: FloatArray, among: IntArray | None, given: int,
+                        kept: npt.NDArray[np.bool_] | None) -> FloatArray:
+    """:attr:`PassageRanking.best`: the largest :meth:`PassageScores.key` of each candidate's passages (those at
+    ``among``, else all), -1 for a candidate without one; over the ``given`` rows, of which ``kept`` were scored."""
+    key = sc.key(final)
+    sel = np.arange(key.size) if among is None else among
+    best = np.full(sc.rows.size, -1.0)
+    np.maximum.at(best, sc.doc_index[sel], key[sel])
+    if kept is None:
+        return best
+    out = np.full(given, -1.0)
+    out[kept] = best
+    return out
 
 
 def passage_matches(found: list[tuple[int, int, str]], plang: str, lang: str, image: QueryImage,

@@ -171,15 +171,20 @@ def test_search_shows_ranked_results_with_score_bars(page: Any, scenario: Scenar
     for h, r in zip(hits, api, strict=True):
         assert h["title"] == (r["title"] or "(no title)")
         assert h["date"] == r["publication_date"]
-        # one bar per component that shaped the ranking, with its weight, and the fused score; its width the
-        # normalised score
+        # one bar per component that shaped the ranking, with its weight, the fused score and, for the first results
+        # of a ranking by passage evidence, their best passage's score; its width the normalised score
         weights = got["body"]["fusion"]["weights"]
-        assert set(h["bars"]) == {c for c, w in weights.items() if w} | {"fused"}
+        ordered = {"evidence"} if "evidence" in r["components"] else set()
+        assert set(h["bars"]) == {c for c, w in weights.items() if w} | {"fused"} | ordered
         for comp, bar in h["bars"].items():
             assert float(bar["style"].rstrip("%")) == pytest.approx(100 * max(0.0, min(1.0, r["components"][comp])),
                                                                    abs=0.06)
             assert bar["value"] == f"{r['components'][comp]:.3f}"
-            assert bar["weight"] == ("" if comp == "fused" else f"×{weights[comp]:.2f}")
+            assert bar["weight"] == ("" if comp in ("fused", "evidence") else f"×{weights[comp]:.2f}")
+    # the server's default orders the first results by their best passage, and the ranking line says so
+    assert got["body"]["ranked_by"] == "passage evidence" and "evidence" in api[0]["components"]
+    first = sum("evidence" in r["components"] for r in api)
+    expect(page.locator("#ranking")).to_contain_text(f"the first {first} ordered by their best passage")
     top = hits[0]["bars"]["bm25"]
     assert top["track"] >= 60 and top["px"] == pytest.approx(top["track"] * float(top["style"][:-1]) / 100, abs=1.5)
     assert top["px"] > 0, "the best BM25 score must draw a visible bar"

@@ -315,6 +315,39 @@ def xling_passages_command(
     typer.echo(format_table(result))
 
 
+@experiment_app.command("ranking")
+def ranking_command(
+    data: Path = typer.Option(..., "--data", help="The shared data folder (with patents/ep and patents/us)."),
+    folds: int = typer.Option(5, "--folds", help="Folds of held-out grants (each fold's grants hold one language "
+                              "only in its indexes)."),
+    depth: int = typer.Option(100, "--depth", help="Documents ranked per topic."),
+    tasks: str = typer.Option("", "--tasks", help="Tasks to run, comma-separated (claims, titles, own language, "
+                              "main group); default: all."),
+    min_relevant: int = typer.Option(1, "--min-relevant", help="main group: topics with at least this many other "
+                                     "documents in their main group."),
+    synthetic: int = typer.Option(20_000, "--synthetic", help="synthetic: documents of the synthetic corpus."),
+    synthetic_topics: int = typer.Option(600, "--synthetic-topics", help="synthetic: prior-art topics."),
+    out: Path | None = typer.Option(None, "--out", help="Write the result (JSON, per topic included) here."),
+    work: Path | None = typer.Option(None, "--work", help="Keep the built indexes here and reuse them in later "
+                                     "runs (the same indexes as xling-passages --work; empty it when the build "
+                                     "changes)."),
+    progress: bool | None = typer.Option(None, "--progress/--no-progress", help="Progress bars on stderr."),
+) -> None:
+    """/search with passage evidence against the fused order, on the hard real tasks (claims and titles across
+    languages, own-language known items, a claim's main group) and a synthetic corpus; the choice held out, p-values
+    by grant, the latency."""
+    from training.experiments.ranking import RankingSettings, format_table, run_ranking
+
+    with failures_exit_2(OSError):
+        chosen = tuple(t.strip() for t in tasks.split(",") if t.strip())
+        settings = RankingSettings(folds=folds, depth=depth, min_relevant=min_relevant, synthetic=synthetic,
+                                   synthetic_topics=synthetic_topics)
+        if chosen:
+            settings = dataclasses.replace(settings, tasks=chosen)
+        result = run_ranking(data, settings, out=out, work=work, progress=progress, command=command_line())
+    typer.echo(format_table(result))
+
+
 @experiment_app.command("route-merge")
 def route_merge_command(
     data: Path = typer.Option(..., "--data", help="The shared data folder (with patents/ep and patents/us)."),

@@ -95,16 +95,21 @@ function shaping(fusion) {
     .sort((a, b) => order(a) - order(b));
 }
 
-// One bar per component that shaped the ranking, with its weight, then the fused score the ranking sorts by.
+// One bar per component that shaped the ranking, with its weight, then the fused score and, for the first results
+// of a ranking ordered by passage evidence, the best passage's score they were ordered with.
+const UNWEIGHTED = {
+  fused: (v) => `fused score ${v.toFixed(3)}: the weighted combination the ranking sorts by`,
+  evidence: (v) => `best passage ${v.toFixed(3)}: the first results are ordered by their best passage`,
+};
 function bars(components, fusion) {
   const weights = (fusion && fusion.weights) || {};
   const rows = shaping(fusion).filter((c) => components[c] !== null && components[c] !== undefined);
-  if (components.fused !== null && components.fused !== undefined) rows.push("fused");
+  for (const c of ["fused", "evidence"]) if (components[c] !== null && components[c] !== undefined) rows.push(c);
   return rows.map((c) => {
     const value = components[c];
     const v = Math.max(0, Math.min(1, value));
-    const w = c === "fused" ? "" : `×${weights[c].toFixed(2)}`;
-    const title = c === "fused" ? `fused score ${value.toFixed(3)}: the weighted combination the ranking sorts by`
+    const w = c in UNWEIGHTED ? "" : `×${weights[c].toFixed(2)}`;
+    const title = c in UNWEIGHTED ? UNWEIGHTED[c](value)
       : `${STAGE_WORDS[c] || c}: normalised score ${value.toFixed(3)}, weight ${weights[c].toFixed(2)}`;
     return `<div class="bar-row" data-component="${esc(c)}" title="${esc(title)}"><span class="name">${esc(c)}</span>` +
       `<span class="w">${w}</span>` +
@@ -171,18 +176,22 @@ function highlight(text, spans, matches) {
   return html + esc(text.slice(pos));
 }
 
-function rankingLine(f) {
+function rankingLine(data) {
+  const f = data.fusion;
   if (!f) return "";
   const used = Object.entries(f.weights).map(([c, w]) => `${c} ${w.toFixed(2)}`).join(", ");
   const off = Object.entries(f.components).filter(([, v]) => v.startsWith("not applied"))
     .map(([c, v]) => `${c}: ${v.replace("not applied: ", "")}`);
-  return `<div class="ranking" id="ranking">Ranked by ${esc(used)} (${esc(f.source)})` +
+  const first = (data.results || []).filter((h) => h.components && h.components.evidence !== undefined).length;
+  const evidence = data.ranked_by === "passage evidence"
+    ? `; the first ${first} ordered by their best passage` : "";
+  return `<div class="ranking" id="ranking">Ranked by ${esc(used)} (${esc(f.source)})${esc(evidence)}` +
     (off.length ? `<br><small>not used: ${esc(off.join("; "))}</small>` : "") + "</div>";
 }
 
 function renderNotices(data) {
   const explained = data.explained || (data.notices || []).map((n) => ({ text: n, detail: "" }));
-  $("#notices").innerHTML = rankingLine(data.fusion) +
+  $("#notices").innerHTML = rankingLine(data) +
     explained.map((n) => `<div class="notice"><span class="said">${esc(n.text)}</span>` +
       (n.detail ? `<details><summary>details</summary><span class="operator">${esc(n.detail)}</span></details>` : "") +
       "</div>").join("");
@@ -399,7 +408,7 @@ function exportCsv() {
   if (!d) return;
   let rows;
   if (state.lastKind === "search") {
-    const shown = [...shaping(d.fusion), "fused"];  // the columns of the bars on screen
+    const shown = [...shaping(d.fusion), "fused", "evidence"];  // the columns of the bars on screen
     rows = [["rank", "id", "title", "score", ...shown, "publication_date", "codes"]];
     d.results.forEach((h, i) => rows.push([i + 1, h.id, h.title, h.score, ...shown.map((c) => h.components[c] ?? ""),
       h.publication_date ?? "", (h.codes || []).join(" ")]));

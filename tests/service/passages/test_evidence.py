@@ -1,0 +1,95 @@
+"""Passage evidence in ``/search`` (``evidence_docs``, ``evidence_weight``): the first N documents ordered with their
+best passage, the fused order below N, and a response that says which order it is (the measured effect is
+``priorart experiment ranking``, docs/RESULTS.md)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from service.engine import Engine
+from service.passages import PassageIndex
+from service.schema import SearchRequest
+from service.settings import Settings
+from training.synth import generate
+
+QUERY = ("Verfahren zur Herstellung eines Bauteils, wobei eine Schicht auf ein Substrat aufgebracht und anschliessend "
+         "erwaermt wird")
+
+
+@pytest.fixture(scope="module")
+def engine(real_index: Path) -> Engine:
+    e = Engine.load(real_index, settings=Settings(index_dir=real_index), verify=False)
+    yield e
+    e.close()
+
+
+def _ids(engine: Engine, **kw: object) -> list[str]:
+    return [h.id for h in engine.search(SearchRequest(query=QUERY, lang="de", k=50, collapse_families=False,
+                                                      **kw)).results]
+
+
+def test_the_best_passage_of_each_candidate_orders_documents_as_the_passage_list_does() -> None:
+    records = list(generate(40, seed=5))
+    index = PassageIndex.from_records(records)
+    text = " ".join(r.abstract.get("en", "") for r in records[3:6])
+    rows = np.arange(len(records))
+    ranking = index.rank(text, "en", rows, np.linspace(1.0, 0.0, rows.size), k=10**6, highlight=False)
+    assert ranking.best is not None and ranking.best.shape == rows.shape
+    first_seen = list(dict.fromkeys(h.doc_id for h in ranking.hits if h.score > 0))
+    with_match = rows[ranking.best >= 2.0]
+    by_best = [index.doc_id(int(r)) for r in with_match[np.lexsort((with_match, -ranking.best[with_match]))]]
+    assert by_best == first_seen[: len(by_best)] and len(by_best) > 3
+    assert set(np.unique(ranking.best[ranking.best < 2.0])) <= {-1.0, 0.0}
+
+
+def test_the_first_n_are_reordered_by_their_best_passage_and_the_rest_keep_the_fused_order(engine: Engine) -> None:
+    fused = engine.search(SearchRequest(query=QUERY, lang="de", k=50, collapse_families=False, evidence_docs=0))
+    res = engine.search(SearchRequest(query=QUERY, lang="de", k=50, collapse_families=False, evidence_docs=10,
+                                      evidence_weight=1.0))
+    assert fused.ranked_by == "fusion" and res.ranked_by == "passage evidence"
+    a, b = [h.id for h in fused.results], [h.id for h in res.results]
+    assert set(a[:10]) == set(b[:10]) and a[10:] == b[10:]
+    assert a[:10] != b[:10]  # this query's twin-like passages do move documents
+    evidence = [h.components["evidence"] for h in res.results[:10]]
+    assert evidence == sorted(evidence, reverse=True)
+    assert all("evidence" not in h.components for h in res.results[10:])
+    stage = next(s for s in engine.search(SearchRequest(query=QUERY, lang="de", k=5, evidence_docs=10,
+                                                        explain=True)).stages if s.name == "evidence")
+    assert stage.candidates == 10 and stage.detail["variant"] == "qsf_passage_propagate"
+
+
+def test_weight_zero_keeps_the_fused_order_and_zero_documents_is_the_fused_ranking(engine: Engine) -> None:
+    fused = _ids(engine, evidence_docs=0)
+    assert _ids(engine, evidence_docs=20, evidence_weight=0.0) == fused
+    assert _ids(engine, evidence_docs=20, evidence_weight=0.5) != _ids(engine, evidence_docs=20, evidence_weight=1.0)
+
+
+def test_fewer_results_than_n_and_the_matched_terms_of_the_shown_rows(engine: Engine) -> None:
+    res = engine.search(SearchRequest(query=QUERY, lang="de", k=3, evidence_docs=50, explain=True,
+                                      collapse_families=False))
+    assert len(res.results) == 3 and res.ranked_by == "passage evidence"
+    assert all(h.matched_terms for h in res.results)
+
+
+def test_the_server_setting_is_the_default_and_an_index_without_passages_says_why_it_is_not_used(
+        engine: Engine, real_index: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    other = Engine.load(real_index, settings=Settings(index_dir=real_index, evidence_docs=10), verify=False)
+    try:
+        assert other.search(SearchRequest(query=QUERY, lang="de")).ranked_by == "passage evidence"
+        assert other.search(SearchRequest(query=QUERY, lang="de", evidence_docs=0)).ranked_by == "fusion"
+        monkeypatch.setattr(other, "_passages", None)
+        monkeypatch.setattr(other, "_passages_missing", "this index has no passage index (test)")
+        res = other.search(SearchRequest(query=QUERY, lang="de"))
+        assert res.ranked_by == "fusion"
+        assert any("not by passage evidence" in n and "(test)" in n for n in res.notices)
+    finally:
+        other.close()
+
+
+@pytest.mark.parametrize("bad", [{"evidence_docs": -1}, {"evidence_weight": 1.5}, {"evidence_docs": "10"}])
+def test_bad_evidence_parameters_are_refused(bad: dict) -> None:
+    with pytest.raises(ValueError):
+        SearchRequest(query="x", **bad)

@@ -1,0 +1,84 @@
+"""``priorart experiment ranking`` (the real-data run is in docs/RESULTS.md): the fused order against passage evidence
+on the held-out indexes, a system chosen per fold on the other folds, and the install rule (a significant held-out
+gain, no task significantly worse)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from training.experiments import ExperimentError
+from training.experiments.ranking import (
+    CROSS_FITTED,
+    FUSION,
+    RankingSettings,
+    RankTopic,
+    _choose,
+    _install,
+    format_table,
+    run_ranking,
+)
+
+
+def _topics(task: str, n: int) -> list[RankTopic]:
+    return [RankTopic(f"{task}:{i}", task, "en", f"{task}-g{i}", i % 2, "en", "x", frozenset({"D"})) for i in range(n)]
+
+
+def _per_query(topics: list[RankTopic], values: dict[str, dict[str, float]]) -> dict[str, dict[str, dict[str, float]]]:
+    """system -> qid -> measures, each system's value of a task on all its topics (alternating +-0.01 noise)."""
+    return {name: {t.qid: dict.fromkeys(("mrr", "ndcg"), by_task[t.task] + (0.01 if int(t.qid.split(":")[1]) % 2
+                                                                              else -0.01))
+                   for t in topics} for name, by_task in values.items()}
+
+
+def test_a_system_significantly_worse_on_one_task_is_not_chosen_however_much_it_gains_elsewhere() -> None:
+    topics = _topics("claims", 30) + _topics("main group", 30)
+    pq = _per_query(topics, {FUSION: {"claims": 0.5, "main group": 0.5},
+                             "big": {"claims": 0.9, "main group": 0.3},
+                             "small": {"claims": 0.6, "main group": 0.5}})
+    assert _choose(pq, topics, [FUSION, "big", "small"]) == "small"
+    pq["small"] = pq[FUSION]
+    assert _choose(pq, topics, [FUSION, "big", "small"]) == FUSION  # nothing gains without a loss
+
+
+def test_the_install_rule_wants_a_significant_held_out_gain_and_no_task_significantly_worse() -> None:
+    topics = _topics("claims", 30) + _topics("main group", 30)
+    pq = _per_query(topics, {FUSION: {"claims": 0.5, "main group": 0.5},
+                             CROSS_FITTED: {"claims": 0.6, "main group": 0.5}})
+    assert _install(pq, topics, "N=10 w=1", ["claims", "main group"])[0] == "N=10 w=1"
+    pq[CROSS_FITTED] = _per_query(topics, {"x": {"claims": 0.6, "main group": 0.4}})["x"]
+    name, reason = _install(pq, topics, "N=10 w=1", ["claims", "main group"])
+    assert name == FUSION and "main group" in reason
+    pq[CROSS_FITTED] = pq[FUSION]
+    assert _install(pq, topics, "N=10 w=1", ["claims", "main group"])[0] == FUSION
+
+
+def test_bad_settings_are_refused() -> None:
+    with pytest.raises(ExperimentError, match="task"):
+        RankingSettings(tasks=("claims", "nonsense"))
+    with pytest.raises(ExperimentError, match="weights"):
+        RankingSettings(weights=(0.0,))
+    with pytest.raises(ExperimentError, match="folds"):
+        RankingSettings(folds=1)
+
+
+@pytest.mark.slow
+def test_the_experiment_runs_every_system_through_the_engine_and_cross_fits_the_choice(tmp_path: Path) -> None:
+    from training.synth import generate
+
+    records = []
+    for r in generate(60, seed=3):
+        if r.kind == "B1" and all(r.claims.get(lang) for lang in ("en", "de", "fr")):
+            r = r.model_copy(update={"id": "EP" + r.id[2:], "country": "EP"})
+        records.append(r)
+    s = RankingSettings(folds=2, values=(5,), weights=(1.0,), max_claims=2, tasks=("claims", "titles", "own language"))
+    res = run_ranking(None, s, records=records, work=tmp_path / "work", out=tmp_path / "out.json", progress=False)
+    assert set(res.rows) == {"claims", "titles", "own language"}
+    assert set(res.rows["claims"]["all"]) == {FUSION, "N=5 w=1", CROSS_FITTED}
+    assert len(res.chosen) == 2 and set(res.chosen) <= {FUSION, "N=5 w=1"}
+    assert res.per_query[FUSION].keys() == res.per_query["N=5 w=1"].keys() == res.per_query[CROSS_FITTED].keys()
+    assert res.latency_ms[FUSION]["p50"] > 0
+    assert "cross-fitted" in format_table(res) and (tmp_path / "out.json").is_file()
+    assert sorted(p.name for p in (tmp_path / "work").iterdir()) == [f"index-{f}-{t}" for f in (0, 1)
+                                                                      for t in ("de", "en", "fr")]

@@ -1,0 +1,421 @@
+"""Passage evidence in the document ranking of ``/search``, on the hard real tasks (``priorart experiment ranking``).
+
+``/search`` can order its first ``N`` documents by their best passage, ranked in context as ``/passages`` ranks them
+(``SearchRequest.evidence_docs``, :meth:`service.engine.Engine.order_by_evidence`); below ``N`` the fused order
+stands. This experiment runs the same requests in the fused order (``fusion``: BM25 + PSQ on an index without
+models) and with ``evidence_docs`` = each of ``values``, through :class:`service.engine.Engine` (the API's path), on
+the held-out indexes of the cross-lingual experiments (:func:`training.experiments.xling_passages.fold_engines`: per
+fold and target language, the fold's trilingual grants hold only their target text, and no table or compound list
+saw them). Tasks:
+
+* ``claims`` -- every claim of a grant in ``S`` against the grant holding only ``T`` text, six directions (the
+  relevant document is the grant);
+* ``titles`` -- the grant's title in ``S`` against the grant holding only ``T`` text (a short query);
+* ``own language`` -- the grant's first claim in ``T`` against the grant holding ``T`` text (known item in the
+  query's language: the ceiling task, where nothing may be lost);
+* ``main group`` -- an English first claim against the other documents of its first code's main group (the feedback
+  experiment's task, :func:`training.experiments.feedback.feedback_topics`; several relevant documents, the topic's
+  own document removed from every ranking), on fold 0's English index: topical similarity of whole documents, where
+  one well-matching passage is weak evidence.
+
+Reference signs are stripped from the claims. Rankings are of publications (``collapse_families`` off), the top
+``depth``. Measures per topic from :func:`service.evaluation.measures.evaluate_run`: MRR, nDCG, recall@100, S@1.
+
+``N`` chosen held out (row ``cross-fitted``): the topics' folds are their grants' (``main group``: topic ``i`` in fold
+``i % folds``); for each fold, ``N`` is chosen on the other folds by the install rule -- the largest mean MRR gain
+over the tasks among the values under which no task's mean MRR or nDCG is below the fused order's (none: the fused
+order, ``N`` = 0) -- and that fold's topics are measured with it. ``install``: the value the same rule picks on every
+topic (what ``priorart demo`` and the server default to: ``Settings.evidence_docs``).
+
+p-values: the paired randomisation test on per-*group* means (a grant for the grant tasks, the topic for ``main
+group``), so that the many claims of one grant count as one unit. Latency: each system's ``/search`` times (ms,
+median and p99) on the same queries, in the same process.
+
+Nothing else is learned: the passage parameters are the service's defaults (``mu_translated``, ``rho`` and
+``beta_translated`` were chosen cross-fitted on the claim task of these grants, docs/RESULTS.md, so ``claims`` is not
+a clean held-out figure for them; ``titles``, ``own language`` and ``main group`` had no part in that choice).
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from datetime import date
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from tqdm import tqdm
+
+from service.corpus.record import PatentRecord
+from service.evaluation.measures import evaluate_run
+from service.evaluation.significance import randomisation_test
+from training.experiments import ExperimentError
+from training.experiments.output import commit, write_result
+from training.experiments.xling import trilingual_grants
+from training.experiments.xling_passages import DIRECTIONS, claim_topics, fold_engines
+
+if TYPE_CHECKING:
+    from service.engine import Engine
+from training.fusion import ALPHA
+
+TASKS = ("claims", "titles", "own language", "main group", "synthetic")
+MEASURES = ("mrr", "ndcg", "recall@100", "success@1")
+FUSION = "fusion"
+CROSS_FITTED = "cross-fitted"
+
+
+@dataclass
+class RankingSettings:
+    folds: int = 5
+    depth: int = 100  # documents per ranking
+    tasks: tuple[str, ...] = TASKS
+    values: tuple[int, ...] = (10, 50, 1000)  # evidence_docs run
+    weights: tuple[float, ...] = (0.25, 0.5, 1.0)  # evidence_weight run (a system "N=<value> w=<weight>" each)
+    max_claims: int = 0  # claims per grant and direction (0: all; tests use a few)
+    synthetic: int = 20_000  # documents of the synthetic corpus (task "synthetic")
+    synthetic_topics: int = 600
+    min_relevant: int = 1  # main group: topics with at least this many other documents in the group (feedback uses 3:
+    # it marks one and needs more; a ranking needs one, and the more topics the surer the "no task loses" check)
+
+    def __post_init__(self) -> None:
+        if self.folds < 2:
+            raise ExperimentError(f"folds must be >= 2 (the grants are held out fold by fold), got {self.folds}")
+        if self.depth < 10:
+            raise ExperimentError(f"depth must be >= 10, got {self.depth}")
+        if not self.values or any(v < 1 for v in self.values):
+            raise ExperimentError(f"values of evidence_docs must be >= 1, got {self.values}")
+        if not self.weights or any(not 0 < w <= 1 for w in self.weights):
+            raise ExperimentError(f"evidence weights must be in (0, 1], got {self.weights}")
+        bad = [t for t in self.tasks if t not in TASKS]
+        if bad:
+            raise ExperimentError(f"unknown task(s) {bad}; valid: {', '.join(TASKS)}")
+
+
+@dataclass
+class RankTopic:
+    qid: str
+    task: str
+    part: str  # direction (de-en) or query language
+    group: str  # the unit of the significance test: the grant, or the topic itself
+    fold: int  # the held-out fold (cross-fitting of N)
+    lang: str
+    text: str
+    qrels: dict[str, int]  # relevant documents and their grades
+    own: str | None = None  # removed from the ranking (main group: the topic's own document)
+    before: date | None = None  # only documents published before (synthetic: the topic document's date)
+
+
+@dataclass
+class RankingResult:
+    settings: dict[str, Any]
+    rows: dict[str, dict[str, dict[str, dict[str, float]]]]  # task -> part (or "all") -> system -> measure -> mean
+    p_values: dict[str, dict[str, dict[str, dict[str, float]]]]  # task -> part -> system -> measure -> p vs fusion
+    chosen: list[str]  # cross-fitted: the system chosen per fold (fusion: the fused order)
+    install: str  # the system installed: the choice on every topic, when the cross-fitted figures pass the rule
+    install_reason: str
+    topics: dict[str, dict[str, int]]  # task -> part -> topics
+    groups: dict[str, dict[str, int]]  # task -> part -> groups (units of the test)
+    latency_ms: dict[str, dict[str, float]]  # system -> p50 / p99 / mean (ms)
+    per_query: dict[str, dict[str, dict[str, float]]] = field(repr=False)  # system -> qid -> measure
+    skipped: int = 0  # topics the engine refused (no index term)
+    seconds: dict[str, float] = field(default_factory=dict)
+    commit: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def grant_topics(held: Sequence[PatentRecord], fold: int, tgt: str, tasks: Sequence[str],
+                 max_claims: int = 0) -> list[RankTopic]:
+    """The grant tasks' topics of one held-out index (fold ``fold``'s grants hold only their ``tgt`` text)."""
+    from training.tasks import strip_reference_signs
+
+    out: list[RankTopic] = []
+    for g in held:
+        rel = {g.id: 1}
+        for src, dst in DIRECTIONS:
+            if dst != tgt:
+                continue
+            if "claims" in tasks:
+                out += [RankTopic(f"claims:{t.qid}", "claims", f"{src}-{dst}", g.id, fold, src, t.text, rel)
+                        for t in claim_topics(g, src, dst, max_claims=max_claims)]
+            title = (g.title.get(src) or "").strip()
+            if "titles" in tasks and title:
+                out.append(RankTopic(f"titles:{g.id}-{src}-{dst}", "titles", f"{src}-{dst}", g.id, fold, src,
+                                     title, rel))
+        claims = sorted(g.claims.get(tgt, []), key=lambda c: c.num)
+        if "own language" in tasks and claims:
+            text = strip_reference_signs(claims[0].text)
+            if text.strip():
+                out.append(RankTopic(f"own:{g.id}-{tgt}", "own language", tgt, g.id, fold, tgt, text, rel))
+    return out
+
+
+def group_topics(records: Sequence[PatentRecord], min_relevant: int, folds: int) -> list[RankTopic]:
+    """The ``main group`` task's topics (:func:`training.experiments.feedback.feedback_topics`), topic ``i`` in fold
+    ``i % folds``."""
+    from training.experiments.feedback import feedback_topics
+    from training.tasks import strip_reference_signs
+
+    out: list[RankTopic] = []
+    for rec, rel in feedback_topics(records, min_relevant):
+        first = min(rec.claims["en"], key=lambda c: c.num)
+        text = strip_reference_signs(first.text)
+        if text.strip():
+            out.append(RankTopic(f"group:{rec.id}", "main group", "en", rec.id, len(out) % folds, "en", text,
+                                 dict.fromkeys(rel, 1), rec.id))
+    return out
+
+
+def synthetic_engine(work: Path, s: RankingSettings, progress: bool | None) -> tuple[Engine, list[RankTopic]]:
+    """The ``synthetic`` task: a corpus of ``s.synthetic`` synthetic patents (``priorart synth``), its index (the plain
+    build: BM25 en/de/fr, translation tables of every direction, passages; kept in ``work/synthetic-N``), and
+    ``s.synthetic_topics`` prior-art topics (:func:`training.synth.synth_topics`: English title and abstract, or a
+    German/French title and first claim; relevant the documents the topic document cites, X grade 2, Y and A 1; only
+    documents published before it; the topic document removed), topic ``i`` in fold ``i % folds``."""
+    from service.corpus.jsonl import read_corpus
+    from service.engine import Engine
+    from service.settings import Settings
+    from training.build import build_index
+    from training.synth import SynthConfig, synth_topics, write_synthetic
+
+    folder = work / f"synthetic-{s.synthetic}"
+    corpus, index = folder / "corpus.jsonl", folder / "index"
+    if not corpus.is_file():
+        folder.mkdir(parents=True, exist_ok=True)
+        write_synthetic(corpus, SynthConfig(n=s.synthetic, seed=0), progress=progress)
+    if not (index / "meta.json").is_file():
+        build_index(corpus, index, overwrite=True, progress=progress)
+    topics, qrels = synth_topics(read_corpus(corpus), s.synthetic_topics, seed=0)
+    out = [RankTopic(f"synthetic:{t['qid']}", "synthetic", t["lang"], t["qid"], i % s.folds, t["lang"], t["text"],
+                     dict(qrels[t["qid"]]), t["source_id"], date.fromisoformat(t["before"]))
+           for i, t in enumerate(topics)]
+    return Engine.load(index, settings=Settings(index_dir=index), verify=False), out
+
+
+def run_ranking(
+    data: str | Path,
+    settings: RankingSettings | None = None,
+    *,
+    records: Sequence[PatentRecord] | None = None,
+    out: str | Path | None = None,
+    work: str | Path | None = None,
+    progress: bool | None = None,
+    command: str | None = None,
+) -> RankingResult:
+    """Run the experiment (module docstring); ``work``: keep the held-out indexes there (shared with ``priorart
+    experiment xling-passages --work``); ``out``: write the result JSON there."""
+    from service.query import QueryError
+    from service.schema import SearchRequest
+    from training.ingest import shared_records
+
+    s = settings or RankingSettings()
+    t0 = time.perf_counter()
+    systems = {FUSION: (0, 1.0), **{f"N={v} w={w:g}": (v, w) for v in s.values for w in s.weights}}
+    ranked: dict[str, dict[str, list[str]]] = {name: {} for name in systems}  # system -> qid -> ids
+    ms: dict[str, list[float]] = {name: [] for name in systems}
+    topics: list[RankTopic] = []
+    skipped = 0
+    t_run = 0.0
+
+    def run(engine: Engine, todo: list[RankTopic], desc: str) -> None:
+        nonlocal skipped, t_run
+        t_start = time.perf_counter()
+        for topic in tqdm(todo, desc=desc, file=sys.stderr, leave=False,
+                          disable=None if progress is None else not progress):
+            try:
+                for name, (n, w) in systems.items():
+                    started = time.perf_counter()
+                    res = engine.search(SearchRequest(query=topic.text, lang=topic.lang, k=s.depth + 1,
+                                                      before=topic.before, collapse_families=False, evidence_docs=n,
+                                                      evidence_weight=w))
+                    ms[name].append((time.perf_counter() - started) * 1000.0)
+                    ranked[name][topic.qid] = [h.id for h in res.results if h.id != topic.own][: s.depth]
+            except QueryError:
+                skipped += 1
+                continue
+            topics.append(topic)
+        t_run += time.perf_counter() - t_start
+
+    grant_tasks = [t for t in s.tasks if t != "synthetic"]
+    if grant_tasks:
+        if records is None:
+            records = shared_records(data, progress=progress)
+        grants = trilingual_grants(records)
+        if len(grants) < s.folds:
+            raise ExperimentError(f"{len(grants)} trilingual EP grants found; need at least {s.folds} (one per fold)")
+        for fold, tgt, held, engine in fold_engines(records, grants, s.folds, ("de", "en", "fr"), work=work,
+                                                    progress=progress):
+            todo = grant_topics(held, fold, tgt, grant_tasks, s.max_claims)
+            if fold == 0 and tgt == "en" and "main group" in grant_tasks:
+                todo += group_topics(records, s.min_relevant, s.folds)
+            run(engine, todo, f"fold {fold} {tgt}")
+    if "synthetic" in s.tasks:
+        with tempfile.TemporaryDirectory(prefix="priorart-ranking-") as tmp:
+            engine, todo = synthetic_engine(Path(work) if work is not None else Path(tmp), s, progress)
+            try:
+                run(engine, todo, f"synthetic {s.synthetic}")
+            finally:
+                engine.close()
+    if not topics:
+        raise ExperimentError("no topic was run (every query was refused)")
+    per_query = {name: _measures(topics, ranked[name]) for name in systems}
+    chosen = [_choose(per_query, [t for t in topics if t.fold != f], list(systems)) for f in range(s.folds)]
+    per_query[CROSS_FITTED] = {t.qid: per_query[chosen[t.fold]][t.qid] for t in topics}
+    install, reason = _install(per_query, topics, _choose(per_query, topics, list(systems)), s.tasks)
+    rows: dict[str, dict[str, dict[str, dict[str, float]]]] = {}
+    p_values: dict[str, dict[str, dict[str, dict[str, float]]]] = {}
+    counts: dict[str, dict[str, int]] = {}
+    groups: dict[str, dict[str, int]] = {}
+    for task in s.tasks:
+        mine = [t for t in topics if t.task == task]
+        parts = sorted({t.part for t in mine}, key=_part_order)
+        for part in [*parts, "all"] if len(parts) > 1 else parts:
+            sel = [t for t in mine if part in ("all", t.part)]
+            counts.setdefault(task, {})[part] = len(sel)
+            groups.setdefault(task, {})[part] = len({t.group for t in sel})
+            rows.setdefault(task, {})[part] = {name: {m: _mean(per_query, name, sel, m) for m in MEASURES}
+                                               for name in per_query}
+            p_values.setdefault(task, {})[part] = {name: {m: _p(per_query, name, sel, m) for m in MEASURES}
+                                                   for name in per_query if name != FUSION}
+    latency = {name: {"p50": float(np.percentile(v, 50)), "p99": float(np.percentile(v, 99)),
+                      "mean": float(np.mean(v))} for name, v in ms.items()}
+    result = RankingResult(
+        settings=asdict(s), rows=rows, p_values=p_values, chosen=chosen, install=install, install_reason=reason,
+        topics=counts,
+        groups=groups, latency_ms=latency, per_query=per_query, skipped=skipped,
+        seconds={"queries": t_run, "indexes": time.perf_counter() - t0 - t_run, "total": time.perf_counter() - t0},
+        commit=commit())
+    if out is not None:
+        write_result(result.to_dict(), out, command=command)
+    return result
+
+
+def _install(per_query: dict[str, dict[str, dict[str, float]]], topics: Sequence[RankTopic], choice: str,
+             tasks: Sequence[str]) -> tuple[str, str]:
+    """The install rule, on the cross-fitted figures: ``choice`` (the system chosen on every topic) is installed when
+    some task's cross-fitted MRR is significantly above the fused order's and no task's MRR or nDCG is significantly
+    below; else the fused order, with the reason."""
+    by_task = {task: [t for t in topics if t.task == task] for task in tasks}
+    by_task = {task: ts for task, ts in by_task.items() if ts}
+    worse = [task for task, ts in by_task.items() for m in ("mrr", "ndcg") if _worse(per_query, CROSS_FITTED, ts, m)]
+    better = [task for task, ts in by_task.items() if _mean(per_query, CROSS_FITTED, ts, "mrr") >
+              _mean(per_query, FUSION, ts, "mrr") and _p(per_query, CROSS_FITTED, ts, "mrr") < ALPHA]
+    if choice == FUSION:
+        return FUSION, "no system gains on every topic without a task significantly worse"
+    if worse:
+        return FUSION, f"held out, worse than the fused order on {', '.join(sorted(set(worse)))} (p < {ALPHA})"
+    if not better:
+        return FUSION, f"held out, no task significantly better than the fused order (p < {ALPHA})"
+    return choice, (f"held out, MRR significantly above the fused order on {', '.join(better)} (p < {ALPHA}) and "
+                    "no task significantly below")
+
+
+def _choose(per_query: dict[str, dict[str, dict[str, float]]], topics: Sequence[RankTopic],
+            systems: Sequence[str]) -> str:
+    """The choice of a system on ``topics``: the largest mean MRR gain over the tasks among the systems under which no
+    task's MRR or nDCG is significantly below the fused order's (p < ALPHA, by group, as the fusion's install rule);
+    the fused order when none gains."""
+    tasks = sorted({t.task for t in topics})
+    by_task = {task: [t for t in topics if t.task == task] for task in tasks}
+    best, best_gain = FUSION, 0.0
+    for name in systems:
+        if name == FUSION:
+            continue
+        if any(_worse(per_query, name, by_task[task], m) for task in tasks for m in ("mrr", "ndcg")):
+            continue
+        gain = float(np.mean([_mean(per_query, name, ts, "mrr") - _mean(per_query, FUSION, ts, "mrr")
+                              for ts in by_task.values()]))
+        if gain > best_gain + 1e-12:
+            best, best_gain = name, gain
+    return best
+
+
+def _mean(per_query: dict[str, dict[str, dict[str, float]]], name: str, topics: Sequence[RankTopic], m: str) -> float:
+    return float(np.mean([per_query[name][t.qid][m] for t in topics]))
+
+
+def _group_means(per_query: dict[str, dict[str, dict[str, float]]], name: str, topics: Sequence[RankTopic],
+                 m: str) -> dict[str, float]:
+    """Per group (grant, or topic), the mean of measure ``m`` of system ``name`` over its topics."""
+    by_group: dict[str, list[float]] = {}
+    for t in topics:
+        by_group.setdefault(t.group, []).append(per_query[name][t.qid][m])
+    return {g: float(np.mean(v)) for g, v in by_group.items()}
+
+
+def _p(per_query: dict[str, dict[str, dict[str, float]]], name: str, topics: Sequence[RankTopic], m: str) -> float:
+    """p of the paired randomisation test of system ``name`` against the fused order, on the group means."""
+    return randomisation_test(_group_means(per_query, name, topics, m), _group_means(per_query, FUSION, topics, m))
+
+
+def _worse(per_query: dict[str, dict[str, dict[str, float]]], name: str, topics: Sequence[RankTopic], m: str) -> bool:
+    """Is system ``name`` below the fused order on ``topics`` in measure ``m``, significantly?"""
+    return (_mean(per_query, name, topics, m) < _mean(per_query, FUSION, topics, m)
+            and _p(per_query, name, topics, m) < ALPHA)
+
+
+def _part_order(part: str) -> tuple[int, str]:
+    """Directions in :data:`DIRECTIONS` order, then query languages, then ``all``."""
+    names = [f"{a}-{b}" for a, b in DIRECTIONS]
+    return (names.index(part), part) if part in names else (len(names) + (part == "all"), part)
+
+
+def _system_order(name: str) -> tuple[int, float, float]:
+    """The fused order first, then ``N=<n> w=<w>`` by ``n`` and ``w``, the cross-fitted row last."""
+    if name == FUSION:
+        return (0, 0.0, 0.0)
+    if name == CROSS_FITTED:
+        return (2, 0.0, 0.0)
+    n, w = (float(x.split("=", 1)[1]) for x in name.split())
+    return (1, n, w)
+
+
+def _measures(topics: Sequence[RankTopic], ranked: dict[str, list[str]]) -> dict[str, dict[str, float]]:
+    """Per topic, :data:`MEASURES` of its ranking (rank order given as descending scores)."""
+    run = {t.qid: {doc: float(len(ids) - i) for i, doc in enumerate(ids)}
+           for t in topics for ids in [ranked.get(t.qid, [])]}
+    qrels = {t.qid: dict(t.qrels) for t in topics}
+    report = evaluate_run(run, qrels, MEASURES)
+    return {t.qid: dict(report.per_query.get(t.qid, dict.fromkeys(MEASURES, 0.0))) for t in topics}
+
+
+def format_table(result: RankingResult) -> str:
+    """Markdown: per task and part, the fused order against the cross-fitted system (MRR and its gain and p by group,
+    nDCG and its p, R@100); then each system's MRR per task (all parts) and latency; the choices and the install."""
+    head = ["task", "part", "topics (groups)", "MRR fusion", "MRR cross-fitted", "gain", "p", "nDCG fusion / "
+            "cross-fitted", "p", "R@100 fusion / cross-fitted"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    tasks = sorted(result.rows, key=lambda t: (TASKS.index(t) if t in TASKS else len(TASKS), t))
+    for task in tasks:
+        parts = result.rows[task]
+        for part in sorted(parts, key=_part_order):
+            by_sys = parts[part]
+            f, c = by_sys[FUSION], by_sys[CROSS_FITTED]
+            p = result.p_values[task][part][CROSS_FITTED]
+            lines.append(f"| {task} | {part} | {result.topics[task][part]} ({result.groups[task][part]}) | "
+                         f"{f['mrr']:.3f} | {c['mrr']:.3f} | {c['mrr'] - f['mrr']:+.3f} | {_fmt_p(p['mrr'])} | "
+                         f"{f['ndcg']:.3f} / {c['ndcg']:.3f} | {_fmt_p(p['ndcg'])} | "
+                         f"{f['recall@100']:.3f} / {c['recall@100']:.3f} |")
+    pooled = {task: parts.get("all") or next(iter(parts.values())) for task, parts in result.rows.items()}
+    head = ["system (all topics)", *(f"MRR {t}" for t in tasks), "/search ms p50 / p99"]
+    lines += ["", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for name in sorted(pooled[tasks[0]], key=_system_order):
+        lat = result.latency_ms.get(name)
+        shown = f"**{name}**" if name == result.install else name
+        lines.append(f"| {shown} | " + " | ".join(f"{pooled[t][name]['mrr']:.3f}" for t in tasks)
+                     + (f" | {lat['p50']:.1f} / {lat['p99']:.1f} |" if lat else " | – |"))
+    lines.append("")
+    lines.append(f"Chosen per fold (on the other folds): {', '.join(result.chosen)}; installed: {result.install} "
+                 f"({result.install_reason}).")
+    if result.skipped:
+        lines.append(f"Topics without index terms (not run): {result.skipped}.")
+    return "\n".join(lines)
+
+
+def _fmt_p(p: float) -> str:
+    return f"{p:.4f}" if p < 0.001 else f"{p:.3f}" if p < 0.1 else f"{p:.2f}"
