@@ -178,17 +178,20 @@ class Engine:
         query.explain = req.explain
         if req.collapse_families:  # room for the members that collapse, so that k results remain
             query.k = min(query.depth, req.k * FAMILY_ROOM)
-        evidence = self.settings.evidence_docs if req.evidence_docs is None else req.evidence_docs
-        weight = self.settings.evidence_weight if req.evidence_weight is None else req.evidence_weight
-        return self.run(query, explain=req.explain, collapse=req.collapse_families, k=req.k, evidence_docs=evidence,
-                        evidence_weight=weight)
+        return self.run(query, explain=req.explain, collapse=req.collapse_families, k=req.k,
+                        evidence_docs=req.evidence_docs, evidence_weight=req.evidence_weight)
 
-    def run(self, query: Query, *, explain: bool = False, collapse: bool = False,
-            k: int | None = None, evidence_docs: int = 0, evidence_weight: float = 1.0) -> SearchResponse:
+    def run(self, query: Query, *, explain: bool = False, collapse: bool = False, k: int | None = None,
+            evidence_docs: int | None = None, evidence_weight: float | None = None) -> SearchResponse:
         """Run a pipeline query (:meth:`query` of a request, possibly with first-stage options set); ``evidence_docs``:
         the first so many documents ordered with their best passage (:meth:`order_by_evidence`), where the index has
-        passages."""
+        passages; None: the settings' (as ``evidence_weight``), so ``priorart search`` and the claim chart's search
+        rank as ``/search`` does."""
         started = time.perf_counter()
+        if evidence_docs is None:
+            evidence_docs = self.settings.evidence_docs
+        if evidence_weight is None:
+            evidence_weight = self.settings.evidence_weight
         if evidence_docs and self._passages is None:
             query.note("ranked by the fused scores, not by passage evidence: "
                        + (self._passages_missing or "this index has no passage index"))
@@ -253,6 +256,9 @@ class Engine:
         cands, trace = self.pipeline.run(query)
         t0 = time.perf_counter()
         ranking, detail = self._rank_passages(query, cands, req, k=req.k)
+        if ranking.skipped:
+            query.note(f"{ranking.skipped} candidate documents have no text in {', '.join(detail['readable'])}: "
+                       "their passages are not ranked")
         trace.append(StageTrace("passages", (time.perf_counter() - t0) * 1000.0, len(ranking.hits), detail))
         results = list(ranking.hits)
         fusion = _fusion_info(cands)
@@ -287,11 +293,13 @@ class Engine:
                 rho=params["rho"], beta_translated=beta_translated, highlight=highlight)
         except ValueError as exc:
             raise QueryError(str(exc)) from exc
-        if ranking.skipped:
-            query.note(f"{ranking.skipped} candidate documents have no text in {', '.join(sorted(readable))}: "
-                       "their passages are not ranked")
         return ranking, {"variant": variant, **params, "beta_translated": beta_translated,
-                         "documents": ranking.documents}
+                         "documents": ranking.documents, "readable": sorted(readable)}
+
+    def reach(self, k: int) -> int:
+        """How many documents of the fused order can reach a search's top ``k``: ``k``, or the first ``evidence_docs``
+        that passage evidence orders (:meth:`order_by_evidence`) when there are more (the watches' bound)."""
+        return max(k, self.settings.evidence_docs if self._passages is not None else 0)
 
     def order_by_evidence(self, query: Query, cands: Candidates, trace: list[StageTrace], n: int,
                           weight: float = 1.0) -> None:
@@ -300,23 +308,30 @@ class Engine:
         by ``(1 - weight) * fused + weight * best passage``, the fused score min-max normalised over the ``n``, the
         passage score in [0, 1] (0 for a document whose passages hold no query term, or that has none in a language
         the query reaches). The fused order breaks ties and stands below ``n``. ``cands.evidence``: the best
-        passage's score of the first ``n``, NaN below. Why the first 10 by default (``Settings.evidence_docs``):
-        docs/RESULTS.md, 'Passage evidence in /search'."""
+        passage's score of the first ``n``, NaN below; it stays None, and the fused order with it, when there is no
+        candidate or the passages cannot read the query (a note says why). Why the first 10 by default
+        (``Settings.evidence_docs``): docs/RESULTS.md, 'Passage evidence in /search'."""
         t0 = time.perf_counter()
         n = min(n, len(cands))
         detail: dict[str, Any] = {"documents": n, "weight": weight}
-        evidence = np.full(len(cands), np.nan)
+        ranking: PassageRanking | None = None
         if n:
             head = Candidates(rows=cands.rows[:n], fused=None if cands.fused is None else cands.fused[:n])
-            ranking, passages = self._rank_passages(query, head, None, k=1, highlight=False)
-            detail.update(passages, documents=n)
-            assert ranking.best is not None
+            try:
+                ranking, passages = self._rank_passages(query, head, None, k=1, highlight=False)
+                detail.update(passages, documents=n)
+            except QueryError as exc:
+                query.note(f"ranked by the fused scores, not by passage evidence: {exc}")
+        if ranking is not None and ranking.best is not None:
+            if ranking.skipped:
+                query.note(f"passage evidence: {ranking.skipped} of the first {n} documents have no text in "
+                           f"{', '.join(detail['readable'])}: they come after those that do")
             best = np.where(ranking.best >= 2.0, ranking.best - 2.0, 0.0)
             fused = minmax(cands.fused[:n]) if cands.fused is not None else np.zeros(n)
             order = np.lexsort((np.arange(n), -((1.0 - weight) * fused + weight * best)))
             cands.take(np.concatenate([order, np.arange(n, len(cands))]))
-            evidence[:n] = best[order]
-        cands.evidence = evidence
+            cands.evidence = np.full(len(cands), np.nan)
+            cands.evidence[:n] = best[order]
         trace.append(StageTrace("evidence", (time.perf_counter() - t0) * 1000.0, n, detail))
 
     # ------------------------------------------------------------------ passages of given documents

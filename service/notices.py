@@ -49,6 +49,12 @@ _RULES: list[tuple[re.Pattern[str], str, str]] = [
      "English prior art is probably missed."),
     (re.compile(r"^no (\w\w)-(en) translation table in this index: English documents were not searched"), "coverage",
      "English documents were not searched: the {src} query could not be translated into English."),
+    (re.compile(r"^ranked by the fused scores, not by passage evidence"), "ranking",
+     "The first results are in the order of the combined score, not of their best passage: their passages could not "
+     "be compared for this query."),
+    (re.compile(r"^passage evidence: (\d+) of the first (\d+) documents have no text in"), "passages",
+     "{g1} of the first {g2} results have no text in a language your query reaches: they come after those whose best "
+     "passage was compared."),
     (re.compile(r"^(\d+) candidate documents have no text in"), "passages",
      "{n} of the documents found have no text in a language your query reaches: their passages are not shown."),
     (re.compile(r"has no passage index|/passages needs it"), "passages",

@@ -487,6 +487,21 @@ def passage_evidence_table(name: str, results_dir: Path = RESULTS_DIR) -> str:
                       f"{len(r['grants'])} grants, {r['settings']['folds']} folds. " + source(r, name)])
 
 
+def ranking_table(name: str, results_dir: Path = RESULTS_DIR) -> str:
+    """``priorart experiment ranking``: the fused order against passage evidence in ``/search``, per task (the
+    experiment's own tables)."""
+    from dataclasses import fields
+
+    from training.experiments.ranking import RankingResult, format_table
+
+    r = load(name, results_dir)
+    names = {f.name for f in fields(RankingResult)}
+    missing = sorted(n for n in names - set(r) if n not in ("skipped", "seconds", "commit"))
+    if missing:
+        raise ResultsError(f"docs/results/{name}: no {', '.join(missing)} (a result of `priorart experiment ranking`?)")
+    return format_table(RankingResult(**{k: v for k, v in r.items() if k in names})) + "\n\n" + source(r, name)
+
+
 def watch_table(name: str, results_dir: Path = RESULTS_DIR) -> str:
     """``priorart bench watch``: the evaluation after an add, in all and per watch by how it was settled."""
     r = load(name, results_dir)
@@ -562,6 +577,7 @@ TABLES: dict[str, Table] = {
     "passages": Table(_file(passages_table, "passages.json"), ("passages.json",)),
     "xling-passages": Table(_file(xling_passages_table, "xling-passages.json"), ("xling-passages.json",)),
     "passage-evidence": Table(_file(passage_evidence_table, "passage-evidence.json"), ("passage-evidence.json",)),
+    "ranking": Table(_file(ranking_table, "ranking.json"), ("ranking.json",)),
     "add": Table(_file(add_table, "live/add-100k.json"), ("live/add-100k.json",)),
     "xling-passages-tops": Table(_file(xling_passages_tops_table, "xling-passages.json"), ("xling-passages.json",)),
     "xling-passages-rho": Table(_file(xling_passages_sweep_table, "xling-passages-rho.json"),

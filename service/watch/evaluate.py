@@ -11,6 +11,9 @@ they bound the ranking. If the ``k`` best rows among the new documents and those
 old documents outrank every new one in the whole index too (the same scores, the same order: ties by lower row),
 so no new document reaches the top k. Only when a new document is among them does the watch run its search, and
 the hits are what that search shows: the proof only ever says "no hit", every hit comes from the search itself.
+``/search`` orders its first ``evidence_docs`` documents by their best passage (:meth:`Engine.order_by_evidence`), so
+a document of the fused order's first ``max(k, evidence_docs)`` can reach the top k: the proof and the stored
+documents cover that many (:meth:`Engine.reach`), and a watch's hits are those of its top k only.
 
 The scores of a set of rows are the first stage's own (:class:`service.retrieval.first_stage.FirstStage` run over
 sparse indexes whose postings are cut to those rows, :func:`restrict`: the same per-posting weights, the
@@ -193,16 +196,16 @@ class Evaluator:
     def _one(self, w: Pending, cut: FirstStage | None, is_new: np.ndarray, n_new: int) -> Outcome:
         started = time.perf_counter()
         req = w.request.search_request()
-        k = w.request.k
+        reach = self.engine.reach(w.request.k)
         try:
             if cut is not None:
                 query = self.engine.query(req)
                 query.explain = False
-                query.k = query.depth = k
+                query.k = query.depth = reach
                 resolve(query, self.docs)
                 found = cut.run(query)
                 rows = found.rows
-                if len(rows) == k and not is_new[rows].any():
+                if len(rows) == reach and not is_new[rows].any():
                     return Outcome(w.id, self.generation, n_new, "bound", (time.perf_counter() - started) * 1000.0,
                                    topk=[self.docs.ids[r] for r in rows.tolist()], kth_score=float(found.scores[-1]))
             return self._search(w, req, is_new, n_new, started)
@@ -213,17 +216,18 @@ class Evaluator:
     def _search(self, w: Pending, req: Any, is_new: np.ndarray, n_new: int, started: float) -> Outcome:
         query = self.engine.query(req)
         query.explain = False
-        res = self.engine.run(query, explain=False, collapse=False, k=req.k)
+        query.k = reach = self.engine.reach(req.k)
+        res = self.engine.run(query, explain=False, collapse=False, k=reach)
         hits: list[WatchHit] = []
         found_at = now()
-        for rank, h in enumerate(res.results, 1):
+        for rank, h in enumerate(res.results[: req.k], 1):
             row = self._row(h.id)
             if row is None or not is_new[row]:
                 continue
             hits.append(WatchHit(doc_id=h.id, title=h.title, publication_date=h.publication_date,
                                  generation=self.generation, rank=rank, score=h.score, found_at=found_at,
                                  passage=self._passage(query.r.text, query.r.lang, row)))
-        kth = res.results[-1].score if len(res.results) == req.k else None
+        kth = res.results[-1].score if len(res.results) == reach else None
         return Outcome(w.id, self.generation, n_new, "search", (time.perf_counter() - started) * 1000.0, hits=hits,
                        topk=[h.id for h in res.results], kth_score=kth)
 
@@ -291,7 +295,8 @@ def save_watch(engine: Engine, store: WatchStore, owner: str, request: WatchRequ
     the engine's ``QueryError``), and its top k is the bound of its first evaluation. The store's record of the
     documents is brought up to this generation when no evaluation holds it (the documents of this generation and
     before are never the watch's hits)."""
-    res = engine.search(request.search_request())
+    req = request.search_request()
+    res = engine.search(req.model_copy(update={"k": engine.reach(req.k)}))  # the bound: the documents that can rank
     if not res.query.terms:
         raise QueryError("the query has no index terms after analysis (only stop words or punctuation?): no document "
                          "could ever match it")

@@ -403,6 +403,9 @@ def feedback_command(
     index: Path | None = typer.Option(None, "--index", help="Use this index of the same data instead of building one."),
     prf: str = typer.Option("", "--prf", help="Also pseudo-relevance feedback from the top N documents (no mark), "
                             "for each N, e.g. 3,10."),
+    evidence_docs: int = typer.Option(0, "--evidence-docs", help="Order the first N of each search by their best "
+                                      "passage (/search's default is 10); 0: the fused order, which the first "
+                                      "stage's pseudo feedback is compared with."),
     out: Path | None = typer.Option(None, "--out", help="Write the result (JSON) here."),
     progress: bool | None = typer.Option(None, "--progress/--no-progress", help="Progress bars on stderr."),
 ) -> None:
@@ -414,7 +417,7 @@ def feedback_command(
     with failures_exit_2():
         result = run_feedback(shared_records(data, progress=progress), depth=depth, terms=terms,
                               min_relevant=min_relevant, index_dir=index,
-                              prf=tuple(int(n) for n in prf.split(",") if n.strip()))
+                              prf=tuple(int(n) for n in prf.split(",") if n.strip()), evidence_docs=evidence_docs)
     if out is not None:
         write_result({**dataclasses.asdict(result), "index": str(index) if index is not None else None}, out,
                      command=command_line())

@@ -6,7 +6,9 @@ the relevant documents are the *other* documents of the corpus that share its fi
 main group (CPC first, then IPC: ``service.codes.record_codes``). Topics need at least ``min_relevant``
 of them. The topic's own document is removed from every ranking (it would be found by its own words).
 
-Per topic: search (BM25 with translation, the engine's pipeline, top ``depth``); the first relevant hit
+Per topic: search (BM25 with translation, the engine's pipeline, top ``depth``; in the fused order, ``evidence_docs``
+0 unless given, so that the Rocchio runs and the first stage's pseudo feedback are compared on one ranking); the
+first relevant hit
 is marked relevant (the analyst's first find) and the search runs again with that feedback. Measured
 on the *residual* ranking (the marked document removed from both runs): reciprocal rank of the first
 remaining relevant document and recall@depth of the remaining relevant documents, before and after, with
@@ -69,7 +71,7 @@ def feedback_topics(records: Sequence[PatentRecord], min_relevant: int = 3) -> l
 
 
 def run_feedback(records: Sequence[PatentRecord], *, depth: int = 100, terms: int = 10, min_relevant: int = 3,
-                 index_dir: Path | None = None, prf: Sequence[int] = ()) -> FeedbackResult:
+                 index_dir: Path | None = None, prf: Sequence[int] = (), evidence_docs: int = 0) -> FeedbackResult:
     from service.engine import Engine
     from training.build import build_index
 
@@ -91,7 +93,7 @@ def run_feedback(records: Sequence[PatentRecord], *, depth: int = 100, terms: in
         for rec, rel in topics:
             first = min(rec.claims["en"], key=lambda c: c.num)
             req = SearchRequest(query=strip_reference_signs(first.text), lang="en", k=depth + 1,
-                                collapse_families=False)
+                                collapse_families=False, evidence_docs=evidence_docs)
             before = [h.id for h in engine.search(req).results if h.id != rec.id][:depth]
             marked = next((d for d in before if d in rel), None)
             if marked is None:

@@ -43,9 +43,14 @@ def test_search_english_finds_the_electrophotographic_grant(client: TestClient) 
     ids = [h["id"] for h in body["results"]]
     assert "EP0640886B1" in ids
     top = body["results"][0]
-    # the components that shaped the ranking (BM25 alone here) and the fused score, nothing unused
-    assert set(top["components"]) == {*body["fusion"]["weights"], "fused"} == {"bm25", "fused"}
-    assert top["components"]["bm25"] == pytest.approx(1.0)  # min-max over the candidates: the best is 1
+    # the components that shaped the ranking (BM25 alone here), the fused score and the best passage's score the first
+    # results were ordered by (the default), nothing unused
+    assert body["ranked_by"] == "passage evidence"
+    assert set(top["components"]) == {*body["fusion"]["weights"], "fused", "evidence"} == {"bm25", "fused", "evidence"}
+    fused = client.post("/search", json={"query": "electrophotographic apparatus with process cartridge and "
+                                                  "developing roller", "k": 5, "evidence_docs": 0}).json()
+    assert fused["ranked_by"] == "fusion" and set(fused["results"][0]["components"]) == {"bm25", "fused"}
+    assert fused["results"][0]["components"]["bm25"] == pytest.approx(1.0)  # min-max over the candidates: best is 1
     assert top["matched_terms"], "explain=true must list matched terms"
     assert body["stages"][0]["name"] == "bm25" and body["took_ms"] > 0
     assert any("BM25 only" in n for n in body["notices"])

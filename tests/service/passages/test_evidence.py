@@ -11,6 +11,7 @@ import pytest
 
 from service.engine import Engine
 from service.passages import PassageIndex
+from service.query import QueryError
 from service.schema import SearchRequest
 from service.settings import Settings
 from training.synth import generate
@@ -85,8 +86,24 @@ def test_the_server_setting_is_the_default_and_an_index_without_passages_says_wh
         res = other.search(SearchRequest(query=QUERY, lang="de"))
         assert res.ranked_by == "fusion"
         assert any("not by passage evidence" in n and "(test)" in n for n in res.notices)
+        said = [e for e in res.explained if "not of their best passage" in e.text]
+        assert said and said[0].kind == "ranking" and "priorart build" in said[0].detail
     finally:
         other.close()
+
+
+def test_a_query_the_passages_cannot_read_keeps_the_fused_order_and_says_why(engine: Engine,
+                                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    fused = _ids(engine, evidence_docs=0)
+
+    def unreadable(*args: object, **kwargs: object) -> None:
+        raise QueryError("no passage terms (test)")
+
+    monkeypatch.setattr(engine, "_rank_passages", unreadable)
+    res = engine.search(SearchRequest(query=QUERY, lang="de", k=50, collapse_families=False, evidence_docs=10))
+    assert [h.id for h in res.results] == fused and res.ranked_by == "fusion"
+    assert any("not by passage evidence: no passage terms (test)" in n for n in res.notices)
+    assert all("evidence" not in h.components for h in res.results)
 
 
 @pytest.mark.parametrize("bad", [{"evidence_docs": -1}, {"evidence_weight": 1.5}, {"evidence_docs": "10"}])

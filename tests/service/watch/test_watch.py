@@ -166,6 +166,35 @@ def test_hits_equal_what_rerunning_each_search_shows_as_new(built: tuple[Path, l
     assert all(h.passage is not None and h.passage.doc_id == h.doc_id for h in hits)
 
 
+def test_a_new_document_that_passage_evidence_lifts_into_the_top_k_is_a_hit(built: tuple[Path, list[PatentRecord]],
+                                                                            tmp_path: Path) -> None:
+    """/search orders its first 10 by their best passage, so a new document at fused rank 2..10 can be a k = 1 watch's
+    first result: the bound covers the first 10 (Engine.reach), not k, and such a document is a hit."""
+    idx, records = built
+    idx, store = _copy(built, tmp_path)
+    engine = _load(idx)
+    added = records[N_BASE : N_BASE + 60]
+    reqs = [WatchRequest(query=c.text[:1500], lang="en", k=1) for r in added for c in r.claims.get("en", [])[1:3]]
+    watches = {save_watch(engine, store, "", r).id: r for r in reqs}
+    engine.close()
+    add_documents(idx, added, progress=False)
+    engine = _load(idx)
+    assert engine.reach(1) == engine.settings.evidence_docs == 10
+    report = evaluate(engine, store)
+    assert report.fast_path and report.by_bound > 0
+    expected = _expected(engine, watches, {r.id for r in added})
+    assert _got(store, engine.generation) == expected
+    lifted = [wid for wid, req in watches.items()
+              if expected[wid] and _fused_rank(engine, req, expected[wid][0][1]) > 1]
+    assert lifted, "no watch's hit was lifted by passage evidence: the test does not test the reach"
+    engine.close()
+
+
+def _fused_rank(engine: Engine, req: WatchRequest, doc_id: str) -> int:
+    fused = [h.id for h in engine.search(req.search_request().model_copy(update={"k": 10, "evidence_docs": 0})).results]
+    return fused.index(doc_id) + 1 if doc_id in fused else 0
+
+
 def test_every_watch_searched_gives_the_same_hits(built: tuple[Path, list[PatentRecord]], tmp_path: Path,
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     """A pipeline the bound does not apply to (models, learning to rank) runs every watch's search: same hits."""
