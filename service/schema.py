@@ -18,9 +18,9 @@ from service.text.analysis import Language
 Lang = Literal["auto", Language]
 """A request's language: one of the languages (service/text/analysis.py), or ``auto``: detected."""
 Variant = Literal["qsf_v", "qsf_v_title", "qsf_section", "qsf_section_propagate", "qsf_passage_propagate"]
+"""The passage scoring variants, in the paper's order: the one definition (service/passages/lm.py ``VARIANTS``)."""
 DEFAULT_VARIANT: Variant = "qsf_passage_propagate"
 """The passage variant of ``/passages`` and of the passage evidence ``/search`` orders its documents by."""
-"""The passage scoring variants, in the paper's order: the one definition (service/passages/lm.py ``VARIANTS``)."""
 CodeFilter = Literal["none", CodeLevel]
 """A request's code filter: ``none``, or the level at which a document must share a code with the query."""
 FusionMethod = Literal["linear", "borda", "linlearn"]
@@ -82,9 +82,9 @@ class SearchRequest(BaseModel):
         True, description="collapse publications of one family / application / priority into one result")
     evidence_docs: int | None = Field(
         None, ge=0, strict=True,
-        description="order the first N documents by their best passage, ranked in context as /passages ranks them "
-        "(the fused order breaks ties and stands below N); 0: the fused order; default: the server's setting "
-        "(PRIORART_EVIDENCE_DOCS). ranked_by in the response says which order it is")
+        description="order the first N documents with their best passage, ranked in context as /passages ranks them "
+        "(evidence_weight; the fused order breaks ties and stands below N); 0: the fused order; default: the server's "
+        "setting (PRIORART_EVIDENCE_DOCS, 10). ranked_by in the response says which order it is")
     evidence_weight: float | None = Field(
         None, ge=0, le=1, description="with evidence_docs: the first N are ordered by (1 - w) * fused + w * best "
         "passage (each in [0, 1]); 1: by the best passage alone; default: the server's setting "

@@ -1,12 +1,11 @@
 """Passage evidence in the document ranking of ``/search``, on the hard real tasks (``priorart experiment ranking``).
 
-``/search`` can order its first ``N`` documents by their best passage, ranked in context as ``/passages`` ranks them
-(``SearchRequest.evidence_docs``, :meth:`service.engine.Engine.order_by_evidence`); below ``N`` the fused order
-stands. This experiment runs the same requests in the fused order (``fusion``: BM25 + PSQ on an index without
-models) and with ``evidence_docs`` = each of ``values``, through :class:`service.engine.Engine` (the API's path), on
-the held-out indexes of the cross-lingual experiments (:func:`training.experiments.xling_passages.fold_engines`: per
-fold and target language, the fold's trilingual grants hold only their target text, and no table or compound list
-saw them). Tasks:
+``/search`` orders its first ``N`` documents with their best passage, ranked in context as ``/passages`` ranks them
+(``SearchRequest.evidence_docs`` and ``evidence_weight`` w: by ``(1 - w) * fused + w * best passage``;
+:meth:`service.engine.Engine.order_by_evidence`); below ``N`` the fused order stands. This experiment runs the same
+requests in the fused order (``fusion``: BM25 + PSQ on an index without models) and with every ``N`` of ``values``
+and w of ``weights`` (a system ``N=<n> w=<w>`` each), through :class:`service.engine.Engine` (the API's path).
+Tasks:
 
 * ``claims`` -- every claim of a grant in ``S`` against the grant holding only ``T`` text, six directions (the
   relevant document is the grant);
@@ -16,24 +15,29 @@ saw them). Tasks:
 * ``main group`` -- an English first claim against the other documents of its first code's main group (the feedback
   experiment's task, :func:`training.experiments.feedback.feedback_topics`; several relevant documents, the topic's
   own document removed from every ranking), on fold 0's English index: topical similarity of whole documents, where
-  one well-matching passage is weak evidence.
+  one well-matching passage is weak evidence;
+* ``synthetic`` -- prior-art topics of a synthetic corpus (:func:`synthetic_engine`).
 
-Reference signs are stripped from the claims. Rankings are of publications (``collapse_families`` off), the top
-``depth``. Measures per topic from :func:`service.evaluation.measures.evaluate_run`: MRR, nDCG, recall@100, S@1.
+The grant tasks run on the held-out indexes of the cross-lingual experiments
+(:func:`training.experiments.xling_passages.fold_engines`: per fold and target language, the fold's trilingual grants
+hold only their target text, and no table or compound list saw them). Reference signs are stripped from the claims.
+Rankings are of publications (``collapse_families`` off), the top ``depth``. Measures per topic from
+:func:`service.evaluation.measures.evaluate_run`: MRR, nDCG, recall@100, S@1.
 
-``N`` chosen held out (row ``cross-fitted``): the topics' folds are their grants' (``main group``: topic ``i`` in fold
-``i % folds``); for each fold, ``N`` is chosen on the other folds by the install rule -- the largest mean MRR gain
-over the tasks among the values under which no task's mean MRR or nDCG is below the fused order's (none: the fused
-order, ``N`` = 0) -- and that fold's topics are measured with it. ``install``: the value the same rule picks on every
-topic (what ``priorart demo`` and the server default to: ``Settings.evidence_docs``).
+The system chosen held out (row ``cross-fitted``): the topics' folds are their grants' (other tasks: topic ``i`` in
+fold ``i % folds``); for each fold, a system is chosen on the other folds (:func:`_choose`: the largest mean MRR gain
+over the tasks among the systems under which no task's MRR or nDCG is significantly below the fused order's) and
+that fold's topics are measured with it. ``install``: the system the same choice picks on every topic, when the
+cross-fitted figures pass the fusion's install rule (:func:`_install`: some task significantly better, none
+significantly worse); the server's default (``Settings.evidence_docs``, ``evidence_weight``) is set from it.
 
-p-values: the paired randomisation test on per-*group* means (a grant for the grant tasks, the topic for ``main
-group``), so that the many claims of one grant count as one unit. Latency: each system's ``/search`` times (ms,
-median and p99) on the same queries, in the same process.
+p-values: the paired randomisation test on per-*group* means (a grant for the grant tasks, the topic otherwise), so
+that the many claims of one grant count as one unit. Latency: each system's ``/search`` times (ms, median and p99)
+on the same queries, in the same process.
 
 Nothing else is learned: the passage parameters are the service's defaults (``mu_translated``, ``rho`` and
 ``beta_translated`` were chosen cross-fitted on the claim task of these grants, docs/RESULTS.md, so ``claims`` is not
-a clean held-out figure for them; ``titles``, ``own language`` and ``main group`` had no part in that choice).
+a clean held-out figure for them; the other tasks had no part in that choice).
 """
 
 from __future__ import annotations
@@ -57,10 +61,10 @@ from training.experiments import ExperimentError
 from training.experiments.output import commit, write_result
 from training.experiments.xling import trilingual_grants
 from training.experiments.xling_passages import DIRECTIONS, claim_topics, fold_engines
+from training.fusion import ALPHA
 
 if TYPE_CHECKING:
     from service.engine import Engine
-from training.fusion import ALPHA
 
 TASKS = ("claims", "titles", "own language", "main group", "synthetic")
 MEASURES = ("mrr", "ndcg", "recall@100", "success@1")
@@ -101,7 +105,7 @@ class RankTopic:
     task: str
     part: str  # direction (de-en) or query language
     group: str  # the unit of the significance test: the grant, or the topic itself
-    fold: int  # the held-out fold (cross-fitting of N)
+    fold: int  # the held-out fold (cross-fitting of the system)
     lang: str
     text: str
     qrels: dict[str, int]  # relevant documents and their grades
