@@ -67,7 +67,8 @@ class PassageIndex(PassageArrays):
     @classmethod
     def _load_live(cls, folder: IndexFolder) -> PassageIndex | SegmentedPassageIndex:
         """The passage indexes of a generation's segments, each mapped where it lies and searched in place
-        (:mod:`service.passages.segments`); deleted rows are never candidates."""
+        (:mod:`service.passages.segments`); deleted rows are never candidates, and their text leaves the collection
+        model (as one build of the live documents has it)."""
         from service.passages.segments import SegmentedPassageIndex, open_part
 
         found = []
@@ -76,10 +77,11 @@ class PassageIndex(PassageArrays):
             if not isinstance(comp, dict):
                 raise PassageIndexMissingError(f"segment {seg.folder.root} has no passage index; /passages needs one "
                                                "in every segment (rebuild the index with `priorart build`)")
-            found.append((seg.folder.path(str(comp.get("dir", Layout.PASSAGES))), comp))
-        if len(found) == 1:  # one segment with deleted rows, mapped as it lies: deleted rows are never candidates, and
-            return cls.open(found[0][0], mmap=True, info=found[0][1])  # its statistics count them as segments' do
-        return SegmentedPassageIndex([open_part(path, comp) for path, comp in found])
+            found.append((seg.folder.path(str(comp.get("dir", Layout.PASSAGES))), comp, seg.deleted))
+        if len(found) == 1 and not len(found[0][2]):  # one segment, nothing deleted: mapped as it lies
+            return cls.open(found[0][0], mmap=True, info=found[0][1])
+        return SegmentedPassageIndex([open_part(path, comp) for path, comp, _ in found],
+                                     deleted=[gone for _, _, gone in found])
 
     @classmethod
     def from_records(cls, records: Iterable[PatentRecord], *,

@@ -29,6 +29,7 @@ import numpy.typing as npt
 import service.passages.format as fmt
 from service.index.arrays import by_segment, locate, segment_starts
 from service.passages.arrays import Blob, PassageArrays, check_rows
+from service.text.analysis import SUPPORTED_LANGS
 
 if TYPE_CHECKING:
     from service.passages.lm import QueryModels, Tables
@@ -109,15 +110,50 @@ def _attr(name: str) -> str:
     return name.removesuffix(".npy")
 
 
-class SegmentedPassageIndex:
-    """The passage index of a generation of several segments (module docstring): what the engine ranks with."""
+def deleted_counts(part: PassageArrays, rows: npt.ArrayLike) -> tuple[IntArray, IntArray, IntArray]:
+    """What the ``rows`` of a segment add to its collection statistics (``vocab_cf``, ``lang_tokens``): the joint ids of
+    their terms (sorted, distinct) with their counts, and their tokens per language. A generation subtracts these for
+    its deleted rows, so that its collection model is that of its live documents, as one build of them has."""
+    from service.passages.ranker import _expand
 
-    def __init__(self, parts: Sequence[PassageArrays]) -> None:
+    r = np.unique(np.asarray(rows, dtype=np.int64))
+    d0 = part.docs[r].astype(np.int64)
+    cnt = part.docs[r + 1].astype(np.int64) - d0
+    units, _ = _expand(d0[:, 0], cnt[:, 0])
+    tokens = np.bincount(part.unit_tag[units].astype(np.int64) & 3, weights=part.unit_len[units].astype(np.float64),
+                         minlength=len(SUPPORTED_LANGS) + 1)[: len(SUPPORTED_LANGS)].astype(np.int64)
+    entries, entry_doc = _expand(d0[:, 2], cnt[:, 2])
+    postings, _ = _expand(d0[:, 3], cnt[:, 3])
+    if not entries.size:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), tokens
+    # each posting's entry: the postings of a document lie in its entries' order, each entry ending at term_end
+    ends = d0[entry_doc, 3] + part.term_end[entries].astype(np.int64)
+    entry_of = np.searchsorted(ends, postings, side="right")
+    per_entry = np.bincount(entry_of, weights=part.post_count[postings].astype(np.float64), minlength=entries.size)
+    ids, inverse = np.unique(part.term_id[entries].astype(np.int64), return_inverse=True)
+    counts = np.bincount(inverse, weights=per_entry, minlength=ids.size).astype(np.int64)
+    return ids, counts, tokens
+
+
+class SegmentedPassageIndex:
+    """The passage index of a generation of several segments (module docstring): what the engine ranks with.
+    ``deleted``: per segment, its rows deleted in this generation; they are never candidates, and their text leaves
+    the collection model (:func:`deleted_counts`)."""
+
+    def __init__(self, parts: Sequence[PassageArrays], deleted: Sequence[npt.ArrayLike] | None = None) -> None:
         if not parts:
             raise ValueError("a segmented passage index needs at least one segment")
         self.parts = list(parts)
         self.starts = segment_starts([p.n_docs for p in self.parts])  # each segment's first row
+        gone = [np.asarray(d, dtype=np.int64) for d in deleted] if deleted is not None else []
+        if gone and len(gone) != len(self.parts):
+            raise ValueError(f"{len(gone)} deleted-row lists for {len(self.parts)} segments")
+        self._deleted = [deleted_counts(p, d) if d.size else None for p, d in zip(self.parts, gone, strict=True)]
+        self._deleted += [None] * (len(self.parts) - len(self._deleted))
         self.lang_tokens = np.sum([p.lang_tokens.astype(np.int64) for p in self.parts], axis=0).astype(np.int64)
+        for gone_counts in self._deleted:
+            if gone_counts is not None:
+                self.lang_tokens -= gone_counts[2]
         summed = ("n_docs", "n_passages", "n_units", "bytes")
         self.info: dict[str, Any] = {k: sum(int(p.info.get(k, 0)) for p in self.parts) for k in summed
                                      if all(k in p.info for p in self.parts)}
@@ -167,9 +203,13 @@ class SegmentedPassageIndex:
         held = (ids >= 0).any(axis=0)
         view_id = np.where(held, np.cumsum(held) - 1, -1)
         cf = np.zeros(int(held.sum()), dtype=np.int64)
-        for p, pid in zip(self.parts, ids, strict=True):
+        for p, pid, gone in zip(self.parts, ids, self._deleted, strict=True):
             has = pid >= 0
             cf[view_id[has]] += p.vocab_cf[pid[has]].astype(np.int64)
+            if gone is not None and gone[0].size:  # the deleted rows' counts leave the collection model
+                at = np.minimum(np.searchsorted(gone[0], pid[has]), gone[0].size - 1)
+                hit = gone[0][at] == pid[has]
+                cf[view_id[has][hit]] -= gone[1][at[hit]]
 
         view_row = np.empty(r.size, dtype=np.int64)
         pieces: list[dict[str, npt.NDArray[Any]]] = []

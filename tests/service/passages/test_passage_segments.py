@@ -98,8 +98,10 @@ def test_segments_equal_their_join_with_deletes_and_replacements(
     assert len(folder.segments) == 4
     seg = PassageIndex.load(folder)
     assert isinstance(seg, SegmentedPassageIndex)
-    joined = PassageIndex.open(tmp_path / "joined", info=concat_passage_indexes(
-        [s.folder.path(Layout.PASSAGES) for s in folder.segments], tmp_path / "joined"))
+    # the segments joined into one folder, its deleted rows (holes in the row space) left out of the collection model
+    joined = SegmentedPassageIndex([PassageIndex.open(tmp_path / "joined", info=concat_passage_indexes(
+        [s.folder.path(Layout.PASSAGES) for s in folder.segments], tmp_path / "joined"))],
+        deleted=[np.concatenate([s.start + s.deleted for s in folder.segments])])
     engine = Engine.load(live, settings=Settings(index_dir=live))
     reached: set[int] = set()  # the segments the candidates came from
     for lang, i in QUERIES:
@@ -126,6 +128,28 @@ def test_segments_equal_their_join_with_deletes_and_replacements(
         seg.rank(images, lang, [1, 1], None)
     with pytest.raises(ValueError, match="is not in the passage index"):
         seg.rank(images, lang, [seg.n_docs], None)
+
+
+def test_deleted_rows_leave_the_collection_model(indexes: tuple[Path, Path, list[PatentRecord]]) -> None:
+    """What a segment's rows add to its collection statistics: all of them, exactly its vocab_cf and lang_tokens; a
+    generation without some rows ranks as one build without them (test_live: a live index after deletes and
+    replacements gives /search and /passages of one build)."""
+    from service.passages.segments import deleted_counts
+
+    live, _, _ = indexes
+    part = PassageIndex.open(IndexFolder.open(live, verify=False).segments[0].folder.path(Layout.PASSAGES))
+    ids, counts, tokens = deleted_counts(part, np.arange(part.n_docs))
+    cf = np.asarray(part.vocab_cf, dtype=np.int64)
+    assert np.array_equal(ids, np.flatnonzero(cf)) and np.array_equal(counts, cf[ids])
+    assert np.array_equal(tokens, np.asarray(part.lang_tokens, dtype=np.int64))
+    some = np.arange(0, part.n_docs, 7)
+    a_ids, a_counts, a_tokens = deleted_counts(part, some)
+    b_ids, b_counts, b_tokens = deleted_counts(part, np.setdiff1d(np.arange(part.n_docs), some))
+    both = np.zeros(cf.size, dtype=np.int64)
+    np.add.at(both, a_ids, a_counts)
+    np.add.at(both, b_ids, b_counts)
+    assert np.array_equal(both, cf) and np.array_equal(a_tokens + b_tokens, tokens)
+    assert deleted_counts(part, np.zeros(0, dtype=np.int64))[0].size == 0
 
 
 def test_open_copies_nothing_and_reuses_open_segments(indexes: tuple[Path, Path, list[PatentRecord]],
