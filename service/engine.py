@@ -272,7 +272,8 @@ class Engine:
     def _rank_passages(self, query: Query, cands: Candidates, req: PassageRequest | None, *, k: int,
                        highlight: bool = True) -> tuple[PassageRanking, dict[str, Any]]:
         """The passages of the pipeline's candidates, ranked in context with the request's parameters (``None``: the
-        defaults), and what the trace says of them; notes the candidates without readable text."""
+        defaults), and what the trace says of them (``readable``: the languages the query reaches, for the callers'
+        note on the candidates without text in them)."""
         assert self._passages is not None
         given: dict[str, Any] = {name: getattr(req, name, None)
                                  for name in (*DEFAULT_PASSAGE_PARAMS, "rho", "beta_translated")}

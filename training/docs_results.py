@@ -95,7 +95,9 @@ def figure(experiment: str, result: Result, row: str, measure: str) -> float:
 def _p(p: float | None) -> str:
     if p is None:
         return "–"
-    return f"{p:.4f}" if p < 0.001 else f"{p:.3f}" if p < 0.1 else f"{p:.2f}"
+    from service.evaluation.significance import format_p
+
+    return format_p(p)
 
 
 def source(r: Result, name: str) -> str:

@@ -36,6 +36,11 @@ def _paired(a: Mapping[str, float] | Sequence[float], b: Mapping[str, float] | S
     return np.asarray(a, dtype=np.float64) - np.asarray(b, dtype=np.float64)
 
 
+def format_p(p: float) -> str:
+    """A p-value as the docs and the experiments' tables print it: 4 decimals below 0.001, 3 below 0.1, else 2."""
+    return f"{p:.4f}" if p < 0.001 else f"{p:.3f}" if p < 0.1 else f"{p:.2f}"
+
+
 def randomisation_test(
     per_query_a: Mapping[str, float] | Sequence[float],
     per_query_b: Mapping[str, float] | Sequence[float],

@@ -145,11 +145,11 @@ class SegmentedPassageIndex:
             raise ValueError("a segmented passage index needs at least one segment")
         self.parts = list(parts)
         self.starts = segment_starts([p.n_docs for p in self.parts])  # each segment's first row
-        gone = [np.asarray(d, dtype=np.int64) for d in deleted] if deleted is not None else []
-        if gone and len(gone) != len(self.parts):
+        gone = ([np.asarray(d, dtype=np.int64) for d in deleted] if deleted is not None
+                else [np.zeros(0, dtype=np.int64)] * len(self.parts))
+        if len(gone) != len(self.parts):
             raise ValueError(f"{len(gone)} deleted-row lists for {len(self.parts)} segments")
         self._deleted = [deleted_counts(p, d) if d.size else None for p, d in zip(self.parts, gone, strict=True)]
-        self._deleted += [None] * (len(self.parts) - len(self._deleted))
         self.lang_tokens = np.sum([p.lang_tokens.astype(np.int64) for p in self.parts], axis=0).astype(np.int64)
         for gone_counts in self._deleted:
             if gone_counts is not None:

@@ -56,10 +56,10 @@ from tqdm import tqdm
 
 from service.corpus.record import PatentRecord
 from service.evaluation.measures import evaluate_run
-from service.evaluation.significance import randomisation_test
+from service.evaluation.significance import format_p, randomisation_test
 from training.experiments import ExperimentError
 from training.experiments.output import commit, write_result
-from training.experiments.xling import trilingual_grants
+from training.experiments.xling import first_claim, trilingual_grants
 from training.experiments.xling_passages import DIRECTIONS, claim_topics, fold_engines
 from training.fusion import ALPHA
 
@@ -151,9 +151,8 @@ def grant_topics(held: Sequence[PatentRecord], fold: int, tgt: str, tasks: Seque
             if "titles" in tasks and title:
                 out.append(RankTopic(f"titles:{g.id}-{src}-{dst}", "titles", f"{src}-{dst}", g.id, fold, src,
                                      title, rel))
-        claims = sorted(g.claims.get(tgt, []), key=lambda c: c.num)
-        if "own language" in tasks and claims:
-            text = strip_reference_signs(claims[0].text)
+        if "own language" in tasks and g.claims.get(tgt):
+            text = strip_reference_signs(first_claim(g, tgt))
             if text.strip():
                 out.append(RankTopic(f"own:{g.id}-{tgt}", "own language", tgt, g.id, fold, tgt, text, rel))
     return out
@@ -167,8 +166,7 @@ def group_topics(records: Sequence[PatentRecord], min_relevant: int, folds: int)
 
     out: list[RankTopic] = []
     for rec, rel in feedback_topics(records, min_relevant):
-        first = min(rec.claims["en"], key=lambda c: c.num)
-        text = strip_reference_signs(first.text)
+        text = strip_reference_signs(first_claim(rec, "en"))
         if text.strip():
             out.append(RankTopic(f"group:{rec.id}", "main group", "en", rec.id, len(out) % folds, "en", text,
                                  dict.fromkeys(rel, 1), rec.id))
@@ -402,8 +400,8 @@ def format_table(result: RankingResult) -> str:
             f, c = by_sys[FUSION], by_sys[CROSS_FITTED]
             p = result.p_values[task][part][CROSS_FITTED]
             lines.append(f"| {task} | {part} | {result.topics[task][part]} ({result.groups[task][part]}) | "
-                         f"{f['mrr']:.3f} | {c['mrr']:.3f} | {c['mrr'] - f['mrr']:+.3f} | {_fmt_p(p['mrr'])} | "
-                         f"{f['ndcg']:.3f} / {c['ndcg']:.3f} | {_fmt_p(p['ndcg'])} | "
+                         f"{f['mrr']:.3f} | {c['mrr']:.3f} | {c['mrr'] - f['mrr']:+.3f} | {format_p(p['mrr'])} | "
+                         f"{f['ndcg']:.3f} / {c['ndcg']:.3f} | {format_p(p['ndcg'])} | "
                          f"{f['recall@100']:.3f} / {c['recall@100']:.3f} |")
     pooled = {task: parts.get("all") or next(iter(parts.values())) for task, parts in result.rows.items()}
     head = ["system (all topics)", *(f"MRR {t}" for t in tasks), "/search ms p50 / p99"]
@@ -419,7 +417,3 @@ def format_table(result: RankingResult) -> str:
     if result.skipped:
         lines.append(f"Topics without index terms (not run): {result.skipped}.")
     return "\n".join(lines)
-
-
-def _fmt_p(p: float) -> str:
-    return f"{p:.4f}" if p < 0.001 else f"{p:.3f}" if p < 0.1 else f"{p:.2f}"

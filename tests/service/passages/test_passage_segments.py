@@ -150,6 +150,8 @@ def test_deleted_rows_leave_the_collection_model(indexes: tuple[Path, Path, list
     np.add.at(both, b_ids, b_counts)
     assert np.array_equal(both, cf) and np.array_equal(a_tokens + b_tokens, tokens)
     assert deleted_counts(part, np.zeros(0, dtype=np.int64))[0].size == 0
+    assert np.array_equal(SegmentedPassageIndex([part]).lang_tokens, part.lang_tokens)  # nothing deleted
+    assert np.array_equal(SegmentedPassageIndex([part], deleted=[np.arange(part.n_docs)]).lang_tokens, [0, 0, 0])
 
 
 def test_open_copies_nothing_and_reuses_open_segments(indexes: tuple[Path, Path, list[PatentRecord]],
