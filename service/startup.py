@@ -51,7 +51,7 @@ log = logging.getLogger(__name__)
 KERNEL_CACHE_FORMAT = "priorart-kernel-cache"
 KERNEL_CACHE_VERSION = 1
 MANIFEST = "kernel-cache.json"
-KERNEL_MODULES = ("service.retrieval.kernels", "service.passages.kernels")
+KERNEL_MODULES = ("service.retrieval.kernels", "service.retrieval.segment_kernels", "service.passages.kernels")
 
 # x86-64 micro-architecture levels (the psABI's), as /proc/cpuinfo names their features: a kernel cache compiled
 # for a level runs on a CPU that has every feature of it (LLVM names the levels x86-64-v2 ... x86-64-v4)
@@ -300,11 +300,11 @@ def dispatchers() -> list[Any]:
 
     from numba.core.dispatcher import Dispatcher
 
-    found = []
+    found: dict[int, Any] = {}  # (a module that imports another's kernels names them too)
     for name in KERNEL_MODULES:
         module = importlib.import_module(name)
-        found += [obj for obj in vars(module).values() if isinstance(obj, Dispatcher)]
-    return found
+        found.update((id(obj), obj) for obj in vars(module).values() if isinstance(obj, Dispatcher))
+    return list(found.values())
 
 
 def _report(found: list[Any]) -> KernelReport:

@@ -159,6 +159,45 @@ class SegmentedPassageIndex:
                                      if all(k in p.info for p in self.parts)}
         self.info.update({k: self.parts[0].info[k] for k in ("format", "version") if k in self.parts[0].info})
         self.info["segments"] = len(self.parts)
+        # per (lang, term) of a query: its id in each segment (-1: absent) and its live count in the generation,
+        # remembered (bounded) so that a term of earlier queries is not looked up in every segment again
+        self._terms: dict[tuple[str, str], tuple[tuple[int, ...], int]] = {}
+        self._terms_lock = threading.Lock()
+
+    _TERMS_CACHE = 1 << 16
+
+    def _term_stats(self, keys: Sequence[tuple[str, str]]) -> tuple[IntArray, IntArray]:
+        """Each key's id in each segment (segments x keys; -1: absent) and its count in the generation's collection
+        model (the segments' counts summed, the deleted rows' taken out)."""
+        cache = self._terms
+        found: dict[tuple[str, str], tuple[tuple[int, ...], int]] = {}
+        missing: list[tuple[str, str]] = []
+        for k in keys:
+            hit = cache.get(k)
+            if hit is None:
+                missing.append(k)
+            else:
+                found[k] = hit
+        if missing:
+            ids = np.asarray([[p.vocab.lookup(lang, t) for lang, t in missing] for p in self.parts],
+                             dtype=np.int64).reshape(len(self.parts), len(missing))
+            cf = np.zeros(len(missing), dtype=np.int64)
+            for p, pid, gone in zip(self.parts, ids, self._deleted, strict=True):
+                has = pid >= 0
+                cf[has] += p.vocab_cf[pid[has]].astype(np.int64)
+                if gone is not None and gone[0].size:  # the deleted rows' counts leave the collection model
+                    at = np.minimum(np.searchsorted(gone[0], pid[has]), gone[0].size - 1)
+                    hit = gone[0][at] == pid[has]
+                    cf[np.flatnonzero(has)[hit]] -= gone[1][at[hit]]
+            for j, key in enumerate(missing):
+                found[key] = (tuple(ids[:, j].tolist()), int(cf[j]))
+            with self._terms_lock:
+                if len(cache) + len(missing) > self._TERMS_CACHE:
+                    cache.clear()
+                cache.update((k, found[k]) for k in missing)
+        got = [found[k] for k in keys]
+        ids_all = np.asarray([g[0] for g in got], dtype=np.int64).reshape(len(keys), len(self.parts)).T
+        return np.ascontiguousarray(ids_all), np.asarray([g[1] for g in got], dtype=np.int64)
 
     # ------------------------------------------------------------------ lookups
     @property
@@ -198,18 +237,10 @@ class SegmentedPassageIndex:
         query's images), and each candidate's row in that view (the view holds the rows segment by segment)."""
         r = self.check_rows(rows)
         keys = sorted({(plang, t) for plang, image in models.items() for t in (*image.probs, *image.ideal)})
-        ids = np.asarray([[p.vocab.lookup(lang, t) for lang, t in keys] for p in self.parts],
-                         dtype=np.int64).reshape(len(self.parts), len(keys))
+        ids, key_cf = self._term_stats(keys)
         held = (ids >= 0).any(axis=0)
         view_id = np.where(held, np.cumsum(held) - 1, -1)
-        cf = np.zeros(int(held.sum()), dtype=np.int64)
-        for p, pid, gone in zip(self.parts, ids, self._deleted, strict=True):
-            has = pid >= 0
-            cf[view_id[has]] += p.vocab_cf[pid[has]].astype(np.int64)
-            if gone is not None and gone[0].size:  # the deleted rows' counts leave the collection model
-                at = np.minimum(np.searchsorted(gone[0], pid[has]), gone[0].size - 1)
-                hit = gone[0][at] == pid[has]
-                cf[view_id[has][hit]] -= gone[1][at[hit]]
+        cf = key_cf[held]
 
         view_row = np.empty(r.size, dtype=np.int64)
         pieces: list[dict[str, npt.NDArray[Any]]] = []
@@ -282,7 +313,11 @@ class SegmentedPassageIndex:
         out[fmt.TERM_END] = np.cumsum(plen) - before[em_doc]
         out[fmt.POST_UNIT] = part.post_unit[postings]
         out[fmt.POST_COUNT] = part.post_count[postings]
-        out["counts"] = np.stack([cnt[:, 0], cnt[:, 1], n_entries, n_postings], axis=1)
+        counts = np.empty((lr.size, fmt.DOC_COLUMNS), dtype=np.int64)
+        counts[:, :2] = cnt[:, :2]
+        counts[:, 2] = n_entries
+        counts[:, 3] = n_postings
+        out["counts"] = counts
         return out
 
     # ------------------------------------------------------------------ scoring and ranking

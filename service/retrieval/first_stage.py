@@ -50,7 +50,8 @@ from service.query import Query, QueryError, resolve
 from service.retrieval.feedback import Feedback, centroid, expansion_terms, term_vector
 from service.retrieval.kernels import AccumulatorPool
 from service.retrieval.resources import PARTS_MAX_TERMS, IndexResources, Route
-from service.retrieval.sparse import CollectionStats, QueryUnit, SparseIndex
+from service.retrieval.segments import SegmentedSparseIndex
+from service.retrieval.sparse import BaseSparseIndex, CollectionStats, QueryUnit, SparseIndex
 from service.text.analysis import Analyzer
 from service.text.compounds import load_analyzers
 from service.text.translation import TranslationTable
@@ -157,23 +158,23 @@ class FirstStageResult:
         return {"hits": [asdict(h) for h in self.hits], "info": asdict(self.info)}
 
 
-def reference_score(index: SparseIndex, units: Sequence[QueryUnit], *, scale_tf: bool = False) -> float:
+def reference_score(index: BaseSparseIndex, units: Sequence[QueryUnit], *, scale_tf: bool = False) -> float:
     """The score of the query's own best translation as a document of average length in ``index``.
 
     Each unit counts as if a document held its most probable target term once (expected tf = that
     probability), so a route whose translations spread their probability is measured against what a
     perfect match *in that route* scores, not against an untranslated query's. Units that match nothing
     in the index count with the idf of a term seen once (a miss). ``scale_tf``: the units' expected tf is scaled by
-    their best translation's probability (:meth:`SparseIndex.accumulate`), so that translation counts as tf 1."""
+    their best translation's probability (:meth:`BaseSparseIndex.accumulate`), so that translation counts as tf 1."""
     return route_norms(index, units, scale_tf=scale_tf)[0]
 
 
-def attainable_score(index: SparseIndex, units: Sequence[QueryUnit]) -> float:
+def attainable_score(index: BaseSparseIndex, units: Sequence[QueryUnit]) -> float:
     """The best score a document could reach for ``units`` in ``index`` (see the module docstring)."""
     return route_norms(index, units)[1]
 
 
-def route_norms(index: SparseIndex, units: Sequence[QueryUnit], *, scale_tf: bool = False) -> tuple[float, float]:
+def route_norms(index: BaseSparseIndex, units: Sequence[QueryUnit], *, scale_tf: bool = False) -> tuple[float, float]:
     """:func:`reference_score` and :func:`attainable_score` of a route in one pass over its units (each unit's idf
     is looked up once)."""
     rare = index.idf_of(1.0)
@@ -191,7 +192,7 @@ def route_norms(index: SparseIndex, units: Sequence[QueryUnit], *, scale_tf: boo
     return reference, attainable * (k1 + 1 if bm25 else 1.0)
 
 
-def ceiling_slope(index: SparseIndex, units: Sequence[QueryUnit], norm: float, knee: float = ALIGN_KNEE, *,
+def ceiling_slope(index: BaseSparseIndex, units: Sequence[QueryUnit], norm: float, knee: float = ALIGN_KNEE, *,
                   attainable: float | None = None) -> float:
     """How much a translated route's scores are bent above ``knee`` so that its ceiling is an untranslated query's
     (BM25; the merge ``aligned``). After the division by the reference score ``norm``, an own route reaches at most
@@ -229,7 +230,7 @@ class FirstStage:
         self,
         meta: IndexMeta,
         docs: DocStore,
-        indexes: Mapping[str, SparseIndex],
+        indexes: Mapping[str, BaseSparseIndex],
         tables: Mapping[str, TranslationTable] | Mapping[tuple[str, str], TranslationTable],
         *,
         max_query_terms: int = DEFAULT_MAX_QUERY_TERMS,
@@ -282,7 +283,7 @@ class FirstStage:
         mmap: bool = True,
         max_query_terms: int = DEFAULT_MAX_QUERY_TERMS,
         stats: Mapping[str, CollectionStats] | None = None,
-        indexes: Mapping[str, SparseIndex] | None = None,
+        indexes: Mapping[str, BaseSparseIndex] | None = None,
     ) -> FirstStage:
         """The first stage of an opened index folder (``docs``: its doc store when already open; ``indexes``: its
         sparse index per language when already open, the registry's ``bm25`` component); ``stats``: the collection
@@ -508,21 +509,23 @@ class FirstStage:
 
 
 def open_sparse(folder: IndexFolder, lang: str, mmap: bool, stats: CollectionStats | None = None, *,
-                prefault: bool = True) -> SparseIndex:
-    """The sparse index of ``lang`` at the folder's generation (segments joined with the live statistics, lazily: a
-    column is copied from the segments the first time a query needs it; the one segment of a compacted generation
-    mapped as a build's: its own statistics are the live ones), weighted with ``stats`` when given (the global
-    statistics of a shard). ``prefault``: read the pages of a memory-mapped index in at load (not the segments of a
-    join: their columns are read as they are filled)."""
+                prefault: bool = True) -> BaseSparseIndex:
+    """The sparse index of ``lang`` at the folder's generation: the one segment of a compacted generation mapped as a
+    build's (its own statistics are the live ones), else the segments searched where they lie with the generation's
+    statistics (:class:`SegmentedSparseIndex`; nothing copied); weighted with ``stats`` when given (the global
+    statistics of a shard: the segments joined and weighted again). ``prefault``: read the pages of a memory-mapped
+    index in at load (a segment's once per process: a reload reads only the new segment's)."""
     whole = folder.one_build
-    if whole is not None:  # the object a later join of this segment reuses (a reload after the first add)
+    if whole is not None:  # the object a later generation of this segment reuses (a reload after the first add)
         index = _segment_part(whole.path(Layout.bm25(lang)), mmap)
         if mmap and prefault:
             index.prefault()
-    else:
-        parts = [_segment_part(s.folder.path(Layout.bm25(lang)), mmap) for s in folder.segments]
-        index = SparseIndex.join(parts, [s.deleted for s in folder.segments], lazy=stats is None)
-    return index if stats is None else index.reweighted(stats)
+        return index if stats is None else index.reweighted(stats)
+    parts = [_segment_part(s.folder.path(Layout.bm25(lang)), mmap) for s in folder.segments]
+    deleted = [s.deleted for s in folder.segments]
+    if stats is not None:
+        return SparseIndex.join(parts, deleted).reweighted(stats)
+    return SegmentedSparseIndex(parts, deleted, prefault=mmap and prefault)
 
 
 def _open_part(vocab: Path) -> SparseIndex:
@@ -530,8 +533,8 @@ def _open_part(vocab: Path) -> SparseIndex:
 
 
 def _segment_part(directory: Path, mmap: bool) -> SparseIndex:
-    """A segment's sparse index, to be joined: memory-mapped, the one this process opened already while its files
-    are unchanged (service/filecache.py; a reload after an add opens only the new segment's)."""
+    """A segment's sparse index, to be searched in place or joined: memory-mapped, the one this process opened already
+    while its files are unchanged (service/filecache.py; a reload after an add opens only the new segment's)."""
     if not mmap:
         return SparseIndex.load(directory, mmap=False, prefault=False)
     return load_shared(directory / "vocab.json", _open_part, *file_identity(directory / "params.json"))

@@ -208,35 +208,6 @@ def scatter_columns(indptr: np.ndarray, rows: np.ndarray, tf: np.ndarray, dead: 
 
 
 @njit(cache=True, nogil=True)
-def _weigh_bm25_columns(indptr, need, rows, tf, doc_norm, idf, k1, weights, max_weight):
-    k1p = k1 + 1.0
-    for i in range(len(need)):
-        t = need[i]
-        lo = indptr[t]
-        hi = indptr[t + 1]
-        term_idf = idf[t]
-        best = 0.0
-        for j in range(lo, hi):
-            f = np.float64(tf[j])
-            w = term_idf * (f * k1p / (f + doc_norm[rows[j]]))  # the order of the build's _term_weight: same bits
-            weights[j] = w
-            if j == lo or w > best:
-                best = w
-        max_weight[t] = best
-
-
-def weigh_bm25_columns(indptr: np.ndarray, need: np.ndarray, rows: np.ndarray, tf: np.ndarray, doc_norm: np.ndarray,
-                       idf: np.ndarray, k1: float, weights: np.ndarray, max_weight: np.ndarray) -> None:
-    """The BM25 weight of every posting of the columns ``need`` (``weights``, in place) and each column's largest
-    (``max_weight[t]``; 0 for an empty column), in one pass without temporaries: a lazily joined index's columns as
-    they are filled (:class:`service.retrieval.sparse._Columns`), equal to the build's weights bit for bit."""
-    _weigh_bm25_columns(readonly(np.asarray(indptr, dtype=np.int64)), readonly(np.asarray(need, dtype=np.int64)),
-                        readonly(np.asarray(rows)), readonly(np.asarray(tf)),
-                        readonly(np.asarray(doc_norm, dtype=np.float64)), readonly(np.asarray(idf, dtype=np.float64)),
-                        np.float64(k1), weights, max_weight)
-
-
-@njit(cache=True, nogil=True)
 def _max_per_term(indptr, weights):
     out = np.zeros(len(indptr) - 1, dtype=np.float64)
     for t in range(len(indptr) - 1):
@@ -806,6 +777,7 @@ class ScoreAccumulator:
         self.tracking = True
         self.cap = int(n_rows * self.TRACK_FRACTION)
         self._scratch: np.ndarray | None = None  # zeros for a PSQ unit's expected tf, made on first use
+        self._row_scratch: np.ndarray | None = None  # the rows a PSQ unit reaches (segments searched in place)
         self.winner: np.ndarray | None = None
         self._seen_dirty = False  # ``seen`` holds marks that ``touched`` does not list (reset zeroes it whole)
 
@@ -822,6 +794,21 @@ class ScoreAccumulator:
         if self._scratch is None:
             self._scratch = np.zeros(self.n_rows, dtype=np.float64)
         return self._scratch
+
+    @property
+    def row_scratch(self) -> np.ndarray:
+        """Room for every row and one (int32), for the rows a PSQ unit of a segmented index reaches
+        (:mod:`service.retrieval.segment_kernels`)."""
+        if self._row_scratch is None:
+            self._row_scratch = np.empty(self.n_rows + 1, dtype=np.int32)
+        return self._row_scratch
+
+    def unmark(self) -> None:
+        """Before a bounded top k marks the rows it enumerates in ``seen``: clear the marks of the rows listed before
+        the listing stopped (the reset then zeroes ``seen`` whole)."""
+        if self.n and not self._seen_dirty:
+            _unmark(self.seen, self.touched, self.n)
+        self._seen_dirty = True
 
     def _track(self, reach: int) -> bool:
         """Whether the next add (of ``reach`` values) is listed; off for good once the rows could exceed the cap."""
@@ -862,9 +849,7 @@ class ScoreAccumulator:
         """:meth:`top_k`'s rows (non-zero) by the query's postings, their units' best first, stopping where the
         units left cannot lift a row into the top ``k`` (see ``_top_k_bounded``; ``ubs[u]``: the most units ``u``
         and after can add to a row's score). The scores must be complete (every unit added)."""
-        if self.n and not self._seen_dirty:  # the marks of the rows listed before the listing stopped
-            _unmark(self.seen, self.touched, self.n)
-        self._seen_dirty = True
+        self.unmark()
         vals, out = _top_k_bounded(self.scores, self.seen, readonly(rows), los, his, starts, ubs, k, _mask(mask),
                                    mask is not None)
         return _best_first(vals, out)

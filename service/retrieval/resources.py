@@ -30,7 +30,7 @@ import numpy as np
 from service.index.folder import IndexFormatError
 from service.index.store import DocStore
 from service.query import QueryError
-from service.retrieval.sparse import QueryUnit, SparseIndex
+from service.retrieval.sparse import BaseSparseIndex, QueryUnit
 from service.text.analysis import SUPPORTED_LANGS, Analyzer, get_analyzer
 from service.text.translation import PIVOT_LANG, MixedTable, PivotTable, TranslationTable
 
@@ -89,7 +89,7 @@ class IndexResources:
     def __init__(
         self,
         docs: DocStore,
-        indexes: Mapping[str, SparseIndex],
+        indexes: Mapping[str, BaseSparseIndex],
         tables: Mapping[str, TranslationTable] | Mapping[tuple[str, str], TranslationTable],
         *,
         analyzers: Mapping[str, Analyzer] | None = None,

@@ -45,10 +45,10 @@ statistics (the sum over every shard): :meth:`SparseIndex.reweighted` (and :meth
 global vocabulary (terms of other shards with empty postings), so ``expected_df``/``unit_idf`` (PSQ,
 query reduction, the route reference scores) are the unsharded index's too.
 
-The segments of a live generation (service/index/live.py) are joined into one index with the generation's
-statistics (:meth:`SparseIndex.join`). The loader joins them lazily: the statistics and the place of every column
-are computed at open, and a column is copied from the segments and weighted the first time a query needs it, so
-a reload after an add copies nothing; the arrays a query reads are those of the eager join.
+The segments of a live generation (service/index/live.py) are searched where they lie, each with the generation's
+statistics (:class:`service.retrieval.segments.SegmentedSparseIndex`: the weights computed as the postings are read);
+:meth:`SparseIndex.join` copies them into one index (a sharded index's global weighting, tests). Both kinds are a
+:class:`BaseSparseIndex`: what the first stage, the passages' routes and the watches search.
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ import copy
 import json
 import math
 import mmap
-import threading
+from abc import ABC, abstractmethod
 from array import array
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
@@ -84,7 +84,6 @@ MAXSCORE_MAX_K = 100
 
 _ARRAYS = ("indptr", "rows", "tf", "weights", "df", "idf", "doc_len", "doc_norm")
 _WEIGHT_CHUNK = 1 << 20  # postings per step when precomputing weights (bounds temporary memory)
-_FILL_TERMS = 1 << 14  # columns per step when a lazy join is filled whole (:meth:`SparseIndex.materialize`)
 
 
 def monolingual_units(terms: Iterable[str]) -> list[QueryUnit]:
@@ -102,11 +101,11 @@ class CollectionStats:
     df: Mapping[str, int] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, index: SparseIndex) -> CollectionStats:
+    def of(cls, index: BaseSparseIndex) -> CollectionStats:
         """The statistics of the documents ``index`` holds (its own, not the ones it is weighted with)."""
         own = index.own_terms
         return cls(int(np.count_nonzero(np.asarray(index.doc_len))), int(np.asarray(index.doc_len).sum(dtype=np.int64)),
-                   dict(zip(index.vocab[:own], np.diff(np.asarray(index.indptr[: own + 1])).tolist(), strict=True)))
+                   dict(zip(index.vocab[:own], index.own_df().tolist(), strict=True)))
 
     def __add__(self, other: CollectionStats) -> CollectionStats:
         df = dict(self.df)
@@ -118,27 +117,99 @@ class CollectionStats:
         return {"n_docs": self.n_docs, "total_len": self.total_len, "n_terms": len(self.df)}
 
 
+@dataclass
+class SegmentTerms:
+    """The vocabulary of a run of segments as one generation numbers it (the one home of it: :meth:`SparseIndex.join`
+    and :class:`service.retrieval.segments.SegmentedSparseIndex`): every term of every segment gets a column in order of
+    first appearance, segment after segment (the first segment's columns keep their numbers); terms found only in
+    deleted rows leave it afterwards (:meth:`live_vocab`)."""
+
+    term_id: dict[str, int]  # every term of every segment -> its column
+    maps: list[np.ndarray]  # per segment: the column of each of its local columns (int64)
+    deads: list[np.ndarray]  # per segment: its deleted rows as a mask over its rows (empty when none)
+    lens: list[np.ndarray]  # per segment: the live postings of each local column (int64)
+    doc_len: np.ndarray  # the segments' row lengths in turn, 0 for a deleted row (int32)
+    offsets: list[int]  # each segment's first row
+
+    @classmethod
+    def of(cls, parts: Sequence[SparseIndex], deleted: Sequence[np.ndarray]) -> SegmentTerms:
+        if not parts or len(parts) != len(deleted):
+            raise ValueError("a run of segments needs one deletion array per segment")
+        first = parts[0]
+        for p in parts[1:]:
+            if (p.scoring, p.k1, p.b, p.epsilon) != (first.scoring, first.k1, first.b, first.epsilon):
+                raise IndexFormatError("segments scored with other parameters cannot be searched as one")
+        # the first segment's own term -> column map, copied (made once per process for a segment the loader shares
+        # across reloads), not a lookup per term
+        term_id: dict[str, int] = dict(first.term_id)
+        maps, deads, lens, len_l = [], [], [], []
+        for i, (part, gone) in enumerate(zip(parts, deleted, strict=True)):
+            maps.append(np.arange(len(part.vocab), dtype=np.int64) if i == 0 else
+                        np.fromiter((term_id.setdefault(t, len(term_id)) for t in part.vocab), dtype=np.int64,
+                                    count=len(part.vocab)))
+            doc_len = np.array(part.doc_len, dtype=np.int32)
+            dead = np.zeros(0, dtype=np.bool_)
+            if len(gone):
+                dead = np.zeros(part.n_rows, dtype=np.bool_)
+                dead[gone] = True
+                doc_len[gone] = 0
+            deads.append(dead)
+            len_l.append(doc_len)
+            lens.append(np.diff(np.asarray(part.indptr, dtype=np.int64)) if not len(gone) else
+                        kernels.live_lengths(part.indptr, part.rows, dead))
+        offsets = np.cumsum([0] + [part.n_rows for part in parts[:-1]]).tolist()
+        return cls(term_id, maps, deads, lens, np.concatenate(len_l), offsets)
+
+    def df(self) -> np.ndarray:
+        """The live document frequency of every column (int64; 0 for a term of deleted rows only)."""
+        df = np.zeros(len(self.term_id), dtype=np.int64)
+        for cols, n in zip(self.maps, self.lens, strict=True):
+            df[cols] += n  # (a segment's columns are distinct)
+        return df
+
+    def live_vocab(self, df: np.ndarray) -> tuple[list[str], np.ndarray]:
+        """The vocabulary without the terms of deleted rows only, and the columns it keeps (increasing)."""
+        vocab = list(self.term_id)
+        if (df > 0).all():
+            return vocab, np.arange(len(vocab))
+        kept = np.flatnonzero(df > 0)
+        return [vocab[i] for i in kept.tolist()], kept
+
+
 class Reach:
-    """What a query's units reach in an index (:meth:`SparseIndex.accumulate`): per unit its posting ranges
-    (``los[j]:his[j]`` for ``j`` in ``starts[u]:starts[u+1]``) and the most it can add to a row's score (``ubs``;
+    """What a query's units reach in an index (:meth:`BaseSparseIndex.accumulate`): per unit the terms whose postings
+    it added (``terms[j]`` for ``j`` in ``starts[u]:starts[u+1]``) and the most it can add to a row's score (``ubs``;
     ``bounded`` False when a unit has no such bound or it is negative)."""
 
-    __slots__ = ("los", "his", "starts", "ubs", "bounded")
+    __slots__ = ("terms", "starts", "ubs", "bounded")
 
     def __init__(self) -> None:
-        self.los: list[int] = []
-        self.his: list[int] = []
+        self.terms: list[int] = []
         self.starts: list[int] = [0]
         self.ubs: list[float] = []
         self.bounded = True
 
-    def unit(self, los: list[int], his: list[int], ub: float | None) -> None:
-        self.los += los
-        self.his += his
-        self.starts.append(len(self.los))
+    def unit(self, terms: list[int], ub: float | None) -> None:
+        self.terms += terms
+        self.starts.append(len(self.terms))
         self.ubs.append(ub if ub is not None else math.inf)
         if ub is None or not ub >= 0:
             self.bounded = False
+
+    def by_bound(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The units, those that can add most first: their terms, where each unit's terms start (and the end), and
+        what units ``u, u+1, ...`` can add to a row together (what a bounded top k stops on)."""
+        order = sorted(range(len(self.ubs)), key=lambda u: -self.ubs[u])
+        terms: list[int] = []
+        starts = [0]
+        for u in order:
+            terms += self.terms[self.starts[u] : self.starts[u + 1]]
+            starts.append(len(terms))
+        ubs = np.array([self.ubs[u] for u in order], dtype=np.float64)
+        left = np.cumsum(ubs[::-1])[::-1]
+        return np.array(terms, dtype=np.int64), np.array(starts, dtype=np.int64), left
+
+
 
 
 class SparseIndexBuilder:
@@ -199,8 +270,170 @@ class SparseIndexBuilder:
         )
 
 
-class SparseIndex:
-    """A BM25/tf-idf index of one language. Rows are the doc store rows."""
+class BaseSparseIndex(ABC):
+    """One language's BM25/tf-idf index as a search sees it: the collection statistics (vocabulary, df, idf after the
+    floor, each row's length and norm, ``N``, ``avgdl``) and the postings searched with them. :class:`SparseIndex`
+    holds its postings in one set of arrays (a build, a compacted generation, a join);
+    :class:`service.retrieval.segments.SegmentedSparseIndex` reads them from a live generation's segments where they
+    lie. Rows are the doc store rows; a search adds into a :class:`kernels.ScoreAccumulator` of ``n_rows`` rows."""
+
+    vocab: list[str]
+    df: np.ndarray
+    idf: np.ndarray
+    doc_len: np.ndarray
+    doc_norm: np.ndarray
+    params: dict[str, Any]
+    scoring: str
+    k1: float
+    b: float
+    epsilon: float
+    n_rows: int
+    n_docs: int
+    avgdl: float
+    idf_floor: float
+    own_terms: int  # columns [0, own_terms) have postings here; the rest are terms of other shards
+    _nonnegative: bool | None = None
+
+    @cached_property
+    def term_id(self) -> dict[str, int]:
+        """Term -> column (made at first use: a segment opened only to be joined never needs it)."""
+        return {t: i for i, t in enumerate(self.vocab)}
+
+    @property
+    @abstractmethod
+    def max_weight(self) -> np.ndarray:
+        """Per term, at least its largest posting weight (what the term can add to a row's score: the bounds of the
+        top k and of MaxScore)."""
+
+    @property
+    def nonnegative(self) -> bool:
+        """Every posting weight is >= 0 (idf >= 0: BM25's floor is below 0 only when most terms are in more than half
+        of the documents), so a row's partial score never exceeds its score (what MaxScore relies on)."""
+        if self._nonnegative is None:
+            self._nonnegative = bool(len(self.idf) == 0 or float(np.min(self.idf)) >= 0.0)
+        return self._nonnegative
+
+    def __len__(self) -> int:
+        return self.n_rows
+
+    @abstractmethod
+    def own_df(self) -> np.ndarray:
+        """The document frequency of the terms ``[0, own_terms)`` among the rows this index holds."""
+
+    @abstractmethod
+    def postings(self, term: str) -> tuple[np.ndarray, np.ndarray]:
+        """(rows, raw tf) of a term; empty arrays for an unknown term."""
+
+    @abstractmethod
+    def accumulate(self, units: Sequence[QueryUnit], acc: kernels.ScoreAccumulator, *,
+                   saturate: bool = False, scale_tf: bool = False) -> Reach:
+        """Add the query's score of every row it reaches into ``acc`` (see :meth:`SparseIndex.accumulate`)."""
+
+    @abstractmethod
+    def top_k(self, acc: kernels.ScoreAccumulator, reach: Reach, k: int, mask: np.ndarray | None = None, *,
+              count: bool = True) -> tuple[np.ndarray, int | None]:
+        """The ``k`` best rows of a query accumulated in ``acc`` (see :meth:`SparseIndex.top_k`)."""
+
+    @abstractmethod
+    def matched_terms(self, terms: Sequence[str], rows: np.ndarray) -> list[list[str]]:
+        """For each row, the terms (of ``terms``, in order) that occur in it."""
+
+    @abstractmethod
+    def restricted(self, allowed: np.ndarray) -> SparseIndex:
+        """This index with only the postings of the rows ``allowed`` marks, every statistic of the whole index (see
+        :meth:`SparseIndex.restricted`)."""
+
+    @abstractmethod
+    def _maxscore(self, acc: kernels.ScoreAccumulator, k: int, mask: np.ndarray | None, ids: np.ndarray,
+                  mults: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+        """MaxScore of a query of single terms (:func:`kernels.maxscore`), or None when it lists too many rows."""
+
+
+    def expected_df(self, mapping: Mapping[str, float]) -> float:
+        """``sum_t p(t) df(t)`` over the mapping's terms present in the vocabulary."""
+        total = 0.0
+        for term, p in mapping.items():
+            t = self.term_id.get(term)
+            if t is not None:
+                total += p * float(self.df[t])
+        return total
+
+    def idf_of(self, df: float) -> float:
+        """idf for a (possibly expected, fractional) document frequency; 0 for df <= 0."""
+        if df <= 0 or self.n_docs == 0:
+            return 0.0
+        if self.scoring == "bm25":
+            value = math.log(self.n_docs - df + 0.5) - math.log(df + 0.5)
+            return self.idf_floor if value < 0 else value
+        return math.log(self.n_docs / df)
+
+    def unit_idf(self, mapping: Mapping[str, float]) -> float:
+        """idf of a query unit (for a single known term with p = 1: the stored idf)."""
+        if len(mapping) == 1:
+            ((term, p),) = mapping.items()
+            t = self.term_id.get(term)
+            if t is None:
+                return 0.0
+            if p == 1.0:
+                return float(self.idf[t])
+        return self.idf_of(self.expected_df(mapping))
+
+    def score(self, units: Sequence[QueryUnit]) -> np.ndarray:
+        """Dense score per row for a (structured) query; see the module docstring.
+
+        Rows that contain no query target term score exactly 0. (A search adds into an accumulator it keeps,
+        :meth:`accumulate`; this makes one for the query.)
+        """
+        acc = kernels.ScoreAccumulator(self.n_rows)
+        self.accumulate(units, acc)
+        return acc.scores
+
+    def search(self, units: Sequence[QueryUnit], acc: kernels.ScoreAccumulator, k: int,
+               mask: np.ndarray | None = None, *, count: bool = True,
+               saturate: bool = False, scale_tf: bool = False) -> tuple[np.ndarray, np.ndarray, int | None]:
+        """One route's search: the ``k`` best rows that score non-zero and ``mask`` allows (best first, ties by lower
+        row), their scores, and how many rows those are (``count``; None when not counted).
+
+        Without ``count``, a query of single terms (no PSQ unit; every weight >= 0) for at most ``MAXSCORE_MAX_K`` rows
+        is searched by MaxScore (:func:`service.retrieval.kernels.maxscore`): the long posting lists of its common
+        terms are not added whole, only looked up for the rows that can still reach the top k, so the rows it matches
+        are not counted. Same rows and the same scores, bit for bit, as accumulating the whole query (``count``, or
+        any other query)."""
+        if k <= 0:
+            raise ValueError(f"k must be positive, got {k}")
+        if not count and k <= MAXSCORE_MAX_K and self.nonnegative:
+            terms = self._single_terms(units)
+            if terms is not None and len(terms[0]):
+                found = self._maxscore(acc, k, mask, *terms)
+                if found is not None:
+                    return found[0], found[1], None
+        reach = self.accumulate(units, acc, saturate=saturate, scale_tf=scale_tf)
+        rows, n_matched = self.top_k(acc, reach, k, mask, count=count)
+        return rows, acc.scores[rows], n_matched
+
+    def _single_terms(self, units: Sequence[QueryUnit]) -> tuple[np.ndarray, np.ndarray] | None:
+        """The term ids and multipliers of a query of single terms (the units :meth:`accumulate` adds, in its order),
+        or None when a unit is a PSQ unit or has a weight below 0."""
+        ids: list[int] = []
+        mults: list[float] = []
+        term_id = self.term_id
+        for mapping, weight in units:
+            if weight == 0 or not mapping:
+                continue
+            if len(mapping) != 1 or weight < 0:
+                return None
+            ((term, p),) = mapping.items()
+            if p != 1.0:
+                return None
+            t = term_id.get(term)
+            if t is not None:
+                ids.append(t)
+                mults.append(weight)
+        return np.array(ids, dtype=np.int64), np.array(mults, dtype=np.float64)
+
+
+class SparseIndex(BaseSparseIndex):
+    """A BM25/tf-idf index of one language, its postings in one set of arrays. Rows are the doc store rows."""
 
     def __init__(
         self,
@@ -229,17 +462,9 @@ class SparseIndex:
         self.n_docs: int = int(params["n_docs"])
         self.avgdl: float = float(params["avgdl"])
         self.idf_floor: float = float(params["idf_floor"])
-        # columns [0, own_terms) have postings here; the rest are terms of other shards (global statistics)
         self.own_terms: int = int(params.get("own_terms", len(vocab)))
         self._max_weight: np.ndarray | None = None
         self._nonnegative: bool | None = None
-        self._columns: _Columns | None = None  # a lazy join's columns still to fill (:meth:`join`)
-        self._read: np.ndarray | None = None  # terms whose postings a query read (:meth:`queried_terms`)
-
-    @cached_property
-    def term_id(self) -> dict[str, int]:
-        """Term -> column (made at first use: a segment opened only to be joined never needs it)."""
-        return {t: i for i, t in enumerate(self.vocab)}
 
     @property
     def max_weight(self) -> np.ndarray:
@@ -249,13 +474,8 @@ class SparseIndex:
             self._max_weight = kernels.max_per_term(self.indptr, self.weights)
         return self._max_weight
 
-    @property
-    def nonnegative(self) -> bool:
-        """Every posting weight is >= 0 (idf >= 0: BM25's floor is below 0 only when most terms are in more than half
-        of the documents), so a row's partial score never exceeds its score (what MaxScore relies on)."""
-        if self._nonnegative is None:
-            self._nonnegative = bool(len(self.idf) == 0 or float(np.min(self.idf)) >= 0.0)
-        return self._nonnegative
+    def own_df(self) -> np.ndarray:
+        return np.diff(np.asarray(self.indptr[: self.own_terms + 1]))
 
     # ------------------------------------------------------------------ construction
 
@@ -290,12 +510,10 @@ class SparseIndex:
         epsilon: float,
         stats: CollectionStats | None = None,
         doc_norm: np.ndarray | None = None,
-        weigh: bool = True,
     ) -> SparseIndex:
         """The index of these postings, weighted with their own statistics or, given ``stats``, with those
         (which must cover these documents: the global statistics of a shard). ``doc_norm``: tf-idf's row norms when
-        known (they depend on a row's own counts only); ``weigh`` False leaves the per-posting weights to be computed
-        column by column (:meth:`_Columns.fill`: a lazy join)."""
+        known (they depend on a row's own counts only)."""
         n_rows = len(doc_len)
         own_terms = len(vocab)
         if stats is None:
@@ -313,29 +531,20 @@ class SparseIndex:
                 raise ValueError("global statistics smaller than this index's own: not its collection's")
             indptr = np.concatenate([indptr, np.full(len(vocab) - own_terms, indptr[-1], dtype=np.int64)])
             n_docs, total_len = stats.n_docs, stats.total_len
-        avgdl = float(total_len) / n_docs if n_docs else 0.0
-        idf_floor = 0.0
-        if scoring == "bm25":
-            raw = np.log(n_docs - df + 0.5) - np.log(df + 0.5) if len(df) else np.zeros(0)
-            average_idf = float(raw.sum() / len(raw)) if len(raw) else 0.0
-            idf_floor = epsilon * average_idf
-            idf = np.where(raw < 0, idf_floor, raw)
-            with np.errstate(divide="ignore", invalid="ignore"):
-                doc_norm = k1 * (1 - b + b * doc_len / avgdl) if avgdl else np.zeros(n_rows)
-        else:
-            idf = np.log(n_docs / df) if len(df) else np.zeros(0)
-            if doc_norm is None:
-                sq = np.zeros(n_rows, dtype=np.float64)
-                for lo in range(0, len(rows), _WEIGHT_CHUNK):
-                    hi = lo + _WEIGHT_CHUNK
-                    sq += np.bincount(rows[lo:hi], weights=np.log1p(tf[lo:hi].astype(np.float64)) ** 2,
-                                      minlength=n_rows)
-                doc_norm = np.sqrt(sq)
+        idf, idf_floor, avgdl, bm25_norm = weighting(df, doc_len, n_docs, total_len, scoring, k1, b, epsilon)
+        if bm25_norm is not None:
+            doc_norm = bm25_norm
+        elif doc_norm is None:  # tf-idf: the L2 norm of each row's ln(1 + tf)
+            sq = np.zeros(n_rows, dtype=np.float64)
+            for lo in range(0, len(rows), _WEIGHT_CHUNK):
+                hi = lo + _WEIGHT_CHUNK
+                sq += np.bincount(rows[lo:hi], weights=np.log1p(tf[lo:hi].astype(np.float64)) ** 2, minlength=n_rows)
+            doc_norm = np.sqrt(sq)
         weights = np.empty(len(rows), dtype=np.float64)
         # per-posting weights, column chunk by column chunk (bounded temporary memory)
         start_col = 0
         n_terms = len(vocab)
-        while weigh and start_col < n_terms:
+        while start_col < n_terms:
             end_col = int(np.searchsorted(indptr, indptr[start_col] + _WEIGHT_CHUNK, side="right"))
             end_col = min(max(end_col - 1, start_col + 1), n_terms)
             lo, hi = int(indptr[start_col]), int(indptr[end_col])
@@ -374,189 +583,61 @@ class SparseIndex:
     def reweighted(self, stats: CollectionStats) -> SparseIndex:
         """This index's postings weighted with ``stats`` (a shard's with the global statistics; see the module doc)."""
         own = self.own_terms
-        self.materialize()
         return SparseIndex._from_arrays(vocab=self.vocab[:own], indptr=np.asarray(self.indptr[: own + 1]),
                                         rows=np.asarray(self.rows), tf=np.asarray(self.tf),
                                         doc_len=np.asarray(self.doc_len), scoring=self.scoring, k1=self.k1, b=self.b,
                                         epsilon=self.epsilon, stats=stats)
 
     @classmethod
-    def join(cls, parts: Sequence[SparseIndex], deleted: Sequence[np.ndarray], *, lazy: bool = False) -> SparseIndex:
+    def join(cls, parts: Sequence[SparseIndex], deleted: Sequence[np.ndarray]) -> SparseIndex:
         """The index of the segments ``parts`` in turn (rows of ``parts[0]``, then ``parts[1]``, ...), with
         the local rows ``deleted[i]`` of each removed: their postings dropped, their length 0, so they count
-        neither in ``N`` nor in ``avgdl``, and terms found only in them leave the vocabulary.
+        neither in ``N`` nor in ``avgdl``, and terms found only in them leave the vocabulary: one index, copied (a
+        sharded index's global weighting; a live generation is searched in place instead,
+        :class:`service.retrieval.segments.SegmentedSparseIndex`).
 
         Only raw term frequencies and lengths are read; ``idf``, the BM25 floor (mean idf over the
         vocabulary), ``avgdl`` and the per-posting weights are computed afresh by the same code as a build,
         so the scores equal those of one build of the live documents (up to the summation order of the
         floor's mean, ~1e-16 relative).
-
-        ``lazy``: nothing is copied now. The statistics, the vocabulary and where each column goes are computed
-        from the segments' column lengths and document lengths (O(terms + documents); a segment with deleted rows
-        reads its rows once to count the live postings), and a term's column is copied from the segments and
-        weighted the first time a query needs it (:class:`_Columns`): the same arrays, filled column by column.
         """
-        if not parts or len(parts) != len(deleted):
-            raise ValueError("join needs one deletion array per part")
-        first = parts[0]
-        for p in parts[1:]:
-            if (p.scoring, p.k1, p.b, p.epsilon) != (first.scoring, first.k1, first.b, first.epsilon):
-                raise IndexFormatError("segments scored with other parameters cannot be joined")
+        terms = SegmentTerms.of(parts, deleted)
         # Each segment's columns hold increasing rows, and segment i's rows all come before segment i + 1's, so a
         # joined column is the segments' columns one after the other: each posting is copied once to its place (no
-        # sort). Columns are numbered in order of first appearance, segment after segment.
-        # the first segment's columns keep their numbers: its own term -> column map, copied (made once per process
-        # for a segment the loader shares across reloads), not a lookup per term
-        term_id: dict[str, int] = dict(first.term_id)
-        maps, deads, len_l = [], [], []
-        for i, (part, gone) in enumerate(zip(parts, deleted, strict=True)):
-            maps.append(np.arange(len(part.vocab), dtype=np.int64) if i == 0 else
-                        np.fromiter((term_id.setdefault(t, len(term_id)) for t in part.vocab), dtype=np.int64,
-                                    count=len(part.vocab)))
-            doc_len = np.array(part.doc_len, dtype=np.int32)
-            dead = np.zeros(0, dtype=np.bool_)
-            if len(gone):
-                dead = np.zeros(part.n_rows, dtype=np.bool_)
-                dead[gone] = True
-                doc_len[gone] = 0
-            deads.append(dead)
-            len_l.append(doc_len)
-        n_terms = len(term_id)
-        lens = np.zeros((len(parts), n_terms), dtype=np.int64)
-        for i, part in enumerate(parts):
-            lens[i, maps[i]] = (np.diff(np.asarray(part.indptr, dtype=np.int64)) if not len(deads[i]) else
-                                kernels.live_lengths(part.indptr, part.rows, deads[i]))
-        joined_ptr = np.zeros(n_terms + 1, dtype=np.int64)
-        np.cumsum(lens.sum(axis=0), out=joined_ptr[1:])
-        before = np.cumsum(lens, axis=0) - lens  # postings of the earlier segments in each joined column
-        dsts = [joined_ptr[maps[i]] + before[i, maps[i]] for i in range(len(parts))]  # where each local column goes
-        del lens, before
-        offsets = np.cumsum([0] + [part.n_rows for part in parts[:-1]]).tolist()
+        # sort).
+        df = terms.df()
+        joined_ptr = np.zeros(len(df) + 1, dtype=np.int64)
+        np.cumsum(df, out=joined_ptr[1:])
+        free = joined_ptr[:-1].copy()  # per joined column, where the next segment's postings go
         nnz = int(joined_ptr[-1])
-        out_rows = np.empty(nnz, dtype=np.int32)  # lazy: not touched, so not resident, until columns are filled
+        out_rows = np.empty(nnz, dtype=np.int32)
         out_tf = np.empty(nnz, dtype=np.int32)
-        if not lazy:
-            for i, part in enumerate(parts):
-                kernels.scatter_columns(part.indptr, part.rows, part.tf, deads[i], np.arange(len(part.vocab)),
-                                        dsts[i], offsets[i], out_rows, out_tf)
-        vocab = list(term_id)
-        df = np.diff(joined_ptr)
-        kept = np.arange(n_terms)
-        if (df == 0).any():  # terms of deleted documents only (empty columns: the postings keep their places)
-            kept = np.flatnonzero(df > 0)
-            vocab = [vocab[i] for i in kept.tolist()]
+        for i, part in enumerate(parts):
+            kernels.scatter_columns(part.indptr, part.rows, part.tf, terms.deads[i], np.arange(len(part.vocab)),
+                                    free[terms.maps[i]], terms.offsets[i], out_rows, out_tf)
+            free[terms.maps[i]] += terms.lens[i]
+        vocab, kept = terms.live_vocab(df)
+        if len(kept) < len(df):  # terms of deleted documents only (empty columns: the postings keep their places)
             joined_ptr = np.concatenate([[0], np.cumsum(df[kept])]).astype(np.int64)
-        doc_len = np.concatenate(len_l)
-        same_terms = len(kept) == n_terms
-        common: dict[str, Any] = {"vocab": vocab, "indptr": joined_ptr, "rows": out_rows, "tf": out_tf,
-                                  "doc_len": doc_len, "scoring": first.scoring, "k1": first.k1, "b": first.b,
-                                  "epsilon": first.epsilon}
-        if not lazy:
-            joined = cls._from_arrays(**common)
-            if same_terms:
-                joined.__dict__["term_id"] = term_id  # the join's own, in column order (SparseIndex.term_id)
-            return joined
-        doc_norm = None
-        if first.scoring == "tfidf":  # a row's own norm (no collection statistic in it); 0 for a deleted row
-            doc_norm = np.concatenate([np.asarray(part.doc_norm, dtype=np.float64) for part in parts])
-            doc_norm[doc_len == 0] = 0.0
-        index = cls._from_arrays(**common, doc_norm=doc_norm, weigh=False)
-        if same_terms:
-            index.__dict__["term_id"] = term_id
-        new_of = np.full(n_terms, -1, dtype=np.int64)
-        new_of[kept] = np.arange(len(kept))
-        index._columns = _Columns(parts, deads, offsets, [new_of[m] for m in maps], dsts, len(vocab))
-        index._max_weight = np.zeros(len(vocab), dtype=np.float64)  # each column's set as it is filled (now: threads)
-        return index
-
-    def materialize(self) -> SparseIndex:
-        """Fill every column of a lazily joined index (:meth:`join`); then it is a whole one (to be reweighted, saved
-        or cut). Returns the index."""
-        columns = self._columns
-        if columns is not None:
-            for lo in range(0, len(self.vocab), _FILL_TERMS):
-                columns.fill(self, np.arange(lo, min(lo + _FILL_TERMS, len(self.vocab)), dtype=np.int64))
-            self._columns = None
-        return self
+        first = parts[0]
+        joined = cls._from_arrays(vocab=vocab, indptr=joined_ptr, rows=out_rows, tf=out_tf, doc_len=terms.doc_len,
+                                  scoring=first.scoring, k1=first.k1, b=first.b, epsilon=first.epsilon)
+        if len(kept) == len(df):
+            joined.__dict__["term_id"] = terms.term_id  # the join's own, in column order (SparseIndex.term_id)
+        return joined
 
     def restricted(self, allowed: np.ndarray) -> SparseIndex:
         """This index with only the postings of the rows ``allowed`` marks: their weights, tf and rows as they are,
         every statistic of the whole index (df, idf, lengths, vocabulary); a copy that shares everything but the
-        postings (a watch's search of the documents an add brought: service/watch/evaluate.py). A lazily joined
-        index reads only the segments that hold allowed rows, and fills none of its own columns."""
+        postings (a watch's search of the documents an add brought: service/watch/evaluate.py)."""
         sub = copy.copy(self)
-        columns = self._columns
-        if columns is None:
-            pos = np.flatnonzero(allowed[self.rows])
-            sub.indptr = np.searchsorted(pos, self.indptr).astype(np.int64)
-            sub.rows, sub.tf, sub.weights = self.rows[pos], self.tf[pos], self.weights[pos]
-        else:
-            cols_l, rows_l, tf_l = [], [], []
-            for i, part in enumerate(columns.parts):
-                start = columns.offsets[i]
-                mine = np.asarray(allowed[start : start + part.n_rows], dtype=np.bool_)
-                if len(columns.deads[i]):
-                    mine = mine & ~columns.deads[i]
-                if not mine.any():
-                    continue
-                keep = np.flatnonzero(mine[np.asarray(part.rows)])
-                local = np.repeat(np.arange(len(part.vocab)), np.diff(np.asarray(part.indptr)))[keep]
-                cols_l.append(columns.joined[i][local])
-                rows_l.append(np.asarray(part.rows)[keep].astype(np.int64) + start)
-                tf_l.append(np.asarray(part.tf)[keep])
-            col = np.concatenate(cols_l) if cols_l else np.zeros(0, np.int64)
-            order = np.argsort(col, kind="stable")  # the segments in turn: rows increase within a column
-            col = col[order]
-            sub.rows = (np.concatenate(rows_l)[order] if rows_l else np.zeros(0, np.int64)).astype(np.int32)
-            sub.tf = np.concatenate(tf_l)[order] if tf_l else np.zeros(0, np.int32)
-            sub.indptr = np.concatenate([[0], np.cumsum(np.bincount(col, minlength=len(self.vocab)))]).astype(np.int64)
-            sub.weights = _term_weight(self.scoring, self.k1, sub.tf.astype(np.float64), self.doc_norm[sub.rows],
-                                       self.idf[col])
-            sub._columns = None
+        pos = np.flatnonzero(allowed[self.rows])
+        sub.indptr = np.searchsorted(pos, self.indptr).astype(np.int64)
+        sub.rows, sub.tf, sub.weights = self.rows[pos], self.tf[pos], self.weights[pos]
         sub.params = {**self.params, "nnz": len(sub.rows)}
         sub._max_weight = None  # computed over the kept postings when a search needs it
-        sub._read = None
         return sub
 
-    def queried_terms(self) -> list[str]:
-        """The terms whose postings this index's queries have read (a lazy join: the columns it filled), what a reload
-        warms its successor with (:meth:`fill_terms`)."""
-        read = self._read if self._columns is None else self._columns.done
-        return [] if read is None else [self.vocab[t] for t in np.flatnonzero(read).tolist()]
-
-    def _mark_read(self, ids: Sequence[int] | np.ndarray) -> None:
-        # a hint for warming (two threads that make the array at once may lose a mark): no lock
-        if self._columns is None and len(ids):  # (a lazy join's filled columns say it already)
-            if self._read is None:
-                self._read = np.zeros(len(self.vocab), dtype=np.bool_)
-            self._read[ids] = True
-
-    def fill_terms(self, terms: Iterable[str], *, step: int = 256) -> int:
-        """Fill the columns of ``terms`` (those in the vocabulary) ahead of the queries that will use them, ``step``
-        columns at a time (the lock is taken per step, so queries go on meanwhile); returns the columns filled. A
-        reload warms the new generation with the terms the old one's queries read (service/api/routes/admin.py)."""
-        columns = self._columns
-        if columns is None:
-            return 0
-        term_id = self.term_id
-        ids = np.array([t for term in terms if (t := term_id.get(term)) is not None], dtype=np.int64)
-        ids = ids[~columns.done[ids]] if len(ids) else ids
-        for lo in range(0, len(ids), step):
-            self._filled(ids[lo : lo + step])
-        return len(ids)
-
-    def _filled(self, ids: np.ndarray | Sequence[int]) -> None:
-        """The columns ``ids`` copied and weighted, if this index is joined lazily and has not yet done it."""
-        columns = self._columns
-        if columns is not None and len(ids):
-            ids = np.asarray(ids, dtype=np.int64)
-            if not columns.done[ids].all():
-                columns.fill(self, ids)
-
-    def _unit_ids(self, units: Sequence[QueryUnit]) -> list[int]:
-        term_id = self.term_id
-        return [t for mapping, weight in units if weight for term in mapping
-                if (t := term_id.get(term)) is not None]
 
     # ------------------------------------------------------------------ persistence
 
@@ -564,7 +645,6 @@ class SparseIndex:
         """Write the plain ``.npy``/``.json`` files into ``directory`` (created if needed)."""
         if "stats" in self.params:
             raise ValueError("an index weighted with global statistics is not saved (save the shard's own index)")
-        self.materialize()
         d = Path(directory)
         d.mkdir(parents=True, exist_ok=True)
         for name in _ARRAYS:
@@ -612,56 +692,13 @@ class SparseIndex:
 
     # ------------------------------------------------------------------ scoring
 
-    def __len__(self) -> int:
-        return self.n_rows
-
     def postings(self, term: str) -> tuple[np.ndarray, np.ndarray]:
         """(rows, raw tf) of a term; empty arrays for an unknown term."""
         t = self.term_id.get(term)
         if t is None:
             return np.zeros(0, np.int32), np.zeros(0, np.int32)
-        self._filled([t])
         lo, hi = int(self.indptr[t]), int(self.indptr[t + 1])
         return self.rows[lo:hi], self.tf[lo:hi]
-
-    def expected_df(self, mapping: Mapping[str, float]) -> float:
-        """``sum_t p(t) df(t)`` over the mapping's terms present in the vocabulary."""
-        total = 0.0
-        for term, p in mapping.items():
-            t = self.term_id.get(term)
-            if t is not None:
-                total += p * float(self.df[t])
-        return total
-
-    def idf_of(self, df: float) -> float:
-        """idf for a (possibly expected, fractional) document frequency; 0 for df <= 0."""
-        if df <= 0 or self.n_docs == 0:
-            return 0.0
-        if self.scoring == "bm25":
-            value = math.log(self.n_docs - df + 0.5) - math.log(df + 0.5)
-            return self.idf_floor if value < 0 else value
-        return math.log(self.n_docs / df)
-
-    def unit_idf(self, mapping: Mapping[str, float]) -> float:
-        """idf of a query unit (for a single known term with p = 1: the stored idf)."""
-        if len(mapping) == 1:
-            ((term, p),) = mapping.items()
-            t = self.term_id.get(term)
-            if t is None:
-                return 0.0
-            if p == 1.0:
-                return float(self.idf[t])
-        return self.idf_of(self.expected_df(mapping))
-
-    def score(self, units: Sequence[QueryUnit]) -> np.ndarray:
-        """Dense score per row for a (structured) query; see the module docstring.
-
-        Rows that contain no query target term score exactly 0. (A search adds into an accumulator it keeps,
-        :meth:`accumulate`; this makes one for the query.)
-        """
-        acc = kernels.ScoreAccumulator(self.n_rows)
-        self.accumulate(units, acc)
-        return acc.scores
 
     def accumulate(self, units: Sequence[QueryUnit], acc: kernels.ScoreAccumulator, *,
                    saturate: bool = False, scale_tf: bool = False) -> Reach:
@@ -675,15 +712,12 @@ class SparseIndex:
         one occurrence of that translation counts as one occurrence of the source term and the unit saturates as
         an untranslated term does (BM25's own curve, the same ceiling)."""
         reach = Reach()
-        if self._columns is not None:
-            self._filled(self._unit_ids(units))
         # single-term units (most of them) go to one compiled loop (service.retrieval.kernels) per run of them,
         # so the additions keep the order of the units, and with it the numpy code's scores, bit for bit
         los: list[int] = []
         his: list[int] = []
         mults: list[float] = []
         max_weight = self.max_weight
-        read: list[int] = []  # the terms whose postings the query reads (:meth:`queried_terms`)
         for mapping, weight in units:
             if weight == 0 or not mapping:
                 continue
@@ -692,66 +726,22 @@ class SparseIndex:
                 if p == 1.0:
                     t = self.term_id.get(term)
                     if t is not None:
-                        read.append(t)
-                        lo, hi = int(self.indptr[t]), int(self.indptr[t + 1])
-                        los.append(lo)
-                        his.append(hi)
+                        los.append(int(self.indptr[t]))
+                        his.append(int(self.indptr[t + 1]))
                         mults.append(float(weight))
-                        reach.unit([lo], [hi], float(max_weight[t]) * float(weight))
+                        reach.unit([t], float(max_weight[t]) * float(weight))
                     continue
             if los:
                 self._add_terms(acc, los, his, mults)
                 los, his, mults = [], [], []
-            self._score_psq(mapping, weight, acc, reach, saturate, scale_tf, read)
+            self._score_psq(mapping, weight, acc, reach, saturate, scale_tf)
         if los:
             self._add_terms(acc, los, his, mults)
-        self._mark_read(read)
         return reach
 
-    def search(self, units: Sequence[QueryUnit], acc: kernels.ScoreAccumulator, k: int,
-               mask: np.ndarray | None = None, *, count: bool = True,
-               saturate: bool = False, scale_tf: bool = False) -> tuple[np.ndarray, np.ndarray, int | None]:
-        """One route's search: the ``k`` best rows that score non-zero and ``mask`` allows (best first, ties by lower
-        row), their scores, and how many rows those are (``count``; None when not counted).
-
-        Without ``count``, a query of single terms (no PSQ unit; every weight >= 0) for at most ``MAXSCORE_MAX_K`` rows
-        is searched by MaxScore (:func:`service.retrieval.kernels.maxscore`): the long posting lists of its common
-        terms are not added whole, only looked up for the rows that can still reach the top k, so the rows it matches
-        are not counted. Same rows and the same scores, bit for bit, as accumulating the whole query (``count``, or
-        any other query)."""
-        if k <= 0:
-            raise ValueError(f"k must be positive, got {k}")
-        if not count and k <= MAXSCORE_MAX_K and self.nonnegative:
-            terms = self._single_terms(units)
-            if terms is not None and len(terms[0]):
-                self._filled(terms[0])
-                self._mark_read(terms[0])
-                found = kernels.maxscore(acc, k, mask, self.rows, self.weights, self.indptr, self.max_weight, *terms)
-                if found is not None:
-                    return found[0], found[1], None
-        reach = self.accumulate(units, acc, saturate=saturate, scale_tf=scale_tf)
-        rows, n_matched = self.top_k(acc, reach, k, mask, count=count)
-        return rows, acc.scores[rows], n_matched
-
-    def _single_terms(self, units: Sequence[QueryUnit]) -> tuple[np.ndarray, np.ndarray] | None:
-        """The term ids and multipliers of a query of single terms (the units :meth:`accumulate` adds, in its order),
-        or None when a unit is a PSQ unit or has a weight below 0."""
-        ids: list[int] = []
-        mults: list[float] = []
-        term_id = self.term_id
-        for mapping, weight in units:
-            if weight == 0 or not mapping:
-                continue
-            if len(mapping) != 1 or weight < 0:
-                return None
-            ((term, p),) = mapping.items()
-            if p != 1.0:
-                return None
-            t = term_id.get(term)
-            if t is not None:
-                ids.append(t)
-                mults.append(weight)
-        return np.array(ids, dtype=np.int64), np.array(mults, dtype=np.float64)
+    def _maxscore(self, acc: kernels.ScoreAccumulator, k: int, mask: np.ndarray | None, ids: np.ndarray,
+                  mults: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+        return kernels.maxscore(acc, k, mask, self.rows, self.weights, self.indptr, self.max_weight, ids, mults)
 
     def top_k(self, acc: kernels.ScoreAccumulator, reach: Reach, k: int, mask: np.ndarray | None = None, *,
               count: bool = True) -> tuple[np.ndarray, int | None]:
@@ -766,19 +756,8 @@ class SparseIndex:
             raise ValueError(f"k must be positive, got {k}")
         if acc.tracking or not reach.bounded:  # (bounded: no unit adds a negative value)
             return acc.top_k(k, mask), (acc.matched(mask) if count else None)
-        order = sorted(range(len(reach.ubs)), key=lambda u: -reach.ubs[u])
-        los: list[int] = []
-        his: list[int] = []
-        starts = [0]
-        for u in order:
-            a, b = reach.starts[u], reach.starts[u + 1]
-            los += reach.los[a:b]
-            his += reach.his[a:b]
-            starts.append(len(los))
-        ubs = np.array([reach.ubs[u] for u in order], dtype=np.float64)
-        left = np.cumsum(ubs[::-1])[::-1]  # what units u, u+1, ... can add to a row together
-        rows = acc.top_k_bounded(k, mask, self.rows, np.array(los, dtype=np.int64), np.array(his, dtype=np.int64),
-                                 np.array(starts, dtype=np.int64), left)
+        terms, starts, left = reach.by_bound()
+        rows = acc.top_k_bounded(k, mask, self.rows, self.indptr[terms], self.indptr[terms + 1], starts, left)
         return rows, (acc.matched(mask) if count else None)
 
     def _add_terms(self, acc: kernels.ScoreAccumulator, los: list[int], his: list[int], mults: list[float]) -> None:
@@ -786,8 +765,8 @@ class SparseIndex:
                          np.array(mults, dtype=np.float64))
 
     def _score_psq(self, mapping: Mapping[str, float], weight: float, acc: kernels.ScoreAccumulator,
-                   reach: Reach, saturate: bool = False, scale_tf: bool = False,
-                   read: list[int] | None = None) -> None:
+                   reach: Reach, saturate: bool = False, scale_tf: bool = False) -> None:
+        ids: list[int] = []
         los: list[int] = []
         his: list[int] = []
         probs: list[float] = []
@@ -797,8 +776,7 @@ class SparseIndex:
             t = term_id.get(term)
             if t is None or p <= 0:
                 continue
-            if read is not None:
-                read.append(t)
+            ids.append(t)
             los.append(int(indptr[t]))
             his.append(int(indptr[t + 1]))
             probs.append(p)
@@ -807,7 +785,7 @@ class SparseIndex:
             return
         idf = self.idf_of(df_e)
         # the most the unit adds to a row: BM25's tf part stays below k1 + 1; tf-idf's has no such bound
-        reach.unit(los, his, float(weight) * (idf * (self.k1 + 1.0)) if self.scoring == "bm25" else None)
+        reach.unit(ids, float(weight) * (idf * (self.k1 + 1.0)) if self.scoring == "bm25" else None)
         if len(los) == 1:
             rows = self.rows[los[0] : his[0]]
             tf_e = probs[0] * self.tf[los[0] : his[0]].astype(np.float64)
@@ -835,7 +813,6 @@ class SparseIndex:
         known = [t for t in dict.fromkeys(terms) if t in term_id]
         if not known:
             return out
-        self._filled([term_id[t] for t in known])
         # one compiled binary search per (term, row) (service.retrieval.kernels): a numpy searchsorted per term
         # cost microseconds each, and a translated query has hundreds of target terms
         found = kernels.contains(self.indptr, self.rows, np.array([term_id[t] for t in known], dtype=np.int64),
@@ -846,54 +823,22 @@ class SparseIndex:
         return out
 
 
-class _Columns:
-    """The columns of a lazily joined index (:meth:`SparseIndex.join`) still in its segments: ``fill`` copies the
-    postings of the columns asked for from each segment to their places (the live ones, rows moved by the segment's
-    first row), weighs them with the joined statistics (the build's :func:`_term_weight`) and sets their largest
-    weight. Each column is filled once, under a lock: the kernels read a column only after it is marked done, and
-    nothing writes it again."""
-
-    def __init__(self, parts: Sequence[SparseIndex], deads: list[np.ndarray], offsets: list[int],
-                 columns: list[np.ndarray], dsts: list[np.ndarray], n_terms: int) -> None:
-        self.parts = list(parts)
-        self.deads = deads
-        self.offsets = offsets
-        self.dsts = dsts
-        self.joined = columns  # per segment: the joined column of each local one (-1: none live)
-        # per segment: the local column of each joined one (-1: the segment has no live posting of the term)
-        self.local: list[np.ndarray] = []
-        for col in columns:
-            local = np.full(n_terms, -1, dtype=np.int32)
-            ok = col >= 0
-            local[col[ok]] = np.flatnonzero(ok)
-            self.local.append(local)
-        self.done = np.zeros(n_terms, dtype=np.bool_)
-        self.lock = threading.Lock()
-
-    def fill(self, index: SparseIndex, ids: np.ndarray) -> None:
-        with self.lock:
-            need = np.unique(ids[~self.done[ids]])
-            if not len(need):
-                return
-            for i, part in enumerate(self.parts):
-                local = self.local[i][need]
-                local = local[local >= 0].astype(np.int64)
-                if len(local):
-                    kernels.scatter_columns(part.indptr, part.rows, part.tf, self.deads[i], local, self.dsts[i][local],
-                                            self.offsets[i], index.rows, index.tf)
-            if index.scoring == "bm25":  # one pass, no temporaries (a common term's were most of its fill)
-                kernels.weigh_bm25_columns(index.indptr, need, index.rows, index.tf, index.doc_norm, index.idf,
-                                           index.k1, index.weights, index.max_weight)
-            else:
-                lo, hi = index.indptr[need], index.indptr[need + 1]
-                lens = hi - lo
-                starts = np.cumsum(lens) - lens
-                pos = np.repeat(lo - starts, lens) + np.arange(int(lens.sum()), dtype=np.int64)
-                weights = _term_weight(index.scoring, index.k1, index.tf[pos].astype(np.float64),
-                                       index.doc_norm[index.rows[pos]], index.idf[np.repeat(need, lens)])
-                index.weights[pos] = weights
-                index.max_weight[need] = np.maximum.reduceat(weights, starts)
-            self.done[need] = True
+def weighting(df: np.ndarray, doc_len: np.ndarray, n_docs: int, total_len: int, scoring: str, k1: float, b: float,
+              epsilon: float) -> tuple[np.ndarray, float, float, np.ndarray | None]:
+    """The collection's part of the weights (the one home of it: a build, a join, a shard's global weighting, a live
+    generation's segments): per term its idf (BM25 after the floor, ``epsilon`` times the mean idf over ``df``'s
+    terms), the floor, ``avgdl``, and BM25's per-row length norm ``k1 * (1 - b + b * len / avgdl)`` (None for tf-idf,
+    whose norms are the rows' own)."""
+    avgdl = float(total_len) / n_docs if n_docs else 0.0
+    if scoring != "bm25":
+        return (np.log(n_docs / df) if len(df) else np.zeros(0)), 0.0, avgdl, None
+    raw = np.log(n_docs - df + 0.5) - np.log(df + 0.5) if len(df) else np.zeros(0)
+    average_idf = float(raw.sum() / len(raw)) if len(raw) else 0.0
+    idf_floor = epsilon * average_idf
+    idf = np.where(raw < 0, idf_floor, raw)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        doc_norm = k1 * (1 - b + b * doc_len / avgdl) if avgdl else np.zeros(len(doc_len))
+    return idf, idf_floor, avgdl, doc_norm
 
 
 def _prefault(arrays: Iterable[np.ndarray]) -> None:

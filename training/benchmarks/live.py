@@ -32,22 +32,23 @@ from service.settings import Settings
 from service.text.analysis import SUPPORTED_LANGS
 
 
-def _latencies(indexes: dict[str, Path], queries: list[tuple[str, str]], rounds: int) -> dict[str, dict[str, Any]]:
-    """p50/p99 of ``Engine.search`` per index, the engines loaded side by side and timed query by query in
-    alternating order (``rounds`` passes), so that the load of a shared machine falls on both alike; also of the
-    first pass alone (each term's first use since the open: a join of segments fills its columns then) and of the
-    later passes."""
+def _latencies(indexes: dict[str, Path], queries: list[tuple[str, str]], rounds: int,
+               **request: Any) -> dict[str, dict[str, Any]]:
+    """p50/p99 of ``Engine.search`` per index (``request``: more fields of each :class:`SearchRequest`), the engines
+    loaded side by side and timed query by query in alternating order (``rounds`` passes), so that the load of a
+    shared machine falls on both alike; also of the first pass alone (the first use of each term and page since the
+    open) and of the later passes."""
     engines = {name: Engine.load(d, settings=Settings(index_dir=d), verify=False) for name, d in indexes.items()}
     times: dict[str, list[float]] = {name: [] for name in engines}
     for text, lang in queries[:5]:  # warm-up
         for engine in engines.values():
-            engine.search(SearchRequest(query=text, lang=lang, k=10))
+            engine.search(SearchRequest(query=text, lang=lang, k=10, **request))
     names = list(engines)
     for rnd in range(rounds):
         for i, (text, lang) in enumerate(queries):
             for name in names if (i + rnd) % 2 == 0 else names[::-1]:
                 t = time.perf_counter()
-                engines[name].search(SearchRequest(query=text, lang=lang, k=10))
+                engines[name].search(SearchRequest(query=text, lang=lang, k=10, **request))
                 times[name].append(time.perf_counter() - t)
     out: dict[str, dict[str, Any]] = {}
     n = len(queries)
@@ -62,7 +63,7 @@ def _ratios(many: dict[str, float], one: dict[str, float]) -> dict[str, float]:
     return {q: many[q] / one[q] for q in ("p50_ms", "p99_ms")}
 
 
-def run_add_bench(n_base: int = 100_000, n_add: int = 10_000, *, segments: int = 10, queries: int = 200,
+def run_add_bench(n_base: int = 100_000, n_add: int = 10_000, *, segments: int = 10, queries: int = 600,
                   rounds: int = 3, seed: int = 0, work_dir: Path | None = None,
                   build_options: dict[str, Any] | None = None) -> dict[str, Any]:
     """Run the benchmark (``build_options``: keyword arguments of both builds, the defaults when None). ``work_dir``:
@@ -109,16 +110,24 @@ def run_add_bench(n_base: int = 100_000, n_add: int = 10_000, *, segments: int =
             lang = SUPPORTED_LANGS[i % 3]
             text = rec.title.get(lang) or rec.title.get("en") or next(iter(rec.title.values()))
             qs.append((text, lang if lang in rec.title else "en"))
-        timed = _latencies({"many": tmp / "seg", "one": tmp / "one"}, qs, rounds)
-        many, one = timed["many"], timed["one"]
-        out = {
-            "n_base": n_base, "n_add": n_add, "full_build_s": full_s, "add_s": add_s, "speedup": full_s / add_s,
-            "add_generation": builds["generation"], "search": {"many": many, "one": one},
-            "p50_ratio": many["p50_ms"] / one["p50_ms"], "p99_ratio": many["p99_ms"] / one["p99_ms"],
-            "first_pass_ratio": _ratios(many["first_pass"], one["first_pass"]), "queries": len(qs), "rounds": rounds,
-        }
-        if rounds > 1:
-            out["later_ratio"] = _ratios(many["later"], one["later"])
+        indexes = {"many": tmp / "seg", "one": tmp / "one"}
+        # /search as served (the first 10 ordered by their best passage), then the first stage and the fusion alone
+        out: dict[str, Any] = {"n_base": n_base, "n_add": n_add, "full_build_s": full_s, "add_s": add_s,
+                               "speedup": full_s / add_s, "add_generation": builds["generation"], "queries": len(qs),
+                               "rounds": rounds}
+        for key, request in (("search", {}), ("first_stage", {"evidence_docs": 0})):
+            timed = _latencies(indexes, qs, rounds, **request)
+            many, one = timed["many"], timed["one"]
+            part: dict[str, Any] = {"many": many, "one": one, "p50_ratio": many["p50_ms"] / one["p50_ms"],
+                                    "p99_ratio": many["p99_ms"] / one["p99_ms"],
+                                    "first_pass_ratio": _ratios(many["first_pass"], one["first_pass"])}
+            if rounds > 1:
+                part["later_ratio"] = _ratios(many["later"], one["later"])
+            if key == "search":  # (the keys of the result files before the first stage was timed alone)
+                out.update({"search": {"many": many, "one": one}, **{k: v for k, v in part.items()
+                                                                     if k not in ("many", "one")}})
+            else:
+                out[key] = part
         return out
     finally:
         if work_dir is None:
@@ -126,18 +135,22 @@ def run_add_bench(n_base: int = 100_000, n_add: int = 10_000, *, segments: int =
 
 
 def format_report(r: dict[str, Any]) -> str:
-    m, o = r["search"]["many"], r["search"]["one"]
-    return "\n".join([
-        f"add {r['n_add']} documents to an index of {r['n_base']}: {r['add_s']:.1f} s; full rebuild of "
-        f"{r['n_base'] + r['n_add']}: {r['full_build_s']:.1f} s ({r['speedup']:.1f}x faster)",
-        f"search ({r['queries']} title queries x {r['rounds']} rounds, en/de/fr, k=10, the two indexes timed "
-        f"alternately): {m['segments']} segments p50 {m['p50_ms']:.1f} ms "
-        f"p99 {m['p99_ms']:.1f} ms; 1 segment p50 {o['p50_ms']:.1f} ms p99 {o['p99_ms']:.1f} ms "
-        f"(ratio p50 {r['p50_ratio']:.2f}, p99 {r['p99_ratio']:.2f}); first pass ratio p50 "
-        f"{r['first_pass_ratio']['p50_ms']:.2f} p99 {r['first_pass_ratio']['p99_ms']:.2f}"
-        + (f"; later passes p50 {r['later_ratio']['p50_ms']:.2f} p99 {r['later_ratio']['p99_ms']:.2f}"
-           if "later_ratio" in r else ""),
-    ])
+    lines = [f"add {r['n_add']} documents to an index of {r['n_base']}: {r['add_s']:.1f} s; full rebuild of "
+             f"{r['n_base'] + r['n_add']}: {r['full_build_s']:.1f} s ({r['speedup']:.1f}x faster)"]
+    for what, part in (("/search", {**r, "many": r["search"]["many"], "one": r["search"]["one"]}),
+                       ("first stage alone (evidence_docs 0)", r.get("first_stage"))):
+        if part is None:
+            continue
+        m, o = part["many"], part["one"]
+        lines.append(
+            f"{what} ({r['queries']} title queries x {r['rounds']} rounds, en/de/fr, k=10, the two indexes timed "
+            f"alternately): {m['segments']} segments p50 {m['p50_ms']:.1f} ms p99 {m['p99_ms']:.1f} ms; 1 segment "
+            f"p50 {o['p50_ms']:.1f} ms p99 {o['p99_ms']:.1f} ms (ratio p50 {part['p50_ratio']:.2f}, p99 "
+            f"{part['p99_ratio']:.2f}); first pass ratio p50 {part['first_pass_ratio']['p50_ms']:.2f} p99 "
+            f"{part['first_pass_ratio']['p99_ms']:.2f}"
+            + (f"; later passes p50 {part['later_ratio']['p50_ms']:.2f} p99 {part['later_ratio']['p99_ms']:.2f}"
+               if "later_ratio" in part else ""))
+    return "\n".join(lines)
 
 
 def run_merge_bench(n_base: int = 2_000, batch: int = 25, adds: int = 40, *, old_bound: int = 10,

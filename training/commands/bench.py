@@ -156,7 +156,7 @@ def add_command(
     n_base: int = typer.Option(100_000, "--n-base", help="Synthetic documents in the index before the add."),
     n_add: int = typer.Option(10_000, "--n-add", help="Synthetic documents added."),
     segments: int = typer.Option(10, "--segments", help="Segments of the many-segment search timing."),
-    queries: int = typer.Option(200, "--queries", help="Title queries timed (en/de/fr)."),
+    queries: int = typer.Option(600, "--queries", help="Title queries timed (en/de/fr)."),
     rounds: int = typer.Option(3, "--rounds", min=1, help="Passes over the queries (each index timed per query)."),
     seed: int = typer.Option(0, "--seed"),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),

@@ -20,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-import time
 from typing import TYPE_CHECKING, Any
 
 from fastapi import APIRouter, FastAPI, Header, HTTPException, Request
@@ -74,13 +73,10 @@ def reload_engine(app: FastAPI, *, only_if_newer: bool = False) -> dict[str, Any
         from service.api.routes.health import public_health
 
         previous = public_health(old, settings.index_dir)["index"] if old else None  # read before it is released
-        hot = _hot_terms(old) if old else {}
         holder.swap(new)  # one reference swap: a request sees either the old or the new generation
         was = old.generation if old else None
         del old  # released here (or by the last request that holds it): settle then frees its cycles
         heap.settle()  # the new index out of the collector's full passes, as at startup
-        if hot:
-            threading.Thread(target=_warm, args=(new, hot), name="warm-postings", daemon=True).start()
     from service.api.routes.watches import notify_runner
 
     notify_runner(app)  # the watches evaluated against the generation loaded
@@ -88,30 +84,6 @@ def reload_engine(app: FastAPI, *, only_if_newer: bool = False) -> dict[str, Any
     metrics.index_docs.set(new.num_docs)
     log.info("index %s generation %d loaded (was %s)", settings.index_dir, new.generation, was)
     return {"previous": previous, "current": public_health(new, settings.index_dir)["index"]}
-
-
-def _hot_terms(engine: Any) -> dict[str, list[str]]:
-    """Per language, the terms whose postings the engine's queries read (``SparseIndex.queried_terms``)."""
-    try:
-        indexes = engine.pipeline.first_stage.indexes
-    except TypeError:  # a sharded pipeline
-        return {}
-    return {lang: terms for lang, index in indexes.items() if (terms := index.queried_terms())}
-
-
-def _warm(engine: Any, hot: dict[str, list[str]]) -> None:
-    """Fill the new generation's postings of the terms the old one's queries used, off the request path (a query that
-    needs a column meanwhile fills it itself), so the first queries after a reload do not each pay for their
-    columns (service/retrieval/sparse.py, the lazy join)."""
-    t0 = time.perf_counter()
-    try:
-        indexes = engine.pipeline.first_stage.indexes
-        n = sum(indexes[lang].fill_terms(terms) for lang, terms in hot.items() if lang in indexes)
-    except Exception as exc:  # noqa: BLE001 - warming is an optimisation; the queries fill what they need
-        log.warning("warming the postings of generation %s failed: %s", engine.generation, exc)
-        return
-    log.info("generation %s: postings of %d terms filled ahead of queries in %.2f s", engine.generation, n,
-             time.perf_counter() - t0)
 
 
 async def watch_generations(app: FastAPI) -> None:

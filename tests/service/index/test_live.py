@@ -19,6 +19,7 @@ from service.corpus.record import PatentRecord
 from service.engine import Engine
 from service.index.folder import IndexFolder, IndexFormatError, Layout, current_generation
 from service.index.live import LiveIndexError, add_documents, compact, delete_documents
+from service.retrieval.segments import SegmentedSparseIndex
 from service.schema import PassageRequest, SearchRequest
 from service.settings import Settings
 from service.text.compounds import load_analyzers
@@ -275,9 +276,9 @@ def test_a_reload_opens_only_the_new_segment(small: tuple[Path, list[PatentRecor
                                              monkeypatch: pytest.MonkeyPatch) -> None:
     """A second engine of the same process, opened after an add: the files of the segments it verified before are
     not read for their checksums again (only the new segment's), its doc-store tables and sparse segments are the
-    first engine's objects (the build's whole sparse index too, after the first add), its postings are joined
-    lazily (nothing filled until a query), and it finds the added documents as an engine in a fresh process would
-    (the same ranking)."""
+    first engine's objects (the build's whole sparse index too, after the first add), its postings are searched in
+    the segments where they lie, and it finds the added documents as an engine in a fresh process would (the same
+    ranking)."""
     import service.filecache as filecache
     import service.index.folder as folder_mod
 
@@ -290,7 +291,7 @@ def test_a_reload_opens_only_the_new_segment(small: tuple[Path, list[PatentRecor
     real = folder_mod._checksum
     monkeypatch.setattr(folder_mod, "_checksum", lambda p: checked.append(p) or real(p))
     first = Engine.load(idx)
-    assert first.pipeline.stages[0].fs.indexes["en"]._columns.parts[0] is zero.pipeline.stages[0].fs.indexes["en"]
+    assert first.pipeline.stages[0].fs.indexes["en"].parts[0] is zero.pipeline.stages[0].fs.indexes["en"]
     zero.close()
     add_documents(idx, records[160:175], progress=False)
     checked.clear()
@@ -303,11 +304,11 @@ def test_a_reload_opens_only_the_new_segment(small: tuple[Path, list[PatentRecor
         assert all(a is b for a, b in zip(second.docs._tables, first.docs._tables[:2], strict=False))
         index = second.pipeline.stages[0].fs.indexes["en"]
         old = first.pipeline.stages[0].fs.indexes["en"]
-        assert index._columns is not None and not index._columns.done.any()
-        assert all(a is b for a, b in zip(index._columns.parts[:2], old._columns.parts, strict=True))
+        assert isinstance(index, SegmentedSparseIndex) and len(index.parts) == 3
+        assert all(a is b for a, b in zip(index.parts[:2], old.parts, strict=True))
         text = " ".join([records[170].title.get("en", ""), records[170].abstract.get("en", "")])
         got = [(h.id, h.score) for h in second.search(SearchRequest(query=text, lang="en", k=20)).results]
-        assert got[0][0] == records[170].id and index._columns.done.any()
+        assert got[0][0] == records[170].id
     finally:
         first.close()
         second.close()

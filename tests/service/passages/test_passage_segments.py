@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -85,7 +86,7 @@ def test_a_live_generation_ranks_the_passages_of_one_build(indexes: tuple[Path, 
 
 
 def test_segments_equal_their_join_with_deletes_and_replacements(
-        indexes: tuple[Path, Path, list[PatentRecord]], tmp_path: Path) -> None:
+        indexes: tuple[Path, Path, list[PatentRecord]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import shutil
 
     src, _, records = indexes
@@ -124,6 +125,18 @@ def test_segments_equal_their_join_with_deletes_and_replacements(
         assert sa.ids() == sb.ids()
         np.testing.assert_allclose(sa.raw["passage_title"], sb.raw["passage_title"], rtol=1e-9)
     assert reached == {0, 1, 2, 3}
+    # the query terms' ids and counts are remembered (the ranks above compared with the join used them): the same
+    # query again looks nothing up in the segments' vocabularies
+    looked: list[str] = []
+    for part in seg.parts:
+        def counted(lang: str, term: str, real: Any = part.vocab.lookup) -> int:
+            looked.append(term)
+            return int(real(lang, term))
+
+        monkeypatch.setattr(part.vocab, "lookup", counted)
+    again = seg.rank(images, lang, rows, scores, words=words, analyzers=engine.resources.analyzers)
+    want = joined.rank(images, lang, rows, scores, words=words, analyzers=engine.resources.analyzers)
+    assert looked == [] and [h.passage_id for h in again.hits] == [h.passage_id for h in want.hits]
     with pytest.raises(ValueError, match="appears twice"):
         seg.rank(images, lang, [1, 1], None)
     with pytest.raises(ValueError, match="is not in the passage index"):

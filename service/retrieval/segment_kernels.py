@@ -1,0 +1,492 @@
+"""Compiled loops of a live generation's sparse index searched in place (:mod:`service.retrieval.segments`).
+
+Each segment's postings stay where they lie (its memory-mapped ``rows``/``tf``/``indptr``); a query's term is found
+in segment ``s`` at its local column ``loc[s, t]`` (-1: not there), a posting's row is ``off[s]`` plus its local row,
+and a deleted row (``dead[s]``, a mask over the segment's rows; empty when it has none) is passed over. The weight of
+a posting is computed where it is read, with the generation's statistics (the term's idf, the row's length norm
+``norm``: BM25 ``k1 * (1 - b + b * len / avgdl)``, tf-idf the row's own L2 norm), by the operations of the build's
+``_term_weight`` in its order, so a score is bit for bit the one of the same postings weighted once and joined
+(BM25; tf-idf's ``log1p`` is libm's on both sides). The additions into a row's score keep the order of the query's
+units (a row lies in one segment), so the accumulator holds the join's scores exactly.
+
+The accumulator's arrays, the top k, MaxScore's candidates and bounds are those of :mod:`service.retrieval.kernels`;
+only the reading of the postings differs. The segments' arrays reach a kernel as numba typed lists of read-only
+arrays (:func:`array_list`, made once per generation).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+from numba import njit, types
+from numba.typed import List
+
+from service.index.arrays import readonly
+from service.retrieval.kernels import (
+    LOOKUP_RATIO,
+    TINY32,
+    _best_of,
+    _gallop,
+    _keep,
+    _kth_listed,
+    _kth_value,
+    _lowered,
+    _sift_down,
+    _sift_up,
+    _worse,
+    lower_bound,
+)
+
+_ITEM_TYPES = {np.dtype(np.int32): types.Array(types.int32, 1, "C", readonly=True),
+               np.dtype(np.int64): types.Array(types.int64, 1, "C", readonly=True),
+               np.dtype(np.bool_): types.Array(types.boolean, 1, "C", readonly=True)}
+
+
+def array_list(arrays: Sequence[np.ndarray], dtype: type) -> List:
+    """A numba typed list of read-only, contiguous copies-free views of ``arrays`` (each of ``dtype``)."""
+    out = List.empty_list(_ITEM_TYPES[np.dtype(dtype)])
+    for a in arrays:
+        a = np.asarray(a)
+        if a.dtype != np.dtype(dtype):
+            raise TypeError(f"segment array of dtype {a.dtype}, expected {np.dtype(dtype)}")
+        out.append(readonly(np.ascontiguousarray(a)))
+    return out
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _weight(f, r, idf, norm, k1p, bm25):
+    """A posting's weight: tf ``f`` in generation row ``r`` (the build's ``_term_weight``, its operations in order)."""
+    if bm25:
+        return idf * (f * k1p / (f + norm[r]))
+    d = norm[r]
+    if d == 0.0:  # (the build's nan_to_num of a row without text)
+        return 0.0
+    return idf * np.log1p(f) / d
+
+
+@njit(cache=True, nogil=True)
+def _count(ptr_l, loc, t):
+    """The postings of generation term ``t`` over every segment (deleted rows' included)."""
+    n = 0
+    for s in range(loc.shape[0]):
+        c = loc[s, t]
+        if c >= 0:
+            ip = ptr_l[s]
+            n += ip[c + 1] - ip[c]
+    return n
+
+
+@njit(cache=True, nogil=True)
+def _accumulate(scores, seen, touched, nt, track, cap, scratch, buf, rows_l, tf_l, dead_l, ptr_l, loc, off, norm, k1,
+                bm25, kinds, mults, idfs, scales, ceils, starts, terms, probs):
+    """A route's units added into the accumulator, unit after unit (``kinds[u]`` 0: one term with p = 1, its postings'
+    weights times ``mults[u]``; 1: a PSQ unit, its targets ``terms[starts[u]:starts[u+1]]`` with probabilities
+    ``probs``: the expected tf over them (in ``scratch``, left zeroed; the rows reached listed in ``buf``), divided by
+    ``scales[u]``, through BM25 with the unit's idf, capped at ``ceils[u]`` when that is >= 0, times ``mults[u]``).
+    While ``track``, rows reached for the first time are listed in ``touched``; an add that could take the listed rows
+    past ``cap`` turns the listing off. Returns the rows listed and whether the listing is still on."""
+    k1p = k1 + 1.0
+    n_seg = loc.shape[0]
+    for u in range(len(kinds)):
+        m = mults[u]
+        idf = idfs[u]
+        reach = 0
+        for j in range(starts[u], starts[u + 1]):
+            reach += _count(ptr_l, loc, terms[j])
+        if track and nt + reach > cap:
+            track = False
+        if kinds[u] == 0:
+            t = terms[starts[u]]
+            for s in range(n_seg):
+                c = loc[s, t]
+                if c < 0:
+                    continue
+                ip = ptr_l[s]
+                rows = rows_l[s]
+                tfs = tf_l[s]
+                dead = dead_l[s]
+                o = off[s]
+                use_dead = len(dead) > 0
+                for p in range(ip[c], ip[c + 1]):
+                    lr = rows[p]
+                    if use_dead and dead[lr]:
+                        continue
+                    r = o + lr
+                    w = _weight(np.float64(tfs[p]), r, idf, norm, k1p, bm25)
+                    if track:
+                        touched[nt] = r
+                        nt += 1 - seen[r]
+                        seen[r] = 1
+                    scores[r] += w if m == 1.0 else w * m
+            continue
+        n = 0
+        for j in range(starts[u], starts[u + 1]):
+            t = terms[j]
+            pr = probs[j]
+            for s in range(n_seg):
+                c = loc[s, t]
+                if c < 0:
+                    continue
+                ip = ptr_l[s]
+                rows = rows_l[s]
+                tfs = tf_l[s]
+                dead = dead_l[s]
+                o = off[s]
+                use_dead = len(dead) > 0
+                for p in range(ip[c], ip[c + 1]):
+                    lr = rows[p]
+                    if use_dead and dead[lr]:
+                        continue
+                    r = o + lr
+                    buf[n] = r  # branch-free: kept when the row is new (its expected tf still 0; p * tf > 0)
+                    n += scratch[r] == 0.0
+                    scratch[r] += pr * np.float64(tfs[p])
+        scale = scales[u]
+        ceil = ceils[u]
+        for i in range(n):
+            r = buf[i]
+            f = scratch[r] / scale
+            scratch[r] = 0.0
+            if bm25:
+                part = f * k1p / (f + norm[r])
+                if ceil >= 0.0 and part > ceil:
+                    part = ceil
+                v = m * (idf * part)
+            else:
+                d = norm[r]
+                v = 0.0 if d == 0.0 else m * (idf * np.log1p(f) / d)
+            if track:
+                touched[nt] = r
+                nt += 1 - seen[r]
+                seen[r] = 1
+            scores[r] += v
+    return nt, track
+
+
+@njit(cache=True, nogil=True)
+def _top_k_bounded(scores, seen, rows_l, ptr_l, loc, off, terms, starts, ubs, k, mask, use_mask):
+    """:func:`service.retrieval.kernels._top_k_bounded` over the segments: the rows of the units' terms (unit ``u``:
+    ``terms[starts[u]:starts[u+1]]``, units in the order of ``ubs``, what units ``u`` and after can add) enumerated
+    segment by segment until no row left can enter the top k."""
+    hs = np.empty(k, dtype=np.float64)
+    hr = np.empty(k, dtype=np.int64)
+    size = 0
+    for u in range(len(starts) - 1):
+        if size == k and hs[0] > 0.0 and ubs[u] * (1.0 + 1e-9) < hs[0]:
+            break
+        for j in range(starts[u], starts[u + 1]):
+            t = terms[j]
+            for s in range(loc.shape[0]):
+                c = loc[s, t]
+                if c < 0:
+                    continue
+                ip = ptr_l[s]
+                rows = rows_l[s]
+                o = off[s]
+                for p in range(ip[c], ip[c + 1]):
+                    r = o + np.int64(rows[p])
+                    if seen[r]:
+                        continue
+                    seen[r] = 1
+                    sc = scores[r]
+                    if sc == 0.0 or (use_mask and not mask[r]):  # (a deleted row scores 0: never added)
+                        continue
+                    if size < k:
+                        hs[size] = sc
+                        hr[size] = r
+                        _sift_up(hs, hr, size)
+                        size += 1
+                    elif _worse(hs[0], hr[0], sc, r):
+                        hs[0] = sc
+                        hr[0] = r
+                        _sift_down(hs, hr, size, 0)
+    return hs[:size], hr[:size]
+
+
+@njit(cache=True, nogil=True)
+def _contains(rows_l, dead_l, ptr_l, loc, off, term_ids, rows):
+    """``found[i, j]``: live generation row ``rows[i]`` holds term ``term_ids[j]``."""
+    found = np.zeros((len(rows), len(term_ids)), dtype=np.bool_)
+    n_seg = len(off)
+    for i in range(len(rows)):
+        r = rows[i]
+        s = 0
+        lo, hi = 0, n_seg
+        while lo < hi:  # the last segment whose first row is <= r
+            mid = (lo + hi) >> 1
+            if off[mid] <= r:
+                lo = mid + 1
+            else:
+                hi = mid
+        s = lo - 1
+        lr = r - off[s]
+        dead = dead_l[s]
+        if len(dead) > 0 and dead[lr]:
+            continue
+        ip = ptr_l[s]
+        seg_rows = rows_l[s]
+        for j in range(len(term_ids)):
+            c = loc[s, term_ids[j]]
+            if c < 0:
+                continue
+            a = lower_bound(seg_rows, ip[c], ip[c + 1], lr)
+            found[i, j] = a < ip[c + 1] and seg_rows[a] == lr
+    return found
+
+
+# ---------------------------------------------------------------------------- MaxScore over the segments
+# service.retrieval.kernels' MaxScore (see there) with each unit's postings read from every segment that holds its
+# term and weighed as they are read; a look-up finds the candidates of a segment (a run of the increasing candidate
+# rows) in that segment's posting list of the term.
+
+
+@njit(cache=True, nogil=True)
+def _look_up(rows_l, tf_l, ptr_l, loc, off, ends, norm, k1p, bm25, t, idf, mu, cands, c, part):
+    """``part[j] += weight * mu`` of each (increasing) candidate row found in term ``t``'s postings."""
+    for s in range(loc.shape[0]):
+        col = loc[s, t]
+        if col < 0:
+            continue
+        o = off[s]
+        a = lower_bound(cands, 0, c, o)
+        b = lower_bound(cands, a, c, ends[s])
+        if a == b:
+            continue
+        ip = ptr_l[s]
+        rows = rows_l[s]
+        tfs = tf_l[s]
+        p = ip[col]
+        hi = ip[col + 1]
+        for j in range(a, b):
+            lr = cands[j] - o
+            p = _gallop(rows, p, hi, lr)
+            if p >= hi:
+                break
+            if rows[p] == lr:
+                w = _weight(np.float64(tfs[p]), cands[j], idf, norm, k1p, bm25)
+                part[j] += w if mu == 1.0 else w * mu
+                p += 1
+
+
+@njit(cache=True, nogil=True)
+def _candidates(rows_l, tf_l, dead_l, ptr_l, loc, off, ends, norm, k1p, bm25, ids, idfs, mults, ubs, cnt, order, left,
+                k, mask, use_mask, partial, touched, budget):
+    """:func:`service.retrieval.kernels._candidates` over the segments (the same steps and bounds; ``cnt[u]``: unit
+    ``u``'s postings in every segment)."""
+    m = len(order)
+    eps = (m + 2) * 2.0**-23
+    tiny = m * np.float64(TINY32)
+    whole = np.zeros(m, dtype=np.bool_)
+    nt = 0
+    theta = 0.0
+    have = False
+    top = np.float32(0.0)
+    ok = True
+    for i in range(m):
+        u = order[i]
+        essential = not (have and left[i] * (1.0 + 1e-9) < theta)
+        if not essential and cnt[u] > LOOKUP_RATIO * nt:
+            continue  # looked up below
+        whole[u] = True
+        if ubs[u] == 0.0:
+            continue
+        if nt + cnt[u] > budget:
+            ok = False
+            break
+        mu = mults[u]
+        idf = idfs[u]
+        t = ids[u]
+        for s in range(loc.shape[0]):
+            col = loc[s, t]
+            if col < 0:
+                continue
+            ip = ptr_l[s]
+            rows = rows_l[s]
+            tfs = tf_l[s]
+            dead = dead_l[s]
+            o = off[s]
+            use_dead = len(dead) > 0
+            for j in range(ip[col], ip[col + 1]):
+                lr = rows[j]
+                if use_dead and dead[lr]:
+                    continue
+                r = o + lr
+                w = _weight(np.float64(tfs[j]), r, idf, norm, k1p, bm25)
+                s0 = partial[r]
+                touched[nt] = r
+                nt += s0 == 0.0
+                sv = s0 + max(np.float32(w if mu == 1.0 else w * mu), TINY32)
+                partial[r] = sv
+                top = max(top, sv)
+        if essential and i + 1 < m and left[i + 1] * (1.0 + 1e-9) < top * (1.0 - eps):
+            kth, have = _kth_listed(partial, touched, nt, k, mask, use_mask)
+            theta = _lowered(kth, eps, tiny)
+    if ok:
+        kth, have = _kth_listed(partial, touched, nt, k, mask, use_mask)
+        theta = _lowered(kth, eps, tiny)
+    rest = 0.0
+    for i in range(m):
+        if not whole[order[i]]:
+            rest += ubs[order[i]]
+    cands = np.empty(nt, dtype=np.int64)
+    part = np.empty(nt, dtype=np.float64)
+    c = 0
+    for i in range(nt):
+        r = int(touched[i])
+        sv = np.float64(partial[r])
+        partial[r] = 0.0
+        if not ok or sv == 0.0 or (use_mask and not mask[r]):
+            continue
+        if have and sv * (1.0 + eps) + rest * (1.0 + 1e-9) < theta:
+            continue
+        cands[c] = r
+        part[c] = sv
+        c += 1
+    if not ok:
+        return cands[:0], False
+    at_sorted = np.argsort(cands[:c])
+    cands = cands[at_sorted]
+    part = part[at_sorted]
+    if rest == 0.0:
+        return cands[:c], True
+    if have and c > 2 * k:
+        cut = _kth_value(part, c, 2 * k)
+        best = np.empty(c, dtype=np.float64)
+        at = np.empty(c, dtype=np.int64)
+        picked = 0
+        for j in range(c):
+            if part[j] >= cut:
+                best[picked] = part[j]
+                at[picked] = cands[j]
+                picked += 1
+        for i in range(m):
+            u = order[i]
+            if not whole[u]:
+                _look_up(rows_l, tf_l, ptr_l, loc, off, ends, norm, k1p, bm25, ids[u], idfs[u], mults[u], at, picked,
+                         best)
+        theta = max(theta, _lowered(_kth_value(best, picked, k), eps, tiny))
+        c = _keep(cands, part, c, rest, theta, eps)
+    for i in range(m):
+        u = order[i]
+        if whole[u]:
+            continue
+        _look_up(rows_l, tf_l, ptr_l, loc, off, ends, norm, k1p, bm25, ids[u], idfs[u], mults[u], cands, c, part)
+        rest -= ubs[u]
+        if c >= k:
+            theta = max(theta, _lowered(_kth_value(part, c, k), eps, tiny))
+            have = True
+        if have:
+            c = _keep(cands, part, c, max(rest, 0.0), theta, eps)
+    return cands[:c], True
+
+
+@njit(cache=True, nogil=True)
+def _rescore(rows_l, tf_l, ptr_l, loc, off, ends, norm, k1p, bm25, ids, idfs, mults, cands):
+    """Each candidate's score, added unit after unit in the query's order (the accumulator's additions, bit for bit)."""
+    out = np.zeros(len(cands), dtype=np.float64)
+    for u in range(len(ids)):
+        _look_up(rows_l, tf_l, ptr_l, loc, off, ends, norm, k1p, bm25, ids[u], idfs[u], mults[u], cands, len(cands),
+                 out)
+    return out
+
+
+@njit(cache=True, nogil=True)
+def _maxscore(rows_l, tf_l, dead_l, ptr_l, loc, off, ends, norm, k1, bm25, max_weight, idf, ids, mults, k, mask,
+              use_mask, partial, touched, budget):
+    """MaxScore over the segments in one compiled call (see :func:`service.retrieval.kernels._maxscore`)."""
+    n = len(ids)
+    ubs = np.empty(n, dtype=np.float64)
+    idfs = np.empty(n, dtype=np.float64)
+    cnt = np.empty(n, dtype=np.int64)
+    for u in range(n):
+        ubs[u] = max_weight[ids[u]] * mults[u]
+        idfs[u] = idf[ids[u]]
+        cnt[u] = _count(ptr_l, loc, ids[u])
+    order = np.argsort(-ubs, kind="mergesort")
+    left = np.empty(n, dtype=np.float64)
+    acc = 0.0
+    for i in range(n - 1, -1, -1):
+        acc += ubs[order[i]]
+        left[i] = acc
+    k1p = k1 + 1.0
+    cands, ok = _candidates(rows_l, tf_l, dead_l, ptr_l, loc, off, ends, norm, k1p, bm25, ids, idfs, mults, ubs, cnt,
+                            order, left, k, mask, use_mask, partial, touched, budget)
+    if not ok:
+        return cands, np.empty(0, dtype=np.float64), False
+    vals, best = _best_of(cands, _rescore(rows_l, tf_l, ptr_l, loc, off, ends, norm, k1p, bm25, ids, idfs, mults,
+                                          cands), k)
+    for i in range(1, len(best)):  # best first, ties by lower row
+        v, r = vals[i], best[i]
+        j = i - 1
+        while j >= 0 and _worse(vals[j], best[j], v, r):
+            vals[j + 1] = vals[j]
+            best[j + 1] = best[j]
+            j -= 1
+        vals[j + 1] = v
+        best[j + 1] = r
+    return best, vals, True
+
+
+@njit(cache=True, nogil=True)
+def _tf_part_max(indptr, rows, tf, doc_norm, k1, bm25):
+    """Per column of one segment, the largest tf part of its weights with the segment's own length norms (BM25
+    ``tf (k1 + 1) / (tf + norm)``, tf-idf ``ln(1 + tf) / norm``): what the generation's bound of a term starts from."""
+    k1p = k1 + 1.0
+    out = np.zeros(len(indptr) - 1, dtype=np.float64)
+    for t in range(len(indptr) - 1):
+        best = 0.0
+        for j in range(indptr[t], indptr[t + 1]):
+            w = _weight(np.float64(tf[j]), rows[j], 1.0, doc_norm, k1p, bm25)
+            if w > best:
+                best = w
+        out[t] = best
+    return out
+
+
+def tf_part_max(indptr: np.ndarray, rows: np.ndarray, tf: np.ndarray, doc_norm: np.ndarray, k1: float,
+                bm25: bool) -> np.ndarray:
+    """See :func:`_tf_part_max`."""
+    return _tf_part_max(readonly(np.asarray(indptr)), readonly(np.asarray(rows)), readonly(np.asarray(tf)),
+                        readonly(np.asarray(doc_norm, dtype=np.float64)), float(k1), bool(bm25))
+
+
+_warm = False
+
+
+def warm() -> None:
+    """Compile (or load from numba's cache) every kernel of a segmented index, for the arrays it gives them; once per
+    process (:func:`service.startup.warm_kernels`)."""
+    global _warm
+    if _warm:
+        return
+    from service.retrieval.kernels import ScoreAccumulator, _mask
+
+    rows_l = array_list([np.array([0, 1], dtype=np.int32), np.array([0], dtype=np.int32)], np.int32)
+    tf_l = array_list([np.array([1, 2], dtype=np.int32), np.array([3], dtype=np.int32)], np.int32)
+    ptr_l = array_list([np.array([0, 2], dtype=np.int64), np.array([0, 1], dtype=np.int64)], np.int64)
+    dead_l = array_list([np.zeros(0, dtype=np.bool_), np.array([False])], np.bool_)
+    loc = readonly(np.zeros((2, 1), dtype=np.int32))
+    off, ends = readonly(np.array([0, 2], dtype=np.int64)), readonly(np.array([2, 3], dtype=np.int64))
+    norm = readonly(np.ones(3))
+    acc = ScoreAccumulator(3)
+    one = np.array([1.0])
+    ints = np.array([0, 1], dtype=np.int64), np.array([0], dtype=np.int64)
+    for kind in (0, 1):
+        acc.n, acc.tracking = _accumulate(acc.scores, acc.seen, acc.touched, acc.n, acc.tracking, acc.cap,
+                                          acc.scratch, acc.row_scratch, rows_l, tf_l, dead_l, ptr_l, loc, off, norm,
+                                          1.2, True, np.array([kind], dtype=np.int64), one, one, one, -one, ints[0],
+                                          ints[1], one)
+    mask = np.ones(3, dtype=np.bool_)
+    for m in (None, mask):
+        acc.unmark()
+        _top_k_bounded(acc.scores, acc.seen, rows_l, ptr_l, loc, off, ints[1], ints[0],
+                       np.cumsum(np.array([1.0])[::-1])[::-1], 1, _mask(m), m is not None)
+    acc.reset()
+    for m in (None, mask):
+        _maxscore(rows_l, tf_l, dead_l, ptr_l, loc, off, ends, norm, 1.2, True, readonly(one), readonly(one), ints[1],
+                  one, 1, _mask(m), m is not None, acc.partial, acc.touched, acc.cap)
+    _contains(rows_l, dead_l, ptr_l, loc, off, ints[1], ints[0])
+    tf_part_max(np.array([0, 2], dtype=np.int64), np.array([0, 1], dtype=np.int32), np.array([1, 2], dtype=np.int32),
+                np.ones(2), 1.2, True)
+    _warm = True
