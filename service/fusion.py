@@ -48,6 +48,7 @@ import numpy as np
 
 from service.candidates import CANDIDATES, Candidates
 from service.index.folder import IndexFolder, IndexFormatError, Layout
+from service.index.parts import FUSION_FORMAT, FUSION_VERSION, open_part
 from service.query import QueryError
 from service.schema import COMPONENTS, FusionInfo, FusionMethod
 from service.versioned import read_versioned, write_versioned
@@ -59,8 +60,6 @@ log = logging.getLogger(__name__)
 
 METHODS: tuple[str, ...] = get_args(FusionMethod)
 PROFILES = ("nocodes", "codes")
-FUSION_FORMAT = "priorart-fusion"
-FUSION_VERSION = 2
 REQUIRES = {
     "bm25": "index terms in the query",
     "dense": "a dual encoder trained for the query language",
@@ -276,8 +275,12 @@ class FusionModel:
     @classmethod
     def load(cls, path: str | Path) -> FusionModel:
         p = Path(path)
-        data = read_versioned(p, FUSION_FORMAT, FUSION_VERSION, error=FusionError,
-                              fix="relearn it with `priorart fuse INDEX`")
+        return cls.from_json(read_versioned(p, FUSION_FORMAT, FUSION_VERSION, error=FusionError,
+                                            fix="relearn it with `priorart fuse INDEX`"), p)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any], p: Path | None = None) -> FusionModel:
+        """The model of a ``fusion.json`` body (``p``: the file, named in errors)."""
         try:
             linear = {str(prof): ProfileWeights.from_json(v) for prof, v in (data.get("linear") or {}).items()}
             bad = [prof for prof in linear if prof not in PROFILES]
@@ -289,17 +292,19 @@ class FusionModel:
                        {str(k): str(v) for k, v in (data.get("sources") or {}).items()},
                        dict(data.get("learning") or {}), str(data.get("created", "")), p)
         except (KeyError, TypeError, ValueError) as exc:
-            raise FusionError(f"{p}: {exc}; relearn it with `priorart fuse INDEX`") from exc
+            raise FusionError(f"{p or 'fusion weights'}: {exc}; relearn it with `priorart fuse INDEX`") from exc
 
     @classmethod
     def of_folder(cls, folder: IndexFolder) -> FusionModel:
-        """The index's fusion weights; BM25 alone (with the reason) when it has none."""
-        if not folder.has("fusion"):
+        """The index's fusion weights (the registry's index-level part ``fusion``); BM25 alone (with the reason) when
+        it has none."""
+        body = open_part("fusion", folder)
+        if body is None:
             reason = ("no learned fusion weights in this index" if folder.has("models")
                       else "no models in this index")
             return cls.bm25_only(reason)
         try:
-            return cls.load(folder.path(Layout.FUSION))
+            return cls.from_json(body, folder.path(Layout.FUSION))
         except FusionError as exc:
             raise IndexFormatError(str(exc)) from exc
 
@@ -371,6 +376,6 @@ class FusionStep:
                 "borda": m.borda, "linlearn": m.linlearn}
 
 
-__all__ = ["BM25_ONLY", "COMPONENTS", "FUSION_FORMAT", "FUSION_VERSION", "METHODS", "PROFILES", "REQUEST_WEIGHTS",
+__all__ = ["BM25_ONLY", "COMPONENTS", "METHODS", "PROFILES", "REQUEST_WEIGHTS",
            "REQUIRES", "FusionError", "FusionModel", "FusionStep", "ProfileWeights", "fuse", "linear_grid",
            "minmax", "sum_normalise"]

@@ -66,13 +66,13 @@ from service.evaluation.significance import randomisation_test
 from service.evaluation.trec import Qrels, Topic
 from service.fusion import (
     BM25_ONLY,
-    FUSION_VERSION,
     PROFILES,
     FusionError,
     FusionModel,
     ProfileWeights,
     fuse_linear,
 )
+from service.index.components import write_part
 from service.index.folder import BuildSettings, IndexFolder, Layout
 from service.index.store import DocStore
 from service.pipeline import Pipeline, compose
@@ -506,11 +506,10 @@ def learn_fusion(
     model = FusionModel(linear, old.borda, old.linlearn, old.default_method if old.default_method in old.methods
                         else "linear", {**old.sources, "linear": "priorart fuse (leak-free, cross-validated)"},
                         {"linear": info})
-    model.save(folder.path(Layout.FUSION))
+    entry = write_part("fusion", folder.root, model.to_json())
     png = plot_dev_curves(cells, folder.path(Layout.FUSION_PLOT)) if plot and cells else None
     changed = [Layout.FUSION] + ([Layout.FUSION_PLOT] if png else [])
-    folder.register({"fusion": {"version": FUSION_VERSION, "file": Layout.FUSION,
-                                "plot": Layout.FUSION_PLOT if png else None,
+    folder.register({"fusion": {**entry, "plot": Layout.FUSION_PLOT if png else None,
                                 "installed": {p: pw.installed for p, pw in linear.items()}}}, changed=changed)
     seconds = time.perf_counter() - started
     log.info("fusion weights written to %s in %.1f s", folder.path(Layout.FUSION), seconds)

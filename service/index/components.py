@@ -21,10 +21,16 @@ A component has
 Adding a kind of per-document component is one class here and its line in :data:`COMPONENTS`; the stage that reads
 it opens it through the registry.
 
-Decided (docs/ARCHITECTURE.md): the index-level parts (the translation tables, the compound word lists, the models
-and the fusion weights) are learned once per index from the whole corpus by the training package's build steps and
-are shared by every segment; they are not written from a batch of records and never merged, so they are not in this
-registry. A segment is analysed with the index's word lists and encoded by the index's models.
+The parts of the index as a whole (:data:`INDEX_PARTS`: the translation tables, the compound word lists, the fusion
+weights) are learned once from the whole corpus by the training package's steps and shared by every segment (a
+segment is analysed with the index's word lists). Each is one class too, with its name and format version:
+``write(out, value)`` writes what the training step learned at the top of a folder and returns its ``meta.json``
+entry, ``open(folder)`` reads it back (a reload reuses an unchanged file's object), ``copy(src, out)`` gives another
+folder of the index (a shard) the same part. Their ``merge`` is to keep them: a merge or a compaction writes segments,
+and the index-level files stay at the top of the folder. The build, the shard builder, the learning steps and the
+loaders go through :func:`write_part`, :func:`copy_part` and :func:`open_part` (they live in
+:mod:`service.index.parts`, below the retrieval layer that opens them; this module is the registry's front). (The
+models folder is copied by ``add_models`` and opened by the pipeline; it is not in this registry.)
 """
 
 from __future__ import annotations
@@ -42,6 +48,7 @@ from tqdm import tqdm
 
 from service.corpus.record import PatentRecord
 from service.index.folder import BuildSettings, IndexFolder, Layout
+from service.index.parts import INDEX_PARTS, IndexPart, copy_part, open_part, write_part
 from service.index.store import DocStore, DocStoreWriter
 
 log = logging.getLogger(__name__)
@@ -495,6 +502,7 @@ def open_component(name: str, folder: IndexFolder, **options: Any) -> Any:
     return COMPONENTS[name].open(folder, **options)
 
 
-__all__ = ["COMPONENTS", "ENCODE_BATCH", "Component", "ComponentWriter", "DenseComponent", "DocStoreComponent",
-           "EmptyBatchError", "PassagesComponent", "RerankComponent", "SparseComponent", "WriteContext",
-           "encode_documents", "merge_components", "open_component", "write_components"]
+__all__ = ["COMPONENTS", "ENCODE_BATCH", "INDEX_PARTS", "Component", "ComponentWriter", "DenseComponent",
+           "DocStoreComponent", "EmptyBatchError", "IndexPart", "PassagesComponent", "RerankComponent",
+           "SparseComponent", "WriteContext", "copy_part", "encode_documents", "merge_components", "open_component",
+           "open_part", "write_components", "write_part"]

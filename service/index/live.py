@@ -187,10 +187,10 @@ def _free_bytes(where: Path) -> int | None:
 
 
 def _analyzers(folder: IndexFolder) -> dict[str, Callable[[str], list[str]]]:
+    from service.index.parts import open_part
     from service.text.analysis import CachedAnalyzer, get_analyzer
-    from service.text.compounds import load_analyzers
 
-    stored = load_analyzers(folder.root, folder.settings.analysis)
+    stored = open_part("analysis", folder)  # a segment is analysed with the index's word lists
     return {lang: CachedAnalyzer(stored.get(lang) or get_analyzer(lang)) for lang in folder.settings.index_langs}
 
 

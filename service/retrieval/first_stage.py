@@ -44,7 +44,8 @@ import numpy as np
 
 from service.codes import CODE_LEVELS
 from service.filecache import file_identity, load_shared
-from service.index.folder import IndexFolder, IndexFormatError, IndexMeta, Layout
+from service.index.folder import IndexFolder, IndexMeta, Layout
+from service.index.parts import open_part
 from service.index.store import DocStore
 from service.query import Query, QueryError, resolve
 from service.retrieval.feedback import Feedback, centroid, expansion_terms, term_vector
@@ -53,7 +54,6 @@ from service.retrieval.resources import PARTS_MAX_TERMS, IndexResources, Route
 from service.retrieval.segments import SegmentedSparseIndex
 from service.retrieval.sparse import BaseSparseIndex, CollectionStats, QueryUnit, SparseIndex
 from service.text.analysis import Analyzer
-from service.text.compounds import load_analyzers
 from service.text.translation import TranslationTable
 
 log = logging.getLogger(__name__)
@@ -292,18 +292,10 @@ class FirstStage:
         if indexes is None:
             indexes = {lang: open_sparse(folder, lang, mmap, (stats or {}).get(lang))
                        for lang in folder.settings.index_langs}
-        tables: dict[tuple[str, str], TranslationTable] = {}
-        for entry in folder.components.get("translation", []):
-            try:
-                table = load_shared(folder.path(entry["file"]), TranslationTable.load)  # a reload reuses it
-            except (KeyError, TypeError, ValueError) as exc:
-                raise IndexFormatError(f"{folder.path(Layout.META)}: bad translation entry {entry!r}: {exc}") from exc
-            tables[(table.src, table.tgt)] = table
-        try:
-            analyzers = load_analyzers(folder.root, folder.settings.analysis)
-        except ValueError as exc:
-            raise IndexFormatError(f"{folder.path(Layout.META)}: settings.analysis: {exc}") from exc
-        return cls(folder.meta, docs, indexes, tables, max_query_terms=max_query_terms, analyzers=analyzers)
+        # the index-level parts (service/index/parts.py; a reload reuses unchanged files' objects)
+        tables = {(t.src, t.tgt): t for t in open_part("translation", folder)}
+        return cls(folder.meta, docs, indexes, tables, max_query_terms=max_query_terms,
+                   analyzers=open_part("analysis", folder))
 
     def _expansion(self, fb: Feedback, lang: str, units: Sequence[QueryUnit],
                    counts: Mapping[str, float]) -> list[QueryUnit]:

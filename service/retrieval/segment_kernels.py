@@ -10,17 +10,20 @@ a posting is computed where it is read, with the generation's statistics (the te
 units (a row lies in one segment), so the accumulator holds the join's scores exactly.
 
 The accumulator's arrays, the top k, MaxScore's candidates and bounds are those of :mod:`service.retrieval.kernels`;
-only the reading of the postings differs. The segments' arrays reach a kernel as numba typed lists of read-only
-arrays (:func:`array_list`, made once per generation).
+only the reading of the postings differs. The segments' arrays reach a kernel as one table of their addresses and
+lengths (:func:`segment_table`, made once per generation; a kernel views segment ``s``'s arrays with ``carray``): a
+numba typed list of the arrays would do the same, but its methods are compiled in every new process (2 s), and a
+tuple would compile every kernel once per number of segments.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
-from numba import njit, types
-from numba.typed import List
+from numba import carray, njit, types
+from numba.extending import intrinsic
 
 from service.index.arrays import readonly
 from service.retrieval.kernels import (
@@ -38,20 +41,77 @@ from service.retrieval.kernels import (
     lower_bound,
 )
 
-_ITEM_TYPES = {np.dtype(np.int32): types.Array(types.int32, 1, "C", readonly=True),
-               np.dtype(np.int64): types.Array(types.int64, 1, "C", readonly=True),
-               np.dtype(np.bool_): types.Array(types.boolean, 1, "C", readonly=True)}
+
+def _pointer_to(nbtype: Any) -> Any:
+    """An intrinsic: an address (int64) as a pointer to ``nbtype`` (what ``carray`` views)."""
+
+    @intrinsic
+    def cast(typingctx: Any, addr: Any) -> Any:
+        ptr = types.CPointer(nbtype)
+
+        def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
+            return builder.inttoptr(args[0], context.get_value_type(ptr))
+
+        return ptr(types.int64), codegen
+
+    return cast
 
 
-def array_list(arrays: Sequence[np.ndarray], dtype: type) -> List:
-    """A numba typed list of read-only, contiguous copies-free views of ``arrays`` (each of ``dtype``)."""
-    out = List.empty_list(_ITEM_TYPES[np.dtype(dtype)])
-    for a in arrays:
-        a = np.asarray(a)
+_as_i32 = _pointer_to(types.int32)
+_as_i64 = _pointer_to(types.int64)
+_as_u8 = _pointer_to(types.uint8)
+
+# the columns of a segment table (one row per segment)
+ROWS, TF, PTR, DEAD, NNZ, NPTR, NDEAD, OFF, NROWS = range(9)
+
+
+class SegmentTable:
+    """The segments' arrays as the kernels read them: ``table[s]`` holds the addresses of segment ``s``'s rows, tf,
+    column pointers and deleted-row mask, their lengths, its first generation row and its number of rows; ``keep``
+    holds the arrays themselves. The addresses are valid only while this object lives: keep it, not just ``table``,
+    for as long as the kernels are given ``table``."""
+
+    def __init__(self, rows: Sequence[np.ndarray], tf: Sequence[np.ndarray], indptr: Sequence[np.ndarray],
+                 dead: Sequence[np.ndarray], n_rows: Sequence[int]) -> None:
+        self.keep: list[np.ndarray] = []
+        table = np.zeros((len(rows), 9), dtype=np.int64)
+        first = 0
+        for s, (r, t, p, d, n) in enumerate(zip(rows, tf, indptr, dead, n_rows, strict=True)):
+            r, t, p = self._held(r, np.int32), self._held(t, np.int32), self._held(p, np.int64)
+            d = self._held(d if len(d) else np.zeros(1, dtype=np.bool_), np.bool_).view(np.uint8)
+            if len(r) != len(t) or (len(d) > 1 and len(d) != n):
+                raise ValueError(f"segment {s}: rows, tf and deleted rows of different lengths")
+            table[s] = (r.ctypes.data, t.ctypes.data, p.ctypes.data, d.ctypes.data, len(r), len(p),
+                        len(d) if len(dead[s]) else 0, first, n)
+            first += int(n)
+        self.table = readonly(table)
+
+    def _held(self, a: np.ndarray, dtype: type) -> np.ndarray:
+        a = np.ascontiguousarray(np.asarray(a))
         if a.dtype != np.dtype(dtype):
             raise TypeError(f"segment array of dtype {a.dtype}, expected {np.dtype(dtype)}")
-        out.append(readonly(np.ascontiguousarray(a)))
-    return out
+        self.keep.append(a)
+        return a
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _rows(seg, s):
+    return carray(_as_i32(seg[s, ROWS]), (seg[s, NNZ],))
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _tfs(seg, s):
+    return carray(_as_i32(seg[s, TF]), (seg[s, NNZ],))
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _ptr(seg, s):
+    return carray(_as_i64(seg[s, PTR]), (seg[s, NPTR],))
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _dead(seg, s):
+    return carray(_as_u8(seg[s, DEAD]), (seg[s, NDEAD],))
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -66,19 +126,19 @@ def _weight(f, r, idf, norm, k1p, bm25):
 
 
 @njit(cache=True, nogil=True)
-def _count(ptr_l, loc, t):
+def _count(seg, loc, t):
     """The postings of generation term ``t`` over every segment (deleted rows' included)."""
     n = 0
     for s in range(loc.shape[0]):
         c = loc[s, t]
         if c >= 0:
-            ip = ptr_l[s]
+            ip = _ptr(seg, s)
             n += ip[c + 1] - ip[c]
     return n
 
 
 @njit(cache=True, nogil=True)
-def _accumulate(scores, seen, touched, nt, track, cap, scratch, buf, rows_l, tf_l, dead_l, ptr_l, loc, off, norm, k1,
+def _accumulate(scores, seen, touched, nt, track, cap, scratch, buf, seg, loc, norm, k1,
                 bm25, kinds, mults, idfs, scales, ceils, starts, terms, probs):
     """A route's units added into the accumulator, unit after unit (``kinds[u]`` 0: one term with p = 1, its postings'
     weights times ``mults[u]``; 1: a PSQ unit, its targets ``terms[starts[u]:starts[u+1]]`` with probabilities
@@ -93,7 +153,7 @@ def _accumulate(scores, seen, touched, nt, track, cap, scratch, buf, rows_l, tf_
         idf = idfs[u]
         reach = 0
         for j in range(starts[u], starts[u + 1]):
-            reach += _count(ptr_l, loc, terms[j])
+            reach += _count(seg, loc, terms[j])
         if track and nt + reach > cap:
             track = False
         if kinds[u] == 0:
@@ -102,11 +162,11 @@ def _accumulate(scores, seen, touched, nt, track, cap, scratch, buf, rows_l, tf_
                 c = loc[s, t]
                 if c < 0:
                     continue
-                ip = ptr_l[s]
-                rows = rows_l[s]
-                tfs = tf_l[s]
-                dead = dead_l[s]
-                o = off[s]
+                ip = _ptr(seg, s)
+                rows = _rows(seg, s)
+                tfs = _tfs(seg, s)
+                dead = _dead(seg, s)
+                o = seg[s, OFF]
                 use_dead = len(dead) > 0
                 for p in range(ip[c], ip[c + 1]):
                     lr = rows[p]
@@ -128,11 +188,11 @@ def _accumulate(scores, seen, touched, nt, track, cap, scratch, buf, rows_l, tf_
                 c = loc[s, t]
                 if c < 0:
                     continue
-                ip = ptr_l[s]
-                rows = rows_l[s]
-                tfs = tf_l[s]
-                dead = dead_l[s]
-                o = off[s]
+                ip = _ptr(seg, s)
+                rows = _rows(seg, s)
+                tfs = _tfs(seg, s)
+                dead = _dead(seg, s)
+                o = seg[s, OFF]
                 use_dead = len(dead) > 0
                 for p in range(ip[c], ip[c + 1]):
                     lr = rows[p]
@@ -165,7 +225,7 @@ def _accumulate(scores, seen, touched, nt, track, cap, scratch, buf, rows_l, tf_
 
 
 @njit(cache=True, nogil=True)
-def _top_k_bounded(scores, seen, rows_l, ptr_l, loc, off, terms, starts, ubs, k, mask, use_mask):
+def _top_k_bounded(scores, seen, seg, loc, terms, starts, ubs, k, mask, use_mask):
     """:func:`service.retrieval.kernels._top_k_bounded` over the segments: the rows of the units' terms (unit ``u``:
     ``terms[starts[u]:starts[u+1]]``, units in the order of ``ubs``, what units ``u`` and after can add) enumerated
     segment by segment until no row left can enter the top k."""
@@ -181,9 +241,9 @@ def _top_k_bounded(scores, seen, rows_l, ptr_l, loc, off, terms, starts, ubs, k,
                 c = loc[s, t]
                 if c < 0:
                     continue
-                ip = ptr_l[s]
-                rows = rows_l[s]
-                o = off[s]
+                ip = _ptr(seg, s)
+                rows = _rows(seg, s)
+                o = seg[s, OFF]
                 for p in range(ip[c], ip[c + 1]):
                     r = o + np.int64(rows[p])
                     if seen[r]:
@@ -205,27 +265,27 @@ def _top_k_bounded(scores, seen, rows_l, ptr_l, loc, off, terms, starts, ubs, k,
 
 
 @njit(cache=True, nogil=True)
-def _contains(rows_l, dead_l, ptr_l, loc, off, term_ids, rows):
+def _contains(seg, loc, term_ids, rows):
     """``found[i, j]``: live generation row ``rows[i]`` holds term ``term_ids[j]``."""
     found = np.zeros((len(rows), len(term_ids)), dtype=np.bool_)
-    n_seg = len(off)
+    n_seg = seg.shape[0]
     for i in range(len(rows)):
         r = rows[i]
         s = 0
         lo, hi = 0, n_seg
         while lo < hi:  # the last segment whose first row is <= r
             mid = (lo + hi) >> 1
-            if off[mid] <= r:
+            if seg[mid, OFF] <= r:
                 lo = mid + 1
             else:
                 hi = mid
         s = lo - 1
-        lr = r - off[s]
-        dead = dead_l[s]
+        lr = r - seg[s, OFF]
+        dead = _dead(seg, s)
         if len(dead) > 0 and dead[lr]:
             continue
-        ip = ptr_l[s]
-        seg_rows = rows_l[s]
+        ip = _ptr(seg, s)
+        seg_rows = _rows(seg, s)
         for j in range(len(term_ids)):
             c = loc[s, term_ids[j]]
             if c < 0:
@@ -242,20 +302,20 @@ def _contains(rows_l, dead_l, ptr_l, loc, off, term_ids, rows):
 
 
 @njit(cache=True, nogil=True)
-def _look_up(rows_l, tf_l, ptr_l, loc, off, ends, norm, k1p, bm25, t, idf, mu, cands, c, part):
+def _look_up(seg, loc, norm, k1p, bm25, t, idf, mu, cands, c, part):
     """``part[j] += weight * mu`` of each (increasing) candidate row found in term ``t``'s postings."""
     for s in range(loc.shape[0]):
         col = loc[s, t]
         if col < 0:
             continue
-        o = off[s]
+        o = seg[s, OFF]
         a = lower_bound(cands, 0, c, o)
-        b = lower_bound(cands, a, c, ends[s])
+        b = lower_bound(cands, a, c, o + seg[s, NROWS])
         if a == b:
             continue
-        ip = ptr_l[s]
-        rows = rows_l[s]
-        tfs = tf_l[s]
+        ip = _ptr(seg, s)
+        rows = _rows(seg, s)
+        tfs = _tfs(seg, s)
         p = ip[col]
         hi = ip[col + 1]
         for j in range(a, b):
@@ -270,7 +330,7 @@ def _look_up(rows_l, tf_l, ptr_l, loc, off, ends, norm, k1p, bm25, t, idf, mu, c
 
 
 @njit(cache=True, nogil=True)
-def _candidates(rows_l, tf_l, dead_l, ptr_l, loc, off, ends, norm, k1p, bm25, ids, idfs, mults, ubs, cnt, order, left,
+def _candidates(seg, loc, norm, k1p, bm25, ids, idfs, mults, ubs, cnt, order, left,
                 k, mask, use_mask, partial, touched, budget):
     """:func:`service.retrieval.kernels._candidates` over the segments (the same steps and bounds; ``cnt[u]``: unit
     ``u``'s postings in every segment)."""
@@ -301,11 +361,11 @@ def _candidates(rows_l, tf_l, dead_l, ptr_l, loc, off, ends, norm, k1p, bm25, id
             col = loc[s, t]
             if col < 0:
                 continue
-            ip = ptr_l[s]
-            rows = rows_l[s]
-            tfs = tf_l[s]
-            dead = dead_l[s]
-            o = off[s]
+            ip = _ptr(seg, s)
+            rows = _rows(seg, s)
+            tfs = _tfs(seg, s)
+            dead = _dead(seg, s)
+            o = seg[s, OFF]
             use_dead = len(dead) > 0
             for j in range(ip[col], ip[col + 1]):
                 lr = rows[j]
@@ -363,7 +423,7 @@ def _candidates(rows_l, tf_l, dead_l, ptr_l, loc, off, ends, norm, k1p, bm25, id
         for i in range(m):
             u = order[i]
             if not whole[u]:
-                _look_up(rows_l, tf_l, ptr_l, loc, off, ends, norm, k1p, bm25, ids[u], idfs[u], mults[u], at, picked,
+                _look_up(seg, loc, norm, k1p, bm25, ids[u], idfs[u], mults[u], at, picked,
                          best)
         theta = max(theta, _lowered(_kth_value(best, picked, k), eps, tiny))
         c = _keep(cands, part, c, rest, theta, eps)
@@ -371,7 +431,7 @@ def _candidates(rows_l, tf_l, dead_l, ptr_l, loc, off, ends, norm, k1p, bm25, id
         u = order[i]
         if whole[u]:
             continue
-        _look_up(rows_l, tf_l, ptr_l, loc, off, ends, norm, k1p, bm25, ids[u], idfs[u], mults[u], cands, c, part)
+        _look_up(seg, loc, norm, k1p, bm25, ids[u], idfs[u], mults[u], cands, c, part)
         rest -= ubs[u]
         if c >= k:
             theta = max(theta, _lowered(_kth_value(part, c, k), eps, tiny))
@@ -382,17 +442,17 @@ def _candidates(rows_l, tf_l, dead_l, ptr_l, loc, off, ends, norm, k1p, bm25, id
 
 
 @njit(cache=True, nogil=True)
-def _rescore(rows_l, tf_l, ptr_l, loc, off, ends, norm, k1p, bm25, ids, idfs, mults, cands):
+def _rescore(seg, loc, norm, k1p, bm25, ids, idfs, mults, cands):
     """Each candidate's score, added unit after unit in the query's order (the accumulator's additions, bit for bit)."""
     out = np.zeros(len(cands), dtype=np.float64)
     for u in range(len(ids)):
-        _look_up(rows_l, tf_l, ptr_l, loc, off, ends, norm, k1p, bm25, ids[u], idfs[u], mults[u], cands, len(cands),
+        _look_up(seg, loc, norm, k1p, bm25, ids[u], idfs[u], mults[u], cands, len(cands),
                  out)
     return out
 
 
 @njit(cache=True, nogil=True)
-def _maxscore(rows_l, tf_l, dead_l, ptr_l, loc, off, ends, norm, k1, bm25, max_weight, idf, ids, mults, k, mask,
+def _maxscore(seg, loc, norm, k1, bm25, max_weight, idf, ids, mults, k, mask,
               use_mask, partial, touched, budget):
     """MaxScore over the segments in one compiled call (see :func:`service.retrieval.kernels._maxscore`)."""
     n = len(ids)
@@ -402,7 +462,7 @@ def _maxscore(rows_l, tf_l, dead_l, ptr_l, loc, off, ends, norm, k1, bm25, max_w
     for u in range(n):
         ubs[u] = max_weight[ids[u]] * mults[u]
         idfs[u] = idf[ids[u]]
-        cnt[u] = _count(ptr_l, loc, ids[u])
+        cnt[u] = _count(seg, loc, ids[u])
     order = np.argsort(-ubs, kind="mergesort")
     left = np.empty(n, dtype=np.float64)
     acc = 0.0
@@ -410,11 +470,11 @@ def _maxscore(rows_l, tf_l, dead_l, ptr_l, loc, off, ends, norm, k1, bm25, max_w
         acc += ubs[order[i]]
         left[i] = acc
     k1p = k1 + 1.0
-    cands, ok = _candidates(rows_l, tf_l, dead_l, ptr_l, loc, off, ends, norm, k1p, bm25, ids, idfs, mults, ubs, cnt,
+    cands, ok = _candidates(seg, loc, norm, k1p, bm25, ids, idfs, mults, ubs, cnt,
                             order, left, k, mask, use_mask, partial, touched, budget)
     if not ok:
         return cands, np.empty(0, dtype=np.float64), False
-    vals, best = _best_of(cands, _rescore(rows_l, tf_l, ptr_l, loc, off, ends, norm, k1p, bm25, ids, idfs, mults,
+    vals, best = _best_of(cands, _rescore(seg, loc, norm, k1p, bm25, ids, idfs, mults,
                                           cands), k)
     for i in range(1, len(best)):  # best first, ties by lower row
         v, r = vals[i], best[i]
@@ -462,31 +522,31 @@ def warm() -> None:
         return
     from service.retrieval.kernels import ScoreAccumulator, _mask
 
-    rows_l = array_list([np.array([0, 1], dtype=np.int32), np.array([0], dtype=np.int32)], np.int32)
-    tf_l = array_list([np.array([1, 2], dtype=np.int32), np.array([3], dtype=np.int32)], np.int32)
-    ptr_l = array_list([np.array([0, 2], dtype=np.int64), np.array([0, 1], dtype=np.int64)], np.int64)
-    dead_l = array_list([np.zeros(0, dtype=np.bool_), np.array([False])], np.bool_)
+    held = SegmentTable([np.array([0, 1], dtype=np.int32), np.array([0], dtype=np.int32)],
+                        [np.array([1, 2], dtype=np.int32), np.array([3], dtype=np.int32)],
+                        [np.array([0, 2], dtype=np.int64), np.array([0, 1], dtype=np.int64)],
+                        [np.zeros(0, dtype=np.bool_), np.array([False])], [2, 1])
+    seg = held.table  # (valid while ``held`` holds the arrays)
     loc = readonly(np.zeros((2, 1), dtype=np.int32))
-    off, ends = readonly(np.array([0, 2], dtype=np.int64)), readonly(np.array([2, 3], dtype=np.int64))
     norm = readonly(np.ones(3))
     acc = ScoreAccumulator(3)
     one = np.array([1.0])
     ints = np.array([0, 1], dtype=np.int64), np.array([0], dtype=np.int64)
     for kind in (0, 1):
         acc.n, acc.tracking = _accumulate(acc.scores, acc.seen, acc.touched, acc.n, acc.tracking, acc.cap,
-                                          acc.scratch, acc.row_scratch, rows_l, tf_l, dead_l, ptr_l, loc, off, norm,
-                                          1.2, True, np.array([kind], dtype=np.int64), one, one, one, -one, ints[0],
-                                          ints[1], one)
+                                          acc.scratch, acc.row_scratch, seg, loc, norm, 1.2, True,
+                                          np.array([kind], dtype=np.int64), one, one, one, -one, ints[0], ints[1], one)
     mask = np.ones(3, dtype=np.bool_)
     for m in (None, mask):
         acc.unmark()
-        _top_k_bounded(acc.scores, acc.seen, rows_l, ptr_l, loc, off, ints[1], ints[0],
-                       np.cumsum(np.array([1.0])[::-1])[::-1], 1, _mask(m), m is not None)
+        _top_k_bounded(acc.scores, acc.seen, seg, loc, ints[1], ints[0], np.cumsum(np.array([1.0])[::-1])[::-1], 1,
+                       _mask(m), m is not None)
     acc.reset()
     for m in (None, mask):
-        _maxscore(rows_l, tf_l, dead_l, ptr_l, loc, off, ends, norm, 1.2, True, readonly(one), readonly(one), ints[1],
-                  one, 1, _mask(m), m is not None, acc.partial, acc.touched, acc.cap)
-    _contains(rows_l, dead_l, ptr_l, loc, off, ints[1], ints[0])
+        _maxscore(seg, loc, norm, 1.2, True, readonly(one), readonly(one), ints[1], one, 1, _mask(m), m is not None,
+                  acc.partial, acc.touched, acc.cap)
+    _contains(seg, loc, ints[1], ints[0])
     tf_part_max(np.array([0, 2], dtype=np.int64), np.array([0, 1], dtype=np.int32), np.array([1, 2], dtype=np.int32),
                 np.ones(2), 1.2, True)
+    del held
     _warm = True

@@ -86,12 +86,11 @@ class SegmentedSparseIndex(BaseSparseIndex):
         self.deads = terms.deads
         starts = segment_starts([p.n_rows for p in parts])
         self.starts = starts  # each segment's first row, and the number of rows last
-        self._off = readonly(starts[:-1].copy())
-        self._ends = readonly(starts[1:].copy())
-        self._rows = sk.array_list([p.rows for p in parts], np.int32)
-        self._tf = sk.array_list([p.tf for p in parts], np.int32)
-        self._ptr = sk.array_list([np.asarray(p.indptr, dtype=np.int64) for p in parts], np.int64)
-        self._dead = sk.array_list(terms.deads, np.bool_)
+        # the segments' arrays as the kernels read them (their addresses; the table holds the arrays)
+        self._segments = sk.SegmentTable([p.rows for p in parts], [p.tf for p in parts],
+                                         [np.asarray(p.indptr, dtype=np.int64) for p in parts], terms.deads,
+                                         [p.n_rows for p in parts])
+        self._seg = self._segments.table
         self._norm = readonly(self.doc_norm)
         self._bm25 = self.scoring == "bm25"
         if prefault:
@@ -203,7 +202,7 @@ class SegmentedSparseIndex(BaseSparseIndex):
         if kinds:
             acc.n, acc.tracking = sk._accumulate(
                 acc.scores, acc.seen, acc.touched, acc.n, acc.tracking, acc.cap, acc.scratch, acc.row_scratch,
-                self._rows, self._tf, self._dead, self._ptr, self.loc, self._off, self._norm, float(k1), bm25,
+                self._seg, self.loc, self._norm, float(k1), bm25,
                 np.array(kinds, dtype=np.int64), np.array(mults, dtype=np.float64), np.array(idfs, dtype=np.float64),
                 np.array(scales, dtype=np.float64), np.array(ceils, dtype=np.float64),
                 np.array(starts, dtype=np.int64), np.array(terms, dtype=np.int64), np.array(probs, dtype=np.float64))
@@ -213,9 +212,9 @@ class SegmentedSparseIndex(BaseSparseIndex):
                   mults: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
         if acc.n:
             raise ValueError("maxscore needs a zeroed accumulator")
-        best, vals, ok = sk._maxscore(self._rows, self._tf, self._dead, self._ptr, self.loc, self._off, self._ends,
-                                      self._norm, float(self.k1), self._bm25, self.max_weight, self.idf, ids, mults,
-                                      k, kernels._mask(mask), mask is not None, acc.partial, acc.touched, acc.cap)
+        best, vals, ok = sk._maxscore(self._seg, self.loc, self._norm, float(self.k1), self._bm25, self.max_weight,
+                                      self.idf, ids, mults, k, kernels._mask(mask), mask is not None, acc.partial,
+                                      acc.touched, acc.cap)
         return (best, vals) if ok else None
 
     def top_k(self, acc: kernels.ScoreAccumulator, reach: Reach, k: int, mask: np.ndarray | None = None, *,
@@ -228,8 +227,8 @@ class SegmentedSparseIndex(BaseSparseIndex):
             return acc.top_k(k, mask), (acc.matched(mask) if count else None)
         terms, starts, left = reach.by_bound()
         acc.unmark()
-        vals, out = sk._top_k_bounded(acc.scores, acc.seen, self._rows, self._ptr, self.loc, self._off, terms,
-                                      starts, left, k, kernels._mask(mask), mask is not None)
+        vals, out = sk._top_k_bounded(acc.scores, acc.seen, self._seg, self.loc, terms, starts, left, k,
+                                      kernels._mask(mask), mask is not None)
         return kernels._best_first(vals, out), (acc.matched(mask) if count else None)
 
     def matched_terms(self, terms: Sequence[str], rows: np.ndarray) -> list[list[str]]:
@@ -241,8 +240,8 @@ class SegmentedSparseIndex(BaseSparseIndex):
         known = [t for t in dict.fromkeys(terms) if t in term_id]
         if not known:
             return out
-        found = sk._contains(self._rows, self._dead, self._ptr, self.loc, self._off,
-                             np.array([term_id[t] for t in known], dtype=np.int64), np.asarray(rows, dtype=np.int64))
+        found = sk._contains(self._seg, self.loc, np.array([term_id[t] for t in known], dtype=np.int64),
+                             np.asarray(rows, dtype=np.int64))
         at, which = np.nonzero(found)
         for i, j in zip(at.tolist(), which.tolist(), strict=True):
             out[i].append(known[j])

@@ -39,7 +39,8 @@ from service.candidates import Stage
 from service.corpus.jsonl import read_corpus
 from service.corpus.record import PatentRecord
 from service.evaluation.significance import randomisation_test
-from service.fusion import FUSION_VERSION, FusionModel, fuse, minmax
+from service.fusion import FusionModel, fuse, minmax
+from service.index.components import write_part
 from service.index.folder import IndexFolder, Layout
 from service.index.store import DocStore
 from service.pipeline import Pipeline, compose
@@ -299,6 +300,5 @@ def _install_weights(folder: IndexFolder, combination: dict[str, Any] | None, no
             notes.append(f"{method} not installed: {why if c else 'no leak-free dev topics'}"
                          + (" (did not beat BM25 held out)" if c else ""))
     model.learning["ltr"] = combination
-    model.save(folder.path(Layout.FUSION))
-    folder.register({"fusion": {**folder.components.get("fusion", {}), "version": FUSION_VERSION,
-                                "file": Layout.FUSION}}, changed=[Layout.FUSION])
+    entry = write_part("fusion", folder.root, model.to_json())
+    folder.register({"fusion": {**folder.components.get("fusion", {}), **entry}}, changed=[Layout.FUSION])

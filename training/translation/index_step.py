@@ -25,7 +25,6 @@ from __future__ import annotations
 import json
 import logging
 import random
-import shutil
 from collections import Counter
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -33,9 +32,9 @@ from pathlib import Path
 from typing import Any
 
 from service.corpus.record import PatentRecord
-from service.index.folder import Layout
+from service.index.parts import write_part
 from service.text.analysis import SUPPORTED_LANGS, tokenize
-from service.text.compounds import ANALYSIS_VERSION, CompoundSplitter
+from service.text.compounds import CompoundSplitter
 from service.text.translation import PIVOT_LANG, TranslationTable
 from training.translation.compounds import COMPOUND_LANGS, MIN_PART, splitter_from_counts
 from training.translation.lexicons import (
@@ -174,15 +173,10 @@ def prepare_analysis(
 
 
 def write_analysis(index_dir: Path, splitters: Mapping[str, CompoundSplitter]) -> dict[str, Any] | None:
-    """Write the word lists; returns ``settings.analysis`` for ``meta.json`` (``None`` without splitters)."""
-    if not splitters:
-        return None
-    compounds = {}
-    for lang, splitter in sorted(splitters.items()):
-        rel = Layout.compounds(lang)
-        splitter.save(index_dir / rel)
-        compounds[lang] = {"file": rel, **splitter.settings(), "sources": splitter.sources}
-    return {"version": ANALYSIS_VERSION, "compounds": compounds}
+    """Write the word lists (the registry's index-level part ``analysis``); returns ``settings.analysis`` for
+    ``meta.json`` (``None`` without splitters)."""
+    result: dict[str, Any] | None = write_part("analysis", index_dir, splitters)
+    return result
 
 
 # ------------------------------------------------------------------------------ 2. aligned records
@@ -227,16 +221,6 @@ def needed_directions(index_langs: Sequence[str]) -> tuple[list[tuple[str, str]]
             if leg not in direct:
                 direct.append(leg)
     return direct, pivots
-
-
-def _entry(table: TranslationTable) -> dict[str, Any]:
-    return {
-        "src": table.src,
-        "tgt": table.tgt,
-        "file": Layout.table(table.src, table.tgt),
-        "entries": len(table),
-        "sources": table.sources,
-    }
 
 
 def build_index_tables(
@@ -305,10 +289,7 @@ def build_index_tables(
                 report["directions"][f"{src}-{tgt}"] = {"sources": [f"pivot:{PIVOT_LANG}"], "composed": "at query time"}
         else:
             report["warnings"].append(f"no {src}-{tgt} translation: no {src}-{PIVOT_LANG} or {PIVOT_LANG}-{tgt} table")
-    entries = []
-    for (_src, _tgt), table in sorted(built.items()):  # pivot legs too, into a language not indexed
-        table.save(index_dir / Layout.table(table.src, table.tgt))
-        entries.append(_entry(table))
+    entries = write_part("translation", index_dir, built.values())  # pivot legs too, into a language not indexed
     for w in report["warnings"]:
         log.warning(w)
     return entries, report
@@ -323,7 +304,7 @@ def copy_tables(
     found = sorted(p for p in translation_dir.glob("*-*.json") if p.name != "translation-meta.json")
     if not found:
         raise TranslationBuildError(f"no <src>-<tgt>.json translation tables in {translation_dir}")
-    out = []
+    tables: list[TranslationTable] = []
     skipped = []
     for path in found:
         try:
@@ -339,10 +320,8 @@ def copy_tables(
         if table.tgt not in index_langs:
             skipped.append(path.name)
             continue
-        dest = index_dir / Layout.table(table.src, table.tgt)
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(path, dest)
-        out.append(_entry(table))
+        tables.append(table)
+    out = write_part("translation", index_dir, tables)
     report: dict[str, Any] = {"mode": "reused", "from": str(translation_dir), "warnings": []}
     if skipped:
         report["warnings"].append(f"tables into languages this index does not hold were left out: {', '.join(skipped)}")

@@ -144,3 +144,56 @@ def test_a_failed_write_leaves_no_open_file(tmp_path: Path) -> None:
     with pytest.raises(Boom):
         components.write_components(out, records(), ctx)
     assert not (out / Layout.OFFSETS).exists()  # the arrays are written at finish only
+
+
+@pytest.mark.slow
+def test_the_index_level_parts_are_written_opened_shared_and_copied_through_the_registry(tmp_path: Path) -> None:
+    """The translation tables, the compound word lists and the fusion weights (service/index/parts.py): the build
+    writes them through the registry and the loaders open them through it; a segment holds none of them (it shares the
+    index's: a reload after an add reuses the same objects); a compaction keeps them; ``copy_part`` gives another
+    folder the same parts (a shard)."""
+    from service.fusion import FusionModel
+    from service.index.parts import INDEX_PARTS, copy_part, open_part, write_part
+    from service.text.translation import TABLE_VERSION, TranslationTable
+    from training.synth import SynthConfig, write_synthetic
+
+    write_synthetic(tmp_path / "all.jsonl", SynthConfig(n=160, seed=6), progress=False)
+    records = list(read_corpus(tmp_path / "all.jsonl"))
+    idx = tmp_path / "index"
+    build_index(records[:140], idx, progress=False)
+    folder = IndexFolder.open(idx)
+    assert [n for n, p in INDEX_PARTS.items() if p.present(folder)] == ["translation", "analysis"]  # no models
+    tables = open_part("translation", folder)
+    assert tables and INDEX_PARTS["translation"].version == TABLE_VERSION
+    entries = folder.components["translation"]
+    assert [(t.src, t.tgt) for t in tables] == [(e["src"], e["tgt"]) for e in entries]
+    for t, e in zip(tables, entries, strict=True):
+        assert e["entries"] == len(t) and TranslationTable.load(folder.path(e["file"])).entries == t.entries
+    analyzers = open_part("analysis", folder)
+    assert set(analyzers) == set(folder.settings.analysis["compounds"]) and "de" in analyzers
+
+    add_documents(idx, records[140:], progress=False)
+    gen = IndexFolder.open(idx)
+    seg = gen.segments[-1].folder
+    assert not seg.path(Layout.TRANSLATION).exists() and not seg.path(Layout.ANALYSIS).exists()
+    assert all(a is b for a, b in zip(open_part("translation", gen), tables, strict=True))  # the same objects
+    assert open_part("analysis", gen)["de"].splitter is analyzers["de"].splitter
+    compact(idx, progress=False)
+    compacted = IndexFolder.open(idx)
+    assert [(t.src, t.tgt) for t in open_part("translation", compacted)] == [(t.src, t.tgt) for t in tables]
+
+    other = tmp_path / "shard"
+    other.mkdir()
+    copied = copy_part("translation", folder, other)
+    assert [(e["src"], e["tgt"], e["entries"]) for e in copied] == [(e["src"], e["tgt"], e["entries"])
+                                                                    for e in entries]
+    assert copy_part("analysis", folder, other) == folder.settings.analysis
+    assert copy_part("fusion", folder, other) is None  # none to copy
+
+    body = FusionModel.bm25_only("a test's reason").to_json()
+    assert write_part("fusion", idx, body) == {"version": INDEX_PARTS["fusion"].version, "file": Layout.FUSION}
+    compacted.register({"fusion": {"version": INDEX_PARTS["fusion"].version, "file": Layout.FUSION}},
+                       changed=[Layout.FUSION])
+    reopened = IndexFolder.open(idx)
+    assert open_part("fusion", reopened)["sources"] == {"linear": "a test's reason"}
+    assert FusionModel.of_folder(reopened).sources == {"linear": "a test's reason"}

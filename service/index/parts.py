@@ -1,0 +1,172 @@
+"""The parts of an index as a whole (the index-level half of the component registry, service/index/components.py).
+
+The translation tables, the compound word lists and the fusion weights are learned once from the whole corpus by the
+training package's steps and shared by every segment of the index (a segment is analysed with the index's word
+lists). Each is one class with its ``name`` (its key in ``meta.json``) and format ``version``: ``write(out, value)``
+writes what a training step learned at the top of a folder and returns its ``meta.json`` entry, ``open(folder)``
+reads it back (a file's object is reused while the file is unchanged: service/filecache.py), ``copy(src, out)`` gives
+another folder of the same index (a shard) the same part. They are never merged: a merge or a compaction writes
+segments, and the index-level files stay at the top of the folder. This module sits in the index layer, below the
+first stage and the fusion that open them.
+
+Adding an index-level part is one class here and its line in :data:`INDEX_PARTS`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, ClassVar
+
+from service.filecache import load_shared
+from service.index.folder import IndexFolder, IndexFormatError, Layout
+from service.text.analysis import Analyzer
+from service.text.compounds import ANALYSIS_VERSION, CompoundSplitter, load_analyzers
+from service.text.translation import TABLE_VERSION, TranslationTable
+from service.versioned import read_versioned, write_versioned
+
+FUSION_FORMAT = "priorart-fusion"
+FUSION_VERSION = 2
+"""``fusion.json``: the fusion weights of every method (:class:`service.fusion.FusionModel` reads the body)."""
+
+
+class IndexPart:
+    """One part of the index as a whole (see the module doc)."""
+
+    name: ClassVar[str]
+
+    @property
+    def version(self) -> int:
+        raise NotImplementedError
+
+    def present(self, folder: IndexFolder) -> bool:
+        return folder.has(self.name)
+
+    def write(self, out: Path, value: Any) -> Any:
+        """Write ``value`` (what a training step learned) into the folder ``out``; its ``meta.json`` entry."""
+        raise NotImplementedError
+
+    def open(self, folder: IndexFolder, **options: Any) -> Any:
+        raise NotImplementedError
+
+    def copy(self, src: IndexFolder, out: Path) -> Any:
+        """The same part in another folder of the index (a shard): its entry there."""
+        return self.write(out, self.open(src))
+
+
+class TranslationPart(IndexPart):
+    """The PSQ translation tables of every direction, one ``translation/<src>-<tgt>.json`` each
+    (:class:`service.text.translation.TranslationTable`); ``meta.json`` lists them under ``translation``."""
+
+    name = "translation"
+
+    @property
+    def version(self) -> int:
+        return TABLE_VERSION
+
+    def write(self, out: Path, value: Any) -> list[dict[str, Any]]:
+        tables: list[TranslationTable] = sorted(value, key=lambda t: (t.src, t.tgt))
+        entries = []
+        for table in tables:
+            table.save(out / Layout.table(table.src, table.tgt))
+            entries.append({"src": table.src, "tgt": table.tgt, "file": Layout.table(table.src, table.tgt),
+                            "entries": len(table), "sources": table.sources})
+        return entries
+
+    def open(self, folder: IndexFolder, **options: Any) -> list[TranslationTable]:
+        """The tables (each file read once while it is unchanged: a reload reuses them, service/filecache.py)."""
+        tables = []
+        for entry in folder.components.get(self.name, []):
+            try:
+                tables.append(load_shared(folder.path(entry["file"]), TranslationTable.load))
+            except (KeyError, TypeError, ValueError) as exc:
+                raise IndexFormatError(f"{folder.path(Layout.META)}: bad translation entry {entry!r}: {exc}") from exc
+        return tables
+
+
+class AnalysisPart(IndexPart):
+    """The compound splitters' word lists, one ``analysis/compounds-<lang>.json`` each; recorded in ``meta.json``
+    ``settings.analysis`` (they change how the index's text was analysed, so they are part of its settings)."""
+
+    name = "analysis"
+
+    @property
+    def version(self) -> int:
+        return ANALYSIS_VERSION
+
+    def present(self, folder: IndexFolder) -> bool:
+        return bool(folder.settings.analysis)
+
+    def write(self, out: Path, value: Any) -> dict[str, Any] | None:
+        """``value``: ``{lang: CompoundSplitter}``; returns ``settings.analysis`` (None without splitters)."""
+        splitters: Mapping[str, CompoundSplitter] = value
+        if not splitters:
+            return None
+        compounds = {}
+        for lang, splitter in sorted(splitters.items()):
+            rel = Layout.compounds(lang)
+            splitter.save(out / rel)
+            compounds[lang] = {"file": rel, **splitter.settings(), "sources": splitter.sources}
+        return {"version": ANALYSIS_VERSION, "compounds": compounds}
+
+    def open(self, folder: IndexFolder, **options: Any) -> dict[str, Analyzer]:
+        """The analyzers of the languages with a splitter (the others analyse with the default)."""
+        try:
+            return load_analyzers(folder.root, folder.settings.analysis)
+        except ValueError as exc:
+            raise IndexFormatError(f"{folder.path(Layout.META)}: settings.analysis: {exc}") from exc
+
+    def copy(self, src: IndexFolder, out: Path) -> dict[str, Any] | None:
+        return self.write(out, {lang: a.splitter for lang, a in self.open(src).items()
+                                if isinstance(a.splitter, CompoundSplitter)})
+
+
+class FusionPart(IndexPart):
+    """The fusion weights of every method (``fusion.json``, format ``priorart-fusion``): written by ``priorart fuse``
+    and ``train-ltr --install``; :meth:`service.fusion.FusionModel.of_folder` builds the model from the body."""
+
+    name = "fusion"
+
+    @property
+    def version(self) -> int:
+        return FUSION_VERSION
+
+    def write(self, out: Path, value: Any) -> dict[str, Any]:
+        """``value``: the file's body (``FusionModel.to_json()``); the entry's ``version`` and ``file``."""
+        write_versioned(out / Layout.FUSION, FUSION_FORMAT, FUSION_VERSION, value)
+        return {"version": FUSION_VERSION, "file": Layout.FUSION}
+
+    def open(self, folder: IndexFolder, **options: Any) -> dict[str, Any] | None:
+        """The body of ``fusion.json`` (None when the index has none); ``options['error']``: the exception class
+        for an unreadable file (``IndexFormatError`` by default)."""
+        if not self.present(folder):
+            return None
+        return read_versioned(folder.path(Layout.FUSION), FUSION_FORMAT, FUSION_VERSION,
+                              error=options.get("error", IndexFormatError), fix="relearn it with `priorart fuse INDEX`")
+
+    def copy(self, src: IndexFolder, out: Path) -> dict[str, Any] | None:
+        body = self.open(src)
+        return None if body is None else {**src.components[self.name], **self.write(out, body)}
+
+
+INDEX_PARTS: dict[str, IndexPart] = {p.name: p for p in (TranslationPart(), AnalysisPart(), FusionPart())}
+"""Every part of the index as a whole (see the module doc)."""
+
+
+def write_part(name: str, out: Path, value: Any) -> Any:
+    """Write the index-level part ``name`` (what a training step learned) into ``out``; its ``meta.json`` entry."""
+    return INDEX_PARTS[name].write(out, value)
+
+
+def open_part(name: str, folder: IndexFolder, **options: Any) -> Any:
+    """The index-level part ``name`` of an opened folder (:meth:`IndexPart.open`)."""
+    return INDEX_PARTS[name].open(folder, **options)
+
+
+def copy_part(name: str, src: IndexFolder, out: Path) -> Any:
+    """The index-level part ``name`` of ``src`` written into ``out`` (another folder of the same index)."""
+    return INDEX_PARTS[name].copy(src, out)
+
+
+__all__ = ["FUSION_FORMAT", "FUSION_VERSION", "INDEX_PARTS", "AnalysisPart", "FusionPart", "IndexPart",
+           "TranslationPart", "copy_part", "open_part", "write_part"]
