@@ -33,6 +33,7 @@ from service.corpus.jsonl import read_corpus
 from service.corpus.record import PatentRecord
 from service.index.components import ENCODE_BATCH, EmptyBatchError, WriteContext, write_components
 from service.index.folder import FIELDS, SCORINGS, BuildSettings, IndexFolder, Layout, write_meta
+from service.index.parts import copy_part
 from service.retrieval.dense import INDEX_KINDS
 from service.retrieval.encoders import ModelsLayout
 from service.text.analysis import SUPPORTED_LANGS, Analyzer, CachedAnalyzer, get_analyzer
@@ -549,10 +550,13 @@ def build_sharded_index(
         tables_dir.mkdir()
         tables, xreport = _translation_tables(tables_dir, xopts, langs, collector, vocabs, show)
         xreport["compounds"] = {lang: {**sp.settings(), "sources": sp.sources} for lang, sp in splitters.items()}
-        if tables:
-            for o in outs:
-                entries, _ = copy_tables(tables_dir / Layout.TRANSLATION, Path(o), langs)
-                IndexFolder.open(o, verify=False).register({"translation": entries}, changed=[Layout.TRANSLATION])
+        if tables:  # into the first shard, then the same part copied into the others (the registry's copy_part)
+            entries, _ = copy_tables(tables_dir / Layout.TRANSLATION, Path(outs[0]), langs)
+            first = IndexFolder.open(outs[0], verify=False)
+            first.register({"translation": entries}, changed=[Layout.TRANSLATION])
+            for o in outs[1:]:
+                IndexFolder.open(o, verify=False).register({"translation": copy_part("translation", first, Path(o))},
+                                                           changed=[Layout.TRANSLATION])
         shutil.rmtree(tables_dir)
         shutil.rmtree(tmp / ".input")
         settings = IndexFolder.open(outs[0], verify=False).settings
