@@ -36,6 +36,8 @@ class Candidates:
     fusion: FusionInfo | None = None  # how the fusion combined the components (the response's, as it is)
     missing_shards: list[str] = field(default_factory=list)  # shards of a sharded index that did not answer
     evidence: np.ndarray | None = None  # ordered by passage evidence: each row's best passage score (Engine.run)
+    ranker: np.ndarray | None = None  # ordered by the learned ranker: its score of the first rows, min-max (NaN below)
+    predicted_codes: list[str] = field(default_factory=list)  # the query's subclasses voted by the first documents
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -71,6 +73,8 @@ class Candidates:
             self.fused = self.fused[order]
         if self.evidence is not None:
             self.evidence = self.evidence[order]
+        if self.ranker is not None:
+            self.ranker = self.ranker[order]
 
 
 CANDIDATES = "candidates"

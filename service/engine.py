@@ -27,7 +27,8 @@ from service.corpus.families import group as family_groups
 from service.corpus.record import PatentRecord
 from service.fusion import COMPONENTS
 from service.index.components import open_component
-from service.index.folder import IndexFolder, ShardSet, is_sharded
+from service.index.folder import IndexFolder, IndexFormatError, Layout, ShardSet, is_sharded
+from service.index.parts import open_part
 from service.index.store import DocStore, UnknownDocumentError
 from service.notices import explain as explain_notices
 from service.passages import DEFAULT_PARAMS, PassageIndex, PassageIndexMissingError
@@ -37,6 +38,7 @@ from service.passages.ranker import PassageRanking
 from service.passages.segments import SegmentedPassageIndex
 from service.pipeline import Pipeline, compose
 from service.query import Query, QueryError
+from service.ranker import RankerModel, evidence_features
 from service.retrieval.feedback import Feedback
 from service.schema import (
     DEFAULT_VARIANT,
@@ -60,6 +62,7 @@ from service.settings import Settings
 from service.text.analysis import SUPPORTED_LANGS
 
 if TYPE_CHECKING:
+    from service.ranker import Evidence
     from service.retrieval.resources import IndexResources
     from service.shards import Submit
 
@@ -94,6 +97,15 @@ class Engine:
         except PassageIndexMissingError as exc:  # an index built before passages were indexed: search still works
             self._passages_missing = str(exc)
             self.notices.append(str(exc))
+        # the learned ranker of the first documents, where one won held out and was installed (service/ranker.py)
+        self.ranker: RankerModel | None = None
+        part = open_part("ranker", folder)
+        if part is not None:
+            body, where = part
+            try:
+                self.ranker = RankerModel.of_part(body, where, settings.device)
+            except (ValueError, KeyError, OSError) as exc:
+                raise IndexFormatError(f"{folder.path(Layout.RANKER_META)}: {exc}") from exc
 
     def close(self) -> None:
         """Release the doc store's descriptors (memory maps go with the object); only once no request uses it."""
@@ -196,6 +208,8 @@ class Engine:
             query.note("ranked by the fused scores, not by passage evidence: "
                        + (self._passages_missing or "this index has no passage index"))
             evidence_docs = 0
+        if evidence_docs and self.ranker is not None:  # the learned ranker orders the first documents it learned on
+            evidence_docs = self.ranker.docs
         keep = query.k
         query.k = max(query.k, min(evidence_docs, query.depth))
         cands, trace = self.pipeline.run(query)
@@ -227,6 +241,8 @@ class Engine:
             comps["fused"] = fused[i]
             if cands.evidence is not None and not np.isnan(cands.evidence[i]):
                 comps["evidence"] = float(cands.evidence[i])
+            if cands.ranker is not None and not np.isnan(cands.ranker[i]):
+                comps["ranker"] = float(cands.ranker[i])
             hits[i] = SearchHit(
                 id=rec.id, title=title_of(rec, lang), score=fused[i], components=comps,
                 matched_terms=cands.matched_terms.get(row, []) if explain else [], route=cands.routes.get(row),
@@ -241,7 +257,8 @@ class Engine:
         return SearchResponse(results=results, stages=self._stages(trace, explain),
                               took_ms=(time.perf_counter() - started) * 1000.0, query=self._query_info(query, cands),
                               fusion=fusion, notices=notices, explained=_explained(notices, fusion), families=families,
-                              ranked_by="passage evidence" if cands.evidence is not None else "fusion",
+                              ranked_by=("learned ranker" if cands.ranker is not None else "passage evidence"
+                                         if cands.evidence is not None else "fusion"),
                               generation=self.generation, partial=bool(cands.missing_shards),
                               missing_shards=cands.missing_shards)
 
@@ -328,12 +345,52 @@ class Engine:
                 query.note(f"passage evidence: {ranking.skipped} of the first {n} documents have no text in "
                            f"{', '.join(detail['readable'])}: they come after those that do")
             best = np.where(ranking.best >= 2.0, ranking.best - 2.0, 0.0)
-            fused = minmax(cands.fused[:n]) if cands.fused is not None else np.zeros(n)
-            order = np.lexsort((np.arange(n), -((1.0 - weight) * fused + weight * best)))
+            learned: np.ndarray | None = None
+            if self.ranker is not None:  # the learned ranker's score of each document's evidence
+                ev = evidence_features(self._first_stage(), self.docs, query, cands, n, best, self.ranker.features)
+                learned = self.ranker.score(ev.X)
+                key = learned
+                cands.predicted_codes = [code for code, _ in ev.predicted_codes[:3]]
+                detail["ranker"] = {"kind": self.ranker.kind, "features": self.ranker.features}
+            else:
+                fused = minmax(cands.fused[:n]) if cands.fused is not None else np.zeros(n)
+                key = (1.0 - weight) * fused + weight * best
+            order = np.lexsort((np.arange(n), -key))
             cands.take(np.concatenate([order, np.arange(n, len(cands))]))
             cands.evidence = np.full(len(cands), np.nan)
             cands.evidence[:n] = best[order]
+            if learned is not None:  # (min-max over the n: what the response shows of it)
+                cands.ranker = np.full(len(cands), np.nan)
+                cands.ranker[:n] = minmax(learned)[order]
         trace.append(StageTrace("evidence", (time.perf_counter() - t0) * 1000.0, n, detail))
+
+    def evidence(self, query: Query, n: int) -> tuple[Candidates, Evidence | None]:
+        """The pipeline's candidates of ``query`` (the fused order) and the evidence features of the first ``n``
+        (:mod:`service.ranker`): what a learned ranker orders them by (``None`` when the index has no passages or they
+        cannot read the query, with a note)."""
+        query.k = max(query.k, min(n, query.depth))
+        cands, _ = self.pipeline.run(query)
+        n = min(n, len(cands))
+        if not n or self._passages is None:
+            if self._passages is None:
+                query.note(self._passages_missing or "this index has no passage index")
+            return cands, None
+        head = Candidates(rows=cands.rows[:n], fused=None if cands.fused is None else cands.fused[:n])
+        try:
+            ranking, _ = self._rank_passages(query, head, None, k=1, highlight=False)
+        except QueryError as exc:
+            query.note(f"no passage evidence: {exc}")
+            return cands, None
+        assert ranking.best is not None
+        best = np.where(ranking.best >= 2.0, ranking.best - 2.0, 0.0)
+        return cands, evidence_features(self._first_stage(), self.docs, query, cands, n, best)
+
+    def _first_stage(self) -> Any:
+        """The pipeline's first stage, for the feedback feature's search (None: a sharded pipeline has none here)."""
+        try:
+            return self.pipeline.first_stage
+        except TypeError:
+            return None
 
     # ------------------------------------------------------------------ passages of given documents
     def passage_index(self) -> PassageIndex | SegmentedPassageIndex:
@@ -390,7 +447,8 @@ class Engine:
             route_tables={x.name: x.table for x in info.routes if x.table} if info else {},
             translated_to=list(dict.fromkeys(x.index_lang for x in info.routes if x.kind == "psq")) if info else [],
             terms=list(info.query_terms) if info else [], terms_before_reduction=info.n_terms_before_reduction
-            if info else 0, filters=dict(r.filters), feedback=_feedback_info(query, self.docs.ids))
+            if info else 0, filters=dict(r.filters), feedback=_feedback_info(query, self.docs.ids),
+            predicted_codes=list(cands.predicted_codes))
 
     # ------------------------------------------------------------------ lookups
     def document(self, doc_id: str) -> PatentRecord | None:

@@ -203,6 +203,9 @@ class QueryInfo(BaseModel):
     terms_before_reduction: int = 0
     filters: dict[str, Any] = Field(default_factory=dict)
     feedback: FeedbackInfo | None = None
+    predicted_codes: list[str] = Field(
+        default_factory=list, description="subclasses the query is predicted to have, voted by its first documents "
+        "(read by the learned ranker's code features; the query's own codes are in 'codes')")
 
 
 class FusionInfo(BaseModel):
@@ -223,9 +226,11 @@ class SearchResponse(BaseModel):
     took_ms: float
     query: QueryInfo
     fusion: FusionInfo
-    ranked_by: Literal["fusion", "passage evidence"] = Field(
+    ranked_by: Literal["fusion", "passage evidence", "learned ranker"] = Field(
         "fusion", description="fusion: the fused score's order; passage evidence: the first documents ordered by their "
-        "best passage (their components' 'evidence' is its score; stages.evidence says how many)")
+        "best passage (their components' 'evidence' is its score; stages.evidence says how many); learned ranker: "
+        "the first documents ordered by the ranker the index holds (their components' 'ranker' is its score, "
+        "stages.evidence names its features)")
     generation: int = Field(0, description="generation of the index that answered (0: as built)")
     partial: bool = Field(False, description="a sharded index: some shard did not answer; the results are the "
                           "other shards' (see missing_shards and the notices)")

@@ -33,7 +33,7 @@ from service.corpus.jsonl import read_corpus
 from service.corpus.record import PatentRecord
 from service.index.components import ENCODE_BATCH, EmptyBatchError, WriteContext, write_components
 from service.index.folder import FIELDS, SCORINGS, BuildSettings, IndexFolder, Layout, write_meta
-from service.index.parts import copy_part
+from service.index.parts import copy_part, write_part
 from service.retrieval.dense import INDEX_KINDS
 from service.retrieval.encoders import ModelsLayout
 from service.text.analysis import SUPPORTED_LANGS, Analyzer, CachedAnalyzer, get_analyzer
@@ -78,6 +78,7 @@ class BuildReport:
     models: dict[str, Any] | None = None  # add_models report (times, device, dense index), when built with models
     fusion: dict[str, Any] | None = None  # learned weights summary, or {"skipped": reason}
     passages: dict[str, Any] | None = None  # passage index: counts, bytes (per document), seconds
+    ranker: dict[str, Any] | None = None  # the learned ranker installed (kind, documents it orders, where from)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -122,6 +123,22 @@ def _translation_tables(
         return build_index_tables(tmp, collector.records, langs, vocabs, xopts, progress=show)
     except TranslationBuildError as exc:
         raise BuildError(str(exc)) from exc
+
+
+def _ranker(ranker: str | Path | None) -> tuple[str, dict[str, Any]] | None:
+    """Where the ranker a build installs comes from, and what it is written from (:func:`build_index`'s ``ranker``)."""
+    from training.ranker import DEFAULT_RANKER, read_ranker
+
+    if ranker is None or str(ranker) == "none":
+        return None
+    folder = DEFAULT_RANKER if str(ranker) == "default" else Path(ranker)
+    if str(ranker) == "default" and not (folder / "ranker.json").is_file():
+        log.info("no default ranker (%s): the first documents are ordered by their best passage", folder)
+        return None
+    try:
+        return ("default" if str(ranker) == "default" else str(folder)), read_ranker(folder)
+    except ValueError as exc:
+        raise BuildError(f"ranker: {exc}") from exc
 
 
 def _dir_bytes(path: Path) -> int:
@@ -184,6 +201,7 @@ def build_index(
     device: str = "auto",
     fuse: bool = True,
     fuse_task: str = "auto",
+    ranker: str | Path | None = "default",
 ) -> BuildReport:
     """Build an index folder from a corpus JSONL path (or an iterable of records).
 
@@ -199,6 +217,9 @@ def build_index(
     ``models_dir``: add dense + rerank parts from a models folder (:func:`add_models`; ``dense_index``
     flat|hnsw|ivf, ``device`` auto|cpu|cuda for the encoders); ``fuse`` then learns fusion weights on the
     dev split (``fuse_task``: auto|xling|known-item, see :mod:`training.fusion`).
+    ``ranker``: the learned ranker of /search's first documents installed into the index (the index part
+    ``ranker``): ``"default"`` the project's (:data:`training.ranker.DEFAULT_RANKER`, when the experiment that
+    chooses it has written one), a ranker folder, or None (the passage-evidence rule orders them).
     """
     if dense_index not in INDEX_KINDS:
         raise BuildError(f"unknown dense index {dense_index!r}; choose from {', '.join(INDEX_KINDS)}")
@@ -215,6 +236,7 @@ def build_index(
     except ValueError as exc:
         raise BuildError(str(exc)) from exc
     out = _output_folder(out_dir, overwrite)
+    ranker_in = _ranker(ranker)
     compound_langs, xopts = _translation_options(compounds, langs, translation, translation_dir, lexicons,
                                                  splitter_lexicons)
     records: Iterable[PatentRecord]
@@ -257,6 +279,8 @@ def build_index(
         tables, xreport = _translation_tables(tmp, xopts, langs, collector, vocabs, show)
         xreport["compounds"] = {lang: {**sp.settings(), "sources": sp.sources} for lang, sp in splitters.items()}
         components["translation"] = tables
+        if ranker_in is not None:  # the learned ranker of the first documents (an index-level part)
+            components["ranker"] = {**write_part("ranker", tmp, ranker_in[1]), "source": ranker_in[0]}
         components["build"] = {"n_docs": n_docs, "corpus": str(corpus) if isinstance(corpus, str | Path) else None}
         folder = IndexFolder(tmp, write_meta(tmp, settings, components))  # the build wrote and hashed every file
         models_report: dict[str, Any] | None = None
@@ -286,6 +310,8 @@ def build_index(
         models=models_report,
         fusion=fusion_report,
         passages=components["passages"],
+        ranker=({"kind": ranker_in[1]["body"]["kind"], "docs": ranker_in[1]["body"]["docs"], "source": ranker_in[0]}
+                if ranker_in is not None else None),
     )
 
 

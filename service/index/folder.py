@@ -119,6 +119,8 @@ class Layout:
     PASSAGES = "passages"
     FUSION = "fusion.json"
     FUSION_PLOT = "fusion.png"
+    RANKER = "ranker"  # the learned ranker over the first documents' evidence (service/ranker.py)
+    RANKER_META = "ranker/ranker.json"
     GENERATIONS = "generations"
     SEGMENTS = "segments"
     LOCK = ".lock"

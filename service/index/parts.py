@@ -149,7 +149,54 @@ class FusionPart(IndexPart):
         return None if body is None else {**src.components[self.name], **self.write(out, body)}
 
 
-INDEX_PARTS: dict[str, IndexPart] = {p.name: p for p in (TranslationPart(), AnalysisPart(), FusionPart())}
+RANKER_FORMAT = "priorart-ranker"
+RANKER_VERSION = 1
+"""``ranker/ranker.json``: the learned ranker's kind, features, the first documents it orders, its model (trees) or
+the file of it (ONNX), and the report of the experiment that installed it."""
+
+
+class RankerPart(IndexPart):
+    """The learned ranker over the first documents' evidence (``ranker/``: ``ranker.json``, and ``model.onnx`` for a
+    network): installed by ``priorart experiment ranking --install`` where it won held out;
+    :meth:`service.ranker.RankerModel.of_part` builds the model from what :meth:`open` returns."""
+
+    name = "ranker"
+
+    @property
+    def version(self) -> int:
+        return RANKER_VERSION
+
+    def write(self, out: Path, value: Any) -> dict[str, Any]:
+        """``value``: ``{"body": the ranker.json body, "files": {name: bytes}}`` (the ONNX graph of a network)."""
+        body: Mapping[str, Any] = value["body"]
+        files: Mapping[str, bytes] = value.get("files", {})
+        folder = out / Layout.RANKER
+        folder.mkdir(parents=True, exist_ok=True)
+        for name, data in files.items():
+            (folder / name).write_bytes(data)
+        write_versioned(out / Layout.RANKER_META, RANKER_FORMAT, RANKER_VERSION, body)
+        return {"version": RANKER_VERSION, "file": Layout.RANKER_META, "kind": body.get("kind"),
+                "docs": body.get("docs"), "files": [f"{Layout.RANKER}/{name}" for name in sorted(files)]}
+
+    def open(self, folder: IndexFolder, **options: Any) -> tuple[dict[str, Any], Path] | None:
+        """The ``ranker.json`` body and the folder of its files (None when the index has no ranker)."""
+        if not self.present(folder):
+            return None
+        body = read_versioned(folder.path(Layout.RANKER_META), RANKER_FORMAT, RANKER_VERSION, error=IndexFormatError,
+                              fix="install the ranker again (priorart experiment ranking --install INDEX)")
+        return dict(body), folder.path(Layout.RANKER)
+
+    def copy(self, src: IndexFolder, out: Path) -> dict[str, Any] | None:
+        got = self.open(src)
+        if got is None:
+            return None
+        body, where = got
+        return self.write(out, {"body": body, "files": {p.name: p.read_bytes() for p in sorted(where.iterdir())
+                                                        if p.name != Path(Layout.RANKER_META).name}})
+
+
+INDEX_PARTS: dict[str, IndexPart] = {p.name: p for p in (TranslationPart(), AnalysisPart(), FusionPart(),
+                                                         RankerPart())}
 """Every part of the index as a whole (see the module doc)."""
 
 
@@ -168,5 +215,5 @@ def copy_part(name: str, src: IndexFolder, out: Path) -> Any:
     return INDEX_PARTS[name].copy(src, out)
 
 
-__all__ = ["FUSION_FORMAT", "FUSION_VERSION", "INDEX_PARTS", "AnalysisPart", "FusionPart", "IndexPart",
-           "TranslationPart", "copy_part", "open_part", "write_part"]
+__all__ = ["FUSION_FORMAT", "FUSION_VERSION", "INDEX_PARTS", "RANKER_FORMAT", "RANKER_VERSION", "AnalysisPart",
+           "FusionPart", "IndexPart", "RankerPart", "TranslationPart", "copy_part", "open_part", "write_part"]

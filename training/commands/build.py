@@ -61,6 +61,10 @@ def build_command(
     fuse_task: str = typer.Option(
         "auto", "--fuse-task", help="Dev topics for fusion: auto (the tasks this index suits), xling or known-item."
     ),
+    ranker: str = typer.Option(
+        "default", "--ranker", help="The learned ranker of /search's first documents: default (the project's, "
+        "chosen held out by `priorart experiment ranking`), a ranker folder, or none (ordered by their best passage)."
+    ),
     shards: int | None = typer.Option(
         None, "--shards", help="Split the index into N shards by document (family), searched together with the "
         "global statistics (docs/ARCHITECTURE.md, Shards)."
@@ -108,6 +112,7 @@ def build_command(
             device=device,
             fuse=fuse,
             fuse_task=fuse_task,
+            ranker=ranker,
         )
     except (BuildError, CorpusFormatError, IndexFormatError) as exc:
         typer.echo(f"error: {exc}", err=True)
@@ -129,6 +134,10 @@ def build_command(
                    f"({p['cpu_s']:.1f} CPU s), "
                    f"{p['bytes'] / 2**20:.1f} MiB on disk ({p['bytes_per_doc'] / 1024:.1f} KiB per document, "
                    f"{p['scoring_bytes_per_doc'] / 1024:.1f} KiB of it read by scoring, memory-mapped)")
+    if report.ranker:
+        r = report.ranker
+        typer.echo(f"  ranker: the first {r['docs']} documents of /search ordered by a learned ranker ({r['kind']}, "
+                   f"{r['source']})")
     if report.models:
         m = report.models
         sec = m["seconds"]

@@ -332,10 +332,13 @@ def ranking_command(
                                      "runs (the same indexes as xling-passages --work; empty it when the build "
                                      "changes)."),
     progress: bool | None = typer.Option(None, "--progress/--no-progress", help="Progress bars on stderr."),
+    ranker_out: Path | None = typer.Option(None, "--ranker-out", help="When a learned ranker is installed (it won "
+                                           "held out), write it here, learned on every topic: the folder `priorart "
+                                           "build --ranker` reads (the project's default: training/rankers/default)."),
 ) -> None:
-    """/search with passage evidence against the fused order, on the hard real tasks (claims and titles across
-    languages, own-language known items, a claim's main group) and a synthetic corpus; the choice held out, p-values
-    by grant, the latency."""
+    """/search with passage evidence and with learned rankers against the fused order, on the hard real tasks (claims
+    and titles across languages, own-language known items, a claim's main group) and a synthetic corpus; the choice
+    held out, p-values by grant, the latency."""
     from training.experiments.ranking import RankingSettings, format_table, run_ranking
 
     with failures_exit_2(OSError):
@@ -344,8 +347,12 @@ def ranking_command(
                                    synthetic_topics=synthetic_topics)
         if chosen:
             settings = dataclasses.replace(settings, tasks=chosen)
-        result = run_ranking(data, settings, out=out, work=work, progress=progress, command=command_line())
+        result = run_ranking(data, settings, out=out, work=work, progress=progress, command=command_line(),
+                             ranker_out=ranker_out)
     typer.echo(format_table(result))
+    if ranker_out is not None:
+        typer.echo(f"ranker written to {ranker_out}: {result.ranker}" if result.ranker else
+                   f"no ranker written: {result.install} was installed ({result.install_reason})")
 
 
 @experiment_app.command("route-merge")

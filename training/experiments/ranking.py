@@ -57,19 +57,36 @@ from tqdm import tqdm
 from service.corpus.record import PatentRecord
 from service.evaluation.measures import evaluate_run
 from service.evaluation.significance import format_p, randomisation_test
+from service.ranker import FEATURES, RANKER_KINDS
 from training.experiments import ExperimentError
 from training.experiments.output import commit, write_result
 from training.experiments.xling import first_claim, trilingual_grants
 from training.experiments.xling_passages import DIRECTIONS, claim_topics, fold_engines
 from training.fusion import ALPHA
+from training.ranker import (
+    EXTRA_FEATURES,
+    RANKER_DOCS,
+    RANKER_FEATURES,
+    TopicEvidence,
+    grades_of,
+    learn,
+    ranker_part,
+    ranking,
+    scores,
+    write_ranker,
+)
 
 if TYPE_CHECKING:
     from service.engine import Engine
+    from service.query import Query
 
 TASKS = ("claims", "titles", "own language", "main group", "synthetic")
 MEASURES = ("mrr", "ndcg", "recall@100", "success@1")
 FUSION = "fusion"
 CROSS_FITTED = "cross-fitted"
+LEARNED = "learned"  # the systems "learned gbm", "learned mlp": the first documents ordered by a learned ranker
+EVIDENCE = "evidence features"  # (latency: the pipeline, the first documents' passages and their features)
+FEEDBACK = "feedback search"  # (latency: the feedback feature's search, part of the evidence features')
 
 
 @dataclass
@@ -84,6 +101,10 @@ class RankingSettings:
     synthetic_topics: int = 600
     min_relevant: int = 1  # main group: topics with at least this many other documents in the group (feedback uses 3:
     # it marks one and needs more; a ranking needs one, and the more topics the surer the "no task loses" check)
+    learned: tuple[str, ...] = ("gbm", "mlp")  # learned rankers over the first documents' evidence (training/ranker.py)
+    learned_docs: int = RANKER_DOCS  # the first documents they order
+    extra: tuple[str, ...] = tuple(EXTRA_FEATURES)  # each learned ranker also learned with each of these features
+    # (measured, not installed: training/ranker.py EXTRA_FEATURES)
 
     def __post_init__(self) -> None:
         if self.folds < 2:
@@ -97,6 +118,14 @@ class RankingSettings:
         bad = [t for t in self.tasks if t not in TASKS]
         if bad:
             raise ExperimentError(f"unknown task(s) {bad}; valid: {', '.join(TASKS)}")
+        bad = [k for k in self.learned if k not in RANKER_KINDS]
+        if bad:
+            raise ExperimentError(f"unknown learned ranker(s) {bad}; valid: {', '.join(RANKER_KINDS)}")
+        if self.learned and self.learned_docs < 2:
+            raise ExperimentError(f"learned rankers order at least 2 documents, got {self.learned_docs}")
+        bad = [f for f in self.extra if f not in EXTRA_FEATURES]
+        if bad:
+            raise ExperimentError(f"unknown extra feature(s) {bad}; valid: {', '.join(EXTRA_FEATURES)}")
 
 
 @dataclass
@@ -128,6 +157,7 @@ class RankingResult:
     skipped: int = 0  # topics the engine refused (no index term)
     seconds: dict[str, float] = field(default_factory=dict)
     commit: str | None = None
+    ranker: dict[str, Any] | None = None  # the learned ranker written (--ranker-out), when one was installed
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -208,9 +238,12 @@ def run_ranking(
     work: str | Path | None = None,
     progress: bool | None = None,
     command: str | None = None,
+    ranker_out: str | Path | None = None,
 ) -> RankingResult:
     """Run the experiment (module docstring); ``work``: keep the held-out indexes there (shared with ``priorart
-    experiment xling-passages --work``); ``out``: write the result JSON there."""
+    experiment xling-passages --work``); ``out``: write the result JSON there; ``ranker_out``: when the system
+    installed is a learned ranker, write it there, learned on every topic (the folder ``priorart build --ranker``
+    reads; the project's default is :data:`training.ranker.DEFAULT_RANKER`)."""
     from service.query import QueryError
     from service.schema import SearchRequest
     from training.ingest import shared_records
@@ -218,11 +251,31 @@ def run_ranking(
     s = settings or RankingSettings()
     t0 = time.perf_counter()
     systems = {FUSION: (0, 1.0), **{f"N={v} w={w:g}": (v, w) for v in s.values for w in s.weights}}
-    ranked: dict[str, dict[str, list[str]]] = {name: {} for name in systems}  # system -> qid -> ids
-    ms: dict[str, list[float]] = {name: [] for name in systems}
+    learners = learned_systems(s)  # name -> (kind, features)
+    learned = list(learners)
+    eligible = [*systems, *(name for name in learned if " with " not in name)]  # what may be chosen and installed
+    ranked: dict[str, dict[str, list[str]]] = {name: {} for name in [*systems, *learned]}  # system -> qid -> ids
+    ms: dict[str, list[float]] = {name: [] for name in [*systems, EVIDENCE, FEEDBACK]}
+    evidence: dict[str, TopicEvidence] = {}
     topics: list[RankTopic] = []
     skipped = 0
     t_run = 0.0
+
+    def query(engine: Engine, topic: RankTopic) -> Query:
+        """The topic's query, resolved, its own document (when it has one in the index) left out of every search: a
+        real query's own application is never among the documents searched, nor its codes among their votes."""
+        from service.query import resolve
+
+        q = engine.query(SearchRequest(query=topic.text, lang=topic.lang, k=s.depth, before=topic.before,
+                                       collapse_families=False))
+        q.explain = False
+        resolve(q, engine.docs)
+        own = engine.row(topic.own) if topic.own else None
+        if own is not None:
+            mask = q.r.allowed(len(engine.docs)).copy()
+            mask[own] = False
+            q.r.mask = mask
+        return q
 
     def run(engine: Engine, todo: list[RankTopic], desc: str) -> None:
         nonlocal skipped, t_run
@@ -232,11 +285,19 @@ def run_ranking(
             try:
                 for name, (n, w) in systems.items():
                     started = time.perf_counter()
-                    res = engine.search(SearchRequest(query=topic.text, lang=topic.lang, k=s.depth + 1,
-                                                      before=topic.before, collapse_families=False, evidence_docs=n,
-                                                      evidence_weight=w))
+                    res = engine.run(query(engine, topic), k=s.depth, evidence_docs=n, evidence_weight=w)
                     ms[name].append((time.perf_counter() - started) * 1000.0)
-                    ranked[name][topic.qid] = [h.id for h in res.results if h.id != topic.own][: s.depth]
+                    ranked[name][topic.qid] = [h.id for h in res.results][: s.depth]
+                if learned:
+                    started = time.perf_counter()
+                    cands, ev = engine.evidence(query(engine, topic), s.learned_docs)
+                    ms[EVIDENCE].append((time.perf_counter() - started) * 1000.0)
+                    ms[FEEDBACK].append(ev.feedback_ms if ev is not None else 0.0)
+                    ids = [engine.docs.ids[int(r)] for r in cands.rows[: s.depth]]
+                    n = 0 if ev is None else len(ev.X)
+                    evidence[topic.qid] = TopicEvidence(
+                        topic.qid, ids[:n], ev.X if ev is not None else np.zeros((0, 0)),
+                        grades_of(ids[:n], topic.qrels), ids[n:])
             except QueryError:
                 skipped += 1
                 continue
@@ -265,10 +326,25 @@ def run_ranking(
                 engine.close()
     if not topics:
         raise ExperimentError("no topic was run (every query was refused)")
-    per_query = {name: _measures(topics, ranked[name]) for name in systems}
-    chosen = [_choose(per_query, [t for t in topics if t.fold != f], list(systems)) for f in range(s.folds)]
+    t_learn = time.perf_counter()
+    weights = _weights(topics)
+    for t in topics:
+        if t.qid in evidence:
+            evidence[t.qid].weight = weights[t.qid]
+    for name, (kind, features) in learners.items():  # cross-fitted: each fold ranked by the other folds' model
+        for f in range(s.folds):
+            train = [evidence[t.qid].only(features) for t in topics if t.fold != f and t.qid in evidence]
+            model = learn(kind, train)
+            for t in topics:
+                if t.fold == f and t.qid in evidence:
+                    e = evidence[t.qid].only(features)
+                    ranked[name][t.qid] = ranking(e, scores(kind, model, e.X) if len(e.ids) else np.zeros(0))
+    t_learn = time.perf_counter() - t_learn
+    names = [*systems, *learned]
+    per_query = {name: _measures(topics, ranked[name]) for name in names}
+    chosen = [_choose(per_query, [t for t in topics if t.fold != f], eligible) for f in range(s.folds)]
     per_query[CROSS_FITTED] = {t.qid: per_query[chosen[t.fold]][t.qid] for t in topics}
-    install, reason = _install(per_query, topics, _choose(per_query, topics, list(systems)), s.tasks)
+    install, reason = _install(per_query, topics, _choose(per_query, topics, eligible), s.tasks)
     rows: dict[str, dict[str, dict[str, dict[str, float]]]] = {}
     p_values: dict[str, dict[str, dict[str, dict[str, float]]]] = {}
     counts: dict[str, dict[str, int]] = {}
@@ -285,13 +361,30 @@ def run_ranking(
             p_values.setdefault(task, {})[part] = {name: {m: _p(per_query, name, sel, m) for m in MEASURES}
                                                    for name in per_query if name != FUSION}
     latency = {name: {"p50": float(np.percentile(v, 50)), "p99": float(np.percentile(v, 99)),
-                      "mean": float(np.mean(v))} for name, v in ms.items()}
+                      "mean": float(np.mean(v))} for name, v in ms.items() if v}
+    for name, (_kind, features) in learners.items():  # the pipeline, the passages, the features (the score: ~0.1 ms)
+        spent = np.asarray(ms[EVIDENCE]) - (0.0 if "feedback" in features else np.asarray(ms[FEEDBACK]))
+        latency[name] = {"p50": float(np.percentile(spent, 50)), "p99": float(np.percentile(spent, 99)),
+                         "mean": float(np.mean(spent))}
+    written: dict[str, Any] | None = None
+    if ranker_out is not None and install in learners:  # the winner, learned on every topic
+        kind, features = learners[install]
+        model = learn(kind, [evidence[t.qid].only(features) for t in topics if t.qid in evidence])
+        pooled = {task: parts["all"] if "all" in parts else next(iter(parts.values())) for task, parts in rows.items()}
+        summary = {task: {"mrr": by[CROSS_FITTED]["mrr"], "mrr fusion": by[FUSION]["mrr"]}
+                   for task, by in pooled.items()}
+        report = {"chosen by": command or "priorart experiment ranking", "commit": commit(), "system": install,
+                  "why": reason, "held out (cross-fitted MRR per task)": summary, "topics": len(topics)}
+        write_ranker(Path(ranker_out), ranker_part(kind, model, docs=s.learned_docs, report=report,
+                                                   features=features))
+        written = {"folder": str(ranker_out), "kind": kind, "features": list(features), "docs": s.learned_docs}
     result = RankingResult(
         settings=asdict(s), rows=rows, p_values=p_values, chosen=chosen, install=install, install_reason=reason,
         topics=counts,
         groups=groups, latency_ms=latency, per_query=per_query, skipped=skipped,
-        seconds={"queries": t_run, "indexes": time.perf_counter() - t0 - t_run, "total": time.perf_counter() - t0},
-        commit=commit())
+        seconds={"queries": t_run, "learning": t_learn, "indexes": time.perf_counter() - t0 - t_run - t_learn,
+                 "total": time.perf_counter() - t0},
+        commit=commit(), ranker=written)
     if out is not None:
         write_result(result.to_dict(), out, command=command)
     return result
@@ -337,6 +430,31 @@ def _choose(per_query: dict[str, dict[str, dict[str, float]]], topics: Sequence[
     return best
 
 
+def learned_systems(s: RankingSettings) -> dict[str, tuple[str, tuple[str, ...]]]:
+    """The learned systems of the settings: ``learned <kind>`` on the features an installed ranker reads
+    (:data:`training.ranker.RANKER_FEATURES`), and ``learned <kind> with <extra>`` with each extra feature group (what
+    it adds, measured; never chosen nor installed); name -> (kind, features)."""
+    out: dict[str, tuple[str, tuple[str, ...]]] = {}
+    for kind in s.learned:
+        out[f"{LEARNED} {kind}"] = (kind, RANKER_FEATURES)
+        for extra in s.extra:
+            with_extra = set(RANKER_FEATURES) | set(EXTRA_FEATURES[extra])
+            out[f"{LEARNED} {kind} with {extra}"] = (kind, tuple(f for f in FEATURES if f in with_extra))
+    return out
+
+
+def _weights(topics: Sequence[RankTopic]) -> dict[str, float]:
+    """Each topic's weight in learning: every task weighs the same, and within a task every group (a grant's topics,
+    or one topic) the same, so that the claims of 25 grants do not outweigh everything else."""
+    tasks = {t.task for t in topics}
+    groups: dict[tuple[str, str], int] = {}
+    for t in topics:
+        groups[(t.task, t.group)] = groups.get((t.task, t.group), 0) + 1
+    per_task = {task: len({g for (tk, g) in groups if tk == task}) for task in tasks}
+    scale = len(topics) / len(tasks)
+    return {t.qid: scale / (per_task[t.task] * groups[(t.task, t.group)]) for t in topics}
+
+
 def _mean(per_query: dict[str, dict[str, dict[str, float]]], name: str, topics: Sequence[RankTopic], m: str) -> float:
     return float(np.mean([per_query[name][t.qid][m] for t in topics]))
 
@@ -368,11 +486,15 @@ def _part_order(part: str) -> tuple[int, str]:
 
 
 def _system_order(name: str) -> tuple[int, float, float]:
-    """The fused order first, then ``N=<n> w=<w>`` by ``n`` and ``w``, the cross-fitted row last."""
+    """The fused order first, then ``N=<n> w=<w>`` by ``n`` and ``w``, the learned rankers, the cross-fitted last."""
     if name == FUSION:
         return (0, 0.0, 0.0)
     if name == CROSS_FITTED:
-        return (2, 0.0, 0.0)
+        return (3, 0.0, 0.0)
+    if name.startswith(LEARNED):
+        extra = name.split(" with ", 1)[1] if " with " in name else ""
+        return (2, float(RANKER_KINDS.index(name.split()[1])), float(list(EXTRA_FEATURES).index(extra) + 1
+                                                                    if extra else 0))
     n, w = (float(x.split("=", 1)[1]) for x in name.split())
     return (1, n, w)
 

@@ -100,11 +100,12 @@ function shaping(fusion) {
 const UNWEIGHTED = {
   fused: (v) => `fused score ${v.toFixed(3)}: the weighted combination the ranking sorts by`,
   evidence: (v) => `best passage ${v.toFixed(3)}: the first results are ordered by their best passage`,
+  ranker: (v) => `learned ranker ${v.toFixed(3)} (min-max over the first results): they are ordered by it`,
 };
 function bars(components, fusion) {
   const weights = (fusion && fusion.weights) || {};
   const rows = shaping(fusion).filter((c) => components[c] !== null && components[c] !== undefined);
-  for (const c of ["fused", "evidence"]) if (components[c] !== null && components[c] !== undefined) rows.push(c);
+  for (const c of ["fused", "evidence", "ranker"]) if (components[c] !== null && components[c] !== undefined) rows.push(c);
   return rows.map((c) => {
     const value = components[c];
     const v = Math.max(0, Math.min(1, value));
@@ -183,8 +184,12 @@ function rankingLine(data) {
   const off = Object.entries(f.components).filter(([, v]) => v.startsWith("not applied"))
     .map(([c, v]) => `${c}: ${v.replace("not applied: ", "")}`);
   const first = (data.results || []).filter((h) => h.components && h.components.evidence !== undefined).length;
+  const codes = ((data.query || {}).predicted_codes || []).join(", ");
   const evidence = data.ranked_by === "passage evidence"
-    ? `; the first ${first} ordered by their best passage` : "";
+    ? `; the first ${first} ordered by their best passage`
+    : data.ranked_by === "learned ranker"
+      ? `; the first ${first} ordered by the learned ranker (best passage, codes predicted: ${codes || "none"}, ` +
+        "feedback search, fused score)" : "";
   return `<div class="ranking" id="ranking">Ranked by ${esc(used)} (${esc(f.source)})${esc(evidence)}` +
     (off.length ? `<br><small>not used: ${esc(off.join("; "))}</small>` : "") + "</div>";
 }
@@ -408,7 +413,7 @@ function exportCsv() {
   if (!d) return;
   let rows;
   if (state.lastKind === "search") {
-    const shown = [...shaping(d.fusion), "fused", "evidence"];  // the columns of the bars on screen
+    const shown = [...shaping(d.fusion), "fused", "evidence", "ranker"];  // the columns of the bars on screen
     rows = [["rank", "id", "title", "score", ...shown, "publication_date", "codes"]];
     d.results.forEach((h, i) => rows.push([i + 1, h.id, h.title, h.score, ...shown.map((c) => h.components[c] ?? ""),
       h.publication_date ?? "", (h.codes || []).join(" ")]));

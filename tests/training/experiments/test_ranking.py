@@ -61,10 +61,16 @@ def test_bad_settings_are_refused() -> None:
         RankingSettings(weights=(0.0,))
     with pytest.raises(ExperimentError, match="folds"):
         RankingSettings(folds=1)
+    with pytest.raises(ExperimentError, match="learned ranker"):
+        RankingSettings(learned=("gbm", "svm"))
+    with pytest.raises(ExperimentError, match="extra feature"):
+        RankingSettings(extra=("sentiment",))
 
 
 @pytest.mark.slow
 def test_the_experiment_runs_every_system_through_the_engine_and_cross_fits_the_choice(tmp_path: Path) -> None:
+    """Every system through the engine, the learned rankers cross-fitted (each fold ranked by a model learned on the
+    other folds), the choice per fold among them all."""
     from training.synth import generate
 
     records = []
@@ -75,10 +81,12 @@ def test_the_experiment_runs_every_system_through_the_engine_and_cross_fits_the_
     s = RankingSettings(folds=2, values=(5,), weights=(1.0,), max_claims=2, tasks=("claims", "titles", "own language"))
     res = run_ranking(None, s, records=records, work=tmp_path / "work", out=tmp_path / "out.json", progress=False)
     assert set(res.rows) == {"claims", "titles", "own language"}
-    assert set(res.rows["claims"]["all"]) == {FUSION, "N=5 w=1", CROSS_FITTED}
-    assert len(res.chosen) == 2 and set(res.chosen) <= {FUSION, "N=5 w=1"}
+    learned = {f"learned {k}{x}" for k in ("gbm", "mlp") for x in ("", " with feedback", " with language")}
+    assert set(res.rows["claims"]["all"]) == {FUSION, "N=5 w=1", CROSS_FITTED, *learned}
+    assert len(res.chosen) == 2 and set(res.chosen) <= {FUSION, "N=5 w=1", "learned gbm", "learned mlp"}
     assert res.per_query[FUSION].keys() == res.per_query["N=5 w=1"].keys() == res.per_query[CROSS_FITTED].keys()
-    assert res.latency_ms[FUSION]["p50"] > 0
+    assert all(res.per_query[name].keys() == res.per_query[FUSION].keys() for name in learned)
+    assert res.latency_ms[FUSION]["p50"] > 0 and res.latency_ms["learned gbm"]["p50"] > 0
     assert "cross-fitted" in format_table(res) and (tmp_path / "out.json").is_file()
     assert sorted(p.name for p in (tmp_path / "work").iterdir()) == [f"index-{f}-{t}" for f in (0, 1)
                                                                       for t in ("de", "en", "fr")]

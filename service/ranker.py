@@ -1,0 +1,285 @@
+"""The learned ranker over evidence (issue 33 item 1): the features of ``/search``'s first documents, and the model
+that orders them by those features.
+
+After the fusion the engine orders its first ``N`` documents (:meth:`service.engine.Engine.order_by_evidence`).
+Without a ranker in the index they are ordered by their best passage, the fixed rule chosen held out (docs/RESULTS.md,
+"Passage evidence in /search"). With one (the index part ``ranker``, service/index/parts.py, installed by ``priorart
+experiment ranking --install INDEX`` where it won held out) they are ordered by the model's score of each document's
+:data:`FEATURES`, best first; below ``N`` the fused order stands.
+
+The features of a document are the evidence a search has of it, each on a scale that does not depend on the
+collection (so that a model learned on some indexes applies to another):
+
+- the fused score (min-max over the ``N``), its rank, and the first stage's score (over the ``N``'s best);
+- whether its best route is the query's own language (matched without translation), and whether it has text in it;
+- its best passage's score (ranked in context among the ``N``'s, as ``/passages`` ranks them) and its rank by it;
+- the query's codes predicted from the first documents (issue 33 item 2: each of the first ten votes ``1 / rank``
+  for its codes, :func:`service.retrieval.code_prediction.predict_codes`): the share of the *other* documents' votes
+  that go to the subclasses, and to the main groups, it holds;
+- its score in the search expanded by pseudo-relevance feedback (issue 33 item 3: Rocchio from the first
+  ``FEEDBACK_DOCS`` documents on every route, service/retrieval/feedback.py), over the ``N``'s best there;
+- of the query: its index terms (log) and whether it was searched through translation.
+
+Models (``kind``): ``gbm``, LambdaMART trees (LightGBM, trained by the training package; evaluated here from their
+dump: no LightGBM in the service), or ``mlp``, a network trained on pairs with the hinge loss and exported to ONNX
+(onnxruntime, :class:`service.retrieval.neural.OnnxGraph`).
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import time
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from service.codes import codes_at, record_codes
+from service.retrieval.code_prediction import DEFAULT_DEPTH as VOTERS
+from service.retrieval.feedback import Feedback
+
+if TYPE_CHECKING:
+    from service.candidates import Candidates
+    from service.index.store import DocStore
+    from service.query import Query
+    from service.retrieval.first_stage import FirstStage
+
+FEATURES: tuple[str, ...] = (
+    "fused", "rank", "bm25", "own_route", "doc_query_lang", "passage", "passage_rank", "code_subclass",
+    "code_group", "feedback", "query_terms", "translated",
+)
+"""The features of a document, in the model's column order (see the module docstring)."""
+
+FEEDBACK_DOCS = 3
+"""The first documents taken as relevant for the pseudo-relevance feedback feature."""
+
+RANKER_KINDS = ("gbm", "mlp")
+
+
+@dataclass
+class Evidence:
+    """The features of a search's first documents (``X``: one row each, :data:`FEATURES` columns) and the query's
+    predicted codes (subclass: share of the first documents' votes), for the response."""
+
+    X: np.ndarray
+    predicted_codes: list[tuple[str, float]]
+    feedback_ms: float = 0.0  # the time of the feedback search (the costliest feature)
+
+
+def _scaled(x: np.ndarray) -> np.ndarray:
+    """``x`` over its largest value (0 where it is not finite; all 0 when none is positive)."""
+    x = np.where(np.isfinite(x), x, 0.0)
+    top = float(x.max()) if x.size else 0.0
+    return x / top if top > 0 else np.zeros_like(x)
+
+
+def _minmax(x: np.ndarray) -> np.ndarray:
+    lo, hi = float(x.min()), float(x.max())
+    return (x - lo) / (hi - lo) if hi > lo else np.ones_like(x)
+
+
+def _code_shares(codes: Sequence[Sequence[str]], level: str) -> np.ndarray:
+    """Per document, the share of the other voters' votes (the first :data:`VOTERS`, ``1 / rank`` each, once per code
+    at ``level``) that go to codes it holds: how well it agrees with the codes the query is predicted to have."""
+    at_level = [set(codes_at(c, level)) for c in codes]
+    votes: dict[str, float] = {}
+    for rank, held in enumerate(at_level[:VOTERS], 1):
+        for c in held:
+            votes[c] = votes.get(c, 0.0) + 1.0 / rank
+    total = sum(votes.values())
+    out = np.zeros(len(codes))
+    for i, held in enumerate(at_level):
+        own = 1.0 / (i + 1) if i < VOTERS else 0.0  # its own vote is left out
+        rest = total - own * len(held)
+        if rest > 0:
+            out[i] = sum(votes.get(c, 0.0) - own for c in held) / rest
+    return np.clip(out, 0.0, 1.0)
+
+
+def predicted_codes(codes: Sequence[Sequence[str]], level: str = "subclass") -> list[tuple[str, float]]:
+    """The query's codes at ``level`` voted by its first documents (best first, with their share)."""
+    from service.retrieval.code_prediction import predict_codes
+
+    return predict_codes(codes, level)
+
+
+def evidence_features(fs: FirstStage | None, docs: DocStore, query: Query, cands: Candidates, n: int,
+                      passage: np.ndarray, features: Collection[str] = FEATURES) -> Evidence:
+    """The :data:`FEATURES` of the first ``n`` candidates (the fused order); ``passage``: their best passage's scores
+    in [0, 1]. ``fs``: the first stage, for the feedback feature (None: a sharded pipeline, the feature is 0);
+    ``features``: those a model reads (the feedback search, the costly one, runs only when it is among them)."""
+    assert cands.fused is not None
+    rows = cands.rows[:n].astype(np.int64)
+    X = np.zeros((len(rows), len(FEATURES)))
+    col = {name: j for j, name in enumerate(FEATURES)}
+    lang = query.r.lang
+    X[:, col["fused"]] = _minmax(cands.fused[:n])
+    X[:, col["rank"]] = 1.0 / np.log2(np.arange(len(rows)) + 2.0)
+    X[:, col["bm25"]] = _scaled(np.asarray(cands.scores.get("bm25", np.zeros(len(cands))), dtype=np.float64)[:n])
+    X[:, col["own_route"]] = [1.0 if cands.routes.get(int(r)) == lang else 0.0 for r in rows]
+    if fs is not None and lang in fs.indexes:
+        X[:, col["doc_query_lang"]] = np.asarray(fs.indexes[lang].doc_len)[rows] > 0
+    X[:, col["passage"]] = passage
+    order = np.lexsort((np.arange(len(rows)), -passage))
+    place = np.empty(len(rows), dtype=np.int64)
+    place[order] = np.arange(len(rows))
+    X[:, col["passage_rank"]] = 1.0 / np.log2(place + 2.0)
+    codes = [record_codes(docs.header_row(int(r))) for r in rows]
+    X[:, col["code_subclass"]] = _code_shares(codes, "subclass")
+    X[:, col["code_group"]] = _code_shares(codes, "main_group")
+    feedback_ms = 0.0
+    if fs is not None and len(rows) and "feedback" in features:
+        started = time.perf_counter()
+        X[:, col["feedback"]] = _feedback_scores(fs, query, rows)
+        feedback_ms = (time.perf_counter() - started) * 1000.0
+    info = cands.first_info
+    terms = len(info.query_terms) if info is not None else 0
+    X[:, col["query_terms"]] = math.log1p(terms)
+    X[:, col["translated"]] = float(info is not None and any(r.kind != "mono" for r in info.routes))
+    return Evidence(X, predicted_codes(codes), feedback_ms)
+
+
+def _feedback_scores(fs: FirstStage, query: Query, rows: np.ndarray) -> np.ndarray:
+    """Each row's score in the query's search expanded from its first :data:`FEEDBACK_DOCS` rows (0 where it is not
+    among the expanded search's top ``depth``), over the best of ``rows``."""
+    q = copy.copy(query)
+    q.notes = []
+    q.explain = False
+    q.feedback = Feedback(relevant=[int(r) for r in rows[:FEEDBACK_DOCS]])
+    res = fs.run(q)
+    got = dict(zip(res.rows.tolist(), res.scores.tolist(), strict=True))
+    return _scaled(np.array([got.get(int(r), 0.0) for r in rows], dtype=np.float64))
+
+
+# ---------------------------------------------------------------------------- the models
+
+
+class TreeEnsemble:
+    """LambdaMART trees as arrays (one row per tree, padded): a node's split feature, threshold and children; a leaf is
+    its own child both ways (so every tree is walked ``depth`` steps at once, vectorised over documents and trees),
+    its value in ``value``. ``missing``: LightGBM's missing-value handling per node (0 none, 1 zero, 2 NaN) and
+    ``default_left`` where such a value goes. The score of a document is the sum of its leaves' values."""
+
+    def __init__(self, feature: np.ndarray, threshold: np.ndarray, left: np.ndarray, right: np.ndarray,
+                 value: np.ndarray, missing: np.ndarray, default_left: np.ndarray, depth: int) -> None:
+        self.feature, self.threshold, self.left, self.right = feature, threshold, left, right
+        self.value, self.missing, self.default_left, self.depth = value, missing, default_left, depth
+
+    @classmethod
+    def from_lightgbm(cls, dump: Mapping[str, Any]) -> TreeEnsemble:
+        """From LightGBM's ``Booster.dump_model()``: numerical splits (``<=``) only."""
+        flat = [_flatten(t["tree_structure"]) for t in dump["tree_info"]]
+        depth = max((d for _, d in flat), default=1)
+        flat_nodes = [nodes for nodes, _ in flat]
+        width = max((len(n) for n in flat_nodes), default=1)
+        shape = (len(flat_nodes), width)
+        arrays = {"feature": np.zeros(shape, np.int64), "threshold": np.full(shape, np.inf),
+                  "left": np.zeros(shape, np.int64), "right": np.zeros(shape, np.int64), "value": np.zeros(shape),
+                  "missing": np.zeros(shape, np.int64), "default_left": np.ones(shape, bool)}
+        for t, nodes in enumerate(flat_nodes):
+            for i, (f, thr, lft, rgt, val, miss, dflt) in enumerate(nodes):
+                arrays["feature"][t, i], arrays["threshold"][t, i] = f, thr
+                arrays["left"][t, i], arrays["right"][t, i], arrays["value"][t, i] = lft, rgt, val
+                arrays["missing"][t, i], arrays["default_left"][t, i] = miss, dflt
+        return cls(**arrays, depth=depth)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"feature": self.feature.tolist(), "threshold": [[float(x) if np.isfinite(x) else None for x in row]
+                                                                for row in self.threshold],
+                "left": self.left.tolist(), "right": self.right.tolist(), "value": self.value.tolist(),
+                "missing": self.missing.tolist(), "default_left": self.default_left.tolist(), "depth": self.depth}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> TreeEnsemble:
+        thr = np.array([[np.inf if x is None else float(x) for x in row] for row in data["threshold"]])
+        return cls(np.asarray(data["feature"], np.int64), thr, np.asarray(data["left"], np.int64),
+                   np.asarray(data["right"], np.int64), np.asarray(data["value"], np.float64),
+                   np.asarray(data["missing"], np.int64), np.asarray(data["default_left"], bool), int(data["depth"]))
+
+    def score(self, X: np.ndarray) -> np.ndarray:
+        n, n_trees = X.shape[0], self.feature.shape[0]
+        if n == 0 or n_trees == 0:
+            return np.zeros(n)
+        trees = np.arange(n_trees)[None, :]
+        node = np.zeros((n, n_trees), dtype=np.int64)
+        docs = np.arange(n)[:, None]
+        for _ in range(self.depth):
+            f = self.feature[trees, node]
+            x = X[docs, f]
+            miss = self.missing[trees, node]
+            absent = ((miss == 2) & np.isnan(x)) | ((miss == 1) & ((x == 0.0) | np.isnan(x)))
+            go_left = np.where(absent, self.default_left[trees, node], x <= self.threshold[trees, node])
+            node = np.where(go_left, self.left[trees, node], self.right[trees, node])
+        return np.asarray(self.value[trees, node].sum(axis=1))
+
+
+_Node = tuple[int, float, int, int, float, int, bool]  # feature, threshold, left, right, value, missing, default left
+
+
+def _flatten(root: Mapping[str, Any]) -> tuple[list[_Node], int]:
+    """One LightGBM tree's nodes in preorder (a leaf its own child both ways) and its depth."""
+    nodes: list[_Node] = []
+    depth = 1
+    stack: list[tuple[Mapping[str, Any], int, int | None, bool]] = [(root, 1, None, False)]
+    while stack:
+        node, d, parent, is_right = stack.pop()
+        depth = max(depth, d)
+        at = len(nodes)
+        if parent is not None:
+            f, thr, left, right, val, miss, dflt = nodes[parent]
+            nodes[parent] = (f, thr, left, at, val, miss, dflt) if is_right else (f, thr, at, right, val, miss, dflt)
+        if "leaf_value" in node:
+            nodes.append((0, math.inf, at, at, float(node["leaf_value"]), 0, True))
+            continue
+        if node.get("decision_type", "<=") != "<=":
+            raise ValueError(f"unsupported split {node.get('decision_type')!r} (numerical <= only)")
+        miss = {"None": 0, "Zero": 1, "NaN": 2}[str(node.get("missing_type", "None"))]
+        nodes.append((int(node["split_feature"]), float(node["threshold"]), at, at, 0.0, miss,
+                      bool(node.get("default_left", True))))
+        stack.append((node["right_child"], d + 1, at, True))
+        stack.append((node["left_child"], d + 1, at, False))
+    return nodes, depth
+
+
+class RankerModel:
+    """An installed ranker: its kind, the features it reads (by name: an index whose ranker reads a feature this code
+    does not compute is refused), how many first documents it orders, and its scorer."""
+
+    def __init__(self, kind: str, features: Sequence[str], docs: int, scorer: Any, info: Mapping[str, Any]) -> None:
+        unknown = [f for f in features if f not in FEATURES]
+        if kind not in RANKER_KINDS or unknown or docs < 1:
+            raise ValueError(f"ranker of kind {kind!r} (valid: {', '.join(RANKER_KINDS)}), docs {docs}, features "
+                             f"unknown to this code: {unknown}")
+        self.kind, self.features, self.docs, self.info = kind, list(features), int(docs), dict(info)
+        self._cols = [FEATURES.index(f) for f in self.features]
+        self._scorer = scorer
+
+    def score(self, X: np.ndarray) -> np.ndarray:
+        """The model's score of each row of ``X`` (:data:`FEATURES` columns)."""
+        x = np.ascontiguousarray(X[:, self._cols])
+        if self.kind == "gbm":
+            return np.asarray(self._scorer.score(x))
+        out = self._scorer(features=x.astype(np.float32))
+        return np.asarray(out, dtype=np.float64).reshape(-1)
+
+    @classmethod
+    def of_part(cls, meta: Mapping[str, Any], folder: Path, device: str = "cpu") -> RankerModel:
+        """From the index part ``ranker`` (its ``ranker.json`` body and folder)."""
+        kind = str(meta.get("kind"))
+        if kind == "gbm":
+            scorer: Any = TreeEnsemble.from_json(meta["trees"])
+        elif kind == "mlp":
+            from service.retrieval.neural import OnnxGraph, providers_for
+
+            scorer = OnnxGraph(folder / str(meta["onnx"]), providers_for(device)[0])
+        else:
+            raise ValueError(f"unknown ranker kind {kind!r}; valid: {', '.join(RANKER_KINDS)}")
+        return cls(kind, meta["features"], int(meta["docs"]), scorer,
+                   {k: v for k, v in meta.items() if k not in ("trees",)})
+
+
+__all__ = ["FEATURES", "FEEDBACK_DOCS", "RANKER_KINDS", "Evidence", "RankerModel", "TreeEnsemble",
+           "evidence_features", "predicted_codes"]

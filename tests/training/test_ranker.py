@@ -1,0 +1,187 @@
+"""The learned ranker over evidence (service/ranker.py, training/ranker.py): the trees the service evaluates give
+LightGBM's scores, the network's ONNX graph gives torch's, both learn an order from features, a ranker installed in an
+index orders /search's first documents (and says so), and the features of a search are what they claim to be."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from service.ranker import FEATURES, RankerModel, TreeEnsemble, _code_shares
+from training.ranker import (
+    RANKER_FEATURES,
+    TopicEvidence,
+    export_onnx,
+    install,
+    learn,
+    mlp_scores,
+    ranking,
+    scores,
+    train_mlp,
+)
+
+
+def _topics(n: int, seed: int = 0) -> list[TopicEvidence]:
+    """Topics whose relevant document is the one with the highest passage feature plus noise, whatever its fused
+    rank: an order the fused score alone does not give."""
+    rng = np.random.default_rng(seed)
+    out = []
+    p = FEATURES.index("passage")
+    for q in range(n):
+        X = rng.random((20, len(FEATURES)))
+        X[:, FEATURES.index("rank")] = 1.0 / np.log2(np.arange(20) + 2.0)
+        grades = np.zeros(20)
+        grades[int(np.argmax(X[:, p] + 0.1 * rng.random(20)))] = 1.0
+        out.append(TopicEvidence(f"q{q}", [f"d{q}-{i}" for i in range(20)], X, grades, [f"rest{q}"]))
+    return out
+
+
+def _mrr(topics: list[TopicEvidence], ranked: list[list[str]]) -> float:
+    rr = []
+    for t, ids in zip(topics, ranked, strict=True):
+        rel = {t.ids[i] for i in np.flatnonzero(t.grades)}
+        rr.append(next((1.0 / (k + 1) for k, d in enumerate(ids) if d in rel), 0.0))
+    return float(np.mean(rr))
+
+
+@pytest.mark.parametrize("zero_as_missing", [False, True])
+def test_the_services_trees_give_lightgbms_scores(zero_as_missing: bool) -> None:
+    import lightgbm as lgb
+
+    rng = np.random.default_rng(1)
+    X = rng.random((1500, len(FEATURES)))
+    X[X < 0.2] = 0.0  # zeros (missing values where LightGBM is told so)
+    y = (X[:, 0] + 2 * X[:, 5] + 0.3 * rng.random(1500) > 1.6).astype(int)
+    params = {"objective": "lambdarank", "num_leaves": 15, "min_data_in_leaf": 5, "verbose": -1,
+              "zero_as_missing": zero_as_missing}
+    booster = lgb.train(params, lgb.Dataset(X, y, group=[15] * 100, params={"verbose": -1}), num_boost_round=40)
+    trees = TreeEnsemble.from_lightgbm(booster.dump_model())
+    test = rng.random((300, len(FEATURES)))
+    test[test < 0.3] = 0.0
+    want = booster.predict(test, raw_score=True)
+    np.testing.assert_allclose(trees.score(test), want, rtol=0, atol=1e-9)
+    back = TreeEnsemble.from_json(json.loads(json.dumps(trees.to_json())))  # as ranker.json stores it
+    np.testing.assert_allclose(back.score(test), want, rtol=0, atol=1e-9)
+
+
+@pytest.mark.parametrize("kind", ["gbm", "mlp"])
+def test_both_rankers_learn_an_order_the_fused_rank_does_not_give(kind: str) -> None:
+    train, test = _topics(150, seed=2), _topics(60, seed=3)
+    model = learn(kind, train)
+    learned = _mrr(test, [ranking(t, scores(kind, model, t.X)) for t in test])
+    fused = _mrr(test, [t.ids + t.rest for t in test])
+    assert learned > fused + 0.3, (learned, fused)
+    t = test[0]
+    assert ranking(t, scores(kind, model, t.X))[-1] == "rest0"  # the documents after the first ones keep their place
+
+
+def test_the_networks_onnx_graph_gives_its_scores(tmp_path: Path) -> None:
+    from service.retrieval.neural import OnnxGraph
+
+    topics = _topics(40, seed=4)
+    model = train_mlp(topics)
+    graph = OnnxGraph(export_onnx(model, tmp_path / "model.onnx"), ["CPUExecutionProvider"])
+    X = topics[0].X
+    np.testing.assert_allclose(np.asarray(graph(features=X.astype(np.float32))).reshape(-1), mlp_scores(model, X),
+                               rtol=1e-5, atol=1e-5)
+
+
+def test_code_agreement_leaves_each_documents_own_vote_out() -> None:
+    codes = [["H01F 27/14"], ["H01F 27/20"], ["H01F 1/00"], ["B65D 5/00"]]
+    shares = _code_shares(codes, "subclass")
+    # the first three share H01F: each gets the other two's votes of H01F over the other three's votes
+    votes = [1.0, 1 / 2, 1 / 3, 1 / 4]
+    assert shares[0] == pytest.approx((votes[1] + votes[2]) / (votes[1] + votes[2] + votes[3]))
+    assert shares[3] == 0.0  # its subclass is voted by nobody else
+    assert _code_shares([["H01F 27/14"]], "subclass")[0] == 0.0  # alone: no other vote
+
+
+def test_a_ranker_with_features_this_code_does_not_compute_is_refused() -> None:
+    with pytest.raises(ValueError, match="unknown"):
+        RankerModel("gbm", ["fused", "sentiment"], 20, None, {})
+    with pytest.raises(ValueError, match="kind"):
+        RankerModel.of_part({"kind": "svm", "features": ["fused"], "docs": 20}, Path("."))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["gbm", "mlp"])
+def test_an_installed_ranker_orders_the_first_documents_of_search(tmp_path: Path, kind: str) -> None:
+    """Installed into an index (the index part ``ranker``), the ranker orders /search's first documents by its scores
+    of their evidence: ``ranked_by`` says so, each of them carries its ``ranker`` component, the query its predicted
+    codes; ``evidence_docs: 0`` is still the fused order; the features are those of the search."""
+    from service.engine import Engine
+    from service.schema import SearchRequest
+    from service.settings import Settings
+    from training.build import build_index
+    from training.synth import SynthConfig, write_synthetic
+
+    write_synthetic(tmp_path / "all.jsonl", SynthConfig(n=300, seed=7), progress=False)
+    idx = tmp_path / "index"
+    build_index(tmp_path / "all.jsonl", idx, translation=False, compounds="", progress=False)
+    engine = Engine.load(idx, settings=Settings(index_dir=idx))
+    rec = engine.docs.get_row(5)
+    text = rec.title["en"] + " " + rec.abstract.get("en", "")
+    req = SearchRequest(query=text, lang="en", k=20)
+    before = engine.search(req)
+    assert before.ranked_by == "passage evidence"
+    cands, ev = engine.evidence(engine.query(req), 20)
+    assert ev is not None and ev.X.shape == (20, len(FEATURES))
+    col = {f: j for j, f in enumerate(FEATURES)}
+    assert ev.X[0, col["rank"]] == 1.0 and ev.X[:, col["fused"]].max() == 1.0
+    assert set(np.unique(ev.X[:, col["own_route"]])) <= {0.0, 1.0} and ev.X[:, col["translated"]].max() == 0.0
+    assert ev.X[:, col["feedback"]].max() == pytest.approx(1.0) and ev.X[0, col["query_terms"]] > 0
+    engine.close()
+
+    model = learn(kind, [t.only(RANKER_FEATURES) for t in _topics(80, seed=5)])
+    entry = install(idx, kind, model, docs=20, report={"test": True})
+    assert entry["kind"] == kind and (idx / "ranker" / "ranker.json").is_file()
+    engine = Engine.load(idx, settings=Settings(index_dir=idx))  # checksummed with the rest
+    assert engine.ranker is not None and engine.ranker.kind == kind and engine.ranker.features == list(RANKER_FEATURES)
+    res = engine.search(req)
+    assert res.ranked_by == "learned ranker"
+    first = [h for h in res.results if "ranker" in h.components]
+    assert len(first) == 20 and [h.components["ranker"] for h in first] == sorted(
+        (h.components["ranker"] for h in first), reverse=True)
+    assert res.query.predicted_codes and "evidence" in [s.name for s in res.stages]
+    want = engine.ranker.score(ev.X)  # the same search's features, scored by the installed model
+    order = np.lexsort((np.arange(20), -want))
+    assert [h.id for h in first] == [engine.docs.ids[int(cands.rows[i])] for i in order]
+    fused = engine.search(req.model_copy(update={"evidence_docs": 0}))
+    assert fused.ranked_by == "fusion"
+    assert [h.id for h in fused.results] == [engine.docs.ids[int(r)] for r in cands.rows[:20]]  # the fused order
+    engine.close()
+
+
+@pytest.mark.slow
+def test_the_build_installs_the_ranker_it_is_given(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``priorart build --ranker``: a ranker folder (what ``experiment ranking --ranker-out`` writes) goes into the
+    index as its part ``ranker``, checksummed with the rest, and the report says so; ``none`` and a default that was
+    never written leave it out; a folder without a ranker is refused with the reason."""
+    import training.ranker as tr
+    from service.engine import Engine
+    from service.index.folder import IndexFolder
+    from service.settings import Settings
+    from training.build import BuildError, build_index
+    from training.ranker import ranker_part, read_ranker, write_ranker
+    from training.synth import SynthConfig, write_synthetic
+
+    write_synthetic(tmp_path / "all.jsonl", SynthConfig(n=120, seed=9), progress=False)
+    model = learn("gbm", [t.only(RANKER_FEATURES) for t in _topics(60, seed=6)])
+    folder = write_ranker(tmp_path / "ranker", ranker_part("gbm", model, docs=15, report={"why": "a test"}))
+    assert read_ranker(folder)["body"]["docs"] == 15
+    options = {"translation": False, "compounds": "", "progress": False}
+    report = build_index(tmp_path / "all.jsonl", tmp_path / "with", ranker=folder, **options)
+    assert report.ranker == {"kind": "gbm", "docs": 15, "source": str(folder)}
+    index = IndexFolder.open(tmp_path / "with")  # verified: the ranker's files are checksummed
+    assert index.components["ranker"]["kind"] == "gbm" and "ranker/ranker.json" in index.meta.files
+    engine = Engine.load(tmp_path / "with", settings=Settings(index_dir=tmp_path / "with"))
+    assert engine.ranker is not None and engine.ranker.docs == 15 and engine.ranker.info["report"] == {"why": "a test"}
+    engine.close()
+    assert build_index(tmp_path / "all.jsonl", tmp_path / "none", ranker="none", **options).ranker is None
+    monkeypatch.setattr(tr, "DEFAULT_RANKER", tmp_path / "never-written")
+    assert build_index(tmp_path / "all.jsonl", tmp_path / "default", **options).ranker is None
+    with pytest.raises(BuildError, match="no ranker.json"):
+        build_index(tmp_path / "all.jsonl", tmp_path / "bad", ranker=tmp_path, **options)

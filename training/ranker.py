@@ -1,0 +1,302 @@
+"""Learning the ranker over evidence (issue 33 item 1): LambdaMART (LightGBM) and a network trained on pairs with the
+hinge loss (torch, exported to ONNX), on the features of :mod:`service.ranker`.
+
+A training set is the first ``N`` documents of many topics: their features (:meth:`service.engine.Engine.evidence`),
+each document's grade (the topic's qrels) and the topic's weight. ``priorart experiment ranking`` learns both models
+cross-fitted (each fold's topics ranked by the models learned on the other folds) and compares them with the fused
+order and the passage-evidence rule; :func:`install` writes the one that won into an index (the index part
+``ranker``), where the engine orders its first documents with it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from service.ranker import FEATURES, RANKER_KINDS, RankerModel, TreeEnsemble
+
+log = logging.getLogger(__name__)
+
+RANKER_DOCS = 20
+"""The first documents of the fused order a ranker orders (and learns from)."""
+
+EXTRA_FEATURES: dict[str, tuple[str, ...]] = {
+    "feedback": ("feedback",),
+    "language": ("own_route", "doc_query_lang"),
+}
+"""Features measured but left out of the rankers that are installed (docs/RESULTS.md, "A learned ranker"): the
+feedback search costs ~30 ms a query and adds nothing held out; whether a document matched in the query's own language
+lets a model learn how two of the tasks are built (their relevant grant holds only the other language) rather than
+what makes a document relevant."""
+
+RANKER_FEATURES: tuple[str, ...] = tuple(f for f in FEATURES if not any(f in g for g in EXTRA_FEATURES.values()))
+"""The features of an installed ranker."""
+
+
+@dataclass
+class TopicEvidence:
+    """One topic's first documents: their ids (the fused order), features (one row each) and grades; the rest of the
+    fused order after them (kept, so a ranking of the topic is whole); the topic's weight in learning."""
+
+    qid: str
+    ids: list[str]
+    X: np.ndarray
+    grades: np.ndarray
+    rest: list[str] = field(default_factory=list)
+    weight: float = 1.0
+
+    def only(self, features: Sequence[str]) -> TopicEvidence:
+        """The topic with the columns of ``features`` only (a ranker learned without the others)."""
+        cols = [FEATURES.index(f) for f in features]
+        return TopicEvidence(self.qid, self.ids, self.X[:, cols] if len(self.ids) else self.X, self.grades, self.rest,
+                             self.weight)
+
+
+def grades_of(ids: Sequence[str], qrels: Mapping[str, int]) -> np.ndarray:
+    return np.array([float(qrels.get(i, 0)) for i in ids])
+
+
+def ranking(topic: TopicEvidence, scores: np.ndarray) -> list[str]:
+    """The topic's documents with its first ones ordered by ``scores`` (ties: the fused order), the rest after."""
+    order = np.lexsort((np.arange(len(topic.ids)), -np.asarray(scores)))
+    return [topic.ids[i] for i in order.tolist()] + topic.rest
+
+
+# ---------------------------------------------------------------------------- LambdaMART
+
+
+@dataclass
+class GbmSettings:
+    trees: int = 200
+    leaves: int = 15
+    learning_rate: float = 0.05
+    min_leaf: int = 20
+    feature_fraction: float = 0.9
+    seed: int = 0
+
+
+def train_gbm(topics: Sequence[TopicEvidence], s: GbmSettings | None = None) -> TreeEnsemble:
+    """LambdaMART over the topics' first documents (LightGBM's ``lambdarank``, NDCG gains of the grades); the trees as
+    the service evaluates them."""
+    import lightgbm as lgb
+
+    s = s or GbmSettings()
+    used = [t for t in topics if len(t.ids)]
+    if not used:
+        raise ValueError("no topic with documents to learn from")
+    X = np.concatenate([t.X for t in used])
+    y = np.concatenate([t.grades for t in used]).astype(int) if used else np.zeros(0, int)
+    w = np.concatenate([np.full(len(t.ids), t.weight) for t in used]) if used else np.zeros(0)
+    params = {"objective": "lambdarank", "num_leaves": s.leaves, "learning_rate": s.learning_rate,
+              "min_data_in_leaf": s.min_leaf, "feature_fraction": s.feature_fraction, "seed": s.seed,
+              "deterministic": True, "num_threads": 1, "verbose": -1, "label_gain": [0, 1, 3]}
+    data = lgb.Dataset(X, y, weight=w, group=[len(t.ids) for t in used], params={"verbose": -1})
+    booster = lgb.train(params, data, num_boost_round=s.trees)
+    return TreeEnsemble.from_lightgbm(booster.dump_model())
+
+
+# ---------------------------------------------------------------------------- the network on pairs
+
+
+@dataclass
+class MlpSettings:
+    hidden: int = 32
+    epochs: int = 40
+    batch: int = 512
+    learning_rate: float = 3e-3
+    margin: float = 1.0
+    weight_decay: float = 1e-4
+    seed: int = 0
+
+
+class _Mlp:
+    """Standardised features -> a hidden layer -> one score (torch, built lazily: training only)."""
+
+    def __init__(self, n_in: int, s: MlpSettings, mean: np.ndarray, std: np.ndarray) -> None:
+        import torch
+
+        torch.manual_seed(s.seed)
+        self.mean = torch.tensor(mean, dtype=torch.float32)
+        self.std = torch.tensor(std, dtype=torch.float32)
+        self.net = torch.nn.Sequential(torch.nn.Linear(n_in, s.hidden), torch.nn.ReLU(),
+                                       torch.nn.Linear(s.hidden, 1))
+
+    def module(self) -> Any:
+        import torch
+
+        mean, std, net = self.mean, self.std, self.net
+
+        class Scorer(torch.nn.Module):
+            def __init__(self) -> None:
+                super().__init__()
+                self.register_buffer("mean", mean)
+                self.register_buffer("std", std)
+                self.net = net
+
+            def forward(self, features: Any) -> Any:
+                return self.net((features - self.mean) / self.std).squeeze(-1)
+
+        return Scorer()
+
+
+def _pairs(topics: Sequence[TopicEvidence]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Every (better, worse) pair of documents of one topic (grades differ): their rows in the stacked features, and
+    each pair's weight (the topic's, shared by its pairs)."""
+    hi, lo, w = [], [], []
+    start = 0
+    for t in topics:
+        g = t.grades
+        a, b = np.nonzero(g[:, None] > g[None, :])
+        if len(a):
+            hi.append(a + start)
+            lo.append(b + start)
+            w.append(np.full(len(a), t.weight / len(a)))
+        start += len(t.ids)
+    if not hi:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0)
+    return np.concatenate(hi), np.concatenate(lo), np.concatenate(w)
+
+
+def train_mlp(topics: Sequence[TopicEvidence], s: MlpSettings | None = None) -> _Mlp:
+    """The network trained with the pairwise hinge loss ``max(0, margin - (s(better) - s(worse)))`` (the seeds'
+    ranking loss), Adam, pairs weighted by their topic's weight."""
+    import torch
+
+    s = s or MlpSettings()
+    used = [t for t in topics if len(t.ids)]
+    if not used:
+        raise ValueError("no topic with documents to learn from")
+    X = np.concatenate([t.X for t in used])
+    mean, std = X.mean(axis=0), X.std(axis=0)
+    std = np.where(std > 1e-9, std, 1.0)
+    model = _Mlp(X.shape[1], s, mean, std)
+    scorer = model.module()
+    hi, lo, w = _pairs(used)
+    if not len(hi):
+        return model
+    xt = torch.tensor(X, dtype=torch.float32)
+    hit, lot, wt = torch.tensor(hi), torch.tensor(lo), torch.tensor(w / w.mean(), dtype=torch.float32)
+    opt = torch.optim.Adam(scorer.parameters(), lr=s.learning_rate, weight_decay=s.weight_decay)
+    gen = torch.Generator().manual_seed(s.seed)
+    for _ in range(s.epochs):
+        perm = torch.randperm(len(hi), generator=gen)
+        for at in range(0, len(hi), s.batch):
+            idx = perm[at: at + s.batch]
+            out = scorer(xt)
+            loss = (torch.clamp(s.margin - (out[hit[idx]] - out[lot[idx]]), min=0.0) * wt[idx]).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    return model
+
+
+def mlp_scores(model: _Mlp, X: np.ndarray) -> np.ndarray:
+    import torch
+
+    with torch.no_grad():
+        return model.module()(torch.tensor(X, dtype=torch.float32)).numpy().astype(np.float64)
+
+
+def export_onnx(model: _Mlp, path: Path) -> Path:
+    """The network as an ONNX graph: input ``features`` (documents x its features, float32), output the scores."""
+    import torch
+
+    from training.models.export import _export  # the one ONNX export (opset, checks)
+
+    _export(model.module(), (torch.zeros((2, len(model.mean)), dtype=torch.float32),), ["features"], "scores", path,
+            {"features": {0: "docs"}, "scores": {0: "docs"}})
+    return path
+
+
+# ---------------------------------------------------------------------------- learning and installing
+
+
+def learn(kind: str, topics: Sequence[TopicEvidence]) -> Any:
+    """The model of ``kind`` learned on ``topics``."""
+    if kind == "gbm":
+        return train_gbm(topics)
+    if kind == "mlp":
+        return train_mlp(topics)
+    raise ValueError(f"unknown ranker kind {kind!r}; valid: {', '.join(RANKER_KINDS)}")
+
+
+def scores(kind: str, model: Any, X: np.ndarray) -> np.ndarray:
+    return model.score(X) if kind == "gbm" else mlp_scores(model, X)
+
+
+DEFAULT_RANKER = Path(__file__).resolve().parent / "rankers" / "default"
+"""The ranker ``priorart build`` installs into every index (``--ranker``): the one ``priorart experiment ranking
+--ranker-out`` learned on all its topics where it won held out (its report says so); absent when none won."""
+
+
+def ranker_part(kind: str, model: Any, *, docs: int, report: Mapping[str, Any],
+                features: Sequence[str] = RANKER_FEATURES) -> dict[str, Any]:
+    """What the index part ``ranker`` is written from: ``{"body": ranker.json, "files": {name: bytes}}``."""
+    import tempfile
+
+    body: dict[str, Any] = {"kind": kind, "features": list(features), "docs": int(docs), "report": dict(report)}
+    files: dict[str, bytes] = {}
+    if kind == "gbm":
+        body["trees"] = model.to_json()
+    elif kind == "mlp":
+        with tempfile.TemporaryDirectory() as tmp:
+            files["model.onnx"] = export_onnx(model, Path(tmp) / "model.onnx").read_bytes()
+        body["onnx"] = "model.onnx"
+    else:
+        raise ValueError(f"unknown ranker kind {kind!r}; valid: {', '.join(RANKER_KINDS)}")
+    return {"body": body, "files": files}
+
+
+def write_ranker(folder: Path, part: Mapping[str, Any]) -> Path:
+    """A ranker folder (``ranker.json`` and its files) outside an index: what ``priorart build --ranker`` reads."""
+    from service.index.parts import RANKER_FORMAT, RANKER_VERSION
+    from service.versioned import write_versioned
+
+    folder.mkdir(parents=True, exist_ok=True)
+    for old in folder.iterdir():
+        old.unlink()
+    for name, data in part["files"].items():
+        (folder / name).write_bytes(data)
+    write_versioned(folder / "ranker.json", RANKER_FORMAT, RANKER_VERSION, part["body"], indent=None)
+    return folder
+
+
+def read_ranker(folder: str | Path) -> dict[str, Any]:
+    """A ranker folder (:func:`write_ranker`) as the index part is written from; ``ValueError`` naming what is wrong."""
+    from service.index.parts import RANKER_FORMAT, RANKER_VERSION
+    from service.versioned import read_versioned
+
+    d = Path(folder)
+    if not (d / "ranker.json").is_file():
+        raise ValueError(f"{d} holds no ranker.json (a folder written by priorart experiment ranking --ranker-out)")
+    body = dict(read_versioned(d / "ranker.json", RANKER_FORMAT, RANKER_VERSION, error=ValueError,
+                               fix="write it again with priorart experiment ranking --ranker-out"))
+    files = {p.name: p.read_bytes() for p in sorted(d.iterdir()) if p.name != "ranker.json"}
+    RankerModel.of_part(body, d)  # the service can read it
+    return {"body": body, "files": files}
+
+
+def install(index_dir: str | Path, kind: str, model: Any, *, docs: int, report: Mapping[str, Any],
+            features: Sequence[str] = RANKER_FEATURES) -> dict[str, Any]:
+    """Write ``model`` (learned on ``features``) into an existing index as its ranker (the index part ``ranker``),
+    registered in ``meta.json``; the engine then orders its first ``docs`` documents with it. Returns the entry."""
+    from service.index.folder import IndexFolder, Layout
+    from service.index.parts import open_part, write_part
+
+    folder = IndexFolder.open(index_dir, verify=False)
+    entry = write_part("ranker", folder.root, ranker_part(kind, model, docs=docs, report=report, features=features))
+    folder.register({"ranker": entry}, changed=[Layout.RANKER])
+    written = open_part("ranker", IndexFolder.open(index_dir, verify=False))
+    assert written is not None
+    RankerModel.of_part(*written)  # the service reads what was written
+    return dict(entry)
+
+
+__all__ = ["DEFAULT_RANKER", "EXTRA_FEATURES", "RANKER_DOCS", "RANKER_FEATURES", "GbmSettings", "MlpSettings",
+           "TopicEvidence", "export_onnx", "grades_of", "install", "learn", "mlp_scores", "ranker_part", "ranking",
+           "read_ranker", "scores", "train_gbm", "train_mlp", "write_ranker"]
