@@ -509,7 +509,7 @@ def ranking_table(name: str, results_dir: Path = RESULTS_DIR) -> str:
 
     r = load(name, results_dir)
     names = {f.name for f in fields(RankingResult)}
-    missing = sorted(n for n in names - set(r) if n not in ("skipped", "seconds", "commit"))
+    missing = sorted(n for n in names - set(r) if n not in ("skipped", "seconds", "commit", "ranker"))
     if missing:
         raise ResultsError(f"docs/results/{name}: no {', '.join(missing)} (a result of `priorart experiment ranking`?)")
     return format_table(RankingResult(**{k: v for k, v in r.items() if k in names})) + "\n\n" + source(r, name)
