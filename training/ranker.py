@@ -187,8 +187,8 @@ def train_mlp(topics: Sequence[TopicEvidence], s: MlpSettings | None = None) -> 
         perm = torch.randperm(len(hi), generator=gen)
         for at in range(0, len(hi), s.batch):
             idx = perm[at: at + s.batch]
-            out = scorer(xt)
-            loss = (torch.clamp(s.margin - (out[hit[idx]] - out[lot[idx]]), min=0.0) * wt[idx]).mean()
+            margin = scorer(xt[hit[idx]]) - scorer(xt[lot[idx]])  # (only the batch's documents are scored)
+            loss = (torch.clamp(s.margin - margin, min=0.0) * wt[idx]).mean()
             opt.zero_grad()
             loss.backward()
             opt.step()
