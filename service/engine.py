@@ -59,10 +59,12 @@ from service.schema import (
     StageInfo,
 )
 from service.settings import Settings
+from service.stages.first import FirstStageStep
 from service.text.analysis import SUPPORTED_LANGS
 
 if TYPE_CHECKING:
     from service.ranker import Evidence
+    from service.retrieval.first_stage import FirstStage
     from service.retrieval.resources import IndexResources
     from service.shards import Submit
 
@@ -191,30 +193,35 @@ class Engine:
         if req.collapse_families:  # room for the members that collapse, so that k results remain
             query.k = min(query.depth, req.k * FAMILY_ROOM)
         return self.run(query, explain=req.explain, collapse=req.collapse_families, k=req.k,
-                        evidence_docs=req.evidence_docs, evidence_weight=req.evidence_weight)
+                        evidence_docs=req.evidence_docs, evidence_weight=req.evidence_weight,
+                        evidence_by=req.evidence_by)
 
     def run(self, query: Query, *, explain: bool = False, collapse: bool = False, k: int | None = None,
-            evidence_docs: int | None = None, evidence_weight: float | None = None) -> SearchResponse:
+            evidence_docs: int | None = None, evidence_weight: float | None = None,
+            evidence_by: str | None = None) -> SearchResponse:
         """Run a pipeline query (:meth:`query` of a request, possibly with first-stage options set); ``evidence_docs``:
-        the first so many documents ordered with their best passage (:meth:`order_by_evidence`), where the index has
-        passages; None: the settings' (as ``evidence_weight``), so ``priorart search`` and the claim chart's search
-        rank as ``/search`` does."""
+        the first so many documents ordered by their evidence (:meth:`order_by_evidence`), where the index has
+        passages: by the learned ranker (``evidence_by`` ``ranker``, or ``auto`` in an index that has one: the first
+        documents it learned on) or by their best passage (``passage``); None: the settings' (as ``evidence_weight``
+        and ``evidence_by``), so ``priorart search`` and the claim chart's search rank as ``/search`` does. A request
+        for the ranker in an index without one is refused (``QueryError``)."""
         started = time.perf_counter()
         if evidence_docs is None:
             evidence_docs = self.settings.evidence_docs
         if evidence_weight is None:
             evidence_weight = self.settings.evidence_weight
+        ranker = self._evidence_ranker(evidence_by)
         if evidence_docs and self._passages is None:
             query.note("ranked by the fused scores, not by passage evidence: "
                        + (self._passages_missing or "this index has no passage index"))
             evidence_docs = 0
-        if evidence_docs and self.ranker is not None:  # the learned ranker orders the first documents it learned on
-            evidence_docs = self.ranker.docs
+        if evidence_docs and ranker is not None:  # the learned ranker orders the first documents it learned on
+            evidence_docs = ranker.docs
         keep = query.k
         query.k = max(query.k, min(evidence_docs, query.depth))
         cands, trace = self.pipeline.run(query)
         if evidence_docs:
-            self.order_by_evidence(query, cands, trace, evidence_docs, evidence_weight)
+            self.order_by_evidence(query, cands, trace, evidence_docs, evidence_weight, ranker)
             cands.take(np.arange(min(keep, len(cands))))
         query.k = keep
         lang = query.r.lang
@@ -315,20 +322,34 @@ class Engine:
                          "documents": ranking.documents, "readable": sorted(readable)}
 
     def reach(self, k: int) -> int:
-        """How many documents of the fused order can reach a search's top ``k``: ``k``, or the first ``evidence_docs``
-        that passage evidence orders (:meth:`order_by_evidence`) when there are more (the watches' bound)."""
-        return max(k, self.settings.evidence_docs if self._passages is not None else 0)
+        """How many documents of the fused order can reach a search's top ``k``: ``k``, or the first documents that
+        their evidence orders (:meth:`order_by_evidence`: the learned ranker's ``docs``, else ``evidence_docs``) when
+        there are more (the watches' bound)."""
+        if self._passages is None or not self.settings.evidence_docs:
+            return k
+        ranker = self._evidence_ranker(None)
+        return max(k, ranker.docs if ranker is not None else self.settings.evidence_docs)
+
+    def _evidence_ranker(self, evidence_by: str | None) -> RankerModel | None:
+        """The learned ranker that orders the first documents (None: their best passage does), for ``evidence_by``
+        (None: the settings')."""
+        by = evidence_by or self.settings.evidence_by
+        if by == "ranker" and self.ranker is None:
+            raise QueryError("evidence_by 'ranker': this index has no learned ranker (it was built with --ranker none, "
+                             "or before one was written); use 'passage' or 'auto'")
+        return self.ranker if by != "passage" else None
 
     def order_by_evidence(self, query: Query, cands: Candidates, trace: list[StageTrace], n: int,
-                          weight: float = 1.0) -> None:
-        """Order the first ``n`` candidates (the pipeline's, best fused first) with their best passage, ranked in
-        context among theirs at the passage defaults (as ``/passages`` would rank them, had it these ``n`` documents):
-        by ``(1 - weight) * fused + weight * best passage``, the fused score min-max normalised over the ``n``, the
-        passage score in [0, 1] (0 for a document whose passages hold no query term, or that has none in a language
-        the query reaches). The fused order breaks ties and stands below ``n``. ``cands.evidence``: the best
-        passage's score of the first ``n``, NaN below; it stays None, and the fused order with it, when there is no
-        candidate or the passages cannot read the query (a note says why). Why the first 10 by default
-        (``Settings.evidence_docs``): docs/RESULTS.md, 'Passage evidence in /search'."""
+                          weight: float = 1.0, ranker: RankerModel | None = None) -> None:
+        """Order the first ``n`` candidates (the pipeline's, best fused first) by their evidence. Each one's best
+        passage is ranked in context among theirs at the passage defaults (as ``/passages`` would rank them, had it
+        these ``n`` documents), its score in [0, 1] (0 for a document whose passages hold no query term, or that has
+        none in a language the query reaches). With a ``ranker`` (:mod:`service.ranker`) they are ordered by its
+        score of their features; else by ``(1 - weight) * fused + weight * best passage``, the fused score min-max
+        normalised over the ``n``. The fused order breaks ties and stands below ``n``. ``cands.evidence``: the best
+        passage's score of the first ``n``, NaN below (``cands.ranker`` likewise the ranker's, min-max); it stays
+        None, and the fused order with it, when there is no candidate or the passages cannot read the query (a note
+        says why). Why these defaults: docs/RESULTS.md, 'Passage evidence in /search'."""
         t0 = time.perf_counter()
         n = min(n, len(cands))
         detail: dict[str, Any] = {"documents": n, "weight": weight}
@@ -346,12 +367,12 @@ class Engine:
                            f"{', '.join(detail['readable'])}: they come after those that do")
             best = np.where(ranking.best >= 2.0, ranking.best - 2.0, 0.0)
             learned: np.ndarray | None = None
-            if self.ranker is not None:  # the learned ranker's score of each document's evidence
-                ev = evidence_features(self._first_stage(), self.docs, query, cands, n, best, self.ranker.features)
-                learned = self.ranker.score(ev.X)
+            if ranker is not None:  # the learned ranker's score of each document's evidence
+                ev = evidence_features(self._first_stage(), self.docs, query, cands, n, best, ranker.features)
+                learned = ranker.score(ev.X)
                 key = learned
                 cands.predicted_codes = [code for code, _ in ev.predicted_codes[:3]]
-                detail["ranker"] = {"kind": self.ranker.kind, "features": self.ranker.features}
+                detail["ranker"] = {"kind": ranker.kind, "features": ranker.features}
             else:
                 fused = minmax(cands.fused[:n]) if cands.fused is not None else np.zeros(n)
                 key = (1.0 - weight) * fused + weight * best
@@ -385,12 +406,11 @@ class Engine:
         best = np.where(ranking.best >= 2.0, ranking.best - 2.0, 0.0)
         return cands, evidence_features(self._first_stage(), self.docs, query, cands, n, best)
 
-    def _first_stage(self) -> Any:
-        """The pipeline's first stage, for the feedback feature's search (None: a sharded pipeline has none here)."""
-        try:
-            return self.pipeline.first_stage
-        except TypeError:
-            return None
+    def _first_stage(self) -> FirstStage | None:
+        """The pipeline's first stage, for the features that read the index (None: a sharded pipeline, whose rows are
+        the shards' together, has none here: its ``first_stage`` is one shard's)."""
+        step = self.pipeline.stages[0]
+        return step.fs if isinstance(step, FirstStageStep) else None
 
     # ------------------------------------------------------------------ passages of given documents
     def passage_index(self) -> PassageIndex | SegmentedPassageIndex:

@@ -82,13 +82,21 @@ class SearchRequest(BaseModel):
         True, description="collapse publications of one family / application / priority into one result")
     evidence_docs: int | None = Field(
         None, ge=0, strict=True,
-        description="order the first N documents with their best passage, ranked in context as /passages ranks them "
-        "(evidence_weight; the fused order breaks ties and stands below N); 0: the fused order; default: the server's "
-        "setting (PRIORART_EVIDENCE_DOCS, 10). ranked_by in the response says which order it is")
+        description="order the first N documents by their evidence (evidence_by): with their best passage, ranked in "
+        "context as /passages ranks them (evidence_weight; the fused order breaks ties and stands below N), or by the "
+        "index's learned ranker (which orders the first documents it learned on, 20, for any N above 0); 0: the "
+        "fused order; default: the server's setting (PRIORART_EVIDENCE_DOCS, 10). ranked_by in the response says "
+        "which order it is")
     evidence_weight: float | None = Field(
         None, ge=0, le=1, description="with evidence_docs: the first N are ordered by (1 - w) * fused + w * best "
         "passage (each in [0, 1]); 1: by the best passage alone; default: the server's setting "
-        "(PRIORART_EVIDENCE_WEIGHT)")
+        "(PRIORART_EVIDENCE_WEIGHT); unused where the learned ranker orders them")
+    evidence_by: Literal["auto", "ranker", "passage"] | None = Field(
+        None, description="what orders the first documents: ranker, the index's learned ranker (its first documents, "
+        "by its score of their evidence: fused and first-stage scores, best passage, agreement with the codes the "
+        "first documents predict; refused where the index has none); passage, the best passage (evidence_docs, "
+        "evidence_weight); auto, the ranker where the index has one; default: the server's setting "
+        "(PRIORART_EVIDENCE_BY, auto)")
 
     @field_validator("weights")
     @classmethod

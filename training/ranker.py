@@ -29,10 +29,10 @@ EXTRA_FEATURES: dict[str, tuple[str, ...]] = {
     "feedback": ("feedback",),
     "language": ("own_route", "doc_query_lang"),
 }
-"""Features measured but left out of the rankers that are installed (docs/RESULTS.md, "A learned ranker"): the
-feedback search costs ~30 ms a query and adds nothing held out; whether a document matched in the query's own language
-lets a model learn how two of the tasks are built (their relevant grant holds only the other language) rather than
-what makes a document relevant."""
+"""Features measured but left out of the rankers that are installed (docs/RESULTS.md, "Passage evidence in
+/search"): the feedback search costs ~30 ms a query and adds nothing held out; whether a document matched in the
+query's own language lets a model learn how two of the tasks are built (their relevant grant holds only the other
+language) rather than what makes a document relevant."""
 
 RANKER_FEATURES: tuple[str, ...] = tuple(f for f in FEATURES if not any(f in g for g in EXTRA_FEATURES.values()))
 """The features of an installed ranker."""

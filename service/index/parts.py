@@ -157,7 +157,8 @@ the file of it (ONNX), and the report of the experiment that installed it."""
 
 class RankerPart(IndexPart):
     """The learned ranker over the first documents' evidence (``ranker/``: ``ranker.json``, and ``model.onnx`` for a
-    network): installed by ``priorart experiment ranking --install`` where it won held out;
+    network): installed by ``priorart build --ranker`` (default: the project's, written by ``priorart experiment
+    ranking --ranker-out`` where it won held out);
     :meth:`service.ranker.RankerModel.of_part` builds the model from what :meth:`open` returns."""
 
     name = "ranker"
@@ -183,7 +184,7 @@ class RankerPart(IndexPart):
         if not self.present(folder):
             return None
         body = read_versioned(folder.path(Layout.RANKER_META), RANKER_FORMAT, RANKER_VERSION, error=IndexFormatError,
-                              fix="install the ranker again (priorart experiment ranking --install INDEX)")
+                              fix="build the index again (priorart build --ranker default)")
         return dict(body), folder.path(Layout.RANKER)
 
     def copy(self, src: IndexFolder, out: Path) -> dict[str, Any] | None:

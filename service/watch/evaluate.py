@@ -11,9 +11,11 @@ they bound the ranking. If the ``k`` best rows among the new documents and those
 old documents outrank every new one in the whole index too (the same scores, the same order: ties by lower row),
 so no new document reaches the top k. Only when a new document is among them does the watch run its search, and
 the hits are what that search shows: the proof only ever says "no hit", every hit comes from the search itself.
-``/search`` orders its first ``evidence_docs`` documents by their best passage (:meth:`Engine.order_by_evidence`), so
-a document of the fused order's first ``max(k, evidence_docs)`` can reach the top k: the proof and the stored
-documents cover that many (:meth:`Engine.reach`), and a watch's hits are those of its top k only.
+``/search`` orders its first documents by their evidence (:meth:`Engine.order_by_evidence`: the first
+``evidence_docs`` by their best passage, or the learned ranker's first ``docs`` by its score), so a document of the
+fused order's first ``max(k, that many)`` can reach the top k: the proof and the stored documents cover that many
+(:meth:`Engine.reach`; the ranker only reorders those documents), and a
+watch's hits are those of its top k only.
 
 The scores of a set of rows are the first stage's own (:class:`service.retrieval.first_stage.FirstStage` run over
 sparse indexes whose postings are cut to those rows, :func:`restrict`: the same per-posting weights, the

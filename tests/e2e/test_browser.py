@@ -172,19 +172,23 @@ def test_search_shows_ranked_results_with_score_bars(page: Any, scenario: Scenar
         assert h["title"] == (r["title"] or "(no title)")
         assert h["date"] == r["publication_date"]
         # one bar per component that shaped the ranking, with its weight, the fused score and, for the first results
-        # of a ranking by passage evidence, their best passage's score; its width the normalised score
+        # of a ranking by their evidence, their best passage's score and the learned ranker's; its width the
+        # normalised score
         weights = got["body"]["fusion"]["weights"]
-        ordered = {"evidence"} if "evidence" in r["components"] else set()
+        ordered = {"evidence", "ranker"} & set(r["components"])
         assert set(h["bars"]) == {c for c, w in weights.items() if w} | {"fused"} | ordered
         for comp, bar in h["bars"].items():
             assert float(bar["style"].rstrip("%")) == pytest.approx(100 * max(0.0, min(1.0, r["components"][comp])),
                                                                    abs=0.06)
             assert bar["value"] == f"{r['components'][comp]:.3f}"
-            assert bar["weight"] == ("" if comp in ("fused", "evidence") else f"×{weights[comp]:.2f}")
-    # the server's default orders the first results by their best passage, and the ranking line says so
-    assert got["body"]["ranked_by"] == "passage evidence" and "evidence" in api[0]["components"]
-    first = sum("evidence" in r["components"] for r in api)
-    expect(page.locator("#ranking")).to_contain_text(f"the first {first} ordered by their best passage")
+            assert bar["weight"] == ("" if comp in ("fused", "evidence", "ranker") else f"×{weights[comp]:.2f}")
+    # the server's default (an index built with the project's ranker) orders the first results by the learned ranker,
+    # and the ranking line says so, with the codes it read as the query's
+    assert got["body"]["ranked_by"] == "learned ranker" and "ranker" in api[0]["components"]
+    first = sum("ranker" in r["components"] for r in api)
+    codes = ", ".join(got["body"]["query"]["predicted_codes"]) or "none"
+    expect(page.locator("#ranking")).to_contain_text(f"the first {first} ordered by the learned ranker")
+    expect(page.locator("#ranking")).to_contain_text(f"codes the first results predict: {codes}")
     top = hits[0]["bars"]["bm25"]
     assert top["track"] >= 60 and top["px"] == pytest.approx(top["track"] * float(top["style"][:-1]) / 100, abs=1.5)
     assert top["px"] > 0, "the best BM25 score must draw a visible bar"

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from service.query import QueryError
 from service.ranker import FEATURES, RankerModel, TreeEnsemble, _code_shares
 from training.ranker import (
     RANKER_FEATURES,
@@ -111,7 +112,8 @@ def test_a_ranker_with_features_this_code_does_not_compute_is_refused() -> None:
 def test_an_installed_ranker_orders_the_first_documents_of_search(tmp_path: Path, kind: str) -> None:
     """Installed into an index (the index part ``ranker``), the ranker orders /search's first documents by its scores
     of their evidence: ``ranked_by`` says so, each of them carries its ``ranker`` component, the query its predicted
-    codes; ``evidence_docs: 0`` is still the fused order; the features are those of the search."""
+    codes; ``evidence_docs: 0`` is still the fused order, ``evidence_by: passage`` the passage rule; the features are
+    those of the search. An index built without one orders by the best passage and refuses ``evidence_by: ranker``."""
     from service.engine import Engine
     from service.schema import SearchRequest
     from service.settings import Settings
@@ -120,13 +122,16 @@ def test_an_installed_ranker_orders_the_first_documents_of_search(tmp_path: Path
 
     write_synthetic(tmp_path / "all.jsonl", SynthConfig(n=300, seed=7), progress=False)
     idx = tmp_path / "index"
-    build_index(tmp_path / "all.jsonl", idx, translation=False, compounds="", progress=False)
+    build_index(tmp_path / "all.jsonl", idx, translation=False, compounds="", progress=False, ranker="none")
     engine = Engine.load(idx, settings=Settings(index_dir=idx))
+    assert engine.ranker is None
     rec = engine.docs.get_row(5)
     text = rec.title["en"] + " " + rec.abstract.get("en", "")
     req = SearchRequest(query=text, lang="en", k=20)
     before = engine.search(req)
     assert before.ranked_by == "passage evidence"
+    with pytest.raises(QueryError, match="no learned ranker"):
+        engine.search(req.model_copy(update={"evidence_by": "ranker"}))
     cands, ev = engine.evidence(engine.query(req), 20)
     assert ev is not None and ev.X.shape == (20, len(FEATURES))
     col = {f: j for j, f in enumerate(FEATURES)}
@@ -149,6 +154,8 @@ def test_an_installed_ranker_orders_the_first_documents_of_search(tmp_path: Path
     want = engine.ranker.score(ev.X)  # the same search's features, scored by the installed model
     order = np.lexsort((np.arange(20), -want))
     assert [h.id for h in first] == [engine.docs.ids[int(cands.rows[i])] for i in order]
+    rule = engine.search(req.model_copy(update={"evidence_by": "passage"}))
+    assert rule.ranked_by == "passage evidence" and [h.id for h in rule.results] == [h.id for h in before.results]
     fused = engine.search(req.model_copy(update={"evidence_docs": 0}))
     assert fused.ranked_by == "fusion"
     assert [h.id for h in fused.results] == [engine.docs.ids[int(r)] for r in cands.rows[:20]]  # the fused order
@@ -158,8 +165,9 @@ def test_an_installed_ranker_orders_the_first_documents_of_search(tmp_path: Path
 @pytest.mark.slow
 def test_the_build_installs_the_ranker_it_is_given(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """``priorart build --ranker``: a ranker folder (what ``experiment ranking --ranker-out`` writes) goes into the
-    index as its part ``ranker``, checksummed with the rest, and the report says so; ``none`` and a default that was
-    never written leave it out; a folder without a ranker is refused with the reason."""
+    index as its part ``ranker``, checksummed with the rest, and the report says so; by default the project's
+    (training/rankers/default); ``none`` and a default that was never written leave it out; a folder without a
+    ranker is refused with the reason."""
     import training.ranker as tr
     from service.engine import Engine
     from service.index.folder import IndexFolder
@@ -181,6 +189,9 @@ def test_the_build_installs_the_ranker_it_is_given(tmp_path: Path, monkeypatch: 
     assert engine.ranker is not None and engine.ranker.docs == 15 and engine.ranker.info["report"] == {"why": "a test"}
     engine.close()
     assert build_index(tmp_path / "all.jsonl", tmp_path / "none", ranker="none", **options).ranker is None
+    shipped = read_ranker(tr.DEFAULT_RANKER)["body"]  # the project's (experiment ranking --ranker-out), the default
+    assert build_index(tmp_path / "all.jsonl", tmp_path / "shipped", **options).ranker == {
+        "kind": shipped["kind"], "docs": shipped["docs"], "source": "default"}
     monkeypatch.setattr(tr, "DEFAULT_RANKER", tmp_path / "never-written")
     assert build_index(tmp_path / "all.jsonl", tmp_path / "default", **options).ranker is None
     with pytest.raises(BuildError, match="no ranker.json"):

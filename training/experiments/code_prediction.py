@@ -87,7 +87,7 @@ def run_code_prediction(records: Sequence[PatentRecord], *, index_dir: Path | No
     with tempfile.TemporaryDirectory(prefix="priorart-code-prediction-") as tmp:
         idx = index_dir or Path(tmp) / "index"
         if index_dir is None:
-            build_index(list(records), idx, progress=progress)
+            build_index(list(records), idx, progress=progress, ranker="none")
         engine = Engine.load(idx, verify=False)
         try:
             for rec, lang, text in tqdm(topics, desc="code-prediction topics", disable=None if progress is None

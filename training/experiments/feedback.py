@@ -78,7 +78,7 @@ def run_feedback(records: Sequence[PatentRecord], *, depth: int = 100, terms: in
     with tempfile.TemporaryDirectory(prefix="priorart-feedback-") as tmp:
         idx = index_dir or Path(tmp) / "index"
         if index_dir is None:
-            build_index(list(records), idx, progress=False)
+            build_index(list(records), idx, progress=False, ranker="none")
         engine = Engine.load(idx, verify=False)
         topics = feedback_topics(records, min_relevant)
         rr0: list[float] = []

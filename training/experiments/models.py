@@ -205,7 +205,7 @@ def run_models_experiment(
                                  models_dir=models_dir, dense_index=s.dense_index, device=s.device, fuse=True,
                                  fuse_task=task, index_langs=TASK_INDEX[task]["index_langs"],
                                  fields=TASK_INDEX[task]["fields"],
-                                 translation=False, compounds="")  # the tables above are cross-fitted
+                                 translation=False, compounds="", ranker="none")  # the tables above are cross-fitted
             seconds[f"build_{task}"] = time.perf_counter() - t
             fusion_info[task] = report.fusion
             try:

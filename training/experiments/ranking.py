@@ -4,8 +4,11 @@
 (``SearchRequest.evidence_docs`` and ``evidence_weight`` w: by ``(1 - w) * fused + w * best passage``;
 :meth:`service.engine.Engine.order_by_evidence`); below ``N`` the fused order stands. This experiment runs the same
 requests in the fused order (``fusion``: BM25 + PSQ on an index without models) and with every ``N`` of ``values``
-and w of ``weights`` (a system ``N=<n> w=<w>`` each), through :class:`service.engine.Engine` (the API's path).
-Tasks:
+and w of ``weights`` (a system ``N=<n> w=<w>`` each), through :class:`service.engine.Engine` (the API's path), and
+ranks the first ``learned_docs`` documents of the fused order by learned rankers (:mod:`training.ranker`, a system
+``learned <kind>`` each, on the features an installed ranker reads; ``learned <kind> with <extra>`` adds an extra
+feature group, measured, never chosen), each learned cross-fitted on the topics' evidence
+(:meth:`service.engine.Engine.evidence`). Its indexes hold no ranker (``ranker="none"``). Tasks:
 
 * ``claims`` -- every claim of a grant in ``S`` against the grant holding only ``T`` text, six directions (the
   relevant document is the grant);
@@ -29,7 +32,9 @@ fold ``i % folds``); for each fold, a system is chosen on the other folds (:func
 over the tasks among the systems under which no task's MRR or nDCG is significantly below the fused order's) and
 that fold's topics are measured with it. ``install``: the system the same choice picks on every topic, when the
 cross-fitted figures pass the fusion's install rule (:func:`_install`: some task significantly better, none
-significantly worse); the server's default (``Settings.evidence_docs``, ``evidence_weight``) is set from it.
+significantly worse): a rule sets the server's default (``Settings.evidence_docs``, ``evidence_weight``), a learned
+system is learned again on every topic and written by ``--ranker-out`` (training/rankers/default, which ``priorart
+build`` installs).
 
 p-values: the paired randomisation test on per-*group* means (a grant for the grant tasks, the topic otherwise), so
 that the many claims of one grant count as one unit. Latency: each system's ``/search`` times (ms, median and p99)
@@ -221,7 +226,7 @@ def synthetic_engine(work: Path, s: RankingSettings, progress: bool | None) -> t
         folder.mkdir(parents=True, exist_ok=True)
         write_synthetic(corpus, SynthConfig(n=s.synthetic, seed=0), progress=progress)
     if not (index / "meta.json").is_file():
-        build_index(corpus, index, overwrite=True, progress=progress)
+        build_index(corpus, index, overwrite=True, progress=progress, ranker="none")
     topics, qrels = synth_topics(read_corpus(corpus), s.synthetic_topics, seed=0)
     out = [RankTopic(f"synthetic:{t['qid']}", "synthetic", t["lang"], t["qid"], i % s.folds, t["lang"], t["text"],
                      dict(qrels[t["qid"]]), t["source_id"], date.fromisoformat(t["before"]))

@@ -105,7 +105,7 @@ def run_synthetic_experiment(s: SyntheticSettings, *, work_dir: str | Path | Non
         t = time.perf_counter()
         index = work / ("index" if s.translation else "index-no-translation")
         build_index(corpus, index, models_dir=models, device=s.device, fuse=False, overwrite=True, progress=show,
-                    translation=s.translation)
+                    translation=s.translation, ranker="none")
         seconds["build"] = time.perf_counter() - t
         split = Split.load(models / ModelsLayout.SPLIT)
         topics, qrels = synth_topics(read_corpus(corpus), s.topics, seed=s.seed)

@@ -215,7 +215,8 @@ def fold_engines(records: Sequence[PatentRecord], grants: Sequence[PatentRecord]
                     if splitters is None:
                         splitters = {"de": build_splitter(records, "de", exclude_ids=held_ids)}
                     index_records = [keep_langs(r, [tgt]) if r.id in held_ids else r for r in records]
-                    build_index(index_records, idx, splitters=splitters, progress=False, overwrite=True)
+                    build_index(index_records, idx, splitters=splitters, progress=False, overwrite=True,
+                                ranker="none")
                 engine = Engine.load(idx, settings=Settings(index_dir=idx), verify=False)
                 try:
                     yield fold, tgt, held, engine

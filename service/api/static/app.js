@@ -188,8 +188,8 @@ function rankingLine(data) {
   const evidence = data.ranked_by === "passage evidence"
     ? `; the first ${first} ordered by their best passage`
     : data.ranked_by === "learned ranker"
-      ? `; the first ${first} ordered by the learned ranker (best passage, codes predicted: ${codes || "none"}, ` +
-        "feedback search, fused score)" : "";
+      ? `; the first ${first} ordered by the learned ranker (fused and word-match scores, best passage, ` +
+        `codes the first results predict: ${codes || "none"})` : "";
   return `<div class="ranking" id="ranking">Ranked by ${esc(used)} (${esc(f.source)})${esc(evidence)}` +
     (off.length ? `<br><small>not used: ${esc(off.join("; "))}</small>` : "") + "</div>";
 }

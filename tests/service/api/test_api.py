@@ -43,10 +43,12 @@ def test_search_english_finds_the_electrophotographic_grant(client: TestClient) 
     ids = [h["id"] for h in body["results"]]
     assert "EP0640886B1" in ids
     top = body["results"][0]
-    # the components that shaped the ranking (BM25 alone here), the fused score and the best passage's score the first
-    # results were ordered by (the default), nothing unused
-    assert body["ranked_by"] == "passage evidence"
-    assert set(top["components"]) == {*body["fusion"]["weights"], "fused", "evidence"} == {"bm25", "fused", "evidence"}
+    # the components that shaped the ranking (BM25 alone here), the fused score, the best passage's score and the
+    # learned ranker's that the first results were ordered by (the default: the index holds the project's ranker),
+    # nothing unused
+    assert body["ranked_by"] == "learned ranker" and body["query"]["predicted_codes"]
+    assert set(top["components"]) == {*body["fusion"]["weights"], "fused", "evidence", "ranker"} == {
+        "bm25", "fused", "evidence", "ranker"}
     fused = client.post("/search", json={"query": "electrophotographic apparatus with process cartridge and "
                                                   "developing roller", "k": 5, "evidence_docs": 0}).json()
     assert fused["ranked_by"] == "fusion" and set(fused["results"][0]["components"]) == {"bm25", "fused"}

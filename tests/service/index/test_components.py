@@ -148,10 +148,10 @@ def test_a_failed_write_leaves_no_open_file(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_the_index_level_parts_are_written_opened_shared_and_copied_through_the_registry(tmp_path: Path) -> None:
-    """The translation tables, the compound word lists and the fusion weights (service/index/parts.py): the build
-    writes them through the registry and the loaders open them through it; a segment holds none of them (it shares the
-    index's: a reload after an add reuses the same objects); a compaction keeps them; ``copy_part`` gives another
-    folder the same parts (a shard)."""
+    """The translation tables, the compound word lists, the fusion weights and the learned ranker
+    (service/index/parts.py): the build writes them through the registry and the loaders open them through it; a
+    segment holds none of them (it shares the index's: a reload after an add reuses the same objects); a compaction
+    keeps them; ``copy_part`` gives another folder the same parts (a shard)."""
     from service.fusion import FusionModel
     from service.index.parts import INDEX_PARTS, copy_part, open_part, write_part
     from service.text.translation import TABLE_VERSION, TranslationTable
@@ -162,7 +162,8 @@ def test_the_index_level_parts_are_written_opened_shared_and_copied_through_the_
     idx = tmp_path / "index"
     build_index(records[:140], idx, progress=False)
     folder = IndexFolder.open(idx)
-    assert [n for n, p in INDEX_PARTS.items() if p.present(folder)] == ["translation", "analysis"]  # no models
+    # no models; the project's ranker (training/rankers/default, priorart build's default)
+    assert [n for n, p in INDEX_PARTS.items() if p.present(folder)] == ["translation", "analysis", "ranker"]
     tables = open_part("translation", folder)
     assert tables and INDEX_PARTS["translation"].version == TABLE_VERSION
     entries = folder.components["translation"]
@@ -189,6 +190,9 @@ def test_the_index_level_parts_are_written_opened_shared_and_copied_through_the_
                                                                     for e in entries]
     assert copy_part("analysis", folder, other) == folder.settings.analysis
     assert copy_part("fusion", folder, other) is None  # none to copy
+    ranker_body, _ = open_part("ranker", folder)
+    assert copy_part("ranker", folder, other)["kind"] == ranker_body["kind"]
+    assert (other / Layout.RANKER_META).read_bytes() == folder.path(Layout.RANKER_META).read_bytes()
 
     body = FusionModel.bm25_only("a test's reason").to_json()
     assert write_part("fusion", idx, body) == {"version": INDEX_PARTS["fusion"].version, "file": Layout.FUSION}

@@ -1,6 +1,7 @@
-"""Passage evidence in ``/search`` (``evidence_docs``, ``evidence_weight``): the first N documents ordered with their
-best passage, the fused order below N, and a response that says which order it is (the measured effect is
-``priorart experiment ranking``, docs/RESULTS.md)."""
+"""Evidence in ``/search`` (``evidence_docs``, ``evidence_weight``, ``evidence_by``): the first N documents ordered
+with their best passage (``evidence_by: passage``) or by the index's learned ranker (the default where the index has
+one, as the real-data index built with the project's ranker does), the fused order below, and a response that says
+which order it is (the measured effect is ``priorart experiment ranking``, docs/RESULTS.md)."""
 
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ def engine(real_index: Path) -> Engine:
 
 
 def _ids(engine: Engine, **kw: object) -> list[str]:
+    kw.setdefault("evidence_by", "passage")
     return [h.id for h in engine.search(SearchRequest(query=QUERY, lang="de", k=50, collapse_families=False,
                                                       **kw)).results]
 
@@ -49,7 +51,7 @@ def test_the_best_passage_of_each_candidate_orders_documents_as_the_passage_list
 def test_the_first_n_are_reordered_by_their_best_passage_and_the_rest_keep_the_fused_order(engine: Engine) -> None:
     fused = engine.search(SearchRequest(query=QUERY, lang="de", k=50, collapse_families=False, evidence_docs=0))
     res = engine.search(SearchRequest(query=QUERY, lang="de", k=50, collapse_families=False, evidence_docs=10,
-                                      evidence_weight=1.0))
+                                      evidence_weight=1.0, evidence_by="passage"))
     assert fused.ranked_by == "fusion" and res.ranked_by == "passage evidence"
     a, b = [h.id for h in fused.results], [h.id for h in res.results]
     assert set(a[:10]) == set(b[:10]) and a[10:] == b[10:]
@@ -58,7 +60,8 @@ def test_the_first_n_are_reordered_by_their_best_passage_and_the_rest_keep_the_f
     assert evidence == sorted(evidence, reverse=True)
     assert all("evidence" not in h.components for h in res.results[10:])
     stage = next(s for s in engine.search(SearchRequest(query=QUERY, lang="de", k=5, evidence_docs=10,
-                                                        explain=True)).stages if s.name == "evidence")
+                                                        evidence_by="passage", explain=True)).stages
+                 if s.name == "evidence")
     assert stage.candidates == 10 and stage.detail["variant"] == "qsf_passage_propagate"
 
 
@@ -70,16 +73,19 @@ def test_weight_zero_keeps_the_fused_order_and_zero_documents_is_the_fused_ranki
 
 def test_fewer_results_than_n_and_the_matched_terms_of_the_shown_rows(engine: Engine) -> None:
     res = engine.search(SearchRequest(query=QUERY, lang="de", k=3, evidence_docs=50, explain=True,
-                                      collapse_families=False))
+                                      collapse_families=False, evidence_by="passage"))
     assert len(res.results) == 3 and res.ranked_by == "passage evidence"
     assert all(h.matched_terms for h in res.results)
 
 
 def test_the_server_setting_is_the_default_and_an_index_without_passages_says_why_it_is_not_used(
         engine: Engine, real_index: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    other = Engine.load(real_index, settings=Settings(index_dir=real_index, evidence_docs=10), verify=False)
+    other = Engine.load(real_index, settings=Settings(index_dir=real_index, evidence_docs=10, evidence_by="passage"),
+                        verify=False)
     try:
+        assert other.ranker is not None  # the index has one; the server's setting asks for the passage rule
         assert other.search(SearchRequest(query=QUERY, lang="de")).ranked_by == "passage evidence"
+        assert other.search(SearchRequest(query=QUERY, lang="de", evidence_by="auto")).ranked_by == "learned ranker"
         assert other.search(SearchRequest(query=QUERY, lang="de", evidence_docs=0)).ranked_by == "fusion"
         monkeypatch.setattr(other, "_passages", None)
         monkeypatch.setattr(other, "_passages_missing", "this index has no passage index (test)")
@@ -106,7 +112,26 @@ def test_a_query_the_passages_cannot_read_keeps_the_fused_order_and_says_why(eng
     assert all("evidence" not in h.components for h in res.results)
 
 
-@pytest.mark.parametrize("bad", [{"evidence_docs": -1}, {"evidence_weight": 1.5}, {"evidence_docs": "10"}])
+def test_the_learned_ranker_orders_the_first_documents_by_default(engine: Engine) -> None:
+    """The real-data index holds the project's ranker (priorart build's default): /search orders its first
+    ``ranker.docs`` documents by the ranker's score, whatever N a request gives above 0; below them the fused order
+    stands, and ``evidence_weight`` does not change the ranker's order."""
+    assert engine.ranker is not None and engine.settings.evidence_by == "auto"
+    n = engine.ranker.docs
+    fused = _ids(engine, evidence_docs=0)
+    res = engine.search(SearchRequest(query=QUERY, lang="de", k=50, collapse_families=False, explain=True))
+    got = [h.id for h in res.results]
+    assert res.ranked_by == "learned ranker" and set(got[:n]) == set(fused[:n]) and got[n:] == fused[n:]
+    ranker = [h.components["ranker"] for h in res.results[:n]]
+    assert ranker == sorted(ranker, reverse=True) and ranker[0] == 1.0
+    assert all("ranker" not in h.components for h in res.results[n:])
+    stage = next(s for s in res.stages if s.name == "evidence")
+    assert stage.candidates == n and stage.detail["ranker"]["kind"] == engine.ranker.kind
+    assert _ids(engine, evidence_by="auto", evidence_docs=3, evidence_weight=0.0) == got
+
+
+@pytest.mark.parametrize("bad", [{"evidence_docs": -1}, {"evidence_weight": 1.5}, {"evidence_docs": "10"},
+                                 {"evidence_by": "tfidf"}])
 def test_bad_evidence_parameters_are_refused(bad: dict) -> None:
     with pytest.raises(ValueError):
         SearchRequest(query="x", **bad)

@@ -158,13 +158,13 @@ def test_fusion_weights_per_profile_and_depth(index: Path, tmp_path: Path) -> No
     assert r.fusion.weights == pytest.approx({"bm25": 0.9, "text": 0.1})
     # each hit shows the components that shaped the ranking, not dense's score computed with weight 0
     assert r.fusion.components["dense"] == "computed, weight 0"
-    assert all(set(h.components) - {"evidence"} == {"bm25", "text", "fused"} for h in r.results)
-    assert r.ranked_by == "passage evidence" and all("evidence" in h.components for h in r.results)
+    assert all(set(h.components) - {"evidence", "ranker"} == {"bm25", "text", "fused"} for h in r.results)
+    assert r.ranked_by == "learned ranker" and all("ranker" in h.components for h in r.results)
     r = engine.search(SearchRequest(query=text, lang="en", codes=codes, k=5, depth=150))
     assert r.fusion.profile == "codes" and r.fusion.weights == {"bm25": 1.0}
     assert r.fusion.source.startswith("BM25 only: did not beat BM25")
     assert r.fusion.components["meta"] == "computed, weight 0"  # computed, not fused, and so not shown
-    assert all(set(h.components) - {"evidence"} == {"bm25", "fused"} for h in r.results)
+    assert all(set(h.components) - {"evidence", "ranker"} == {"bm25", "fused"} for h in r.results)
     # the dense system over the union is the dense search's own top (flat index), in the fused order
     r = engine.search(SearchRequest(query=text, lang="en", k=5, depth=150, weights={"dense": 1.0}, evidence_docs=0))
     dense = engine.pipeline.stage("dense")
