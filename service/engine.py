@@ -70,6 +70,12 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+
+def _passage_score(key: np.ndarray) -> np.ndarray:
+    """A passage order key (:meth:`service.passages.ranker.PassageScores.key`) as a score in [0, 1]: its score where
+    the passage holds a query term, else 0."""
+    return np.where(key >= 2.0, key - 2.0, 0.0)
+
 DEFAULT_PASSAGE_PARAMS = dict(DEFAULT_PARAMS)
 PASSAGE_DOCS = 1000
 
@@ -294,7 +300,7 @@ class Engine:
                                missing_shards=cands.missing_shards)
 
     def _rank_passages(self, query: Query, cands: Candidates, req: PassageRequest | None, *, k: int,
-                       highlight: bool = True) -> tuple[PassageRanking, dict[str, Any]]:
+                       highlight: bool = True, spread: bool = False) -> tuple[PassageRanking, dict[str, Any]]:
         """The passages of the pipeline's candidates, ranked in context with the request's parameters (``None``: the
         defaults), and what the trace says of them (``readable``: the languages the query reaches, for the callers'
         note on the candidates without text in them)."""
@@ -315,7 +321,7 @@ class Engine:
                 images, lang, cands.rows, cands.fused, analyzers=self._resources().analyzers, words=words,
                 variant=variant, k=k, langs=readable, alpha=params["alpha"], beta=params["beta"],
                 sigma=params["sigma"], mu=params["mu"], mu_translated=params["mu_translated"],
-                rho=params["rho"], beta_translated=beta_translated, highlight=highlight)
+                rho=params["rho"], beta_translated=beta_translated, highlight=highlight, spread=spread)
         except ValueError as exc:
             raise QueryError(str(exc)) from exc
         return ranking, {"variant": variant, **params, "beta_translated": beta_translated,
@@ -357,7 +363,8 @@ class Engine:
         if n:
             head = Candidates(rows=cands.rows[:n], fused=None if cands.fused is None else cands.fused[:n])
             try:
-                ranking, passages = self._rank_passages(query, head, None, k=1, highlight=False)
+                ranking, passages = self._rank_passages(query, head, None, k=1, highlight=False,
+                                                        spread=ranker is not None)
                 detail.update(passages, documents=n)
             except QueryError as exc:
                 query.note(f"ranked by the fused scores, not by passage evidence: {exc}")
@@ -365,10 +372,12 @@ class Engine:
             if ranking.skipped:
                 query.note(f"passage evidence: {ranking.skipped} of the first {n} documents have no text in "
                            f"{', '.join(detail['readable'])}: they come after those that do")
-            best = np.where(ranking.best >= 2.0, ranking.best - 2.0, 0.0)
+            best = _passage_score(ranking.best)
             learned: np.ndarray | None = None
             if ranker is not None:  # the learned ranker's score of each document's evidence
-                ev = evidence_features(self._first_stage(), self.docs, query, cands, n, best, ranker.features)
+                ev = evidence_features(self._first_stage(), self.docs, query, cands, n, best, ranker.features,
+                                       None if ranking.second is None else _passage_score(ranking.second),
+                                       ranking.matched)
                 learned = ranker.score(ev.X)
                 key = learned
                 cands.predicted_codes = [code for code, _ in ev.predicted_codes[:3]]
@@ -398,13 +407,14 @@ class Engine:
             return cands, None
         head = Candidates(rows=cands.rows[:n], fused=None if cands.fused is None else cands.fused[:n])
         try:
-            ranking, _ = self._rank_passages(query, head, None, k=1, highlight=False)
+            ranking, _ = self._rank_passages(query, head, None, k=1, highlight=False, spread=True)
         except QueryError as exc:
             query.note(f"no passage evidence: {exc}")
             return cands, None
         assert ranking.best is not None
-        best = np.where(ranking.best >= 2.0, ranking.best - 2.0, 0.0)
-        return cands, evidence_features(self._first_stage(), self.docs, query, cands, n, best)
+        second = None if ranking.second is None else _passage_score(ranking.second)
+        return cands, evidence_features(self._first_stage(), self.docs, query, cands, n, _passage_score(ranking.best),
+                                        second=second, matched=ranking.matched)
 
     def _first_stage(self) -> FirstStage | None:
         """The pipeline's first stage, for the features that read the index (None: a sharded pipeline, whose rows are

@@ -13,7 +13,8 @@ collection (so that a model learned on some indexes applies to another):
 
 - the fused score (min-max over the ``N``), its rank, and the first stage's score (over the ``N``'s best);
 - whether its best route is the query's own language (matched without translation), and whether it has text in it;
-- its best passage's score (ranked in context among the ``N``'s, as ``/passages`` ranks them) and its rank by it;
+- its best passage's score (ranked in context among the ``N``'s, as ``/passages`` ranks them) and its rank by it,
+  its second-best passage's score, and the share of its passages that hold a query term (how much of it matches);
 - the query's codes predicted from the first documents (issue 33 item 2: each of the first ten votes ``1 / rank``
   for its codes, :func:`service.retrieval.code_prediction.predict_codes`): the share of the *other* documents' votes
   that go to the subclasses, and to the main groups, it holds;
@@ -49,8 +50,8 @@ if TYPE_CHECKING:
     from service.retrieval.first_stage import FirstStage
 
 FEATURES: tuple[str, ...] = (
-    "fused", "rank", "bm25", "own_route", "doc_query_lang", "passage", "passage_rank", "code_subclass",
-    "code_group", "feedback", "query_terms", "translated",
+    "fused", "rank", "bm25", "own_route", "doc_query_lang", "passage", "passage_rank", "passage_second",
+    "passage_matched", "code_subclass", "code_group", "feedback", "query_terms", "translated",
 )
 """The features of a document, in the model's column order (see the module docstring)."""
 
@@ -108,9 +109,12 @@ def predicted_codes(codes: Sequence[Sequence[str]], level: str = "subclass") -> 
 
 
 def evidence_features(fs: FirstStage | None, docs: DocStore, query: Query, cands: Candidates, n: int,
-                      passage: np.ndarray, features: Collection[str] = FEATURES) -> Evidence:
+                      passage: np.ndarray, features: Collection[str] = FEATURES, second: np.ndarray | None = None,
+                      matched: np.ndarray | None = None) -> Evidence:
     """The :data:`FEATURES` of the first ``n`` candidates (the fused order); ``passage``: their best passage's scores
-    in [0, 1]. ``fs``: the first stage, for the feedback feature (None: a sharded pipeline, the feature is 0);
+    in [0, 1], ``second`` their second-best's (0 where none), ``matched`` the share of their passages that hold a
+    query term (:class:`service.passages.PassageRanking`; None: 0). ``fs``: the first stage, for the features that
+    read the index (None: a sharded pipeline, those are 0);
     ``features``: those a model reads (the feedback search, the costly one, runs only when it is among them)."""
     assert cands.fused is not None
     rows = cands.rows[:n].astype(np.int64)
@@ -128,6 +132,10 @@ def evidence_features(fs: FirstStage | None, docs: DocStore, query: Query, cands
     place = np.empty(len(rows), dtype=np.int64)
     place[order] = np.arange(len(rows))
     X[:, col["passage_rank"]] = 1.0 / np.log2(place + 2.0)
+    if second is not None:
+        X[:, col["passage_second"]] = second
+    if matched is not None:
+        X[:, col["passage_matched"]] = matched
     codes = [record_codes(docs.header_row(int(r))) for r in rows]
     X[:, col["code_subclass"]] = _code_shares(codes, "subclass")
     X[:, col["code_group"]] = _code_shares(codes, "main_group")

@@ -94,7 +94,8 @@ def train_gbm(topics: Sequence[TopicEvidence], s: GbmSettings | None = None) -> 
     w = np.concatenate([np.full(len(t.ids), t.weight) for t in used]) if used else np.zeros(0)
     params = {"objective": "lambdarank", "num_leaves": s.leaves, "learning_rate": s.learning_rate,
               "min_data_in_leaf": s.min_leaf, "feature_fraction": s.feature_fraction, "seed": s.seed,
-              "deterministic": True, "num_threads": 1, "verbose": -1, "label_gain": [0, 1, 3]}
+              "deterministic": True, "force_row_wise": True,  # (else LightGBM picks row/column-wise by timing)
+              "num_threads": 1, "verbose": -1, "label_gain": [0, 1, 3]}
     data = lgb.Dataset(X, y, weight=w, group=[len(t.ids) for t in used], params={"verbose": -1})
     booster = lgb.train(params, data, num_boost_round=s.trees)
     return TreeEnsemble.from_lightgbm(booster.dump_model())

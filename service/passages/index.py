@@ -146,6 +146,7 @@ class PassageIndex(PassageArrays):
         rho: float | None = None,
         alone: bool = False,
         beta_translated: float | Mapping[str, float] | None = None,
+        spread: bool = False,
     ) -> PassageRanking:
         """The ``k`` best passages of the candidate ``rows`` (first-stage order, ``doc_scores`` their scores).
 
@@ -157,10 +158,12 @@ class PassageIndex(PassageArrays):
         as if it were the only one (its passages normalised among themselves), candidate by candidate, from one
         scoring of them all (a claim chart's cells). ``beta`` weighs the passages in the query's language,
         ``beta_translated`` the others (:func:`service.passages.lm.betas_of`; None: the defaults per language).
+        ``spread``: each candidate's second-best passage and share of matching passages too (the learned ranker's).
         """
         from service.passages.ranker import rank_passages
 
         return rank_passages(self, query, lang, rows, doc_scores, translations=translations, analyzers=analyzers,
                              words=words, variant=variant, alpha=alpha, beta=beta, sigma=sigma, k=k,
                              doc_score=doc_score, langs=langs, highlight=highlight, mu=mu,
-                             mu_translated=mu_translated, rho=rho, alone=alone, beta_translated=beta_translated)
+                             mu_translated=mu_translated, rho=rho, alone=alone, beta_translated=beta_translated,
+                             spread=spread)

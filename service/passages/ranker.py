@@ -184,12 +184,17 @@ class PassageRanking:
     """The result of :meth:`PassageIndex.rank`: hits, candidates ranked, candidates left out by ``langs``, and
     ``best``: per candidate row given (in their order), the order key of its best passage (:meth:`PassageScores.key`:
     2 + its score in [0, 1] when a passage holds a query term, 0 when none does, -1 when it has no passage in
-    ``langs``): the passage evidence by which ``/search`` can order its documents (``None`` with ``alone``)."""
+    ``langs``): the passage evidence by which ``/search`` can order its documents (``None`` with ``alone``);
+    ``second`` likewise its second-best passage's, and ``matched`` the share of its passages that hold a query term
+    (0 without passages): how much of the document the evidence spans (features of the learned ranker; with
+    ``spread`` only, else None)."""
 
     hits: list[PassageHit]
     documents: int
     skipped: int = 0
     best: FloatArray | None = field(default=None, repr=False)
+    second: FloatArray | None = field(default=None, repr=False)
+    matched: FloatArray | None = field(default=None, repr=False)
 
 
 @dataclass
@@ -616,8 +621,10 @@ def rank_passages(
     rho: float | None = None,
     alone: bool = False,
     beta_translated: float | Mapping[str, float] | None = None,
+    spread: bool = False,
 ) -> PassageRanking:
-    """The ``k`` best passages of the candidates (see :meth:`PassageIndex.rank`); ``alone``: of each candidate."""
+    """The ``k`` best passages of the candidates (see :meth:`PassageIndex.rank`); ``alone``: of each candidate;
+    ``spread``: :attr:`PassageRanking.second` and ``matched`` too."""
     check_params(variant, alpha, beta, sigma)
     betas_of(beta, beta_translated, lang)  # a bad beta_translated is refused before any scoring
     if k < 1:
@@ -637,20 +644,22 @@ def rank_passages(
         rows_a, scores_a = rows_a[ok], scores_a[ok]
     given = int(np.asarray(rows, dtype=np.int64).size)
     if not rows_a.size:
-        return PassageRanking([], 0, skipped, None if alone else np.full(given, -1.0))
+        none = None if alone else np.full(given, -1.0)
+        return PassageRanking([], 0, skipped, none, none if spread else None,
+                              np.zeros(given) if spread and not alone else None)
     analyzers = analyzers or {}
     sc = score_passages(index, query, lang, rows_a, scores_a, variant=variant, sigma=sigma, doc_score=doc_score,
                         translations=translations, analyzers=analyzers, mu=mu, mu_translated=mu_translated,
                         rho=rho)
     ranked: list[tuple[PassageScores, FloatArray, int]] = []  # (scores, final scores, passage) best first
-    best: FloatArray | None = None
+    best = second = share = None
     for part in [sc.alone(d) for d in range(int(rows_a.size))] if alone else [sc]:
         final = part.combine(alpha, beta, beta_translated)
         among = None if langs is None else np.flatnonzero(np.isin(part.lang, [LANG_CODE[x] for x in langs]))
         top = part.top(final, k, among)
         ranked.extend((part, final, i) for i in top.tolist())
         if not alone:
-            best = _best_per_candidate(part, final, among, given, ok if langs is not None else None)
+            best, second, share = _per_candidate(part, final, among, given, ok if langs is not None else None, spread)
     if highlight and words is None:
         words = query_words(query, analyzers.get(lang) or get_analyzer(lang)) if isinstance(query, str) else {}
     context_name = "section" if variant == "qsf_section" else "propagated"
@@ -678,22 +687,44 @@ def rank_passages(
             components=comps, highlights=[(m.start, m.end) for m in matches], title=titles[row], lang=plang,
             matches=matches,
         ))
-    return PassageRanking(hits, int(sc.rows.size), skipped, best)
+    return PassageRanking(hits, int(sc.rows.size), skipped, best, second, share)
 
 
-def _best_per_candidate(sc: PassageScores, final: FloatArray, among: IntArray | None, given: int,
-                        kept: npt.NDArray[np.bool_] | None) -> FloatArray:
-    """:attr:`PassageRanking.best`: the largest :meth:`PassageScores.key` of each candidate's passages (those at
-    ``among``, else all), -1 for a candidate without one; over the ``given`` rows, of which ``kept`` were scored."""
+def _per_candidate(sc: PassageScores, final: FloatArray, among: IntArray | None, given: int,
+                   kept: npt.NDArray[np.bool_] | None,
+                   spread: bool = True) -> tuple[FloatArray, FloatArray | None, FloatArray | None]:
+    """:attr:`PassageRanking.best`, and with ``spread`` ``second`` and ``matched``: the largest and second-largest
+    :meth:`PassageScores.key` of each candidate's passages (those at ``among``, else all; -1 for a candidate without
+    one), and the share of them that hold a query term; over the ``given`` rows, of which ``kept`` were scored.
+    Linear in the passages (no sort: 100,000 passages take ~1.6 ms with the spread, ~0.3 ms without)."""
     key = sc.key(final)
     sel = np.arange(key.size) if among is None else among
-    best = np.full(sc.rows.size, -1.0)
-    np.maximum.at(best, sc.doc_index[sel], key[sel])
+    docs, keys = sc.doc_index[sel], key[sel]
+    n = sc.rows.size
+    best = np.full(n, -1.0)
+    np.maximum.at(best, docs, keys)
+    second = share = None
+    if spread:  # the second: the largest key once one passage holding the best is left out
+        at_best = np.flatnonzero(keys == best[docs])
+        _, one = np.unique(docs[at_best], return_index=True)
+        rest = keys.copy()
+        rest[at_best[one]] = -np.inf
+        second = np.full(n, -1.0)
+        np.maximum.at(second, docs, rest)
+        second[~np.isfinite(second)] = -1.0
+        count = np.bincount(docs, minlength=n).astype(np.float64)
+        hold = np.bincount(docs, weights=(keys >= 2.0).astype(np.float64), minlength=n)
+        share = np.divide(hold, count, out=np.zeros(n), where=count > 0)
     if kept is None:
-        return best
-    out = np.full(given, -1.0)
-    out[kept] = best
-    return out
+        return best, second, share
+
+    def over_given(x: FloatArray, fill: float) -> FloatArray:
+        out = np.full(given, fill)
+        out[kept] = x
+        return out
+
+    return (over_given(best, -1.0), None if second is None else over_given(second, -1.0),
+            None if share is None else over_given(share, 0.0))
 
 
 def passage_matches(found: list[tuple[int, int, str]], plang: str, lang: str, image: QueryImage,

@@ -39,13 +39,46 @@ def test_the_best_passage_of_each_candidate_orders_documents_as_the_passage_list
     index = PassageIndex.from_records(records)
     text = " ".join(r.abstract.get("en", "") for r in records[3:6])
     rows = np.arange(len(records))
-    ranking = index.rank(text, "en", rows, np.linspace(1.0, 0.0, rows.size), k=10**6, highlight=False)
+    ranking = index.rank(text, "en", rows, np.linspace(1.0, 0.0, rows.size), k=10**6, highlight=False, spread=True)
     assert ranking.best is not None and ranking.best.shape == rows.shape
     first_seen = list(dict.fromkeys(h.doc_id for h in ranking.hits if h.score > 0))
     with_match = rows[ranking.best >= 2.0]
     by_best = [index.doc_id(int(r)) for r in with_match[np.lexsort((with_match, -ranking.best[with_match]))]]
     assert by_best == first_seen[: len(by_best)] and len(by_best) > 3
     assert set(np.unique(ranking.best[ranking.best < 2.0])) <= {-1.0, 0.0}
+    # the spread of each candidate's evidence (features of the learned ranker): its second-best passage, and the share
+    # of its passages that hold a query term (none where its best holds none)
+    assert ranking.second is not None and ranking.matched is not None
+    assert np.all(ranking.second <= ranking.best) and np.all((ranking.matched >= 0) & (ranking.matched <= 1))
+    assert np.all(ranking.matched[ranking.best < 2.0] == 0) and np.all(ranking.matched[ranking.best >= 2.0] > 0)
+    assert np.count_nonzero(ranking.second >= 2.0) > 3
+    plain = index.rank(text, "en", rows, np.linspace(1.0, 0.0, rows.size), k=10**6, highlight=False)
+    assert plain.second is None and plain.matched is None and np.array_equal(plain.best, ranking.best)
+
+
+def test_the_best_and_second_passage_and_the_matched_share_of_each_candidate() -> None:
+    """``_per_candidate`` on passage keys given directly (2 + score where a passage holds a query term): candidates
+    0 (three passages), 1 (none), 2 (two), 3 (one); ``among`` keeps some passages, ``kept`` spreads over all rows."""
+    from types import SimpleNamespace
+
+    from service.passages.ranker import _per_candidate
+
+    keys = np.array([2.5, 2.9, 0.3, 0.0, 2.1, 2.2])
+    sc = SimpleNamespace(rows=np.arange(4), doc_index=np.array([0, 0, 0, 2, 2, 3]), key=lambda final: final)
+    best, second, share = _per_candidate(sc, keys, None, 4, None)  # type: ignore[arg-type]
+    assert best.tolist() == [2.9, -1.0, 2.1, 2.2] and second.tolist() == [2.5, -1.0, 0.0, -1.0]
+    assert share.tolist() == pytest.approx([2 / 3, 0.0, 0.5, 1.0])
+    best, second, share = _per_candidate(sc, keys, np.array([0, 2, 3]), 4, None)  # type: ignore[arg-type]
+    assert best.tolist() == [2.5, -1.0, 0.0, -1.0] and second.tolist() == [0.3, -1.0, -1.0, -1.0]
+    assert share.tolist() == pytest.approx([0.5, 0.0, 0.0, 0.0])
+    kept = np.array([True, False, True, True, True])  # five rows given, the second not scored (no readable passage)
+    best, second, share = _per_candidate(sc, keys, None, 5, kept)  # type: ignore[arg-type]
+    assert best.tolist() == [2.9, -1.0, -1.0, 2.1, 2.2] and share.tolist() == pytest.approx([2 / 3, 0, 0, 0.5, 1])
+    assert second.tolist() == [2.5, -1.0, -1.0, 0.0, -1.0]
+    tie = SimpleNamespace(rows=np.arange(1), doc_index=np.zeros(3, dtype=np.int64), key=lambda final: final)
+    best, second, _ = _per_candidate(tie, np.array([2.4, 2.4, 0.1]), None, 1, None)  # type: ignore[arg-type]
+    assert best.tolist() == second.tolist() == [2.4]  # two passages tie for the best: the second is as good
+    assert _per_candidate(tie, np.array([2.4, 2.4, 0.1]), None, 1, None, spread=False)[1] is None  # type: ignore
 
 
 def test_the_first_n_are_reordered_by_their_best_passage_and_the_rest_keep_the_fused_order(engine: Engine) -> None:
