@@ -76,6 +76,7 @@ def _passage_score(key: np.ndarray) -> np.ndarray:
     the passage holds a query term, else 0."""
     return np.where(key >= 2.0, key - 2.0, 0.0)
 
+
 DEFAULT_PASSAGE_PARAMS = dict(DEFAULT_PARAMS)
 PASSAGE_DOCS = 1000
 
