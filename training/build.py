@@ -493,6 +493,7 @@ def build_sharded_index(
     models_dir: str | Path | None = None,
     dense_index: str = "flat",
     device: str = "auto",
+    ranker: str | Path | None = "default",
 ) -> ShardedBuildReport:
     """Build a sharded index (layout: service/index/folder.py; search: service/shards.py).
 
@@ -503,7 +504,8 @@ def build_sharded_index(
     which must see ``out_dir``), the translation tables are trained once from the first pass' sample and the
     union of the shards' vocabularies and copied into every shard, and the root ``meta.json`` is written
     last. The BM25 statistics are not frozen here: readers sum the shards' at open (``global_stats``),
-    so that ``priorart add`` into one shard keeps every shard's weights global.
+    so that ``priorart add`` into one shard keeps every shard's weights global. ``ranker``: as :func:`build_index`'s,
+    installed into every shard (a folder a Ray cluster's tasks must see, as ``out_dir``).
     """
     from service.corpus.jsonl import write_corpus
     from service.corpus.record import family_key
@@ -516,6 +518,7 @@ def build_sharded_index(
         raise BuildError(f"{Path(models_dir) / 'meta.json'} is missing: not a models folder (run `priorart train`)")
     if not Path(corpus).is_file():
         raise BuildError(f"corpus file {corpus} does not exist")
+    ranker_in = _ranker(ranker)  # refused here, before any shard is built
     langs = _parse_list(index_langs, SUPPORTED_LANGS, "index language(s)")
     out = _output_folder(out_dir, overwrite)
     compound_langs, xopts = _translation_options(compounds, langs, translation, translation_dir, lexicons,
@@ -523,7 +526,8 @@ def build_sharded_index(
     show = sys.stderr.isatty() if progress is None else progress
     options = {"index_langs": langs, "fields": fields, "scoring": scoring, "k1": k1, "b": b, "epsilon": epsilon,
                "compounds": compound_langs, "models_dir": str(models_dir) if models_dir else None,
-               "dense_index": dense_index, "device": device}
+               "dense_index": dense_index, "device": device,
+               "ranker": "none" if ranker_in is None else str(ranker)}
     tmp = out.parent / f".{out.name}.building-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
     (tmp / ".input").mkdir(parents=True)

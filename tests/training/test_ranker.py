@@ -198,3 +198,15 @@ def test_the_build_installs_the_ranker_it_is_given(tmp_path: Path, monkeypatch: 
     assert build_index(tmp_path / "all.jsonl", tmp_path / "default", **options).ranker is None
     with pytest.raises(BuildError, match="no ranker.json"):
         build_index(tmp_path / "all.jsonl", tmp_path / "bad", ranker=tmp_path, **options)
+    # a sharded build installs it into every shard, or none with "none"; a bad folder is refused before any shard
+    from training.build import build_sharded_index
+
+    for given, want in ((folder, 15), ("none", None)):
+        out = tmp_path / f"sharded-{want}"
+        build_sharded_index(tmp_path / "all.jsonl", out, shards=2, ranker=given, **options)
+        engine = Engine.load(out, settings=Settings(index_dir=out))
+        assert (engine.ranker.docs if engine.ranker is not None else None) == want
+        engine.close()
+    with pytest.raises(BuildError, match="no ranker.json"):
+        build_sharded_index(tmp_path / "all.jsonl", tmp_path / "sharded-bad", shards=2, ranker=tmp_path, **options)
+    assert not (tmp_path / "sharded-bad").exists()

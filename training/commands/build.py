@@ -89,7 +89,7 @@ def build_command(
                        b=b, translation_dir=translation, translation=build_translation, compounds=compounds,
                        lexicons=lexicons, splitter_lexicons=splitter_lexicons,
                        overwrite=force, progress=progress, models_dir=models, dense_index=dense_index, device=device,
-                       as_json=as_json)
+                       ranker=ranker, as_json=as_json)
         return
     try:
         report = build_index(
