@@ -343,7 +343,8 @@ class Engine:
         by = evidence_by or self.settings.evidence_by
         if by == "ranker" and self.ranker is None:
             raise QueryError("evidence_by 'ranker': this index has no learned ranker (it was built with --ranker none, "
-                             "or before one was written); use 'passage' or 'auto'")
+                             "or before one was written: `priorart install-ranker INDEX` installs one); use "
+                             "'passage' or 'auto'")
         return self.ranker if by != "passage" else None
 
     def order_by_evidence(self, query: Query, cands: Candidates, trace: list[StageTrace], n: int,

@@ -127,16 +127,10 @@ def _translation_tables(
 
 def _ranker(ranker: str | Path | None) -> tuple[str, dict[str, Any]] | None:
     """Where the ranker a build installs comes from, and what it is written from (:func:`build_index`'s ``ranker``)."""
-    from training.ranker import DEFAULT_RANKER, read_ranker
+    from training.ranker import resolve
 
-    if ranker is None or str(ranker) == "none":
-        return None
-    folder = DEFAULT_RANKER if str(ranker) == "default" else Path(ranker)
-    if str(ranker) == "default" and not (folder / "ranker.json").is_file():
-        log.info("no default ranker (%s): the first documents are ordered by their best passage", folder)
-        return None
     try:
-        return ("default" if str(ranker) == "default" else str(folder)), read_ranker(folder)
+        return resolve(ranker)
     except ValueError as exc:
         raise BuildError(f"ranker: {exc}") from exc
 

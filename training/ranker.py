@@ -282,6 +282,48 @@ def read_ranker(folder: str | Path) -> dict[str, Any]:
     return {"body": body, "files": files}
 
 
+def resolve(ranker: str | Path | None) -> tuple[str, dict[str, Any]] | None:
+    """The ranker ``ranker`` names, as (its source, the part to write): ``"default"`` the project's
+    (:data:`DEFAULT_RANKER`; None when it was never written), a ranker folder, or None / ``"none"`` (None);
+    ``ValueError`` for a folder without a ranker."""
+    if ranker is None or str(ranker) == "none":
+        return None
+    if str(ranker) == "default":
+        if not (DEFAULT_RANKER / "ranker.json").is_file():
+            log.info("no default ranker (%s): the first documents are ordered by their best passage", DEFAULT_RANKER)
+            return None
+        return "default", read_ranker(DEFAULT_RANKER)
+    return str(ranker), read_ranker(Path(ranker))
+
+
+def install_into(index_dir: str | Path, ranker: str | Path = "default") -> list[dict[str, Any]]:
+    """Write the ranker ``ranker`` names (:func:`resolve`) into an index already built, every shard of a sharded one,
+    each under its writers' lock (refused while an add, delete or compact runs there); a running server orders by it
+    from its next load (``POST /admin/reload``, or the reload of the next generation). Returns the entries written;
+    ``ValueError`` when there is no ranker to write."""
+    from service.index.folder import IndexFolder, Layout, ShardSet, is_sharded
+    from service.index.parts import open_part, write_part
+
+    got = resolve(ranker)
+    if got is None:
+        raise ValueError(f"no ranker to install ({ranker}): give a folder written by priorart experiment ranking "
+                         "--ranker-out")
+    source, part = got
+    roots = ([f.root for f in ShardSet.open(index_dir, verify=False).shards] if is_sharded(index_dir)
+             else [Path(index_dir)])
+    written: list[dict[str, Any]] = []
+    for root in roots:
+        with IndexFolder.open(root, verify=False).writer_lock(wait=False):
+            folder = IndexFolder.open(root, verify=False)  # as it is under the lock
+            entry = {**write_part("ranker", folder.root, part), "source": source}
+            folder.register({"ranker": entry}, changed=[Layout.RANKER])
+        got_back = open_part("ranker", IndexFolder.open(root, verify=True))  # checksummed with the rest
+        assert got_back is not None
+        RankerModel.of_part(*got_back)  # the service reads what was written
+        written.append(entry)
+    return written
+
+
 def install(index_dir: str | Path, kind: str, model: Any, *, docs: int, report: Mapping[str, Any],
             features: Sequence[str] = RANKER_FEATURES) -> dict[str, Any]:
     """Write ``model`` (learned on ``features``) into an existing index as its ranker (the index part ``ranker``),
@@ -299,5 +341,5 @@ def install(index_dir: str | Path, kind: str, model: Any, *, docs: int, report: 
 
 
 __all__ = ["DEFAULT_RANKER", "EXTRA_FEATURES", "RANKER_DOCS", "RANKER_FEATURES", "GbmSettings", "MlpSettings",
-           "TopicEvidence", "export_onnx", "grades_of", "install", "learn", "mlp_scores", "ranker_part", "ranking",
-           "read_ranker", "scores", "train_gbm", "train_mlp", "write_ranker"]
+           "TopicEvidence", "export_onnx", "grades_of", "install", "install_into", "learn", "mlp_scores",
+           "ranker_part", "ranking", "read_ranker", "resolve", "scores", "train_gbm", "train_mlp", "write_ranker"]

@@ -184,7 +184,7 @@ class RankerPart(IndexPart):
         if not self.present(folder):
             return None
         body = read_versioned(folder.path(Layout.RANKER_META), RANKER_FORMAT, RANKER_VERSION, error=IndexFormatError,
-                              fix="build the index again (priorart build --ranker default)")
+                              fix="install it again (priorart install-ranker INDEX)")
         return dict(body), folder.path(Layout.RANKER)
 
     def copy(self, src: IndexFolder, out: Path) -> dict[str, Any] | None:

@@ -210,3 +210,59 @@ def test_the_build_installs_the_ranker_it_is_given(tmp_path: Path, monkeypatch: 
     with pytest.raises(BuildError, match="no ranker.json"):
         build_sharded_index(tmp_path / "all.jsonl", tmp_path / "sharded-bad", shards=2, ranker=tmp_path, **options)
     assert not (tmp_path / "sharded-bad").exists()
+
+
+@pytest.mark.slow
+def test_install_ranker_puts_the_ranker_into_an_index_built_without_it(tmp_path: Path) -> None:
+    """``priorart install-ranker``: an index built with ``--ranker none`` and changed by an ``add`` (a live generation
+    of two segments) gets the ranker without a rebuild; it is checksummed with the rest, and /search orders by it;
+    the same into every shard of a sharded index; a folder without a ranker, or an index whose writers' lock is held,
+    is refused with the reason and leaves the index as it was."""
+    from typer.testing import CliRunner
+
+    from service.corpus.jsonl import read_corpus
+    from service.engine import Engine
+    from service.index.folder import IndexFolder
+    from service.index.live import add_documents, compact
+    from service.schema import SearchRequest
+    from service.settings import Settings
+    from training.build import build_index, build_sharded_index
+    from training.cli import app
+    from training.synth import SynthConfig, write_synthetic
+
+    write_synthetic(tmp_path / "all.jsonl", SynthConfig(n=160, seed=12), progress=False)
+    records = list(read_corpus(tmp_path / "all.jsonl"))
+    idx = tmp_path / "index"
+    options = {"translation": False, "compounds": "", "progress": False, "ranker": "none"}
+    build_index(records[:140], idx, **options)
+    add_documents(idx, records[140:], progress=False)
+    assert len(IndexFolder.open(idx).segments) == 2
+    res = CliRunner().invoke(app, ["install-ranker", str(idx), "--ranker", str(tmp_path)])
+    assert res.exit_code == 2 and "no ranker.json" in res.output
+    with IndexFolder.open(idx).writer_lock():  # an add running there
+        res = CliRunner().invoke(app, ["install-ranker", str(idx)])
+    assert res.exit_code == 2 and "another add/delete/compact is running" in res.output
+    assert "ranker" not in IndexFolder.open(idx).components
+    res = CliRunner().invoke(app, ["install-ranker", str(idx)])
+    assert res.exit_code == 0, res.output
+    assert "installed" in res.output and "from default" in res.output
+    folder = IndexFolder.open(idx)  # verified: the ranker's file is checksummed with the rest
+    assert folder.components["ranker"]["source"] == "default" and len(folder.segments) == 2
+    engine = Engine.load(idx, settings=Settings(index_dir=idx))
+    rec = records[150]
+    res_search = engine.search(SearchRequest(query=rec.title["en"], lang="en", k=5))
+    assert engine.ranker is not None and res_search.ranked_by == "learned ranker"
+    engine.close()
+    compact(idx, progress=False)  # kept by a compaction, as every index-level part
+    engine = Engine.load(idx, settings=Settings(index_dir=idx))
+    assert engine.ranker is not None and len(IndexFolder.open(idx).segments) == 1
+    engine.close()
+
+    sharded = tmp_path / "sharded"
+    write_synthetic(tmp_path / "s.jsonl", SynthConfig(n=120, seed=13), progress=False)
+    build_sharded_index(tmp_path / "s.jsonl", sharded, shards=2, **options)
+    res = CliRunner().invoke(app, ["install-ranker", str(sharded)])
+    assert res.exit_code == 0 and "(2 shards)" in res.output, res.output
+    engine = Engine.load(sharded, settings=Settings(index_dir=sharded))
+    assert engine.ranker is not None
+    engine.close()

@@ -262,7 +262,29 @@ def fuse_command(
     _echo_fusion(summary)
 
 
+def install_ranker_command(
+    index_dir: Path = typer.Argument(..., help="An index folder already built (plain, live or sharded)."),
+    ranker: str = typer.Option("default", "--ranker", help="default (the project's, the one `priorart build` "
+                               "installs) or a ranker folder written by `priorart experiment ranking --ranker-out`."),
+) -> None:
+    """Install the learned ranker of /search's first documents into an index built without it (before one was
+    written, or with --ranker none), every shard of a sharded one, without a rebuild. A running server uses it from
+    its next load (POST /admin/reload); PRIORART_EVIDENCE_BY=passage keeps the passage rule."""
+    from service.index.folder import IndexFormatError
+    from training.ranker import install_into
+
+    try:
+        entries = install_into(index_dir, ranker)
+    except (IndexFormatError, OSError, ValueError) as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from exc
+    e = entries[0]
+    typer.echo(f"ranker ({e['kind']}, the first {e['docs']} documents of /search, from {e['source']}) installed into "
+               f"{index_dir}" + (f" ({len(entries)} shards)" if len(entries) > 1 else ""))
+
+
 def register(app: typer.Typer) -> None:
-    """Add the ``build`` and ``fuse`` commands to the CLI."""
+    """Add the ``build``, ``fuse`` and ``install-ranker`` commands to the CLI."""
     app.command("build")(build_command)
     app.command("fuse")(fuse_command)
+    app.command("install-ranker")(install_ranker_command)
