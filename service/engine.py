@@ -71,12 +71,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-def _passage_score(key: np.ndarray) -> np.ndarray:
-    """A passage order key (:meth:`service.passages.ranker.PassageScores.key`) as a score in [0, 1]: its score where
-    the passage holds a query term, else 0."""
-    return np.where(key >= 2.0, key - 2.0, 0.0)
-
-
 DEFAULT_PASSAGE_PARAMS = dict(DEFAULT_PARAMS)
 PASSAGE_DOCS = 1000
 
@@ -374,12 +368,11 @@ class Engine:
             if ranking.skipped:
                 query.note(f"passage evidence: {ranking.skipped} of the first {n} documents have no text in "
                            f"{', '.join(detail['readable'])}: they come after those that do")
-            best = _passage_score(ranking.best)
+            best, second = ranking.evidence()
             learned: np.ndarray | None = None
             if ranker is not None:  # the learned ranker's score of each document's evidence
                 ev = evidence_features(self._first_stage(), self.docs, query, cands, n, best, ranker.features,
-                                       None if ranking.second is None else _passage_score(ranking.second),
-                                       ranking.matched)
+                                       second, ranking.matched)
                 learned = ranker.score(ev.X)
                 key = learned
                 cands.predicted_codes = [code for code, _ in ev.predicted_codes[:3]]
@@ -413,10 +406,9 @@ class Engine:
         except QueryError as exc:
             query.note(f"no passage evidence: {exc}")
             return cands, None
-        assert ranking.best is not None
-        second = None if ranking.second is None else _passage_score(ranking.second)
-        return cands, evidence_features(self._first_stage(), self.docs, query, cands, n, _passage_score(ranking.best),
-                                        second=second, matched=ranking.matched)
+        best, second = ranking.evidence()
+        return cands, evidence_features(self._first_stage(), self.docs, query, cands, n, best, second=second,
+                                        matched=ranking.matched)
 
     def _first_stage(self) -> FirstStage | None:
         """The pipeline's first stage, for the features that read the index (None: a sharded pipeline, whose rows are

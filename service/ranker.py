@@ -42,6 +42,7 @@ from numba import njit
 
 from service.codes import codes_at, record_codes
 from service.retrieval.code_prediction import DEFAULT_DEPTH as VOTERS
+from service.retrieval.code_prediction import predict_codes
 from service.retrieval.feedback import Feedback
 
 if TYPE_CHECKING:
@@ -102,13 +103,6 @@ def _code_shares(codes: Sequence[Sequence[str]], level: str) -> np.ndarray:
     return np.clip(out, 0.0, 1.0)
 
 
-def predicted_codes(codes: Sequence[Sequence[str]], level: str = "subclass") -> list[tuple[str, float]]:
-    """The query's codes at ``level`` voted by its first documents (best first, with their share)."""
-    from service.retrieval.code_prediction import predict_codes
-
-    return predict_codes(codes, level)
-
-
 def evidence_features(fs: FirstStage | None, docs: DocStore, query: Query, cands: Candidates, n: int,
                       passage: np.ndarray, features: Collection[str] = FEATURES, second: np.ndarray | None = None,
                       matched: np.ndarray | None = None) -> Evidence:
@@ -149,7 +143,7 @@ def evidence_features(fs: FirstStage | None, docs: DocStore, query: Query, cands
     terms = len(info.query_terms) if info is not None else 0
     X[:, col["query_terms"]] = math.log1p(terms)
     X[:, col["translated"]] = float(info is not None and any(r.kind != "mono" for r in info.routes))
-    return Evidence(X, predicted_codes(codes), feedback_ms)
+    return Evidence(X, predict_codes(codes, "subclass"), feedback_ms)
 
 
 def _feedback_scores(fs: FirstStage, query: Query, rows: np.ndarray) -> np.ndarray:
@@ -327,4 +321,4 @@ class RankerModel:
 
 
 __all__ = ["FEATURES", "FEEDBACK_DOCS", "RANKER_KINDS", "Evidence", "RankerModel", "TreeEnsemble",
-           "evidence_features", "predicted_codes"]
+           "evidence_features"]

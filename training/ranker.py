@@ -4,8 +4,9 @@ hinge loss (torch, exported to ONNX), on the features of :mod:`service.ranker`.
 A training set is the first ``N`` documents of many topics: their features (:meth:`service.engine.Engine.evidence`),
 each document's grade (the topic's qrels) and the topic's weight. ``priorart experiment ranking`` learns both models
 cross-fitted (each fold's topics ranked by the models learned on the other folds) and compares them with the fused
-order and the passage-evidence rule; :func:`install` writes the one that won into an index (the index part
-``ranker``), where the engine orders its first documents with it.
+order and the passage-evidence rule; :func:`write_ranker` writes the one that won to a ranker folder, which
+``priorart build`` (or :func:`install_into`, ``priorart install-ranker``, for an index already built) writes into an
+index as its part ``ranker``, where the engine orders its first documents with it.
 """
 
 from __future__ import annotations
@@ -90,8 +91,8 @@ def train_gbm(topics: Sequence[TopicEvidence], s: GbmSettings | None = None) -> 
     if not used:
         raise ValueError("no topic with documents to learn from")
     X = np.concatenate([t.X for t in used])
-    y = np.concatenate([t.grades for t in used]).astype(int) if used else np.zeros(0, int)
-    w = np.concatenate([np.full(len(t.ids), t.weight) for t in used]) if used else np.zeros(0)
+    y = np.concatenate([t.grades for t in used]).astype(int)
+    w = np.concatenate([np.full(len(t.ids), t.weight) for t in used])
     params = {"objective": "lambdarank", "num_leaves": s.leaves, "learning_rate": s.learning_rate,
               "min_data_in_leaf": s.min_leaf, "feature_fraction": s.feature_fraction, "seed": s.seed,
               "deterministic": True, "force_row_wise": True,  # (else LightGBM picks row/column-wise by timing)
@@ -324,22 +325,6 @@ def install_into(index_dir: str | Path, ranker: str | Path = "default") -> list[
     return written
 
 
-def install(index_dir: str | Path, kind: str, model: Any, *, docs: int, report: Mapping[str, Any],
-            features: Sequence[str] = RANKER_FEATURES) -> dict[str, Any]:
-    """Write ``model`` (learned on ``features``) into an existing index as its ranker (the index part ``ranker``),
-    registered in ``meta.json``; the engine then orders its first ``docs`` documents with it. Returns the entry."""
-    from service.index.folder import IndexFolder, Layout
-    from service.index.parts import open_part, write_part
-
-    folder = IndexFolder.open(index_dir, verify=False)
-    entry = write_part("ranker", folder.root, ranker_part(kind, model, docs=docs, report=report, features=features))
-    folder.register({"ranker": entry}, changed=[Layout.RANKER])
-    written = open_part("ranker", IndexFolder.open(index_dir, verify=False))
-    assert written is not None
-    RankerModel.of_part(*written)  # the service reads what was written
-    return dict(entry)
-
-
 __all__ = ["DEFAULT_RANKER", "EXTRA_FEATURES", "RANKER_DOCS", "RANKER_FEATURES", "GbmSettings", "MlpSettings",
-           "TopicEvidence", "export_onnx", "grades_of", "install", "install_into", "learn", "mlp_scores",
+           "TopicEvidence", "export_onnx", "grades_of", "install_into", "learn", "mlp_scores",
            "ranker_part", "ranking", "read_ranker", "resolve", "scores", "train_gbm", "train_mlp", "write_ranker"]

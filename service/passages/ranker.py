@@ -196,6 +196,16 @@ class PassageRanking:
     second: FloatArray | None = field(default=None, repr=False)
     matched: FloatArray | None = field(default=None, repr=False)
 
+    def evidence(self) -> tuple[FloatArray, FloatArray | None]:
+        """``best`` and ``second`` (None without ``spread``) as scores in [0, 1]: the passage's score where it holds a
+        query term, else 0 (the inverse of :meth:`PassageScores.key`)."""
+        assert self.best is not None, "no per-candidate evidence (a ranking of each candidate alone)"
+
+        def score(key: FloatArray) -> FloatArray:
+            return np.where(key >= 2.0, key - 2.0, 0.0)
+
+        return score(self.best), None if self.second is None else score(self.second)
+
 
 @dataclass
 class PassageScores:

@@ -16,12 +16,14 @@ from training.ranker import (
     RANKER_FEATURES,
     TopicEvidence,
     export_onnx,
-    install,
+    install_into,
     learn,
     mlp_scores,
+    ranker_part,
     ranking,
     scores,
     train_mlp,
+    write_ranker,
 )
 
 
@@ -143,7 +145,8 @@ def test_an_installed_ranker_orders_the_first_documents_of_search(tmp_path: Path
     engine.close()
 
     model = learn(kind, [t.only(RANKER_FEATURES) for t in _topics(80, seed=5)])
-    entry = install(idx, kind, model, docs=20, report={"test": True})
+    folder = write_ranker(tmp_path / "ranker", ranker_part(kind, model, docs=20, report={"test": True}))
+    (entry,) = install_into(idx, folder)
     assert entry["kind"] == kind and (idx / "ranker" / "ranker.json").is_file()
     engine = Engine.load(idx, settings=Settings(index_dir=idx))  # checksummed with the rest
     assert engine.ranker is not None and engine.ranker.kind == kind and engine.ranker.features == list(RANKER_FEATURES)
@@ -175,7 +178,7 @@ def test_the_build_installs_the_ranker_it_is_given(tmp_path: Path, monkeypatch: 
     from service.index.folder import IndexFolder
     from service.settings import Settings
     from training.build import BuildError, build_index
-    from training.ranker import ranker_part, read_ranker, write_ranker
+    from training.ranker import read_ranker
     from training.synth import SynthConfig, write_synthetic
 
     write_synthetic(tmp_path / "all.jsonl", SynthConfig(n=120, seed=9), progress=False)
