@@ -30,6 +30,7 @@ from service.index.components import open_component
 from service.index.folder import IndexFolder, IndexFormatError, Layout, ShardSet, is_sharded
 from service.index.parts import open_part
 from service.index.store import DocStore, UnknownDocumentError
+from service.kernel_pooling import KERNEL_FEATURES, KernelPooling, kernel_pooling
 from service.notices import explain as explain_notices
 from service.passages import DEFAULT_PARAMS, PassageIndex, PassageIndexMissingError
 from service.passages.highlight import query_words
@@ -67,6 +68,7 @@ if TYPE_CHECKING:
     from service.retrieval.first_stage import FirstStage
     from service.retrieval.resources import IndexResources
     from service.shards import Submit
+    from service.text.word_vectors import WordVectors
 
 log = logging.getLogger(__name__)
 
@@ -100,6 +102,10 @@ class Engine:
         except PassageIndexMissingError as exc:  # an index built before passages were indexed: search still works
             self._passages_missing = str(exc)
             self.notices.append(str(exc))
+        # the kernel-pooling features over word vectors of the index's terms (service/kernel_pooling.py), when it has
+        # them (the index part word_vectors, written with a ranker that reads them; or use_word_vectors)
+        vectors = open_part("word_vectors", folder)
+        self.kernels: KernelPooling | None = kernel_pooling(self._passages, vectors)
         # the learned ranker of the first documents, where one won held out and was installed (service/ranker.py)
         self.ranker: RankerModel | None = None
         part = open_part("ranker", folder)
@@ -109,6 +115,16 @@ class Engine:
                 self.ranker = RankerModel.of_part(body, where, settings.device)
             except (ValueError, KeyError, OSError) as exc:
                 raise IndexFormatError(f"{folder.path(Layout.RANKER_META)}: {exc}") from exc
+            if self.kernels is None and set(self.ranker.features) & set(KERNEL_FEATURES):
+                self.ranker = None  # its trees would read kernel features of 0: the passage rule orders instead
+                self.notices.append("the learned ranker reads kernel features of word vectors this index does not "
+                                    "have (too little text, or no passages): its first documents are ordered by "
+                                    "their best passage; `priorart install-ranker INDEX` trains the vectors")
+
+    def use_word_vectors(self, vectors: WordVectors) -> None:
+        """Compute the kernel-pooling features of the first documents (:mod:`service.kernel_pooling`) with
+        ``vectors``, word vectors of this index's terms (:func:`training.word_vectors.train_word_vectors`)."""
+        self.kernels = kernel_pooling(self._passages, vectors)
 
     def close(self) -> None:
         """Release the doc store's descriptors (memory maps go with the object); only once no request uses it."""
@@ -280,7 +296,7 @@ class Engine:
         query.explain = False  # the documents' matched terms are not shown with passages
         cands, trace = self.pipeline.run(query)
         t0 = time.perf_counter()
-        ranking, detail = self._rank_passages(query, cands, req, k=req.k)
+        ranking, detail, _ = self._rank_passages(query, cands, req, k=req.k)
         if ranking.skipped:
             query.note(f"{ranking.skipped} candidate documents have no text in {', '.join(detail['readable'])}: "
                        "their passages are not ranked")
@@ -295,10 +311,11 @@ class Engine:
                                missing_shards=cands.missing_shards)
 
     def _rank_passages(self, query: Query, cands: Candidates, req: PassageRequest | None, *, k: int,
-                       highlight: bool = True, spread: bool = False) -> tuple[PassageRanking, dict[str, Any]]:
+                       highlight: bool = True,
+                       spread: bool = False) -> tuple[PassageRanking, dict[str, Any], dict[str, QueryImage]]:
         """The passages of the pipeline's candidates, ranked in context with the request's parameters (``None``: the
-        defaults), and what the trace says of them (``readable``: the languages the query reaches, for the callers'
-        note on the candidates without text in them)."""
+        defaults), what the trace says of them (``readable``: the languages the query reaches, for the callers'
+        note on the candidates without text in them), and the query's images they were ranked with."""
         assert self._passages is not None
         given: dict[str, Any] = {name: getattr(req, name, None)
                                  for name in (*DEFAULT_PASSAGE_PARAMS, "rho", "beta_translated")}
@@ -320,7 +337,7 @@ class Engine:
         except ValueError as exc:
             raise QueryError(str(exc)) from exc
         return ranking, {"variant": variant, **params, "beta_translated": beta_translated,
-                         "documents": ranking.documents, "readable": sorted(readable)}
+                         "documents": ranking.documents, "readable": sorted(readable)}, images
 
     def reach(self, k: int) -> int:
         """How many documents of the fused order can reach a search's top ``k``: ``k``, or the first documents that
@@ -359,8 +376,8 @@ class Engine:
         if n:
             head = Candidates(rows=cands.rows[:n], fused=None if cands.fused is None else cands.fused[:n])
             try:
-                ranking, passages = self._rank_passages(query, head, None, k=1, highlight=False,
-                                                        spread=ranker is not None)
+                ranking, passages, images = self._rank_passages(query, head, None, k=1, highlight=False,
+                                                                spread=ranker is not None)
                 detail.update(passages, documents=n)
             except QueryError as exc:
                 query.note(f"ranked by the fused scores, not by passage evidence: {exc}")
@@ -371,8 +388,10 @@ class Engine:
             best, second = ranking.evidence()
             learned: np.ndarray | None = None
             if ranker is not None:  # the learned ranker's score of each document's evidence
+                kernels = (self.kernels.features(images, cands.rows[:n])
+                           if self.kernels is not None and set(ranker.features) & set(KERNEL_FEATURES) else None)
                 ev = evidence_features(self._first_stage(), self.docs, query, cands, n, best, ranker.features,
-                                       second, ranking.matched)
+                                       second, ranking.matched, kernels)
                 learned = ranker.score(ev.X)
                 key = learned
                 cands.predicted_codes = [code for code, _ in ev.predicted_codes[:3]]
@@ -402,13 +421,18 @@ class Engine:
             return cands, None
         head = Candidates(rows=cands.rows[:n], fused=None if cands.fused is None else cands.fused[:n])
         try:
-            ranking, _ = self._rank_passages(query, head, None, k=1, highlight=False, spread=True)
+            ranking, _, images = self._rank_passages(query, head, None, k=1, highlight=False, spread=True)
         except QueryError as exc:
             query.note(f"no passage evidence: {exc}")
             return cands, None
         best, second = ranking.evidence()
-        return cands, evidence_features(self._first_stage(), self.docs, query, cands, n, best, second=second,
-                                        matched=ranking.matched)
+        started = time.perf_counter()
+        kernels = self.kernels.features(images, cands.rows[:n]) if self.kernels is not None else None
+        kernels_ms = (time.perf_counter() - started) * 1000.0
+        ev = evidence_features(self._first_stage(), self.docs, query, cands, n, best, second=second,
+                               matched=ranking.matched, kernels=kernels)
+        ev.kernels_ms = kernels_ms
+        return cands, ev
 
     def _first_stage(self) -> FirstStage | None:
         """The pipeline's first stage, for the features that read the index (None: a sharded pipeline, whose rows are

@@ -20,7 +20,9 @@ collection (so that a model learned on some indexes applies to another):
   that go to the subclasses, and to the main groups, it holds;
 - its score in the search expanded by pseudo-relevance feedback (issue 33 item 3: Rocchio from the first
   ``FEEDBACK_DOCS`` documents on every route, service/retrieval/feedback.py), over the ``N``'s best there;
-- of the query: its index terms (log) and whether it was searched through translation.
+- of the query: its index terms (log) and whether it was searched through translation;
+- kernel pooling of the query's and the document's word vectors (issue 33 item 4, :mod:`service.kernel_pooling`:
+  exact and soft matches, through the translation tables), where the index has word vectors.
 
 Models (``kind``): ``gbm``, LambdaMART trees (LightGBM, trained by the training package; evaluated here from their
 dump: no LightGBM in the service), or ``mlp``, a network trained on pairs with the hinge loss and exported to ONNX
@@ -41,6 +43,7 @@ import numpy as np
 from numba import njit
 
 from service.codes import codes_at, record_codes
+from service.kernel_pooling import KERNEL_FEATURES
 from service.retrieval.code_prediction import DEFAULT_DEPTH as VOTERS
 from service.retrieval.code_prediction import predict_codes
 from service.retrieval.feedback import Feedback
@@ -53,7 +56,7 @@ if TYPE_CHECKING:
 
 FEATURES: tuple[str, ...] = (
     "fused", "rank", "bm25", "own_route", "doc_query_lang", "passage", "passage_rank", "passage_second",
-    "passage_matched", "code_subclass", "code_group", "feedback", "query_terms", "translated",
+    "passage_matched", "code_subclass", "code_group", "feedback", "query_terms", "translated", *KERNEL_FEATURES,
 )
 """The features of a document, in the model's column order (see the module docstring)."""
 
@@ -71,6 +74,7 @@ class Evidence:
     X: np.ndarray
     predicted_codes: list[tuple[str, float]]
     feedback_ms: float = 0.0  # the time of the feedback search (the costliest feature)
+    kernels_ms: float = 0.0  # the time of the kernel features (service.engine.Engine.evidence sets it)
 
 
 def _scaled(x: np.ndarray) -> np.ndarray:
@@ -105,10 +109,11 @@ def _code_shares(codes: Sequence[Sequence[str]], level: str) -> np.ndarray:
 
 def evidence_features(fs: FirstStage | None, docs: DocStore, query: Query, cands: Candidates, n: int,
                       passage: np.ndarray, features: Collection[str] = FEATURES, second: np.ndarray | None = None,
-                      matched: np.ndarray | None = None) -> Evidence:
+                      matched: np.ndarray | None = None, kernels: np.ndarray | None = None) -> Evidence:
     """The :data:`FEATURES` of the first ``n`` candidates (the fused order); ``passage``: their best passage's scores
     in [0, 1], ``second`` their second-best's (0 where none), ``matched`` the share of their passages that hold a
-    query term (:class:`service.passages.PassageRanking`; None: 0). ``fs``: the first stage, for the features that
+    query term (:class:`service.passages.PassageRanking`; None: 0), ``kernels`` their
+    :data:`~service.kernel_pooling.KERNEL_FEATURES` (None: 0). ``fs``: the first stage, for the features that
     read the index (None: a sharded pipeline, those are 0);
     ``features``: those a model reads (the feedback search, the costly one, runs only when it is among them)."""
     assert cands.fused is not None
@@ -143,6 +148,8 @@ def evidence_features(fs: FirstStage | None, docs: DocStore, query: Query, cands
     terms = len(info.query_terms) if info is not None else 0
     X[:, col["query_terms"]] = math.log1p(terms)
     X[:, col["translated"]] = float(info is not None and any(r.kind != "mono" for r in info.routes))
+    if kernels is not None:
+        X[:, [col[f] for f in KERNEL_FEATURES]] = kernels
     return Evidence(X, predict_codes(codes, "subclass"), feedback_ms)
 
 

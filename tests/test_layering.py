@@ -22,7 +22,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("indexing", ("service.index.live", "service.index.components")),
     ("pipeline", ("service.candidates", "service.stages", "service.fusion", "service.notices", "service.pipeline",
                   "service.shards")),
-    ("engine", ("service.engine", "service.ranker")),
+    ("engine", ("service.engine", "service.ranker", "service.kernel_pooling")),
     ("workflow", ("service.workflow", "service.watch")),
     ("api", ("service.api", "service.startup", "service.serve_ray")),
     ("training", ("training",)),

@@ -34,10 +34,12 @@ from service.corpus.record import PatentRecord
 from service.index.components import ENCODE_BATCH, EmptyBatchError, WriteContext, write_components
 from service.index.folder import FIELDS, SCORINGS, BuildSettings, IndexFolder, Layout, write_meta
 from service.index.parts import copy_part, write_part
+from service.passages.arrays import PassageArrays
 from service.retrieval.dense import INDEX_KINDS
 from service.retrieval.encoders import ModelsLayout
 from service.text.analysis import SUPPORTED_LANGS, Analyzer, CachedAnalyzer, get_analyzer
 from service.text.compounds import CompoundSplitter
+from service.text.word_vectors import WordVectors
 from training.translation.compounds import COMPOUND_LANGS
 from training.translation.index_step import (
     DEFAULT_COMPOUND_LANGS,
@@ -50,6 +52,7 @@ from training.translation.index_step import (
     write_analysis,
 )
 from training.translation.lexicons import DEFAULT_LEXICONS, DEFAULT_SPLITTER_LEXICONS, parse_lexicons
+from training.word_vectors import reads_kernels
 
 log = logging.getLogger(__name__)
 
@@ -125,6 +128,21 @@ def _translation_tables(
         raise BuildError(str(exc)) from exc
 
 
+def _word_vectors(passages: Any, analyzers: Mapping[str, Any], progress: bool) -> WordVectors | None:
+    """The index's word vectors (training/word_vectors.py); None, logged, when no language has enough text or gensim
+    is not installed (the engine then orders the first documents by the passage rule, and says so)."""
+    from training.word_vectors import train_word_vectors
+
+    try:
+        return train_word_vectors(passages, analyzers, progress=progress)
+    except ValueError as exc:
+        log.warning("no word vectors (%s): the ranker's kernel features cannot be computed in this index", exc)
+    except ImportError as exc:  # an installation without the training extra (gensim): the service's own warmup
+        log.warning("no word vectors (%s; the training extra installs it): the ranker's kernel features cannot be "
+                    "computed in this index", exc)
+    return None
+
+
 def _ranker(ranker: str | Path | None) -> tuple[str, dict[str, Any]] | None:
     """Where the ranker a build installs comes from, and what it is written from (:func:`build_index`'s ``ranker``)."""
     from training.ranker import resolve
@@ -196,6 +214,7 @@ def build_index(
     fuse: bool = True,
     fuse_task: str = "auto",
     ranker: str | Path | None = "default",
+    word_vectors: WordVectors | None = None,
 ) -> BuildReport:
     """Build an index folder from a corpus JSONL path (or an iterable of records).
 
@@ -206,6 +225,8 @@ def build_index(
     ``translation_dir`` reuses tables instead; ``compounds`` lists the languages whose compounds are split
     (for indexing, queries and translation; ``""`` for none); ``splitters`` gives them ready-made instead
     (experiments: splitters that never saw the topics' claims).
+    ``word_vectors``: the word vectors a ranker's kernel features read, ready-made instead of trained on the index's
+    passages (a build compared with a live index that learned them from its first documents).
     ``overwrite`` replaces an existing index folder (only one with a ``meta.json`` or an empty one).
     ``progress``: tqdm bar on stderr (default: when stderr is a terminal).
     ``models_dir``: add dense + rerank parts from a models folder (:func:`add_models`; ``dense_index``
@@ -275,6 +296,10 @@ def build_index(
         components["translation"] = tables
         if ranker_in is not None:  # the learned ranker of the first documents (an index-level part)
             components["ranker"] = {**write_part("ranker", tmp, ranker_in[1]), "source": ranker_in[0]}
+            if reads_kernels(ranker_in[1]["body"]["features"]):  # and the word vectors its kernel features read
+                vectors = word_vectors or _word_vectors(PassageArrays.open(tmp / Layout.PASSAGES), analyzers, show)
+                if vectors is not None:
+                    components["word_vectors"] = write_part("word_vectors", tmp, vectors)
         components["build"] = {"n_docs": n_docs, "corpus": str(corpus) if isinstance(corpus, str | Path) else None}
         folder = IndexFolder(tmp, write_meta(tmp, settings, components))  # the build wrote and hashed every file
         models_report: dict[str, Any] | None = None

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from service.kernel_pooling import KERNEL_FEATURES
 from service.ranker import FEATURES, RANKER_KINDS, RankerModel, TreeEnsemble
 
 log = logging.getLogger(__name__)
@@ -37,6 +38,10 @@ language) rather than what makes a document relevant."""
 
 RANKER_FEATURES: tuple[str, ...] = tuple(f for f in FEATURES if not any(f in g for g in EXTRA_FEATURES.values()))
 """The features of an installed ranker."""
+
+ABLATED_FEATURES: dict[str, tuple[str, ...]] = {"kernels": KERNEL_FEATURES}
+"""Groups of :data:`RANKER_FEATURES` that the ranking experiment also leaves out (``learned <kind> without
+<group>``): what each adds, measured held out (docs/RESULTS.md, "Passage evidence in /search")."""
 
 
 @dataclass
@@ -298,12 +303,14 @@ def resolve(ranker: str | Path | None) -> tuple[str, dict[str, Any]] | None:
 
 
 def install_into(index_dir: str | Path, ranker: str | Path = "default") -> list[dict[str, Any]]:
-    """Write the ranker ``ranker`` names (:func:`resolve`) into an index already built, every shard of a sharded one,
-    each under its writers' lock (refused while an add, delete or compact runs there); a running server orders by it
-    from its next load (``POST /admin/reload``, or the reload of the next generation). Returns the entries written;
-    ``ValueError`` when there is no ranker to write."""
+    """Write the ranker ``ranker`` names (:func:`resolve`) into an index already built, every shard of a sharded one
+    (and, for a ranker that reads the kernel features, the index's word vectors where it has none: trained on its
+    passages, training/word_vectors.py), each under its writers' lock (refused while an add, delete or compact runs
+    there); a running server orders by it from its next load (``POST /admin/reload``, or the reload of the next
+    generation). Returns the entries written; ``ValueError`` when there is no ranker to write."""
     from service.index.folder import IndexFolder, Layout, ShardSet, is_sharded
     from service.index.parts import open_part, write_part
+    from training.word_vectors import index_word_vectors, reads_kernels
 
     got = resolve(ranker)
     if got is None:
@@ -317,7 +324,14 @@ def install_into(index_dir: str | Path, ranker: str | Path = "default") -> list[
         with IndexFolder.open(root, verify=False).writer_lock(wait=False):
             folder = IndexFolder.open(root, verify=False)  # as it is under the lock
             entry = {**write_part("ranker", folder.root, part), "source": source}
-            folder.register({"ranker": entry}, changed=[Layout.RANKER])
+            parts, changed = {"ranker": entry}, [Layout.RANKER]
+            if reads_kernels(part["body"]["features"]) and not folder.has("word_vectors"):
+                try:
+                    parts["word_vectors"] = write_part("word_vectors", folder.root, index_word_vectors(root))
+                    changed.append(Layout.WORD_VECTORS)
+                except ValueError as exc:  # too little text: the engine orders by the passage rule, and says so
+                    entry["word_vectors"] = f"none ({exc}): the first documents are ordered by their best passage"
+            folder.register(parts, changed=changed)
         got_back = open_part("ranker", IndexFolder.open(root, verify=True))  # checksummed with the rest
         assert got_back is not None
         RankerModel.of_part(*got_back)  # the service reads what was written
@@ -325,6 +339,6 @@ def install_into(index_dir: str | Path, ranker: str | Path = "default") -> list[
     return written
 
 
-__all__ = ["DEFAULT_RANKER", "EXTRA_FEATURES", "RANKER_DOCS", "RANKER_FEATURES", "GbmSettings", "MlpSettings",
-           "TopicEvidence", "export_onnx", "grades_of", "install_into", "learn", "mlp_scores",
+__all__ = ["ABLATED_FEATURES", "DEFAULT_RANKER", "EXTRA_FEATURES", "RANKER_DOCS", "RANKER_FEATURES", "GbmSettings",
+           "MlpSettings", "TopicEvidence", "export_onnx", "grades_of", "install_into", "learn", "mlp_scores",
            "ranker_part", "ranking", "read_ranker", "resolve", "scores", "train_gbm", "train_mlp", "write_ranker"]

@@ -1,12 +1,13 @@
 """The parts of an index as a whole (the index-level half of the component registry, service/index/components.py).
 
-The translation tables, the compound word lists and the fusion weights are learned once from the whole corpus by the
-training package's steps and shared by every segment of the index (a segment is analysed with the index's word
-lists). Each is one class with its ``name`` (its key in ``meta.json``) and format ``version``: ``write(out, value)``
-writes what a training step learned at the top of a folder and returns its ``meta.json`` entry, ``open(folder)``
-reads it back (a file's object is reused while the file is unchanged: service/filecache.py), ``copy(src, out)`` gives
-another folder of the same index (a shard) the same part. They are never merged: a merge or a compaction writes
-segments, and the index-level files stay at the top of the folder. This module sits in the index layer, below the
+The translation tables, the compound word lists, the fusion weights, the learned ranker and the word vectors its
+kernel features read are learned once from the whole corpus by the training package's steps and shared by every
+segment of the index (a segment is analysed with the index's word lists). Each is one class with its ``name`` (its
+key in ``meta.json``) and format ``version``: ``write(out, value)`` writes what a training step learned at the top of
+a folder and returns its ``meta.json`` entry, ``open(folder)`` reads it back (a file's object is reused while the file
+is unchanged: service/filecache.py), ``copy(src, out)`` gives another folder of the same index (a shard) the same
+part. They are never merged: a merge or a compaction writes segments, and the index-level files stay at the top of
+the folder. This module sits in the index layer, below the
 first stage and the fusion that open them.
 
 Adding an index-level part is one class here and its line in :data:`INDEX_PARTS`.
@@ -23,6 +24,7 @@ from service.index.folder import IndexFolder, IndexFormatError, Layout
 from service.text.analysis import Analyzer
 from service.text.compounds import ANALYSIS_VERSION, CompoundSplitter, load_analyzers
 from service.text.translation import TABLE_VERSION, TranslationTable
+from service.text.word_vectors import WordVectors
 from service.versioned import read_versioned, write_versioned
 
 FUSION_FORMAT = "priorart-fusion"
@@ -196,8 +198,45 @@ class RankerPart(IndexPart):
                                                         if p.name != Path(Layout.RANKER_META).name}})
 
 
+WORD_VECTORS_VERSION = 1
+
+
+class WordVectorsPart(IndexPart):
+    """Word vectors of the index's own terms (``word_vectors/``, :class:`service.text.word_vectors.WordVectors`),
+    trained on its passages where a ranker that reads the kernel features is installed (service/kernel_pooling.py;
+    :func:`training.word_vectors.train_word_vectors`). Terms of documents added later have none: they match exactly
+    only."""
+
+    name = "word_vectors"
+
+    @property
+    def version(self) -> int:
+        return WORD_VECTORS_VERSION
+
+    def write(self, out: Path, value: Any) -> dict[str, Any]:
+        vectors: WordVectors = value
+        vectors.save(out / Layout.WORD_VECTORS)
+        return {"version": WORD_VECTORS_VERSION, "dir": Layout.WORD_VECTORS, "terms": len(vectors),
+                "dim": vectors.dim}
+
+    def open(self, folder: IndexFolder, **options: Any) -> WordVectors | None:
+        """The vectors (None when the index has none)."""
+        if not self.present(folder):
+            return None
+        entry = folder.components[self.name]
+        if entry.get("version") != WORD_VECTORS_VERSION:
+            raise IndexFormatError(f"{folder.path(Layout.META)}: word vectors of version {entry.get('version')}, "
+                                   f"this code reads {WORD_VECTORS_VERSION}; install the ranker again "
+                                   "(priorart install-ranker INDEX)")
+        try:
+            return WordVectors.load(folder.path(entry["dir"]))
+        except (KeyError, OSError, ValueError) as exc:
+            raise IndexFormatError(f"{folder.path(Layout.WORD_VECTORS)}: {exc}; install the ranker again "
+                                   "(priorart install-ranker INDEX)") from exc
+
+
 INDEX_PARTS: dict[str, IndexPart] = {p.name: p for p in (TranslationPart(), AnalysisPart(), FusionPart(),
-                                                         RankerPart())}
+                                                         RankerPart(), WordVectorsPart())}
 """Every part of the index as a whole (see the module doc)."""
 
 
@@ -217,4 +256,5 @@ def copy_part(name: str, src: IndexFolder, out: Path) -> Any:
 
 
 __all__ = ["FUSION_FORMAT", "FUSION_VERSION", "INDEX_PARTS", "RANKER_FORMAT", "RANKER_VERSION", "AnalysisPart",
-           "FusionPart", "IndexPart", "RankerPart", "TranslationPart", "copy_part", "open_part", "write_part"]
+           "FusionPart", "IndexPart", "RankerPart", "TranslationPart", "WordVectorsPart", "copy_part", "open_part",
+           "write_part"]

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from service.kernel_pooling import KERNEL_FEATURES
 from service.query import QueryError
 from service.ranker import FEATURES, RankerModel, TreeEnsemble, _code_shares
 from training.ranker import (
@@ -119,6 +120,7 @@ def test_an_installed_ranker_orders_the_first_documents_of_search(tmp_path: Path
     codes; ``evidence_docs: 0`` is still the fused order, ``evidence_by: passage`` the passage rule; the features are
     those of the search. An index built without one orders by the best passage and refuses ``evidence_by: ranker``."""
     from service.engine import Engine
+    from service.index.folder import IndexFolder
     from service.schema import SearchRequest
     from service.settings import Settings
     from training.build import build_index
@@ -150,6 +152,11 @@ def test_an_installed_ranker_orders_the_first_documents_of_search(tmp_path: Path
     assert entry["kind"] == kind and (idx / "ranker" / "ranker.json").is_file()
     engine = Engine.load(idx, settings=Settings(index_dir=idx))  # checksummed with the rest
     assert engine.ranker is not None and engine.ranker.kind == kind and engine.ranker.features == list(RANKER_FEATURES)
+    # its kernel features read the index's word vectors, trained on its passages when the ranker was installed
+    assert set(KERNEL_FEATURES) <= set(RANKER_FEATURES)
+    assert "word_vectors/vectors.npy" in IndexFolder.open(idx).meta.files
+    cands, ev = engine.evidence(engine.query(req), 20)
+    assert ev is not None and ev.X[:, [col[f] for f in KERNEL_FEATURES]].max() > 0
     res = engine.search(req)
     assert res.ranked_by == "learned ranker"
     first = [h for h in res.results if "ranker" in h.components]
@@ -164,6 +171,12 @@ def test_an_installed_ranker_orders_the_first_documents_of_search(tmp_path: Path
     fused = engine.search(req.model_copy(update={"evidence_docs": 0}))
     assert fused.ranked_by == "fusion"
     assert [h.id for h in fused.results] == [engine.docs.ids[int(r)] for r in cands.rows[:20]]  # the fused order
+    engine.close()
+    # without the word vectors its kernel features read, the ranker is not used: the passage rule orders, and says so
+    IndexFolder.open(idx).register({}, remove=["word_vectors"])
+    engine = Engine.load(idx, settings=Settings(index_dir=idx))
+    assert engine.ranker is None and any("kernel features" in n for n in engine.notices)
+    assert engine.search(req).ranked_by == "passage evidence"
     engine.close()
 
 
@@ -251,14 +264,16 @@ def test_install_ranker_puts_the_ranker_into_an_index_built_without_it(tmp_path:
     assert "installed" in res.output and "from default" in res.output
     folder = IndexFolder.open(idx)  # verified: the ranker's file is checksummed with the rest
     assert folder.components["ranker"]["source"] == "default" and len(folder.segments) == 2
+    assert folder.components["word_vectors"]["terms"] > 0  # trained on both segments' passages for its kernels
     engine = Engine.load(idx, settings=Settings(index_dir=idx))
+    assert engine.kernels is not None
     rec = records[150]
     res_search = engine.search(SearchRequest(query=rec.title["en"], lang="en", k=5))
     assert engine.ranker is not None and res_search.ranked_by == "learned ranker"
     engine.close()
     compact(idx, progress=False)  # kept by a compaction, as every index-level part
     engine = Engine.load(idx, settings=Settings(index_dir=idx))
-    assert engine.ranker is not None and len(IndexFolder.open(idx).segments) == 1
+    assert engine.ranker is not None and engine.kernels is not None and len(IndexFolder.open(idx).segments) == 1
     engine.close()
 
     sharded = tmp_path / "sharded"

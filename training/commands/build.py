@@ -281,6 +281,10 @@ def install_ranker_command(
     e = entries[0]
     typer.echo(f"ranker ({e['kind']}, the first {e['docs']} documents of /search, from {e['source']}) installed into "
                f"{index_dir}" + (f" ({len(entries)} shards)" if len(entries) > 1 else ""))
+    for i, entry in enumerate(entries):
+        if "word_vectors" in entry:
+            typer.echo(f"warning: {'shard ' + str(i) + ': ' if len(entries) > 1 else ''}no word vectors for its "
+                       f"kernel features: {entry['word_vectors']}", err=True)
 
 
 def register(app: typer.Typer) -> None:

@@ -62,6 +62,7 @@ from tqdm import tqdm
 from service.corpus.record import PatentRecord
 from service.evaluation.measures import evaluate_run
 from service.evaluation.significance import format_p, randomisation_test
+from service.kernel_pooling import KERNEL_FEATURES
 from service.ranker import FEATURES, RANKER_KINDS
 from training.experiments import ExperimentError
 from training.experiments.output import commit, write_result
@@ -69,6 +70,7 @@ from training.experiments.xling import first_claim, trilingual_grants
 from training.experiments.xling_passages import DIRECTIONS, claim_topics, fold_engines
 from training.fusion import ALPHA
 from training.ranker import (
+    ABLATED_FEATURES,
     EXTRA_FEATURES,
     RANKER_DOCS,
     RANKER_FEATURES,
@@ -84,6 +86,7 @@ from training.ranker import (
 if TYPE_CHECKING:
     from service.engine import Engine
     from service.query import Query
+    from service.text.word_vectors import WordVectors
 
 TASKS = ("claims", "titles", "own language", "main group", "synthetic")
 MEASURES = ("mrr", "ndcg", "recall@100", "success@1")
@@ -92,6 +95,8 @@ CROSS_FITTED = "cross-fitted"
 LEARNED = "learned"  # the systems "learned gbm", "learned mlp": the first documents ordered by a learned ranker
 EVIDENCE = "evidence features"  # (latency: the pipeline, the first documents' passages and their features)
 FEEDBACK = "feedback search"  # (latency: the feedback feature's search, part of the evidence features')
+KERNELS = "kernel features"  # (latency: the kernel features, part of the evidence features')
+KNRM = "knrm"  # the text model alone: kernel pooling and a network on pairs (issue 33 item 4), never installed
 
 
 @dataclass
@@ -258,9 +263,10 @@ def run_ranking(
     systems = {FUSION: (0, 1.0), **{f"N={v} w={w:g}": (v, w) for v in s.values for w in s.weights}}
     learners = learned_systems(s)  # name -> (kind, features)
     learned = list(learners)
-    eligible = [*systems, *(name for name in learned if " with " not in name)]  # what may be chosen and installed
+    eligible = [*systems, *(name for name in learned if " with" not in name and name != KNRM)]  # what may be
+    # chosen and installed: not the extras, the ablations, nor the text model alone
     ranked: dict[str, dict[str, list[str]]] = {name: {} for name in [*systems, *learned]}  # system -> qid -> ids
-    ms: dict[str, list[float]] = {name: [] for name in [*systems, EVIDENCE, FEEDBACK]}
+    ms: dict[str, list[float]] = {name: [] for name in [*systems, EVIDENCE, FEEDBACK, KERNELS]}
     evidence: dict[str, TopicEvidence] = {}
     topics: list[RankTopic] = []
     skipped = 0
@@ -284,6 +290,10 @@ def run_ranking(
 
     def run(engine: Engine, todo: list[RankTopic], desc: str) -> None:
         nonlocal skipped, t_run
+        vectors = (word_vectors(engine, work is not None, progress)
+                   if any(KERNEL_FEATURES[0] in features for _, features in learners.values()) else None)
+        if vectors is not None:
+            engine.use_word_vectors(vectors)
         t_start = time.perf_counter()
         for topic in tqdm(todo, desc=desc, file=sys.stderr, leave=False,
                           disable=None if progress is None else not progress):
@@ -298,6 +308,7 @@ def run_ranking(
                     cands, ev = engine.evidence(query(engine, topic), s.learned_docs)
                     ms[EVIDENCE].append((time.perf_counter() - started) * 1000.0)
                     ms[FEEDBACK].append(ev.feedback_ms if ev is not None else 0.0)
+                    ms[KERNELS].append(ev.kernels_ms if ev is not None else 0.0)
                     ids = [engine.docs.ids[int(r)] for r in cands.rows[: s.depth]]
                     n = 0 if ev is None else len(ev.X)
                     evidence[topic.qid] = TopicEvidence(
@@ -368,7 +379,8 @@ def run_ranking(
     latency = {name: {"p50": float(np.percentile(v, 50)), "p99": float(np.percentile(v, 99)),
                       "mean": float(np.mean(v))} for name, v in ms.items() if v}
     for name, (_kind, features) in learners.items():  # the pipeline, the passages, the features (the score: ~0.1 ms)
-        spent = np.asarray(ms[EVIDENCE]) - (0.0 if "feedback" in features else np.asarray(ms[FEEDBACK]))
+        spent = (np.asarray(ms[EVIDENCE]) - (0.0 if "feedback" in features else np.asarray(ms[FEEDBACK]))
+                 - (0.0 if KERNEL_FEATURES[0] in features else np.asarray(ms[KERNELS])))
         latency[name] = {"p50": float(np.percentile(spent, 50)), "p99": float(np.percentile(spent, 99)),
                          "mean": float(np.mean(spent))}
     written: dict[str, Any] | None = None
@@ -393,6 +405,27 @@ def run_ranking(
     if out is not None:
         write_result(result.to_dict(), out, command=command)
     return result
+
+
+def word_vectors(engine: Engine, keep: bool, progress: bool | None) -> WordVectors | None:
+    """Word vectors of the engine's index (:func:`training.word_vectors.train_word_vectors`: its own passages, no
+    topic), kept beside the index folder (``<index>.word-vectors``) when ``keep``, and read from there again; None
+    when it has too little text (its kernel features are then 0, as an installed ranker's would not be: it is not
+    used there)."""
+    from service.text.word_vectors import WordVectors
+    from training.word_vectors import train_word_vectors
+
+    where = engine.index_dir.parent / f"{engine.index_dir.name}.word-vectors"
+    if keep and (where / "vectors.npy").is_file():
+        return WordVectors.load(where)
+    try:
+        vectors = train_word_vectors(engine.passage_index(),
+                                     engine.resources.analyzers if engine.resources else None, progress=progress)
+    except ValueError:
+        return None
+    if keep:
+        vectors.save(where)
+    return vectors
 
 
 def _install(per_query: dict[str, dict[str, dict[str, float]]], topics: Sequence[RankTopic], choice: str,
@@ -437,11 +470,17 @@ def _choose(per_query: dict[str, dict[str, dict[str, float]]], topics: Sequence[
 
 def learned_systems(s: RankingSettings) -> dict[str, tuple[str, tuple[str, ...]]]:
     """The learned systems of the settings: ``learned <kind>`` on the features an installed ranker reads
-    (:data:`training.ranker.RANKER_FEATURES`), and ``learned <kind> with <extra>`` with each extra feature group (what
-    it adds, measured; never chosen nor installed); name -> (kind, features)."""
+    (:data:`training.ranker.RANKER_FEATURES`), ``learned <kind> with <extra>`` with each extra feature group and
+    ``learned <kind> without <group>`` without each ablated group (what they add, measured; never chosen nor
+    installed), and ``knrm``, the text model alone (a network on the kernel features only, issue 33 item 4); name ->
+    (kind, features)."""
     out: dict[str, tuple[str, tuple[str, ...]]] = {}
+    if "mlp" in s.learned:
+        out[KNRM] = ("mlp", KERNEL_FEATURES)
     for kind in s.learned:
         out[f"{LEARNED} {kind}"] = (kind, RANKER_FEATURES)
+        for group, left_out in ABLATED_FEATURES.items():
+            out[f"{LEARNED} {kind} without {group}"] = (kind, tuple(f for f in RANKER_FEATURES if f not in left_out))
         for extra in s.extra:
             with_extra = set(RANKER_FEATURES) | set(EXTRA_FEATURES[extra])
             out[f"{LEARNED} {kind} with {extra}"] = (kind, tuple(f for f in FEATURES if f in with_extra))
@@ -496,7 +535,11 @@ def _system_order(name: str) -> tuple[int, float, float]:
         return (0, 0.0, 0.0)
     if name == CROSS_FITTED:
         return (3, 0.0, 0.0)
+    if name == KNRM:
+        return (2, -1.0, 0.0)
     if name.startswith(LEARNED):
+        if " without " in name:
+            return (2, float(RANKER_KINDS.index(name.split()[1])), 0.5)
         extra = name.split(" with ", 1)[1] if " with " in name else ""
         return (2, float(RANKER_KINDS.index(name.split()[1])), float(list(EXTRA_FEATURES).index(extra) + 1
                                                                     if extra else 0))

@@ -148,7 +148,7 @@ def test_a_failed_write_leaves_no_open_file(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_the_index_level_parts_are_written_opened_shared_and_copied_through_the_registry(tmp_path: Path) -> None:
-    """The translation tables, the compound word lists, the fusion weights and the learned ranker
+    """The translation tables, the compound word lists, the fusion weights, the learned ranker and its word vectors
     (service/index/parts.py): the build writes them through the registry and the loaders open them through it; a
     segment holds none of them (it shares the index's: a reload after an add reuses the same objects); a compaction
     keeps them; ``copy_part`` gives another folder the same parts (a shard)."""
@@ -162,8 +162,12 @@ def test_the_index_level_parts_are_written_opened_shared_and_copied_through_the_
     idx = tmp_path / "index"
     build_index(records[:140], idx, progress=False)
     folder = IndexFolder.open(idx)
-    # no models; the project's ranker (training/rankers/default, priorart build's default)
-    assert [n for n, p in INDEX_PARTS.items() if p.present(folder)] == ["translation", "analysis", "ranker"]
+    # no models; the project's ranker (training/rankers/default, priorart build's default) and the word vectors its
+    # kernel features read
+    assert [n for n, p in INDEX_PARTS.items() if p.present(folder)] == ["translation", "analysis", "ranker",
+                                                                        "word_vectors"]
+    vectors = open_part("word_vectors", folder)
+    assert vectors is not None and folder.components["word_vectors"]["terms"] == len(vectors) > 0
     tables = open_part("translation", folder)
     assert tables and INDEX_PARTS["translation"].version == TABLE_VERSION
     entries = folder.components["translation"]
@@ -182,6 +186,7 @@ def test_the_index_level_parts_are_written_opened_shared_and_copied_through_the_
     compact(idx, progress=False)
     compacted = IndexFolder.open(idx)
     assert [(t.src, t.tgt) for t in open_part("translation", compacted)] == [(t.src, t.tgt) for t in tables]
+    assert open_part("word_vectors", compacted).keys == vectors.keys  # kept, not trained again
 
     other = tmp_path / "shard"
     other.mkdir()
@@ -193,6 +198,7 @@ def test_the_index_level_parts_are_written_opened_shared_and_copied_through_the_
     ranker_body, _ = open_part("ranker", folder)
     assert copy_part("ranker", folder, other)["kind"] == ranker_body["kind"]
     assert (other / Layout.RANKER_META).read_bytes() == folder.path(Layout.RANKER_META).read_bytes()
+    assert copy_part("word_vectors", folder, other)["terms"] == len(vectors)
 
     body = FusionModel.bm25_only("a test's reason").to_json()
     assert write_part("fusion", idx, body) == {"version": INDEX_PARTS["fusion"].version, "file": Layout.FUSION}

@@ -19,6 +19,7 @@ from service.corpus.record import PatentRecord
 from service.engine import Engine
 from service.index.folder import IndexFolder, IndexFormatError, Layout, current_generation
 from service.index.live import LiveIndexError, add_documents, compact, delete_documents
+from service.index.parts import open_part
 from service.retrieval.segments import SegmentedSparseIndex
 from service.schema import PassageRequest, SearchRequest
 from service.settings import Settings
@@ -112,11 +113,14 @@ def test_three_adds_with_replace_and_delete_equal_one_build(real_corpus: Path, r
     assert (r2.generation, r2.deleted) == (2, 2)
     r3 = add_documents(live, b3, progress=False)
     assert r3.generation == 3 and r3.segments == 3
-    # the same final collection in the live row order, built at once with the same tables and word lists
+    # the same final collection in the live row order, built at once with the same tables, word lists and word vectors
     final = [r for r in b1 if r.id not in {replaced.id, *gone}] + [r for r in b2 if r.id not in gone]
     final += [replacement, *b3]
     full = tmp_path / "full"
-    build_index(final, full, translation_dir=real_translation, splitters=_splitters(live), progress=False)
+    vectors = open_part("word_vectors", IndexFolder.open(live))
+    assert vectors is not None  # (the ranker reads kernel features: the build trained them on b1's passages)
+    build_index(final, full, translation_dir=real_translation, splitters=_splitters(live), word_vectors=vectors,
+                progress=False)
     e_live = Engine.load(live, settings=Settings(index_dir=live))
     e_full = Engine.load(full, settings=Settings(index_dir=full))
     assert e_live.generation == 3 and e_live.num_docs == e_full.num_docs == len(final)
@@ -570,7 +574,8 @@ def test_added_documents_are_encoded_as_a_full_build_encodes_them(tmp_path: Path
     records = list(read_corpus(corpus))
     assert len(records) == 60
     opts: dict = {"models_dir": models, "fuse": False, "translation": False, "compounds": "", "device": "cpu",
-                  "progress": False}
+                  "progress": False, "ranker": "none"}  # (the encodings are compared: 40 documents are too few for
+    # the ranker's word vectors, 60 are not, and the two would order their first documents differently)
     live, full = tmp_path / "live", tmp_path / "full"
     build_index(records[:40], live, **opts)
     build_index(records, full, **opts)

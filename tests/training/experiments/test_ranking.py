@@ -81,12 +81,14 @@ def test_the_experiment_runs_every_system_through_the_engine_and_cross_fits_the_
     s = RankingSettings(folds=2, values=(5,), weights=(1.0,), max_claims=2, tasks=("claims", "titles", "own language"))
     res = run_ranking(None, s, records=records, work=tmp_path / "work", out=tmp_path / "out.json", progress=False)
     assert set(res.rows) == {"claims", "titles", "own language"}
-    learned = {f"learned {k}{x}" for k in ("gbm", "mlp") for x in ("", " with feedback", " with language")}
+    learned = {f"learned {k}{x}" for k in ("gbm", "mlp")
+               for x in ("", " with feedback", " with language", " without kernels")} | {"knrm"}
     assert set(res.rows["claims"]["all"]) == {FUSION, "N=5 w=1", CROSS_FITTED, *learned}
     assert len(res.chosen) == 2 and set(res.chosen) <= {FUSION, "N=5 w=1", "learned gbm", "learned mlp"}
     assert res.per_query[FUSION].keys() == res.per_query["N=5 w=1"].keys() == res.per_query[CROSS_FITTED].keys()
     assert all(res.per_query[name].keys() == res.per_query[FUSION].keys() for name in learned)
     assert res.latency_ms[FUSION]["p50"] > 0 and res.latency_ms["learned gbm"]["p50"] > 0
     assert "cross-fitted" in format_table(res) and (tmp_path / "out.json").is_file()
-    assert sorted(p.name for p in (tmp_path / "work").iterdir()) == [f"index-{f}-{t}" for f in (0, 1)
-                                                                      for t in ("de", "en", "fr")]
+    kept = sorted(p.name for p in (tmp_path / "work").iterdir())  # the indexes, and word vectors where they had text
+    assert [k for k in kept if not k.endswith(".word-vectors")] == [f"index-{f}-{t}" for f in (0, 1)
+                                                                     for t in ("de", "en", "fr")]
