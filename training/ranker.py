@@ -310,7 +310,7 @@ def install_into(index_dir: str | Path, ranker: str | Path = "default") -> list[
     generation). Returns the entries written; ``ValueError`` when there is no ranker to write."""
     from service.index.folder import IndexFolder, Layout, ShardSet, is_sharded
     from service.index.parts import open_part, write_part
-    from training.word_vectors import index_word_vectors, reads_kernels
+    from training.word_vectors import TooLittleText, index_word_vectors, reads_kernels
 
     got = resolve(ranker)
     if got is None:
@@ -323,14 +323,19 @@ def install_into(index_dir: str | Path, ranker: str | Path = "default") -> list[
     for root in roots:
         with IndexFolder.open(root, verify=False).writer_lock(wait=False):
             folder = IndexFolder.open(root, verify=False)  # as it is under the lock
+            vectors, none_why = None, None
+            if reads_kernels(part["body"]["features"]) and not folder.has("word_vectors"):
+                try:  # (from the index as it is, before the ranker's files change)
+                    vectors = index_word_vectors(root)
+                except TooLittleText as exc:  # the engine orders by the passage rule, and says so
+                    none_why = f"none ({exc}): the first documents are ordered by their best passage"
             entry = {**write_part("ranker", folder.root, part), "source": source}
             parts, changed = {"ranker": entry}, [Layout.RANKER]
-            if reads_kernels(part["body"]["features"]) and not folder.has("word_vectors"):
-                try:
-                    parts["word_vectors"] = write_part("word_vectors", folder.root, index_word_vectors(root))
-                    changed.append(Layout.WORD_VECTORS)
-                except ValueError as exc:  # too little text: the engine orders by the passage rule, and says so
-                    entry["word_vectors"] = f"none ({exc}): the first documents are ordered by their best passage"
+            if vectors is not None:
+                parts["word_vectors"] = write_part("word_vectors", folder.root, vectors)
+                changed.append(Layout.WORD_VECTORS)
+            if none_why is not None:
+                entry["word_vectors"] = none_why
             folder.register(parts, changed=changed)
         got_back = open_part("ranker", IndexFolder.open(root, verify=True))  # checksummed with the rest
         assert got_back is not None

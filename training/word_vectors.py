@@ -32,6 +32,10 @@ log = logging.getLogger(__name__)
 Analyze = Callable[[str], list[str]]
 
 
+class TooLittleText(ValueError):
+    """No language of the index has enough analysed terms for word vectors."""
+
+
 @dataclass
 class WordVectorSettings:
     dim: int = 64
@@ -48,8 +52,8 @@ def train_word_vectors(passages: PassageArrays | SegmentedPassageIndex,
                        analyzers: Mapping[str, Analyze] | None = None,
                        s: WordVectorSettings | None = None, *, progress: bool | None = None) -> WordVectors:
     """word2vec (CBOW by default, one worker: deterministic) per language over the passage index's units, analysed by
-    ``analyzers`` (the index's; default: the languages' plain analysers); ``ValueError`` when no language has
-    ``s.min_tokens`` analysed terms."""
+    ``analyzers`` (the index's; default: the languages' plain analysers); :class:`TooLittleText` when no language
+    has ``s.min_tokens`` analysed terms."""
     from service.passages.segments import SegmentedPassageIndex
 
     s = s or WordVectorSettings()
@@ -79,7 +83,7 @@ def train_word_vectors(passages: PassageArrays | SegmentedPassageIndex,
             keys += [f"{lang}\0{t}" for t in terms]
             vectors.append(emb.vectors[2:])
     if not keys:
-        raise ValueError(f"no language has {s.min_tokens} analysed terms for word vectors")
+        raise TooLittleText(f"no language has {s.min_tokens} analysed terms for word vectors")
     return WordVectors(keys, np.concatenate(vectors))
 
 
@@ -122,4 +126,4 @@ def index_word_vectors(root: str | Path, *, progress: bool | None = None) -> Wor
     return train_word_vectors(open_component("passages", folder), open_part("analysis", folder), progress=progress)
 
 
-__all__ = ["WordVectorSettings", "index_word_vectors", "reads_kernels", "train_word_vectors"]
+__all__ = ["TooLittleText", "WordVectorSettings", "index_word_vectors", "reads_kernels", "train_word_vectors"]

@@ -23,14 +23,18 @@ VECTORS = "vectors.npy"
 class WordVectors:
     """Sorted ``lang \\0 term`` keys and their unit-length vectors (row ``i`` of ``vectors`` is key ``i``'s)."""
 
-    def __init__(self, keys: Sequence[str], vectors: npt.ArrayLike) -> None:
+    def __init__(self, keys: Sequence[str], vectors: npt.ArrayLike, *, ready: bool = False) -> None:
+        """``ready``: the keys are sorted and the vectors of unit length already (as :meth:`save` wrote them)."""
         v = np.ascontiguousarray(vectors, dtype=np.float32)
         if v.ndim != 2 or v.shape[0] != len(keys):
             raise ValueError(f"{v.shape} vectors for {len(keys)} keys")
-        order = sorted(range(len(keys)), key=lambda i: keys[i].encode("utf-8"))
-        self.keys = [keys[i] for i in order]
-        norms = np.linalg.norm(v, axis=1, keepdims=True)
-        self.vectors = np.ascontiguousarray(v[order] / np.where(norms > 0, norms, 1.0)[order], dtype=np.float32)
+        if ready:
+            self.keys, self.vectors = list(keys), v
+        else:
+            order = sorted(range(len(keys)), key=lambda i: keys[i].encode("utf-8"))
+            self.keys = [keys[i] for i in order]
+            norms = np.linalg.norm(v, axis=1, keepdims=True)
+            self.vectors = np.ascontiguousarray(v[order] / np.where(norms > 0, norms, 1.0)[order], dtype=np.float32)
         self._index = {k: i for i, k in enumerate(self.keys)}
 
     @property
@@ -56,9 +60,9 @@ class WordVectors:
     def load(cls, folder: str | Path) -> WordVectors:
         folder = Path(folder)
         data = (folder / f"{KEYS}.bin").read_bytes()
-        off = np.load(folder / f"{KEYS}.npy")
-        keys = [data[int(off[i]): int(off[i + 1])].decode("utf-8") for i in range(len(off) - 1)]
-        return cls(keys, np.load(folder / VECTORS))
+        off = np.load(folder / f"{KEYS}.npy").tolist()
+        keys = [data[a:b].decode("utf-8") for a, b in zip(off[:-1], off[1:], strict=True)]
+        return cls(keys, np.load(folder / VECTORS), ready=True)
 
 
 __all__ = ["WordVectors"]

@@ -259,6 +259,11 @@ def test_install_ranker_puts_the_ranker_into_an_index_built_without_it(tmp_path:
         res = CliRunner().invoke(app, ["install-ranker", str(idx)])
     assert res.exit_code == 2 and "another add/delete/compact is running" in res.output
     assert "ranker" not in IndexFolder.open(idx).components
+    # a ranker of before the kernel features first: the default then replaces it and trains the word vectors
+    old = [f for f in RANKER_FEATURES if f not in KERNEL_FEATURES]
+    model = learn("gbm", [t.only(old) for t in _topics(60, seed=8)])
+    install_into(idx, write_ranker(tmp_path / "old", ranker_part("gbm", model, docs=20, report={}, features=old)))
+    assert "word_vectors" not in IndexFolder.open(idx).components
     res = CliRunner().invoke(app, ["install-ranker", str(idx)])
     assert res.exit_code == 0, res.output
     assert "installed" in res.output and "from default" in res.output

@@ -413,7 +413,7 @@ def word_vectors(engine: Engine, keep: bool, progress: bool | None) -> WordVecto
     when it has too little text (its kernel features are then 0, as an installed ranker's would not be: it is not
     used there)."""
     from service.text.word_vectors import WordVectors
-    from training.word_vectors import train_word_vectors
+    from training.word_vectors import TooLittleText, train_word_vectors
 
     where = engine.index_dir.parent / f"{engine.index_dir.name}.word-vectors"
     if keep and (where / "vectors.npy").is_file():
@@ -421,7 +421,7 @@ def word_vectors(engine: Engine, keep: bool, progress: bool | None) -> WordVecto
     try:
         vectors = train_word_vectors(engine.passage_index(),
                                      engine.resources.analyzers if engine.resources else None, progress=progress)
-    except ValueError:
+    except TooLittleText:
         return None
     if keep:
         vectors.save(where)

@@ -118,7 +118,8 @@ def run_route_merge(data: str | Path, settings: RouteMergeSettings | None = None
             held = {doc for doc, f in fold_of.items() if f == fold}
             splitters = {"de": build_splitter(records, "de", exclude_ids=held)}
             idx = Path(tmp) / f"index-{fold}"
-            build_index(records, idx, fields=FIELDS, translation=False, splitters=splitters, progress=False)
+            build_index(records, idx, fields=FIELDS, translation=False, splitters=splitters, progress=False,
+                        ranker="none")
             base = FirstStage.load(idx)
             vocabs = {lang: set(ix.vocab) for lang, ix in base.indexes.items()}
             entries, _ = build_index_tables(

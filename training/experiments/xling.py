@@ -184,7 +184,8 @@ def run_xling(
         t = time.perf_counter()
         index_dir = Path(tmp) / "index"
         # the experiment brings its own cross-fitted tables: no tables, no compound splitting from the build
-        build_index(records, index_dir, index_langs="en", translation=False, compounds="", progress=progress)
+        build_index(records, index_dir, index_langs="en", translation=False, compounds="", progress=progress,
+                    ranker="none")
         base = FirstStage.load(index_dir)
         seconds["index"] = time.perf_counter() - t
         en_vocab = set(base.indexes["en"].vocab)

@@ -237,7 +237,8 @@ def run_xling_task(
                 if not idx_dir.exists():
                     build_index(index_records, idx_dir, index_langs=setup["index_langs"],
                                 fields=setup["fields"] or ("title", "abstract", "claims", "description"),
-                                translation=False, compounds="", splitters=sp if own else {}, progress=False)
+                                translation=False, compounds="", splitters=sp if own else {}, progress=False,
+                                ranker="none")
                 base = FirstStage.load(idx_dir)
                 t_index += time.perf_counter() - t
                 t = time.perf_counter()
