@@ -30,7 +30,7 @@ from service.index.components import open_component
 from service.index.folder import IndexFolder, IndexFormatError, Layout, ShardSet, is_sharded
 from service.index.parts import open_part
 from service.index.store import DocStore, UnknownDocumentError
-from service.kernel_pooling import KERNEL_FEATURES, KernelPooling, kernel_pooling
+from service.kernel_pooling import KernelPooling, kernel_pooling, reads_kernels
 from service.notices import explain as explain_notices
 from service.passages import DEFAULT_PARAMS, PassageIndex, PassageIndexMissingError
 from service.passages.highlight import query_words
@@ -115,7 +115,7 @@ class Engine:
                 self.ranker = RankerModel.of_part(body, where, settings.device)
             except (ValueError, KeyError, OSError) as exc:
                 raise IndexFormatError(f"{folder.path(Layout.RANKER_META)}: {exc}") from exc
-            if self.kernels is None and set(self.ranker.features) & set(KERNEL_FEATURES):
+            if self.kernels is None and reads_kernels(self.ranker.features):
                 self.ranker = None  # its trees would read kernel features of 0: the passage rule orders instead
                 self.notices.append("the learned ranker reads kernel features of word vectors this index does not "
                                     "have (too little text, or no passages): its first documents are ordered by "
@@ -389,7 +389,7 @@ class Engine:
             learned: np.ndarray | None = None
             if ranker is not None:  # the learned ranker's score of each document's evidence
                 kernels = (self.kernels.features(images, cands.rows[:n])
-                           if self.kernels is not None and set(ranker.features) & set(KERNEL_FEATURES) else None)
+                           if self.kernels is not None and reads_kernels(ranker.features) else None)
                 ev = evidence_features(self._first_stage(), self.docs, query, cands, n, best, ranker.features,
                                        second, ranking.matched, kernels)
                 learned = ranker.score(ev.X)

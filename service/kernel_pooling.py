@@ -19,18 +19,18 @@ query meets an English document as its English image, compared in the English ve
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
 
+from service.passages.segments import SegmentedPassageIndex, term_counts
 from service.text.analysis import SUPPORTED_LANGS
 
 if TYPE_CHECKING:
     from service.passages.arrays import PassageArrays
     from service.passages.lm import QueryImage
-    from service.passages.segments import SegmentedPassageIndex
     from service.text.word_vectors import WordVectors
 
 KERNELS: tuple[tuple[float, float], ...] = ((1.0, 1e-3), (0.9, 0.1), (0.7, 0.1), (0.5, 0.1), (0.3, 0.1))
@@ -38,6 +38,11 @@ KERNELS: tuple[tuple[float, float], ...] = ((1.0, 1e-3), (0.9, 0.1), (0.7, 0.1),
 
 KERNEL_FEATURES: tuple[str, ...] = tuple("kernel_exact" if mu == 1.0 else f"kernel_{mu:g}" for mu, _ in KERNELS)
 """Their names among the ranker's features (service/ranker.py)."""
+
+def reads_kernels(features: Collection[str]) -> bool:
+    """Does a ranker of these features read the kernel features (and so need the index's word vectors)?"""
+    return bool(set(features) & set(KERNEL_FEATURES))
+
 
 QUERY_TERMS = 48
 """The most probable terms of a query's image that are compared."""
@@ -72,8 +77,6 @@ class KernelPooling:
         out = np.zeros((len(r), len(KERNELS)))
         if not len(r) or not images:
             return out
-        from service.passages.segments import SegmentedPassageIndex
-
         if isinstance(self.passages, SegmentedPassageIndex):
             seg, local = self.passages.locate(r)
             parts = [(self.passages.parts[int(s)], np.flatnonzero(seg == s)) for s in np.unique(seg)]
@@ -85,21 +88,7 @@ class KernelPooling:
 
     def _part_features(self, part: PassageArrays, images: Mapping[str, QueryImage], rows: np.ndarray) -> np.ndarray:
         vec_row, term_lang = self._map(part)
-        ids: list[np.ndarray] = []
-        counts: list[np.ndarray] = []
-        for r in rows.tolist():
-            e0, e1, p0 = int(part.docs[r, 2]), int(part.docs[r + 1, 2]), int(part.docs[r, 3])
-            if e1 == e0:
-                ids.append(np.zeros(0, dtype=np.int64))
-                counts.append(np.zeros(0))
-                continue
-            ends = np.asarray(part.term_end[e0:e1], dtype=np.int64)
-            pc = np.asarray(part.post_count[p0: p0 + int(ends[-1])], dtype=np.float64)
-            ids.append(np.asarray(part.term_id[e0:e1], dtype=np.int64))
-            counts.append(np.add.reduceat(pc, np.concatenate([[0], ends[:-1]])))
-        doc_of = np.repeat(np.arange(len(rows)), [len(i) for i in ids])
-        all_ids = np.concatenate(ids) if ids else np.zeros(0, dtype=np.int64)
-        all_counts = np.concatenate(counts) if counts else np.zeros(0)
+        doc_of, all_ids, all_counts = term_counts(part, rows)
         best = np.zeros((len(rows), len(KERNELS)))
         for lang, image in images.items():
             phi = self._language(part, lang, image, vec_row, term_lang, doc_of, all_ids, all_counts, len(rows))
@@ -144,4 +133,4 @@ def kernel_pooling(passages: Any, vectors: WordVectors | None) -> KernelPooling 
     return KernelPooling(passages, vectors) if passages is not None and vectors is not None else None
 
 
-__all__ = ["KERNELS", "KERNEL_FEATURES", "QUERY_TERMS", "KernelPooling", "kernel_pooling"]
+__all__ = ["KERNELS", "KERNEL_FEATURES", "QUERY_TERMS", "KernelPooling", "kernel_pooling", "reads_kernels"]

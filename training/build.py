@@ -34,6 +34,7 @@ from service.corpus.record import PatentRecord
 from service.index.components import ENCODE_BATCH, EmptyBatchError, WriteContext, write_components
 from service.index.folder import FIELDS, SCORINGS, BuildSettings, IndexFolder, Layout, write_meta
 from service.index.parts import copy_part, write_part
+from service.kernel_pooling import reads_kernels
 from service.passages.arrays import PassageArrays
 from service.retrieval.dense import INDEX_KINDS
 from service.retrieval.encoders import ModelsLayout
@@ -52,7 +53,6 @@ from training.translation.index_step import (
     write_analysis,
 )
 from training.translation.lexicons import DEFAULT_LEXICONS, DEFAULT_SPLITTER_LEXICONS, parse_lexicons
-from training.word_vectors import reads_kernels
 
 log = logging.getLogger(__name__)
 

@@ -310,7 +310,8 @@ def install_into(index_dir: str | Path, ranker: str | Path = "default") -> list[
     generation). Returns the entries written; ``ValueError`` when there is no ranker to write."""
     from service.index.folder import IndexFolder, Layout, ShardSet, is_sharded
     from service.index.parts import open_part, write_part
-    from training.word_vectors import TooLittleText, index_word_vectors, reads_kernels
+    from service.kernel_pooling import reads_kernels
+    from training.word_vectors import TooLittleText, index_word_vectors
 
     got = resolve(ranker)
     if got is None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import tempfile
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING
 import numpy as np
 from tqdm import tqdm
 
-from service.kernel_pooling import KERNEL_FEATURES
 from service.text.analysis import SUPPORTED_LANGS, Analyzer, CachedAnalyzer, get_analyzer
 from service.text.word_vectors import WordVectors
 from training.models.embeddings import LineSentences, train_word2vec
@@ -111,11 +110,6 @@ def _write_sentences(parts: Sequence[PassageArrays], analyse: Mapping[str, Analy
                     bar.update(min(4096, len(tags) - u))
 
 
-def reads_kernels(features: Collection[str]) -> bool:
-    """Does a ranker of these features read the kernel features (and so need the index's word vectors)?"""
-    return bool(set(features) & set(KERNEL_FEATURES))
-
-
 def index_word_vectors(root: str | Path, *, progress: bool | None = None) -> WordVectors:
     """Word vectors of an index built already (every segment's passages, analysed with the index's analyzers)."""
     from service.index.components import open_component
@@ -126,4 +120,4 @@ def index_word_vectors(root: str | Path, *, progress: bool | None = None) -> Wor
     return train_word_vectors(open_component("passages", folder), open_part("analysis", folder), progress=progress)
 
 
-__all__ = ["TooLittleText", "WordVectorSettings", "index_word_vectors", "reads_kernels", "train_word_vectors"]
+__all__ = ["TooLittleText", "WordVectorSettings", "index_word_vectors", "train_word_vectors"]

@@ -110,6 +110,27 @@ def _attr(name: str) -> str:
     return name.removesuffix(".npy")
 
 
+def term_counts(part: PassageArrays, rows: npt.ArrayLike) -> tuple[IntArray, IntArray, npt.NDArray[np.float64]]:
+    """Every term entry of the ``rows`` of a segment, rows in their order: the entry's row (its index in ``rows``), its
+    joint term id and its count in the row's text (the sum of its postings)."""
+    from service.passages.ranker import _expand
+
+    r = np.asarray(rows, dtype=np.int64).reshape(-1)
+    d0 = part.docs[r].astype(np.int64)
+    cnt = part.docs[r + 1].astype(np.int64) - d0
+    entries, entry_doc = _expand(d0[:, 2], cnt[:, 2])
+    postings, _ = _expand(d0[:, 3], cnt[:, 3])
+    if not entries.size:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64)
+    # each posting's entry: the postings of a row lie in its entries' order, each entry ending at term_end (within the
+    # row); positions in the rows' postings taken one after another
+    start = np.cumsum(cnt[:, 3]) - cnt[:, 3]
+    ends = start[entry_doc] + part.term_end[entries].astype(np.int64)
+    entry_of = np.searchsorted(ends, np.arange(postings.size), side="right")
+    per_entry = np.bincount(entry_of, weights=part.post_count[postings].astype(np.float64), minlength=entries.size)
+    return entry_doc, part.term_id[entries].astype(np.int64), per_entry.astype(np.float64)
+
+
 def deleted_counts(part: PassageArrays, rows: npt.ArrayLike) -> tuple[IntArray, IntArray, IntArray]:
     """What the ``rows`` of a segment add to its collection statistics (``vocab_cf``, ``lang_tokens``): the joint ids of
     their terms (sorted, distinct) with their counts, and their tokens per language. A generation subtracts these for
@@ -122,15 +143,10 @@ def deleted_counts(part: PassageArrays, rows: npt.ArrayLike) -> tuple[IntArray, 
     units, _ = _expand(d0[:, 0], cnt[:, 0])
     tokens = np.bincount(part.unit_tag[units].astype(np.int64) & 3, weights=part.unit_len[units].astype(np.float64),
                          minlength=len(SUPPORTED_LANGS) + 1)[: len(SUPPORTED_LANGS)].astype(np.int64)
-    entries, entry_doc = _expand(d0[:, 2], cnt[:, 2])
-    postings, _ = _expand(d0[:, 3], cnt[:, 3])
-    if not entries.size:
+    _, term_ids, per_entry = term_counts(part, r)
+    if not term_ids.size:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), tokens
-    # each posting's entry: the postings of a document lie in its entries' order, each entry ending at term_end
-    ends = d0[entry_doc, 3] + part.term_end[entries].astype(np.int64)
-    entry_of = np.searchsorted(ends, postings, side="right")
-    per_entry = np.bincount(entry_of, weights=part.post_count[postings].astype(np.float64), minlength=entries.size)
-    ids, inverse = np.unique(part.term_id[entries].astype(np.int64), return_inverse=True)
+    ids, inverse = np.unique(term_ids, return_inverse=True)
     counts = np.bincount(inverse, weights=per_entry, minlength=ids.size).astype(np.int64)
     return ids, counts, tokens
 

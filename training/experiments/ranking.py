@@ -62,7 +62,7 @@ from tqdm import tqdm
 from service.corpus.record import PatentRecord
 from service.evaluation.measures import evaluate_run
 from service.evaluation.significance import format_p, randomisation_test
-from service.kernel_pooling import KERNEL_FEATURES
+from service.kernel_pooling import KERNEL_FEATURES, reads_kernels
 from service.ranker import FEATURES, RANKER_KINDS
 from training.experiments import ExperimentError
 from training.experiments.output import commit, write_result
@@ -291,7 +291,7 @@ def run_ranking(
     def run(engine: Engine, todo: list[RankTopic], desc: str) -> None:
         nonlocal skipped, t_run
         vectors = (word_vectors(engine, work is not None, progress)
-                   if any(KERNEL_FEATURES[0] in features for _, features in learners.values()) else None)
+                   if any(reads_kernels(features) for _, features in learners.values()) else None)
         if vectors is not None:
             engine.use_word_vectors(vectors)
         t_start = time.perf_counter()
@@ -380,7 +380,7 @@ def run_ranking(
                       "mean": float(np.mean(v))} for name, v in ms.items() if v}
     for name, (_kind, features) in learners.items():  # the pipeline, the passages, the features (the score: ~0.1 ms)
         spent = (np.asarray(ms[EVIDENCE]) - (0.0 if "feedback" in features else np.asarray(ms[FEEDBACK]))
-                 - (0.0 if KERNEL_FEATURES[0] in features else np.asarray(ms[KERNELS])))
+                 - (0.0 if reads_kernels(features) else np.asarray(ms[KERNELS])))
         latency[name] = {"p50": float(np.percentile(spent, 50)), "p99": float(np.percentile(spent, 99)),
                          "mean": float(np.mean(spent))}
     written: dict[str, Any] | None = None
@@ -413,14 +413,13 @@ def word_vectors(engine: Engine, keep: bool, progress: bool | None) -> WordVecto
     when it has too little text (its kernel features are then 0, as an installed ranker's would not be: it is not
     used there)."""
     from service.text.word_vectors import WordVectors
-    from training.word_vectors import TooLittleText, train_word_vectors
+    from training.word_vectors import TooLittleText, index_word_vectors
 
     where = engine.index_dir.parent / f"{engine.index_dir.name}.word-vectors"
     if keep and (where / "vectors.npy").is_file():
         return WordVectors.load(where)
     try:
-        vectors = train_word_vectors(engine.passage_index(),
-                                     engine.resources.analyzers if engine.resources else None, progress=progress)
+        vectors = index_word_vectors(engine.index_dir, progress=progress)
     except TooLittleText:
         return None
     if keep:
