@@ -37,7 +37,9 @@ class Candidates:
     missing_shards: list[str] = field(default_factory=list)  # shards of a sharded index that did not answer
     evidence: np.ndarray | None = None  # ordered by passage evidence: each row's best passage score (Engine.run)
     ranker: np.ndarray | None = None  # ordered by the learned ranker: its score of the first rows, min-max (NaN below)
-    predicted_codes: list[str] = field(default_factory=list)  # the query's subclasses voted by the first documents
+    # the codes voted by the first documents for a query without codes: the main groups the meta and joint rankers read
+    # (service/stages/rerank.py), else the subclasses the learned ranker agrees with (service/engine.py)
+    predicted_codes: list[str] = field(default_factory=list)
 
     def __len__(self) -> int:
         return len(self.rows)

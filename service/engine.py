@@ -391,10 +391,11 @@ class Engine:
                 kernels = (self.kernels.features(images, cands.rows[:n])
                            if self.kernels is not None and reads_kernels(ranker.features) else None)
                 ev = evidence_features(self._first_stage(), self.docs, query, cands, n, best, ranker.features,
-                                       second, ranking.matched, kernels)
+                                       second, ranking.matched, kernels, ranking.field_evidence())
                 learned = ranker.score(ev.X)
                 key = learned
-                cands.predicted_codes = [code for code, _ in ev.predicted_codes[:3]]
+                if not cands.predicted_codes:  # (the rerank stage's, where it predicted them, are the ones shown)
+                    cands.predicted_codes = [code for code, _ in ev.predicted_codes[:3]]
                 detail["ranker"] = {"kind": ranker.kind, "features": ranker.features}
             else:
                 fused = minmax(cands.fused[:n]) if cands.fused is not None else np.zeros(n)
@@ -430,7 +431,7 @@ class Engine:
         kernels = self.kernels.features(images, cands.rows[:n]) if self.kernels is not None else None
         kernels_ms = (time.perf_counter() - started) * 1000.0
         ev = evidence_features(self._first_stage(), self.docs, query, cands, n, best, second=second,
-                               matched=ranking.matched, kernels=kernels)
+                               matched=ranking.matched, kernels=kernels, fields=ranking.field_evidence())
         ev.kernels_ms = kernels_ms
         return cands, ev
 

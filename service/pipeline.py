@@ -183,6 +183,7 @@ class Pipeline:
     def features(self, query: Query) -> Candidates:
         """Every candidate (first stage top depth united with the dense top depth, in that order) with every
         component's raw score and ``skipped`` for the ones that do not apply: what fusion learning reads."""
+        query.every_component = True
         cands, _ = self._run(query, self.stages[:-1])
         return cands
 
@@ -239,6 +240,7 @@ def compose(index: IndexFolder | ShardSet, settings: Settings, docs: DocStore | 
     notices: list[str] = []
     first = FirstStage.from_folder(folder, docs, indexes=open_component("bm25", folder, stats=stats))
     stages: list[Stage] = [FirstStageStep(first)]
+    fusion = FusionStep(FusionModel.of_folder(folder))  # (the rerank stage asks it what a query is fused with)
     device = "cpu"
     if folder.has("models") and neural:
         from service.retrieval.neural import Models
@@ -261,7 +263,7 @@ def compose(index: IndexFolder | ShardSet, settings: Settings, docs: DocStore | 
         else:
             notices.append("no dense/ in this index: dense stage skipped (rebuild with --models)")
         if folder.has("rerank"):
-            stages.append(RerankStep(models, open_component("rerank", folder)))
+            stages.append(RerankStep(models, open_component("rerank", folder), docs, fusion.weights_for))
         else:
             notices.append("no rerank/ document encodings in this index: rerank skipped (rebuild with --models)")
         device = "cuda" if on_cuda else "cpu"
@@ -273,12 +275,11 @@ def compose(index: IndexFolder | ShardSet, settings: Settings, docs: DocStore | 
         from service.stages.ltr import load_ltr_stages
 
         stages.extend(load_ltr_stages(folder, docs))
-    fusion = FusionModel.of_folder(folder)
-    for profile, pw in fusion.linear.items():
+    for profile, pw in fusion.model.linear.items():
         if not pw.installed and folder.has("models"):
             notices.append(f"queries {'with' if profile == 'codes' else 'without'} classification codes are ranked "
                            f"by BM25 alone: {pw.reason}")
-    stages.append(FusionStep(fusion))
+    stages.append(fusion)
     log.info("pipeline %s on %s", " -> ".join(s.name for s in stages), device)
     return Pipeline(stages, docs, notices, device, first.resources)
 

@@ -15,6 +15,8 @@ collection (so that a model learned on some indexes applies to another):
 - whether its best route is the query's own language (matched without translation), and whether it has text in it;
 - its best passage's score (ranked in context among the ``N``'s, as ``/passages`` ranks them) and its rank by it,
   its second-best passage's score, and the share of its passages that hold a query term (how much of it matches);
+- its best passage's score in each field, abstract, description and claims (``passage_<field>``: the per-field
+  evidence of item 1, from the passage index, which holds the fields apart; 0 where none of the field matches);
 - the query's codes predicted from the first documents (issue 33 item 2: each of the first ten votes ``1 / rank``
   for its codes, :func:`service.retrieval.code_prediction.predict_codes`): the share of the *other* documents' votes
   that go to the subclasses, and to the main groups, it holds;
@@ -44,6 +46,7 @@ from numba import njit
 
 from service.codes import codes_at, record_codes
 from service.kernel_pooling import KERNEL_FEATURES
+from service.passages.ranker import FIELDS
 from service.retrieval.code_prediction import DEFAULT_DEPTH as VOTERS
 from service.retrieval.code_prediction import predict_codes
 from service.retrieval.feedback import Feedback
@@ -54,9 +57,13 @@ if TYPE_CHECKING:
     from service.query import Query
     from service.retrieval.first_stage import FirstStage
 
+FIELD_FEATURES: tuple[str, ...] = tuple(f"passage_{name}" for name in FIELDS)
+"""The best passage's score in each field of the document (:data:`service.passages.ranker.FIELDS`)."""
+
 FEATURES: tuple[str, ...] = (
     "fused", "rank", "bm25", "own_route", "doc_query_lang", "passage", "passage_rank", "passage_second",
     "passage_matched", "code_subclass", "code_group", "feedback", "query_terms", "translated", *KERNEL_FEATURES,
+    *FIELD_FEATURES,
 )
 """The features of a document, in the model's column order (see the module docstring)."""
 
@@ -92,7 +99,8 @@ def _minmax(x: np.ndarray) -> np.ndarray:
 def _code_shares(codes: Sequence[Sequence[str]], level: str) -> np.ndarray:
     """Per document, the share of the other voters' votes (the first :data:`VOTERS`, ``1 / rank`` each, once per code
     at ``level``) that go to codes it holds: how well it agrees with the codes the query is predicted to have."""
-    at_level = [set(codes_at(c, level)) for c in codes]
+    at_level = [codes_at(c, level) for c in codes]  # (distinct, in order: a set's order, and so the sums' last bit,
+    # would change with the process's string hashing, and a learned model with it)
     votes: dict[str, float] = {}
     for rank, held in enumerate(at_level[:VOTERS], 1):
         for c in held:
@@ -109,12 +117,14 @@ def _code_shares(codes: Sequence[Sequence[str]], level: str) -> np.ndarray:
 
 def evidence_features(fs: FirstStage | None, docs: DocStore, query: Query, cands: Candidates, n: int,
                       passage: np.ndarray, features: Collection[str] = FEATURES, second: np.ndarray | None = None,
-                      matched: np.ndarray | None = None, kernels: np.ndarray | None = None) -> Evidence:
+                      matched: np.ndarray | None = None, kernels: np.ndarray | None = None,
+                      fields: np.ndarray | None = None) -> Evidence:
     """The :data:`FEATURES` of the first ``n`` candidates (the fused order); ``passage``: their best passage's scores
     in [0, 1], ``second`` their second-best's (0 where none), ``matched`` the share of their passages that hold a
     query term (:class:`service.passages.PassageRanking`; None: 0), ``kernels`` their
-    :data:`~service.kernel_pooling.KERNEL_FEATURES` (None: 0). ``fs``: the first stage, for the features that
-    read the index (None: a sharded pipeline, those are 0);
+    :data:`~service.kernel_pooling.KERNEL_FEATURES` (None: 0), ``fields`` their best passage's score in each field
+    (:meth:`service.passages.PassageRanking.field_evidence`, :data:`FIELD_FEATURES`; None: 0). ``fs``: the first
+    stage, for the features that read the index (None: a sharded pipeline, those are 0);
     ``features``: those a model reads (the feedback search, the costly one, runs only when it is among them)."""
     assert cands.fused is not None
     rows = cands.rows[:n].astype(np.int64)
@@ -150,6 +160,8 @@ def evidence_features(fs: FirstStage | None, docs: DocStore, query: Query, cands
     X[:, col["translated"]] = float(info is not None and any(r.kind != "mono" for r in info.routes))
     if kernels is not None:
         X[:, [col[f] for f in KERNEL_FEATURES]] = kernels
+    if fields is not None:
+        X[:, [col[f] for f in FIELD_FEATURES]] = fields
     return Evidence(X, predict_codes(codes, "subclass"), feedback_ms)
 
 
@@ -327,5 +339,5 @@ class RankerModel:
                    {k: v for k, v in meta.items() if k not in ("trees",)})
 
 
-__all__ = ["FEATURES", "FEEDBACK_DOCS", "RANKER_KINDS", "Evidence", "RankerModel", "TreeEnsemble",
+__all__ = ["FEATURES", "FIELD_FEATURES", "FEEDBACK_DOCS", "RANKER_KINDS", "Evidence", "RankerModel", "TreeEnsemble",
            "evidence_features"]

@@ -30,8 +30,9 @@ and which components did not apply. Nothing is scored here; the fused ranking of
 Objective. Mean NDCG (trec_eval ``ndcg``: no cut-off, gain = grade, log2 discount; the ideal ranking
 holds every judged relevant document) of the fused ranking of the whole candidate set, ties by lower row.
 
-Choice on a set of topics. Grid over the simplex (step 0.1) of the profile's components (``nocodes``:
-bm25, dense, text; ``codes``: also meta and joint; those the index has). The best mean NDCG is shrunk
+Choice on a set of topics. Grid over the simplex (step 0.1) of the profile's components (bm25, dense, text,
+meta and joint, those the index has; in ``nocodes`` the meta and joint rankers read the codes the rerank stage
+predicts for the query from its first documents, service/stages/rerank.py). The best mean NDCG is shrunk
 toward BM25 by the one-standard-error rule: among the grid points whose mean paired NDCG difference to
 the best is within one standard error of that difference, the one with the largest BM25 weight.
 
@@ -91,7 +92,7 @@ ALPHA = 0.05
 """Installed only when the cross-validated gain over BM25 has p below this (paired randomisation test)."""
 TASKS = ("xling", "known-item")
 PROFILE_COMPONENTS: dict[str, tuple[str, ...]] = {
-    "nocodes": ("bm25", "dense", "text"),
+    "nocodes": ("bm25", "dense", "text", "meta", "joint"),  # meta, joint: on the codes predicted for the query
     "codes": ("bm25", "dense", "text", "meta", "joint"),
 }
 SINGLE = ("bm25", "dense", "text", "meta", "joint")

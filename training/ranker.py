@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from service.kernel_pooling import KERNEL_FEATURES
-from service.ranker import FEATURES, RANKER_KINDS, RankerModel, TreeEnsemble
+from service.ranker import FEATURES, FIELD_FEATURES, RANKER_KINDS, RankerModel, TreeEnsemble
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +39,7 @@ language) rather than what makes a document relevant."""
 RANKER_FEATURES: tuple[str, ...] = tuple(f for f in FEATURES if not any(f in g for g in EXTRA_FEATURES.values()))
 """The features of an installed ranker."""
 
-ABLATED_FEATURES: dict[str, tuple[str, ...]] = {"kernels": KERNEL_FEATURES}
+ABLATED_FEATURES: dict[str, tuple[str, ...]] = {"kernels": KERNEL_FEATURES, "fields": FIELD_FEATURES}
 """Groups of :data:`RANKER_FEATURES` that the ranking experiment also leaves out (``learned <kind> without
 <group>``): what each adds, measured held out (docs/RESULTS.md, "Passage evidence in /search")."""
 

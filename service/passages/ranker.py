@@ -135,6 +135,10 @@ if TYPE_CHECKING:
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 
+FIELDS: dict[str, int] = {"abstract": KIND_ABSTRACT, "description": KIND_DESCRIPTION, "claims": KIND_CLAIM}
+"""The fields of a document whose best passage is evidence of its own (:attr:`PassageRanking.fields`, in this order):
+field name -> the unit kind of its passages."""
+
 _N_LANGS = len(SUPPORTED_LANGS)
 # _PICK[mask, lang]: the language a query in `lang` reads from a field available in `mask`
 _PICK = np.asarray([[pick_lang(m, q) for q in range(_N_LANGS)] for m in range(1 << _N_LANGS)], dtype=np.int64)
@@ -185,9 +189,10 @@ class PassageRanking:
     ``best``: per candidate row given (in their order), the order key of its best passage (:meth:`PassageScores.key`:
     2 + its score in [0, 1] when a passage holds a query term, 0 when none does, -1 when it has no passage in
     ``langs``): the passage evidence by which ``/search`` can order its documents (``None`` with ``alone``);
-    ``second`` likewise its second-best passage's, and ``matched`` the share of its passages that hold a query term
-    (0 without passages): how much of the document the evidence spans (features of the learned ranker; with
-    ``spread`` only, else None)."""
+    ``second`` likewise its second-best passage's, ``matched`` the share of its passages that hold a query term
+    (0 without passages): how much of the document the evidence spans, and ``fields`` (one column per
+    :data:`FIELDS`) the key of its best passage in each field (features of the learned ranker; with ``spread``
+    only, else None)."""
 
     hits: list[PassageHit]
     documents: int
@@ -195,16 +200,24 @@ class PassageRanking:
     best: FloatArray | None = field(default=None, repr=False)
     second: FloatArray | None = field(default=None, repr=False)
     matched: FloatArray | None = field(default=None, repr=False)
+    fields: FloatArray | None = field(default=None, repr=False)
 
     def evidence(self) -> tuple[FloatArray, FloatArray | None]:
         """``best`` and ``second`` (None without ``spread``) as scores in [0, 1]: the passage's score where it holds a
         query term, else 0 (the inverse of :meth:`PassageScores.key`)."""
         assert self.best is not None, "no per-candidate evidence (a ranking of each candidate alone)"
 
-        def score(key: FloatArray) -> FloatArray:
-            return np.where(key >= 2.0, key - 2.0, 0.0)
+        return _key_score(self.best), None if self.second is None else _key_score(self.second)
 
-        return score(self.best), None if self.second is None else score(self.second)
+    def field_evidence(self) -> FloatArray | None:
+        """``fields`` as scores in [0, 1] (as :meth:`evidence`): per candidate, its best passage's score in each of
+        :data:`FIELDS` (0 where none of that field holds a query term); None without ``spread``."""
+        return None if self.fields is None else _key_score(self.fields)
+
+
+def _key_score(key: FloatArray) -> FloatArray:
+    """The score of a :meth:`PassageScores.key`: the passage's score where it holds a query term, else 0."""
+    return np.where(key >= 2.0, key - 2.0, 0.0)
 
 
 @dataclass
@@ -656,20 +669,23 @@ def rank_passages(
     if not rows_a.size:
         none = None if alone else np.full(given, -1.0)
         return PassageRanking([], 0, skipped, none, none if spread else None,
-                              np.zeros(given) if spread and not alone else None)
+                              np.zeros(given) if spread and not alone else None,
+                              np.full((given, len(FIELDS)), -1.0) if spread and not alone else None)
     analyzers = analyzers or {}
     sc = score_passages(index, query, lang, rows_a, scores_a, variant=variant, sigma=sigma, doc_score=doc_score,
                         translations=translations, analyzers=analyzers, mu=mu, mu_translated=mu_translated,
                         rho=rho)
     ranked: list[tuple[PassageScores, FloatArray, int]] = []  # (scores, final scores, passage) best first
-    best = second = share = None
+    best = second = share = fields = None
     for part in [sc.alone(d) for d in range(int(rows_a.size))] if alone else [sc]:
         final = part.combine(alpha, beta, beta_translated)
         among = None if langs is None else np.flatnonzero(np.isin(part.lang, [LANG_CODE[x] for x in langs]))
         top = part.top(final, k, among)
         ranked.extend((part, final, i) for i in top.tolist())
         if not alone:
-            best, second, share = _per_candidate(part, final, among, given, ok if langs is not None else None, spread)
+            kinds = (part.index.unit_tag[part.units] >> 2).astype(np.int64) if spread else None
+            best, second, share, fields = _per_candidate(part, final, among, given, ok if langs is not None else None,
+                                                         spread, kinds)
     if highlight and words is None:
         words = query_words(query, analyzers.get(lang) or get_analyzer(lang)) if isinstance(query, str) else {}
     context_name = "section" if variant == "qsf_section" else "propagated"
@@ -697,15 +713,18 @@ def rank_passages(
             components=comps, highlights=[(m.start, m.end) for m in matches], title=titles[row], lang=plang,
             matches=matches,
         ))
-    return PassageRanking(hits, int(sc.rows.size), skipped, best, second, share)
+    return PassageRanking(hits, int(sc.rows.size), skipped, best, second, share, fields)
 
 
 def _per_candidate(sc: PassageScores, final: FloatArray, among: IntArray | None, given: int,
-                   kept: npt.NDArray[np.bool_] | None,
-                   spread: bool = True) -> tuple[FloatArray, FloatArray | None, FloatArray | None]:
-    """:attr:`PassageRanking.best`, and with ``spread`` ``second`` and ``matched``: the largest and second-largest
-    :meth:`PassageScores.key` of each candidate's passages (those at ``among``, else all; -1 for a candidate without
-    one), and the share of them that hold a query term; over the ``given`` rows, of which ``kept`` were scored.
+                   kept: npt.NDArray[np.bool_] | None, spread: bool = True,
+                   kinds: IntArray | None = None
+                   ) -> tuple[FloatArray, FloatArray | None, FloatArray | None, FloatArray | None]:
+    """:attr:`PassageRanking.best`, and with ``spread`` ``second``, ``matched`` and ``fields``: the largest and
+    second-largest :meth:`PassageScores.key` of each candidate's passages (those at ``among``, else all; -1 for a
+    candidate without one), the share of them that hold a query term, and the largest key among its passages of each
+    of :data:`FIELDS` (``kinds``: the unit kind of every passage; None: the fields are not computed); over the
+    ``given`` rows, of which ``kept`` were scored.
     No sort of the passages (100,000 passages take ~1.6 ms with the spread, ~0.3 ms without)."""
     key = sc.key(final)
     sel = np.arange(key.size) if among is None else among
@@ -713,28 +732,35 @@ def _per_candidate(sc: PassageScores, final: FloatArray, among: IntArray | None,
     n = sc.rows.size
     best = np.full(n, -1.0)
     np.maximum.at(best, docs, keys)
-    second = share = None
-    if spread:  # the second: the largest key once one passage holding the best is left out
-        at_best = np.flatnonzero(keys == best[docs])
-        _, one = np.unique(docs[at_best], return_index=True)
-        rest = keys.copy()
-        rest[at_best[one]] = -np.inf
-        second = np.full(n, -1.0)
-        np.maximum.at(second, docs, rest)
-        second[~np.isfinite(second)] = -1.0
-        count = np.bincount(docs, minlength=n).astype(np.float64)
-        hold = np.bincount(docs, weights=(keys >= 2.0).astype(np.float64), minlength=n)
-        share = np.divide(hold, count, out=np.zeros(n), where=count > 0)
+    if not spread:
+        return best if kept is None else _over_given(best, -1.0, given, kept), None, None, None
+    at_best = np.flatnonzero(keys == best[docs])  # the second: the largest key once one passage at the best is out
+    _, one = np.unique(docs[at_best], return_index=True)
+    rest = keys.copy()
+    rest[at_best[one]] = -np.inf
+    second = np.full(n, -1.0)
+    np.maximum.at(second, docs, rest)
+    second[~np.isfinite(second)] = -1.0
+    count = np.bincount(docs, minlength=n).astype(np.float64)
+    hold = np.bincount(docs, weights=(keys >= 2.0).astype(np.float64), minlength=n)
+    share = np.divide(hold, count, out=np.zeros(n), where=count > 0)
+    fields = np.full((n, len(FIELDS)), -1.0)
+    if kinds is not None:
+        of_sel = kinds[sel]
+        for j, kind in enumerate(FIELDS.values()):
+            at = of_sel == kind
+            np.maximum.at(fields[:, j], docs[at], keys[at])
     if kept is None:
-        return best, second, share
+        return best, second, share, fields
+    return (_over_given(best, -1.0, given, kept), _over_given(second, -1.0, given, kept),
+            _over_given(share, 0.0, given, kept), _over_given(fields, -1.0, given, kept))
 
-    def over_given(x: FloatArray, fill: float) -> FloatArray:
-        out = np.full(given, fill)
-        out[kept] = x
-        return out
 
-    return (over_given(best, -1.0), None if second is None else over_given(second, -1.0),
-            None if share is None else over_given(share, 0.0))
+def _over_given(x: FloatArray, fill: float, given: int, kept: npt.NDArray[np.bool_]) -> FloatArray:
+    """``x`` (one row per scored candidate) spread over the ``given`` rows, ``fill`` where a row was not scored."""
+    out = np.full((given, *x.shape[1:]), fill)
+    out[kept] = x
+    return out
 
 
 def passage_matches(found: list[tuple[int, int, str]], plang: str, lang: str, image: QueryImage,

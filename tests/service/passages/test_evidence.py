@@ -52,33 +52,49 @@ def test_the_best_passage_of_each_candidate_orders_documents_as_the_passage_list
     assert np.all(ranking.second <= ranking.best) and np.all((ranking.matched >= 0) & (ranking.matched <= 1))
     assert np.all(ranking.matched[ranking.best < 2.0] == 0) and np.all(ranking.matched[ranking.best >= 2.0] > 0)
     assert np.count_nonzero(ranking.second >= 2.0) > 3
+    # the best passage of each field: one of them is the best passage, none is above it
+    fields = ranking.fields
+    assert fields is not None and fields.shape == (rows.size, 3)
+    assert np.array_equal(fields.max(axis=1), ranking.best)
+    assert np.count_nonzero(fields[:, 0] >= 2.0) > 3 and np.count_nonzero(fields[:, 2] >= 2.0) > 3
+    field_scores = ranking.field_evidence()
+    assert field_scores is not None and np.all((field_scores >= 0) & (field_scores <= 1))
     plain = index.rank(text, "en", rows, np.linspace(1.0, 0.0, rows.size), k=10**6, highlight=False)
-    assert plain.second is None and plain.matched is None and np.array_equal(plain.best, ranking.best)
+    assert plain.second is None and plain.matched is None and plain.fields is None
+    assert np.array_equal(plain.best, ranking.best)
 
 
-def test_the_best_and_second_passage_and_the_matched_share_of_each_candidate() -> None:
+def test_the_best_and_second_passage_the_matched_share_and_the_best_of_each_field_of_each_candidate() -> None:
     """``_per_candidate`` on passage keys given directly (2 + score where a passage holds a query term): candidates
-    0 (three passages), 1 (none), 2 (two), 3 (one); ``among`` keeps some passages, ``kept`` spreads over all rows."""
+    0 (three passages), 1 (none), 2 (two), 3 (one); ``among`` keeps some passages, ``kept`` spreads over all rows;
+    ``kinds`` says which field each passage is of (the columns of ``fields``: abstract, description, claims)."""
     from types import SimpleNamespace
 
-    from service.passages.ranker import _per_candidate
+    from service.passages.ranker import FIELDS, _per_candidate
+    from service.passages.tree import KIND_ABSTRACT, KIND_CLAIM, KIND_DESCRIPTION
 
+    assert list(FIELDS) == ["abstract", "description", "claims"]
     keys = np.array([2.5, 2.9, 0.3, 0.0, 2.1, 2.2])
+    kinds = np.array([KIND_ABSTRACT, KIND_CLAIM, KIND_CLAIM, KIND_DESCRIPTION, KIND_CLAIM, KIND_DESCRIPTION])
     sc = SimpleNamespace(rows=np.arange(4), doc_index=np.array([0, 0, 0, 2, 2, 3]), key=lambda final: final)
-    best, second, share = _per_candidate(sc, keys, None, 4, None)  # type: ignore[arg-type]
+    best, second, share, fields = _per_candidate(sc, keys, None, 4, None, kinds=kinds)  # type: ignore[arg-type]
     assert best.tolist() == [2.9, -1.0, 2.1, 2.2] and second.tolist() == [2.5, -1.0, 0.0, -1.0]
     assert share.tolist() == pytest.approx([2 / 3, 0.0, 0.5, 1.0])
-    best, second, share = _per_candidate(sc, keys, np.array([0, 2, 3]), 4, None)  # type: ignore[arg-type]
+    assert fields.tolist() == [[2.5, -1.0, 2.9], [-1.0, -1.0, -1.0], [-1.0, 0.0, 2.1], [-1.0, 2.2, -1.0]]
+    best, second, share, fields = _per_candidate(sc, keys, np.array([0, 2, 3]), 4, None,  # type: ignore[arg-type]
+                                                 kinds=kinds)
     assert best.tolist() == [2.5, -1.0, 0.0, -1.0] and second.tolist() == [0.3, -1.0, -1.0, -1.0]
     assert share.tolist() == pytest.approx([0.5, 0.0, 0.0, 0.0])
+    assert fields.tolist() == [[2.5, -1.0, 0.3], [-1.0] * 3, [-1.0, 0.0, -1.0], [-1.0] * 3]
     kept = np.array([True, False, True, True, True])  # five rows given, the second not scored (no readable passage)
-    best, second, share = _per_candidate(sc, keys, None, 5, kept)  # type: ignore[arg-type]
+    best, second, share, fields = _per_candidate(sc, keys, None, 5, kept, kinds=kinds)  # type: ignore[arg-type]
     assert best.tolist() == [2.9, -1.0, -1.0, 2.1, 2.2] and share.tolist() == pytest.approx([2 / 3, 0, 0, 0.5, 1])
     assert second.tolist() == [2.5, -1.0, -1.0, 0.0, -1.0]
+    assert fields.shape == (5, 3) and fields[1].tolist() == [-1.0] * 3 and fields[4].tolist() == [-1.0, 2.2, -1.0]
     tie = SimpleNamespace(rows=np.arange(1), doc_index=np.zeros(3, dtype=np.int64), key=lambda final: final)
-    best, second, _ = _per_candidate(tie, np.array([2.4, 2.4, 0.1]), None, 1, None)  # type: ignore[arg-type]
+    best, second, _, _ = _per_candidate(tie, np.array([2.4, 2.4, 0.1]), None, 1, None)  # type: ignore[arg-type]
     assert best.tolist() == second.tolist() == [2.4]  # two passages tie for the best: the second is as good
-    assert _per_candidate(tie, np.array([2.4, 2.4, 0.1]), None, 1, None, spread=False)[1] is None  # type: ignore
+    assert _per_candidate(tie, np.array([2.4, 2.4, 0.1]), None, 1, None, spread=False)[1:] == (None,) * 3  # type: ignore
 
 
 def test_the_first_n_are_reordered_by_their_best_passage_and_the_rest_keep_the_fused_order(engine: Engine) -> None:

@@ -27,6 +27,7 @@ from service.index.folder import IndexFolder, Layout  # noqa: E402
 from service.pipeline import Pipeline, compose  # noqa: E402
 from service.query import Query  # noqa: E402
 from service.retrieval import neural  # noqa: E402
+from service.retrieval.code_prediction import predict_codes  # noqa: E402
 from service.settings import Settings  # noqa: E402
 
 TOL = 1e-5
@@ -96,7 +97,7 @@ def test_precomputed_encodings_match_the_oracle(index: Path, pipeline: Pipeline)
 @pytest.mark.slow
 def test_union_and_applicability(pipeline: Pipeline) -> None:
     text, codes = _query_of(pipeline, 7)
-    q = Query(text=text, lang="en", k=10, depth=8)  # no codes: meta and joint do not apply
+    q = Query(text=text, lang="en", k=10, depth=8)  # no codes: meta and joint read the codes predicted for it
     cands = pipeline.features(q)
     n_first = int(cands.in_first.sum())
     assert cands.in_first[:n_first].all() and not cands.in_first[n_first:].any()
@@ -105,12 +106,53 @@ def test_union_and_applicability(pipeline: Pipeline) -> None:
     qv = dense.models.encode_query(text, "en")  # type: ignore[union-attr]
     np.testing.assert_allclose(cands.scores["dense"], dense.dense.scores(qv, cands.rows), atol=1e-9)  # type: ignore
     assert set(dense.dense.search(qv, 8).rows.tolist()) == set(cands.rows[cands.in_dense].tolist())  # type: ignore
-    assert set(cands.scores) == {"bm25", "dense", "text"}
-    assert cands.skipped == {"meta": "the query has no classification codes",
-                             "joint": "the query has no classification codes"}
+    assert set(cands.scores) == {"bm25", "dense", "text", "meta", "joint"} and not cands.skipped
+    # the predicted codes: the main groups the first stage's top documents vote for, the three best
+    top = np.lexsort((np.arange(len(cands)), -cands.scores["bm25"]))[:10]
+    voters = [record_codes(pipeline.docs.header_row(int(cands.rows[i]))) for i in top if cands.scores["bm25"][i] > 0]
+    want = [c for c, _ in predict_codes(voters, "main_group")[:3]]
+    assert want and cands.predicted_codes == want == cands.details["rerank"]["predicted_codes"]
+    rerank = pipeline.stage("rerank")
+    on_predicted = rerank.scores(text, "en", want, cands.rows, ("meta", "joint"))  # type: ignore[union-attr]
+    for kind in ("meta", "joint"):
+        np.testing.assert_allclose(cands.scores[kind], on_predicted[kind], err_msg=kind)
     with_codes = pipeline.features(Query(text=text, lang="en", codes=codes, k=10, depth=8))
     assert set(with_codes.scores) == {"bm25", "dense", "text", "meta", "joint"} and not with_codes.skipped
+    assert not with_codes.predicted_codes and "predicted_codes" not in with_codes.details["rerank"]
     np.testing.assert_array_equal(with_codes.rows, cands.rows)
+    assert not np.allclose(with_codes.scores["meta"], cands.scores["meta"])  # its own codes, not the predicted ones
+
+
+@pytest.mark.slow
+def test_a_query_whose_first_documents_hold_no_codes_is_not_scored_by_the_code_rankers(
+        pipeline: Pipeline, monkeypatch: pytest.MonkeyPatch) -> None:
+    text, _ = _query_of(pipeline, 7)
+    rerank = pipeline.stage("rerank")
+    monkeypatch.setattr(rerank, "docs", None)  # a stage without the records: nothing to predict from
+    cands = pipeline.features(Query(text=text, lang="en", k=10, depth=8))
+    assert set(cands.scores) == {"bm25", "dense", "text"} and not cands.predicted_codes
+    assert cands.skipped == {"meta": "the query has no classification codes",
+                             "joint": "the query has no classification codes"}
+    monkeypatch.setattr(rerank, "docs", pipeline.docs)
+    monkeypatch.setattr(rerank, "predict", lambda cands: [])  # first documents without codes
+    cands = pipeline.features(Query(text=text, lang="en", k=10, depth=8))
+    assert cands.skipped["meta"] == "the query has no classification codes and its first documents predict none"
+
+
+@pytest.mark.slow
+def test_codes_are_predicted_only_where_the_fusion_weighs_the_code_rankers(pipeline: Pipeline) -> None:
+    """A search fused with the index's weights (here BM25 alone: the tiny index's fusion is not installed) is spared
+    the meta and joint scores; request weights on meta ask for them, and the response's codes are the predicted."""
+    text, _ = _query_of(pipeline, 7)
+    assert not pipeline.fusion.model.linear["nocodes"].installed
+    cands, _ = pipeline.run(Query(text=text, lang="en", k=10, depth=8))
+    assert "meta" not in cands.scores and not cands.predicted_codes
+    assert "the fusion does not weigh this ranker" in cands.skipped["meta"]
+    cands, _ = pipeline.run(Query(text=text, lang="en", k=10, depth=8, weights={"bm25": 0.5, "meta": 0.5}))
+    assert "meta" in cands.scores and cands.predicted_codes
+    assert cands.fusion is not None and cands.fusion.weights.get("meta", 0) > 0
+    features = pipeline.features(Query(text=text, lang="en", k=10, depth=8))  # fusion learning: every component
+    assert features.predicted_codes == cands.predicted_codes
 
 
 @pytest.mark.slow
@@ -319,3 +361,20 @@ def test_compose_checks_that_each_stage_gets_what_it_requires() -> None:
         check_stages([rerank, first, fusion])  # type: ignore[list-item]
     with pytest.raises(ValueError, match="two stages are named 'bm25'"):
         check_stages([first, first, fusion])  # type: ignore[list-item]
+
+
+@pytest.mark.slow
+def test_the_response_lists_the_codes_predicted_for_the_code_rankers(index: Path, pipeline: Pipeline) -> None:
+    from service.engine import Engine
+    from service.schema import SearchRequest
+
+    text, _ = _query_of(pipeline, 7)
+    engine = Engine.load(index, settings=Settings(index_dir=index, device="cpu"), verify=False)
+    try:
+        res = engine.search(SearchRequest(query=text, lang="en", k=5, weights={"bm25": 0.5, "meta": 0.5},
+                                          explain=True))
+        stage = next(s for s in res.stages if s.name == "rerank")
+        assert res.query.predicted_codes and res.query.predicted_codes == stage.detail["predicted_codes"]
+        assert not res.query.codes and res.fusion is not None and res.fusion.components["meta"] == "applied"
+    finally:
+        engine.close()
