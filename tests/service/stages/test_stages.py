@@ -205,7 +205,9 @@ def test_fusion_weights_per_profile_and_depth(index: Path, tmp_path: Path) -> No
     r = engine.search(SearchRequest(query=text, lang="en", codes=codes, k=5, depth=150))
     assert r.fusion.profile == "codes" and r.fusion.weights == {"bm25": 1.0}
     assert r.fusion.source.startswith("BM25 only: did not beat BM25")
-    assert r.fusion.components["meta"] == "computed, weight 0"  # computed, not fused, and so not shown
+    # a ranker the fusion does not weigh for the query is not scored at all (dense is: its search adds candidates)
+    assert r.fusion.components["meta"] == "not applied: the fusion gives it no weight for this query (not scored)"
+    assert r.fusion.components["text"] == r.fusion.components["meta"]
     assert all(set(h.components) - {"evidence", "ranker"} == {"bm25", "fused"} for h in r.results)
     # the dense system over the union is the dense search's own top (flat index), in the fused order
     r = engine.search(SearchRequest(query=text, lang="en", k=5, depth=150, weights={"dense": 1.0}, evidence_docs=0))
