@@ -131,15 +131,12 @@ def _translation_tables(
 def _word_vectors(passages: Any, analyzers: Mapping[str, Any], progress: bool) -> WordVectors | None:
     """The index's word vectors (training/word_vectors.py); None, logged, when no language has enough text or gensim
     is not installed (the engine then orders the first documents by the passage rule, and says so)."""
-    from training.word_vectors import TooLittleText, train_word_vectors
+    from training.word_vectors import NoWordVectors, train_word_vectors
 
     try:
         return train_word_vectors(passages, analyzers, progress=progress)
-    except TooLittleText as exc:
+    except NoWordVectors as exc:
         log.warning("no word vectors (%s): the ranker's kernel features cannot be computed in this index", exc)
-    except ImportError as exc:  # an installation without the training extra (gensim): the service's own warmup
-        log.warning("no word vectors (%s; the training extra installs it): the ranker's kernel features cannot be "
-                    "computed in this index", exc)
     return None
 
 

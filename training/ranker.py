@@ -311,7 +311,7 @@ def install_into(index_dir: str | Path, ranker: str | Path = "default") -> list[
     from service.index.folder import IndexFolder, Layout, ShardSet, is_sharded
     from service.index.parts import open_part, write_part
     from service.kernel_pooling import reads_kernels
-    from training.word_vectors import TooLittleText, index_word_vectors
+    from training.word_vectors import NoWordVectors, index_word_vectors
 
     got = resolve(ranker)
     if got is None:
@@ -328,7 +328,7 @@ def install_into(index_dir: str | Path, ranker: str | Path = "default") -> list[
             if reads_kernels(part["body"]["features"]) and not folder.has("word_vectors"):
                 try:  # (from the index as it is, before the ranker's files change)
                     vectors = index_word_vectors(root)
-                except TooLittleText as exc:  # the engine orders by the passage rule, and says so
+                except NoWordVectors as exc:  # the engine orders by the passage rule, and says so
                     none_why = f"none ({exc}): the first documents are ordered by their best passage"
             entry = {**write_part("ranker", folder.root, part), "source": source}
             parts, changed = {"ranker": entry}, [Layout.RANKER]

@@ -31,7 +31,12 @@ log = logging.getLogger(__name__)
 Analyze = Callable[[str], list[str]]
 
 
-class TooLittleText(ValueError):
+class NoWordVectors(ValueError):
+    """The index gets no word vectors: too little text (:class:`TooLittleText`), or no word2vec installed (gensim, the
+    training extra). The engine then orders the first documents by the passage rule, and says so."""
+
+
+class TooLittleText(NoWordVectors):
     """No language of the index has enough analysed terms for word vectors."""
 
 
@@ -52,7 +57,7 @@ def train_word_vectors(passages: PassageArrays | SegmentedPassageIndex,
                        s: WordVectorSettings | None = None, *, progress: bool | None = None) -> WordVectors:
     """word2vec (CBOW by default, one worker: deterministic) per language over the passage index's units, analysed by
     ``analyzers`` (the index's; default: the languages' plain analysers); :class:`TooLittleText` when no language
-    has ``s.min_tokens`` analysed terms."""
+    has ``s.min_tokens`` analysed terms, :class:`NoWordVectors` without gensim."""
     from service.passages.segments import SegmentedPassageIndex
 
     s = s or WordVectorSettings()
@@ -78,6 +83,8 @@ def train_word_vectors(passages: PassageArrays | SegmentedPassageIndex,
             except ValueError as exc:
                 log.info("word vectors %s: %s", lang, exc)
                 continue
+            except ImportError as exc:  # an installation without the training extra: the service's own warmup
+                raise NoWordVectors(f"{exc}; the training extra installs it") from exc
             terms = emb.vocab.terms[2:]  # (rows 0, 1: <pad>, <unk>)
             keys += [f"{lang}\0{t}" for t in terms]
             vectors.append(emb.vectors[2:])
@@ -120,4 +127,4 @@ def index_word_vectors(root: str | Path, *, progress: bool | None = None) -> Wor
     return train_word_vectors(open_component("passages", folder), open_part("analysis", folder), progress=progress)
 
 
-__all__ = ["TooLittleText", "WordVectorSettings", "index_word_vectors", "train_word_vectors"]
+__all__ = ["NoWordVectors", "TooLittleText", "WordVectorSettings", "index_word_vectors", "train_word_vectors"]

@@ -27,6 +27,7 @@ from training.ranker import (
     train_mlp,
     write_ranker,
 )
+from training.synth import SynthConfig, write_synthetic
 
 
 def _topics(n: int, seed: int = 0) -> list[TopicEvidence]:
@@ -313,3 +314,32 @@ def test_install_ranker_puts_the_ranker_into_an_index_built_without_it(tmp_path:
     engine = Engine.load(sharded, settings=Settings(index_dir=sharded))
     assert engine.ranker is not None
     engine.close()
+
+
+def test_install_ranker_without_word2vec_installs_the_ranker_and_says_it_has_no_vectors(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without gensim (a service-only installation) the ranker is written, its entry says why there are no word
+    vectors, and the engine then orders by the passage rule and says so, as after a build without them."""
+    import training.word_vectors as wv_module
+    from service.engine import Engine
+    from service.index.folder import IndexFolder
+    from service.settings import Settings
+    from training.build import build_index
+
+    write_synthetic(tmp_path / "all.jsonl", SynthConfig(n=80, seed=4), progress=False)
+    idx = tmp_path / "index"
+    build_index(tmp_path / "all.jsonl", idx, translation=False, compounds="", progress=False, ranker="none")
+
+    def missing(*args: object, **kwargs: object) -> None:
+        raise ImportError("No module named 'gensim'")
+
+    monkeypatch.setattr(wv_module, "train_word2vec", missing)
+    (entry,) = install_into(idx)
+    assert entry["word_vectors"].startswith("none (") and "the training extra installs it" in entry["word_vectors"]
+    folder = IndexFolder.open(idx)
+    assert "ranker" in folder.components and "word_vectors" not in folder.components
+    engine = Engine.load(idx, settings=Settings(index_dir=idx))
+    try:
+        assert engine.ranker is None and any("kernel features" in n for n in engine.notices)
+    finally:
+        engine.close()

@@ -6,11 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from service.corpus.jsonl import read_corpus
 from service.passages import PassageIndex
 from training.synth import SynthConfig, write_synthetic
-from training.word_vectors import WordVectorSettings, train_word_vectors
+from training.word_vectors import NoWordVectors, TooLittleText, WordVectorSettings, train_word_vectors
 
 
 def test_word_vectors_are_keyed_as_the_passage_vocabulary_and_deterministic(tmp_path: Path) -> None:
@@ -27,3 +28,23 @@ def test_word_vectors_are_keyed_as_the_passage_vocabulary_and_deterministic(tmp_
     np.testing.assert_allclose(np.linalg.norm(wv.vectors, axis=1), 1.0, rtol=1e-5)
     again = train_word_vectors(passages, s=s, progress=False)
     assert again.keys == wv.keys and np.array_equal(again.vectors, wv.vectors)
+
+
+def test_no_word2vec_installed_and_too_little_text_are_both_no_word_vectors(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The one exception the build and install-ranker catch (they then install no vectors, and say why)."""
+    import training.word_vectors as wv_module
+
+    write_synthetic(tmp_path / "all.jsonl", SynthConfig(n=60, seed=3), progress=False)
+    passages = PassageIndex.from_records(list(read_corpus(tmp_path / "all.jsonl")))
+    with pytest.raises(TooLittleText):
+        train_word_vectors(passages, s=WordVectorSettings(min_tokens=10**9), progress=False)
+    assert issubclass(TooLittleText, NoWordVectors)
+
+    def missing(*args: object, **kwargs: object) -> None:
+        raise ImportError("No module named 'gensim'")
+
+    monkeypatch.setattr(wv_module, "train_word2vec", missing)
+    with pytest.raises(NoWordVectors, match="gensim.*the training extra installs it") as got:
+        train_word_vectors(passages, s=WordVectorSettings(min_tokens=10), progress=False)
+    assert not isinstance(got.value, TooLittleText)
