@@ -20,6 +20,7 @@ import numpy as np
 from service import __version__
 from service.candidates import Candidates, StageTrace
 from service.classification import ClassificationScheme
+from service.code_classifier import CodeClassifier
 from service.codes import record_codes
 from service.corpus.families import KEYS as FAMILY_KEYS
 from service.corpus.families import Group as FamilyGroup
@@ -39,7 +40,7 @@ from service.passages.ranker import PassageRanking
 from service.passages.segments import SegmentedPassageIndex
 from service.pipeline import Pipeline, compose
 from service.query import Query, QueryError
-from service.ranker import RankerModel, evidence_features
+from service.ranker import RankerModel, evidence_features, reads_models
 from service.retrieval.feedback import Feedback
 from service.schema import (
     DEFAULT_VARIANT,
@@ -106,6 +107,8 @@ class Engine:
         # them (the index part word_vectors, written with a ranker that reads them; or use_word_vectors)
         vectors = open_part("word_vectors", folder)
         self.kernels: KernelPooling | None = kernel_pooling(self._passages, vectors)
+        # the codes of a query from the CPC titles (service/code_classifier.py), where the build had the title list
+        self.code_classifier: CodeClassifier | None = open_part("code_classifier", folder)
         # the learned ranker of the first documents, where one won held out and was installed (service/ranker.py)
         self.ranker: RankerModel | None = None
         part = open_part("ranker", folder)
@@ -236,6 +239,8 @@ class Engine:
             evidence_docs = ranker.docs
         keep = query.k
         query.k = max(query.k, min(evidence_docs, query.depth))
+        if evidence_docs and ranker is not None and reads_models(ranker.features):
+            query.every_component = True  # its features are the rankers' scores, weighed by the fusion or not
         cands, trace = self.pipeline.run(query)
         if evidence_docs:
             self.order_by_evidence(query, cands, trace, evidence_docs, evidence_weight, ranker)
@@ -391,7 +396,8 @@ class Engine:
                 kernels = (self.kernels.features(images, cands.rows[:n])
                            if self.kernels is not None and reads_kernels(ranker.features) else None)
                 ev = evidence_features(self._first_stage(), self.docs, query, cands, n, best, ranker.features,
-                                       second, ranking.matched, kernels, ranking.field_evidence())
+                                       second, ranking.matched, kernels, ranking.field_evidence(),
+                                       self.classify(images))
                 learned = ranker.score(ev.X)
                 key = learned
                 if not cands.predicted_codes:  # (the rerank stage's, where it predicted them, are the ones shown)
@@ -431,9 +437,17 @@ class Engine:
         kernels = self.kernels.features(images, cands.rows[:n]) if self.kernels is not None else None
         kernels_ms = (time.perf_counter() - started) * 1000.0
         ev = evidence_features(self._first_stage(), self.docs, query, cands, n, best, second=second,
-                               matched=ranking.matched, kernels=kernels, fields=ranking.field_evidence())
+                               matched=ranking.matched, kernels=kernels, fields=ranking.field_evidence(),
+                               classified=self.classify(images))
         ev.kernels_ms = kernels_ms
         return cands, ev
+
+    def classify(self, images: Mapping[str, QueryImage]) -> dict[str, list[tuple[str, float]]] | None:
+        """The code classifier's codes per level for a query of these images (its English one: the CPC titles are
+        English); None where the index has no classifier or the query does not reach English."""
+        if self.code_classifier is None or "en" not in images:
+            return None
+        return {level: self.code_classifier.predict(images["en"].probs, level) for level in self.code_classifier.levels}
 
     def _first_stage(self) -> FirstStage | None:
         """The pipeline's first stage, for the features that read the index (None: a sharded pipeline, whose rows are

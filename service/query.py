@@ -57,7 +57,8 @@ class Query:
     max_query_terms: int | None = None  # first-stage query reduction (None: the default)
     feedback: Feedback | None = None  # marked rows: Rocchio expansion (service/retrieval/feedback.py)
     explain: bool = True  # the shown rows' matched terms are looked up (False: /passages, /search unexplained)
-    # score every component that applies, weighed by the fusion or not (Pipeline.features: what fusion learning reads)
+    # score every component that applies, weighed by the fusion or not (Pipeline.features: what fusion learning reads;
+    # Engine.run for a learned ranker that reads the components' scores)
     every_component: bool = False
     resolved: Resolved | None = None
     notes: list[str] = field(default_factory=list)

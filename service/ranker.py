@@ -20,11 +20,17 @@ collection (so that a model learned on some indexes applies to another):
 - the query's codes predicted from the first documents (issue 33 item 2: each of the first ten votes ``1 / rank``
   for its codes, :func:`service.retrieval.code_prediction.predict_codes`): the share of the *other* documents' votes
   that go to the subclasses, and to the main groups, it holds;
+- the query's codes predicted from the CPC titles (issue 33 item 2, :mod:`service.code_classifier`, where the index
+  has the classifier and the query reaches English): the predicted share of the subclasses, and of the main groups,
+  it holds (``class_subclass``, ``class_group``; 0 without a classifier);
 - its score in the search expanded by pseudo-relevance feedback (issue 33 item 3: Rocchio from the first
   ``FEEDBACK_DOCS`` documents on every route, service/retrieval/feedback.py), over the ``N``'s best there;
 - of the query: its index terms (log) and whether it was searched through translation;
 - kernel pooling of the query's and the document's word vectors (issue 33 item 4, :mod:`service.kernel_pooling`:
-  exact and soft matches, through the translation tables), where the index has word vectors.
+  exact and soft matches, through the translation tables), where the index has word vectors;
+- the neural components' scores (:data:`MODEL_FEATURES`: the dense cosine and the text, meta and joint rankers',
+  min-max over the ``N`` that they scored, 0 where one did not apply), where the index has models: the rerank stage
+  then scores every ranker for a query, whatever the fusion weighs (:func:`reads_models`).
 
 Models (``kind``): ``gbm``, LambdaMART trees (LightGBM, trained by the training package; evaluated here from their
 dump: no LightGBM in the service), or ``mlp``, a network trained on pairs with the hinge loss and exported to ONNX
@@ -44,6 +50,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from numba import njit
 
+from service.code_classifier import code_agreement
 from service.codes import codes_at, record_codes
 from service.kernel_pooling import KERNEL_FEATURES
 from service.passages.ranker import FIELDS
@@ -60,10 +67,17 @@ if TYPE_CHECKING:
 FIELD_FEATURES: tuple[str, ...] = tuple(f"passage_{name}" for name in FIELDS)
 """The best passage's score in each field of the document (:data:`service.passages.ranker.FIELDS`)."""
 
+MODEL_FEATURES: tuple[str, ...] = ("dense", "text", "meta", "joint")
+"""The neural components' scores (service/stages: the dense stage and the rerank stage's rankers), named as the
+components are."""
+
+CLASSIFIER_FEATURES: tuple[str, ...] = ("class_subclass", "class_group")
+"""The code classifier's share of the document's subclasses and main groups (:mod:`service.code_classifier`)."""
+
 FEATURES: tuple[str, ...] = (
     "fused", "rank", "bm25", "own_route", "doc_query_lang", "passage", "passage_rank", "passage_second",
     "passage_matched", "code_subclass", "code_group", "feedback", "query_terms", "translated", *KERNEL_FEATURES,
-    *FIELD_FEATURES,
+    *FIELD_FEATURES, *MODEL_FEATURES, *CLASSIFIER_FEATURES,
 )
 """The features of a document, in the model's column order (see the module docstring)."""
 
@@ -76,7 +90,8 @@ RANKER_KINDS = ("gbm", "mlp")
 @dataclass
 class Evidence:
     """The features of a search's first documents (``X``: one row each, :data:`FEATURES` columns) and the query's
-    predicted codes (subclass: share of the first documents' votes), for the response."""
+    predicted subclasses with their shares, for the response (the code classifier's where it predicted them, else
+    the first documents' vote)."""
 
     X: np.ndarray
     predicted_codes: list[tuple[str, float]]
@@ -94,6 +109,22 @@ def _scaled(x: np.ndarray) -> np.ndarray:
 def _minmax(x: np.ndarray) -> np.ndarray:
     lo, hi = float(x.min()), float(x.max())
     return (x - lo) / (hi - lo) if hi > lo else np.ones_like(x)
+
+
+def reads_models(features: Collection[str]) -> bool:
+    """Does a ranker of these features read the neural components' scores (and so need every one scored)?"""
+    return bool(set(features) & set(MODEL_FEATURES))
+
+
+def _component(scores: np.ndarray) -> np.ndarray:
+    """A component's scores of the first documents, min-max over those it scored (1 when they are equal), 0 where it
+    scored none (NaN)."""
+    x = np.asarray(scores, dtype=np.float64)
+    out = np.zeros(len(x))
+    ok = np.isfinite(x)
+    if ok.any():
+        out[ok] = _minmax(x[ok])
+    return out
 
 
 def _code_shares(codes: Sequence[Sequence[str]], level: str) -> np.ndarray:
@@ -118,12 +149,14 @@ def _code_shares(codes: Sequence[Sequence[str]], level: str) -> np.ndarray:
 def evidence_features(fs: FirstStage | None, docs: DocStore, query: Query, cands: Candidates, n: int,
                       passage: np.ndarray, features: Collection[str] = FEATURES, second: np.ndarray | None = None,
                       matched: np.ndarray | None = None, kernels: np.ndarray | None = None,
-                      fields: np.ndarray | None = None) -> Evidence:
+                      fields: np.ndarray | None = None,
+                      classified: Mapping[str, Sequence[tuple[str, float]]] | None = None) -> Evidence:
     """The :data:`FEATURES` of the first ``n`` candidates (the fused order); ``passage``: their best passage's scores
     in [0, 1], ``second`` their second-best's (0 where none), ``matched`` the share of their passages that hold a
     query term (:class:`service.passages.PassageRanking`; None: 0), ``kernels`` their
     :data:`~service.kernel_pooling.KERNEL_FEATURES` (None: 0), ``fields`` their best passage's score in each field
-    (:meth:`service.passages.PassageRanking.field_evidence`, :data:`FIELD_FEATURES`; None: 0). ``fs``: the first
+    (:meth:`service.passages.PassageRanking.field_evidence`, :data:`FIELD_FEATURES`; None: 0), ``classified`` the
+    code classifier's prediction per level (:meth:`service.engine.Engine.classify`; None: 0). ``fs``: the first
     stage, for the features that read the index (None: a sharded pipeline, those are 0);
     ``features``: those a model reads (the feedback search, the costly one, runs only when it is among them)."""
     assert cands.fused is not None
@@ -162,7 +195,16 @@ def evidence_features(fs: FirstStage | None, docs: DocStore, query: Query, cands
         X[:, [col[f] for f in KERNEL_FEATURES]] = kernels
     if fields is not None:
         X[:, [col[f] for f in FIELD_FEATURES]] = fields
-    return Evidence(X, predict_codes(codes, "subclass"), feedback_ms)
+    for name in MODEL_FEATURES:
+        if name in cands.scores:
+            X[:, col[name]] = _component(cands.scores[name][:n])
+    voted = predict_codes(codes, "subclass")
+    if classified:
+        for name, level in (("class_subclass", "subclass"), ("class_group", "main_group")):
+            if classified.get(level):
+                X[:, col[name]] = code_agreement(classified[level], [codes_at(c, level) for c in codes])
+    return Evidence(X, list(classified["subclass"]) if classified and classified.get("subclass") else voted,
+                    feedback_ms)
 
 
 def _feedback_scores(fs: FirstStage, query: Query, rows: np.ndarray) -> np.ndarray:
@@ -339,5 +381,5 @@ class RankerModel:
                    {k: v for k, v in meta.items() if k not in ("trees",)})
 
 
-__all__ = ["FEATURES", "FIELD_FEATURES", "FEEDBACK_DOCS", "RANKER_KINDS", "Evidence", "RankerModel", "TreeEnsemble",
-           "evidence_features"]
+__all__ = ["CLASSIFIER_FEATURES", "FEATURES", "FIELD_FEATURES", "FEEDBACK_DOCS", "MODEL_FEATURES", "RANKER_KINDS",
+           "Evidence", "RankerModel", "TreeEnsemble", "evidence_features", "reads_models"]

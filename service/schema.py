@@ -212,9 +212,10 @@ class QueryInfo(BaseModel):
     filters: dict[str, Any] = Field(default_factory=dict)
     feedback: FeedbackInfo | None = None
     predicted_codes: list[str] = Field(
-        default_factory=list, description="codes the query is predicted to have, voted by its first documents, for a "
-        "query that brings none: the main groups the meta and joint rankers read (an index with models), else the "
-        "subclasses the learned ranker's code features agree with; the query's own codes are in 'codes'")
+        default_factory=list, description="codes the query is predicted to have, for a query that brings none: the "
+        "main groups its first documents vote for, which the meta and joint rankers read (an index with models), else "
+        "the subclasses the learned ranker's code features agree with (the code classifier's of the CPC titles, where "
+        "the index has it, else its first documents' vote); the query's own codes are in 'codes'")
 
 
 class FusionInfo(BaseModel):

@@ -29,6 +29,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from service.codes import record_codes
 from service.corpus.jsonl import read_corpus
 from service.corpus.record import PatentRecord
 from service.index.components import ENCODE_BATCH, EmptyBatchError, WriteContext, write_components
@@ -41,6 +42,7 @@ from service.retrieval.encoders import ModelsLayout
 from service.text.analysis import SUPPORTED_LANGS, Analyzer, CachedAnalyzer, get_analyzer
 from service.text.compounds import CompoundSplitter
 from service.text.word_vectors import WordVectors
+from training.code_classifier import default_cpc_path, index_classifier
 from training.translation.compounds import COMPOUND_LANGS
 from training.translation.index_step import (
     DEFAULT_COMPOUND_LANGS,
@@ -82,6 +84,7 @@ class BuildReport:
     fusion: dict[str, Any] | None = None  # learned weights summary, or {"skipped": reason}
     passages: dict[str, Any] | None = None  # passage index: counts, bytes (per document), seconds
     ranker: dict[str, Any] | None = None  # the learned ranker installed (kind, documents it orders, where from)
+    code_classifier: str | None = None  # what code classifier the index has, or why none
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -212,6 +215,7 @@ def build_index(
     fuse_task: str = "auto",
     ranker: str | Path | None = "default",
     word_vectors: WordVectors | None = None,
+    cpc: str | Path | None = "auto",
 ) -> BuildReport:
     """Build an index folder from a corpus JSONL path (or an iterable of records).
 
@@ -232,6 +236,9 @@ def build_index(
     ``ranker``: the learned ranker of /search's first documents installed into the index (the index part
     ``ranker``): ``"default"`` the project's (:data:`training.ranker.DEFAULT_RANKER`, when the experiment that
     chooses it has written one), a ranker folder, or None (the passage-evidence rule orders them).
+    ``cpc``: the CPC title list the code classifier's profiles are made of (the index part ``code_classifier``,
+    :func:`training.code_classifier.index_classifier`: given where the list knows most of the corpus' subclasses);
+    ``"auto"``: the service's ``PRIORART_CPC_TITLES``, else the shared data folder's, when present; None: none.
     """
     if dense_index not in INDEX_KINDS:
         raise BuildError(f"unknown dense index {dense_index!r}; choose from {', '.join(INDEX_KINDS)}")
@@ -279,9 +286,15 @@ def build_index(
         }
         show = sys.stderr.isatty() if progress is None else progress
         ctx = WriteContext(settings, analyzers, progress=show, want_vocab=collector is not None)
+        corpus_codes: set[str] = set()
+
+        def on_record(rec: PatentRecord) -> None:
+            corpus_codes.update(record_codes(rec))
+            if collector is not None:
+                collector.add(rec)
+
         try:  # the doc store, the sparse indexes and the passages (the encodings come with the models, below)
-            components = write_components(tmp, records, ctx,
-                                          on_record=collector.add if collector is not None else None)
+            components = write_components(tmp, records, ctx, on_record=on_record)
             vocabs = ctx.vocabs
         except EmptyBatchError as exc:
             raise BuildError("the corpus holds no records") from exc
@@ -297,6 +310,10 @@ def build_index(
                 vectors = word_vectors or _word_vectors(PassageArrays.open(tmp / Layout.PASSAGES), analyzers, show)
                 if vectors is not None:
                     components["word_vectors"] = write_part("word_vectors", tmp, vectors)
+        classifier, said = index_classifier(_cpc(cpc), analyzers.get("en"), corpus_codes)
+        log.info("%s", said)
+        if classifier is not None:  # the codes of a query without any, from the CPC titles (an index-level part)
+            components["code_classifier"] = write_part("code_classifier", tmp, classifier)
         components["build"] = {"n_docs": n_docs, "corpus": str(corpus) if isinstance(corpus, str | Path) else None}
         folder = IndexFolder(tmp, write_meta(tmp, settings, components))  # the build wrote and hashed every file
         models_report: dict[str, Any] | None = None
@@ -328,7 +345,19 @@ def build_index(
         passages=components["passages"],
         ranker=({"kind": ranker_in[1]["body"]["kind"], "docs": ranker_in[1]["body"]["docs"], "source": ranker_in[0]}
                 if ranker_in is not None else None),
+        code_classifier=said,
     )
+
+
+def _cpc(cpc: str | Path | None) -> Path | None:
+    """The CPC title list of ``build_index(cpc=...)``."""
+    if cpc is None:
+        return None
+    if cpc != "auto":
+        return Path(cpc)
+    from service.settings import Settings
+
+    return Settings().cpc_titles or default_cpc_path()
 
 
 # ------------------------------------------------------------------------------------------ models
@@ -510,6 +539,7 @@ def build_sharded_index(
     dense_index: str = "flat",
     device: str = "auto",
     ranker: str | Path | None = "default",
+    cpc: str | Path | None = "auto",
 ) -> ShardedBuildReport:
     """Build a sharded index (layout: service/index/folder.py; search: service/shards.py).
 
@@ -521,7 +551,8 @@ def build_sharded_index(
     union of the shards' vocabularies and copied into every shard, and the root ``meta.json`` is written
     last. The BM25 statistics are not frozen here: readers sum the shards' at open (``global_stats``),
     so that ``priorart add`` into one shard keeps every shard's weights global. ``ranker``: as :func:`build_index`'s,
-    installed into every shard (a folder a Ray cluster's tasks must see, as ``out_dir``).
+    installed into every shard (a folder a Ray cluster's tasks must see, as ``out_dir``); ``cpc`` likewise (each
+    shard gets the code classifier).
     """
     from service.corpus.jsonl import write_corpus
     from service.corpus.record import family_key
@@ -543,7 +574,8 @@ def build_sharded_index(
     options = {"index_langs": langs, "fields": fields, "scoring": scoring, "k1": k1, "b": b, "epsilon": epsilon,
                "compounds": compound_langs, "models_dir": str(models_dir) if models_dir else None,
                "dense_index": dense_index, "device": device,
-               "ranker": "none" if ranker_in is None else str(ranker)}
+               "ranker": "none" if ranker_in is None else str(ranker),
+               "cpc": None if (path := _cpc(cpc)) is None else str(path)}
     tmp = out.parent / f".{out.name}.building-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
     (tmp / ".input").mkdir(parents=True)

@@ -349,18 +349,21 @@ def feedback_table(name: str, results_dir: Path = RESULTS_DIR) -> str:
     return "\n".join(lines)
 
 
-CODE_PREDICTION_NAMES = {"reachable": "reachable (the ceiling)", "prior": "prior (the commonest codes)"}
+CODE_PREDICTION_NAMES = {"reachable": "reachable (the ceiling)", "prior": "prior (the commonest codes)",
+                         "classifier": "**classifier of the CPC titles**"}
 
 
 def code_prediction_table(name: str, results_dir: Path = RESULTS_DIR) -> str:
-    """``priorart experiment code-prediction``: P@1 / S@3 of the voted codes per level and depth, per language."""
+    """``priorart experiment code-prediction``: P@1 / S@3 of the voted codes per level and depth, and of the code
+    classifier, per language."""
     r = load(name, results_dir)
     langs = _ordered(r["topics"], LANG_ORDER)
     rows = []
-    def order(row: str) -> tuple[int, int, int]:  # subclass first; the ceiling, the prior, then the votes by depth
+    def order(row: str) -> tuple[int, int, int]:  # subclass first; the ceiling, the prior, the votes by depth, the
+        # classifier
         level, _, how = row.partition(" ")
         depth = int(how.split()[-1]) if how.startswith("top ") else 0
-        return (level != "subclass", {"reachable": 0, "prior": 1}.get(how, 2), depth)
+        return (level != "subclass", {"reachable": 0, "prior": 1, "classifier": 3}.get(how, 2), depth)
 
     for row in sorted(r["rows"], key=order):
         per = r["rows"][row]

@@ -20,7 +20,15 @@ from typing import Any
 import numpy as np
 
 from service.kernel_pooling import KERNEL_FEATURES
-from service.ranker import FEATURES, FIELD_FEATURES, RANKER_KINDS, RankerModel, TreeEnsemble
+from service.ranker import (
+    CLASSIFIER_FEATURES,
+    FEATURES,
+    FIELD_FEATURES,
+    MODEL_FEATURES,
+    RANKER_KINDS,
+    RankerModel,
+    TreeEnsemble,
+)
 
 log = logging.getLogger(__name__)
 
@@ -30,16 +38,19 @@ RANKER_DOCS = 20
 EXTRA_FEATURES: dict[str, tuple[str, ...]] = {
     "feedback": ("feedback",),
     "language": ("own_route", "doc_query_lang"),
+    "models": MODEL_FEATURES,
 }
 """Features measured but left out of the rankers that are installed (docs/RESULTS.md, "Passage evidence in
 /search"): the feedback search costs ~30 ms a query and adds nothing held out; whether a document matched in the
 query's own language lets a model learn how two of the tasks are built (their relevant grant holds only the other
-language) rather than what makes a document relevant."""
+language) rather than what makes a document relevant; the neural components' scores exist only in an index built
+with models (``priorart experiment ranking --models`` measures them on indexes with models trained per fold)."""
 
 RANKER_FEATURES: tuple[str, ...] = tuple(f for f in FEATURES if not any(f in g for g in EXTRA_FEATURES.values()))
 """The features of an installed ranker."""
 
-ABLATED_FEATURES: dict[str, tuple[str, ...]] = {"kernels": KERNEL_FEATURES, "fields": FIELD_FEATURES}
+ABLATED_FEATURES: dict[str, tuple[str, ...]] = {"kernels": KERNEL_FEATURES, "fields": FIELD_FEATURES,
+                                                 "classifier": CLASSIFIER_FEATURES}
 """Groups of :data:`RANKER_FEATURES` that the ranking experiment also leaves out (``learned <kind> without
 <group>``): what each adds, measured held out (docs/RESULTS.md, "Passage evidence in /search")."""
 

@@ -121,6 +121,7 @@ class Layout:
     FUSION_PLOT = "fusion.png"
     RANKER = "ranker"  # the learned ranker over the first documents' evidence (service/ranker.py)
     RANKER_META = "ranker/ranker.json"
+    CODE_CLASSIFIER = "code_classifier"  # the CPC titles' profiles a query's codes are predicted from
     WORD_VECTORS = "word_vectors"  # word vectors of the index's terms: the ranker's kernel features read them
     GENERATIONS = "generations"
     SEGMENTS = "segments"

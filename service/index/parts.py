@@ -1,14 +1,13 @@
 """The parts of an index as a whole (the index-level half of the component registry, service/index/components.py).
 
-The translation tables, the compound word lists, the fusion weights, the learned ranker and the word vectors its
-kernel features read are learned once from the whole corpus by the training package's steps and shared by every
-segment of the index (a segment is analysed with the index's word lists). Each is one class with its ``name`` (its
-key in ``meta.json``) and format ``version``: ``write(out, value)`` writes what a training step learned at the top of
-a folder and returns its ``meta.json`` entry, ``open(folder)`` reads it back (a file's object is reused while the file
-is unchanged: service/filecache.py), ``copy(src, out)`` gives another folder of the same index (a shard) the same
-part. They are never merged: a merge or a compaction writes segments, and the index-level files stay at the top of
-the folder. This module sits in the index layer, below the
-first stage and the fusion that open them.
+The translation tables, the compound word lists, the fusion weights, the learned ranker, the word vectors its kernel
+features read and the code classifier are learned once from the whole corpus by the training package's steps and shared
+by every segment of the index (a segment is analysed with the index's word lists). Each is one class with its ``name``
+(its key in ``meta.json``) and format ``version``: ``write(out, value)`` writes what a training step learned at the top
+of a folder and returns its ``meta.json`` entry, ``open(folder)`` reads it back (a file's object is reused while the
+file is unchanged: service/filecache.py), ``copy(src, out)`` gives another folder of the same index (a shard) the same
+part. They are never merged: a merge or a compaction writes segments, and the index-level files stay at the top of the
+folder. This module sits in the index layer, below the first stage and the fusion that open them.
 
 Adding an index-level part is one class here and its line in :data:`INDEX_PARTS`.
 """
@@ -19,6 +18,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
+from service.code_classifier import CodeClassifier
 from service.filecache import load_shared
 from service.index.folder import IndexFolder, IndexFormatError, Layout
 from service.text.analysis import Analyzer
@@ -235,8 +235,42 @@ class WordVectorsPart(IndexPart):
                                    "(priorart install-ranker INDEX)") from exc
 
 
+CODE_CLASSIFIER_VERSION = 1
+
+
+class CodeClassifierPart(IndexPart):
+    """The code classifier (``code_classifier/``, :class:`service.code_classifier.CodeClassifier`): BM25
+    profiles of the CPC titles' subclasses and main groups over the English analysis, written by the build where it
+    had a CPC title list that knows the corpus' codes (:func:`training.code_classifier.index_classifier`)."""
+
+    name = "code_classifier"
+
+    @property
+    def version(self) -> int:
+        return CODE_CLASSIFIER_VERSION
+
+    def write(self, out: Path, value: Any) -> dict[str, Any]:
+        clf: CodeClassifier = value
+        clf.save(out / Layout.CODE_CLASSIFIER)
+        return {"version": CODE_CLASSIFIER_VERSION, "dir": Layout.CODE_CLASSIFIER, "terms": len(clf.terms),
+                "codes": {level: len(codes) for level, (codes, _) in clf.levels.items()}}
+
+    def open(self, folder: IndexFolder, **options: Any) -> CodeClassifier | None:
+        """The classifier (None when the index has none)."""
+        if not self.present(folder):
+            return None
+        entry = folder.components[self.name]
+        if entry.get("version") != CODE_CLASSIFIER_VERSION:
+            raise IndexFormatError(f"{folder.path(Layout.META)}: a code classifier of version {entry.get('version')},"
+                                   f" this code reads {CODE_CLASSIFIER_VERSION}; build the index again")
+        try:
+            return CodeClassifier.load(folder.path(entry["dir"]))
+        except (KeyError, OSError, ValueError) as exc:
+            raise IndexFormatError(f"{folder.path(Layout.CODE_CLASSIFIER)}: {exc}") from exc
+
+
 INDEX_PARTS: dict[str, IndexPart] = {p.name: p for p in (TranslationPart(), AnalysisPart(), FusionPart(),
-                                                         RankerPart(), WordVectorsPart())}
+                                                         RankerPart(), WordVectorsPart(), CodeClassifierPart())}
 """Every part of the index as a whole (see the module doc)."""
 
 
@@ -255,6 +289,6 @@ def copy_part(name: str, src: IndexFolder, out: Path) -> Any:
     return INDEX_PARTS[name].copy(src, out)
 
 
-__all__ = ["FUSION_FORMAT", "FUSION_VERSION", "INDEX_PARTS", "RANKER_FORMAT", "RANKER_VERSION", "AnalysisPart",
-           "FusionPart", "IndexPart", "RankerPart", "TranslationPart", "WordVectorsPart", "copy_part", "open_part",
-           "write_part"]
+__all__ = ["CODE_CLASSIFIER_VERSION", "FUSION_FORMAT", "FUSION_VERSION", "INDEX_PARTS", "RANKER_FORMAT",
+           "RANKER_VERSION", "AnalysisPart", "CodeClassifierPart", "FusionPart", "IndexPart", "RankerPart",
+           "TranslationPart", "WordVectorsPart", "copy_part", "open_part", "write_part"]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -343,3 +344,114 @@ def test_install_ranker_without_word2vec_installs_the_ranker_and_says_it_has_no_
         assert engine.ranker is None and any("kernel features" in n for n in engine.notices)
     finally:
         engine.close()
+
+
+@pytest.mark.slow
+def test_a_ranker_that_reads_the_models_scores_has_every_ranker_scored(tmp_path: Path) -> None:
+    """The neural components' scores (``MODEL_FEATURES``) are features where the index has models: min-max over the
+    first documents a component scored, 0 where it did not apply. An index whose fusion weighs none of the rankers
+    does not score them, so their columns are 0 unless every component is asked for; an installed ranker that reads
+    them asks for every one, and its order is its score of those features."""
+    pytest.importorskip("onnxruntime")
+    pytest.importorskip("faiss")
+    pytest.importorskip("torch")
+    pytest.importorskip("gensim")
+    from models_fixture import tiny_index
+
+    from service.engine import Engine
+    from service.ranker import MODEL_FEATURES, _component, reads_models
+    from service.schema import SearchRequest
+    from service.settings import Settings
+
+    idx = tmp_path / "index"
+    shutil.copytree(tiny_index(), idx)  # with models, the fusion not learned (BM25 alone)
+    engine = Engine.load(idx, settings=Settings(index_dir=idx, evidence_by="passage"))
+    rec = engine.docs.get_row(5)
+    req = SearchRequest(query=rec.title["en"] + " " + rec.abstract.get("en", ""), lang="en", k=20)
+    col = [FEATURES.index(f) for f in MODEL_FEATURES]
+    cands, ev = engine.evidence(engine.query(req), 20)
+    assert ev is not None
+    assert set(cands.scores) == {"bm25", "dense"} and "not scored" in cands.skipped["text"]
+    assert ev.X[:, col[0]].max() == 1.0 and not ev.X[:, col[1:]].any()  # the dense stage always scores
+    q = engine.query(req)
+    q.every_component = True
+    cands, ev = engine.evidence(q, 20)
+    assert ev is not None and {"text", "meta", "joint"} <= set(cands.scores)  # meta and joint on predicted codes
+    for j, name in zip(col, MODEL_FEATURES, strict=True):
+        assert np.array_equal(ev.X[:, j], _component(cands.scores[name][:20]))
+        assert ev.X[:, j].max() == 1.0 and ev.X[:, j].min() == 0.0
+    assert np.array_equal(_component(np.array([np.nan, 2.0, 4.0, np.nan, 3.0])), [0.0, 0.0, 1.0, 0.0, 0.5])
+    engine.close()
+
+    features = tuple(f for f in FEATURES if f not in KERNEL_FEATURES and f not in ("feedback", "own_route",
+                                                                                    "doc_query_lang"))
+    assert reads_models(features) and not reads_models(RANKER_FEATURES)
+    model = learn("gbm", [t.only(features) for t in _topics(80, seed=3)])
+    install_into(idx, write_ranker(tmp_path / "ranker", ranker_part("gbm", model, docs=20, report={},
+                                                                    features=features)))
+    engine = Engine.load(idx, settings=Settings(index_dir=idx))
+    assert engine.ranker is not None and engine.ranker.features == list(features)
+    res = engine.search(req)
+    assert res.ranked_by == "learned ranker" and res.fusion is not None
+    assert {res.fusion.components[c] for c in ("text", "meta", "joint")} == {"computed, weight 0"}
+    q = engine.query(req)
+    q.every_component = True
+    cands, ev = engine.evidence(q, 20)
+    assert ev is not None
+    want = engine.ranker.score(ev.X)
+    order = np.lexsort((np.arange(20), -want))
+    assert [h.id for h in res.results] == [engine.docs.ids[int(cands.rows[i])] for i in order]
+    engine.close()
+
+
+@pytest.mark.slow
+def test_the_code_classifier_predicts_a_querys_codes_in_every_language_and_the_ranker_reads_them(
+        tmp_path: Path) -> None:
+    """Built with the corpus' classification (``--cpc``: here the synthetic corpus' own), the index has the code
+    classifier. It classifies a query through its English image, a German or French one through the tables; the
+    evidence's ``class_*`` features are the predicted share of each document's codes, the response's predicted codes
+    the classifier's subclasses. Built without a title list, the index has none, and the features are 0."""
+    from service.code_classifier import code_agreement
+    from service.codes import codes_at, record_codes
+    from service.engine import Engine
+    from service.ranker import CLASSIFIER_FEATURES
+    from service.schema import SearchRequest
+    from service.settings import Settings
+    from training.build import build_index
+
+    scheme = tmp_path / "scheme.tsv.gz"
+    write_synthetic(tmp_path / "all.jsonl", SynthConfig(n=300, seed=7), scheme_path=scheme, progress=False)
+    idx = tmp_path / "index"
+    report = build_index(tmp_path / "all.jsonl", idx, progress=False, ranker="none", cpc=scheme)
+    assert report.code_classifier is not None and "code classifier from scheme.tsv.gz" in report.code_classifier
+    engine = Engine.load(idx, settings=Settings(index_dir=idx))
+    assert engine.code_classifier is not None
+    col = [FEATURES.index(f) for f in CLASSIFIER_FEATURES]
+    rec = next(r for r in (engine.docs.get_row(i) for i in range(len(engine.docs))) if r.claims.get("de"))
+    hits = 0
+    for lang, text in (("en", rec.title["en"] + " " + rec.abstract.get("en", "")),
+                       ("de", min(rec.claims["de"], key=lambda c: c.num).text),
+                       ("fr", min(rec.claims.get("fr") or rec.claims["de"], key=lambda c: c.num).text)):
+        images, _ = engine.passage_query(text, lang)
+        classified = engine.classify(images)
+        assert classified is not None and classified["subclass"] and classified["main_group"], lang
+        hits += classified["subclass"][0][0] in codes_at(record_codes(rec), "subclass")
+        req = SearchRequest(query=text, lang=lang, k=20)
+        cands, ev = engine.evidence(engine.query(req), 20)
+        assert ev is not None
+        held = [record_codes(engine.docs.header_row(int(r))) for r in cands.rows[:20]]
+        for j, level in zip(col, ("subclass", "main_group"), strict=True):
+            assert np.allclose(ev.X[:, j], code_agreement(classified[level], [codes_at(c, level) for c in held]))
+        assert ev.X[:, col[0]].max() > 0
+        assert ev.predicted_codes == classified["subclass"]
+    assert hits >= 2  # the document's own subclass first for most of its texts
+    engine.close()
+    plain = tmp_path / "plain"
+    report = build_index(tmp_path / "all.jsonl", plain, progress=False, ranker="none", cpc=None,
+                         translation=False, compounds="")
+    assert report.code_classifier is not None and "no CPC title list" in report.code_classifier
+    engine = Engine.load(plain, settings=Settings(index_dir=plain))
+    assert engine.code_classifier is None
+    cands, ev = engine.evidence(engine.query(SearchRequest(query=rec.title["en"], lang="en", k=20)), 20)
+    assert ev is not None and not ev.X[:, col].any()
+    engine.close()

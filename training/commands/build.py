@@ -65,6 +65,11 @@ def build_command(
         "default", "--ranker", help="The learned ranker of /search's first documents: default (the project's, "
         "chosen held out by `priorart experiment ranking`), a ranker folder, or none (ordered by their best passage)."
     ),
+    cpc: str = typer.Option(
+        "auto", "--cpc", help="CPC title list (cpc-titles-*.tsv.gz, or `priorart synth --scheme`'s) whose titles "
+        "classify a query without codes (the code classifier): auto (PRIORART_CPC_TITLES, else the shared data "
+        "folder's), a path, or none. Used where it knows most of the corpus' subclasses."
+    ),
     shards: int | None = typer.Option(
         None, "--shards", help="Split the index into N shards by document (family), searched together with the "
         "global statistics (docs/ARCHITECTURE.md, Shards)."
@@ -89,7 +94,7 @@ def build_command(
                        b=b, translation_dir=translation, translation=build_translation, compounds=compounds,
                        lexicons=lexicons, splitter_lexicons=splitter_lexicons,
                        overwrite=force, progress=progress, models_dir=models, dense_index=dense_index, device=device,
-                       ranker=ranker, as_json=as_json)
+                       ranker=ranker, cpc=None if cpc == "none" else cpc, as_json=as_json)
         return
     try:
         report = build_index(
@@ -113,6 +118,7 @@ def build_command(
             fuse=fuse,
             fuse_task=fuse_task,
             ranker=ranker,
+            cpc=None if cpc == "none" else cpc,
         )
     except (BuildError, CorpusFormatError, IndexFormatError) as exc:
         typer.echo(f"error: {exc}", err=True)
@@ -138,6 +144,8 @@ def build_command(
         r = report.ranker
         typer.echo(f"  ranker: the first {r['docs']} documents of /search ordered by a learned ranker ({r['kind']}, "
                    f"{r['source']})")
+    if report.code_classifier:
+        typer.echo(f"  codes: {report.code_classifier}")
     if report.models:
         m = report.models
         sec = m["seconds"]

@@ -238,7 +238,7 @@ def demo_command(
             _run("synth", ["synth", "-n", str(n), "-o", str(corpus), "--seed", str(seed), "--scheme", str(cpc)])
             steps.done("corpus", source)
     # `priorart build` trains the translation tables (every direction) and the compound splitter itself
-    build_args = ["build", str(corpus), "-o", str(index), "--force"]
+    build_args = ["build", str(corpus), "-o", str(index), "--force", "--cpc", str(cpc) if cpc is not None else "none"]
     trained: dict[str, Any] | None = None
     if train:
         trained = {"corpus": source, "seed": seed, "max_train_topics": max_train_topics, "epochs": epochs,

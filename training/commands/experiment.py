@@ -335,6 +335,10 @@ def ranking_command(
     ranker_out: Path | None = typer.Option(None, "--ranker-out", help="When a learned ranker is installed (it won "
                                            "held out), write it here, learned on every topic: the folder `priorart "
                                            "build --ranker` reads (the project's default: training/rankers/default)."),
+    models: bool = typer.Option(False, "--models", help="Train neural models per fold without its topics (priorart "
+                                "train, ~6 min per fold; kept in --work), add them to copies of the indexes, and also "
+                                "learn each ranker with the dense, text, meta and joint scores (measured, not "
+                                "installed)."),
 ) -> None:
     """/search with passage evidence and with learned rankers against the fused order, on the hard real tasks (claims
     and titles across languages, own-language known items, a claim's main group) and a synthetic corpus; the choice
@@ -344,7 +348,7 @@ def ranking_command(
     with failures_exit_2(OSError):
         chosen = tuple(t.strip() for t in tasks.split(",") if t.strip())
         settings = RankingSettings(folds=folds, depth=depth, min_relevant=min_relevant, synthetic=synthetic,
-                                   synthetic_topics=synthetic_topics)
+                                   synthetic_topics=synthetic_topics, models=models)
         if chosen:
             settings = dataclasses.replace(settings, tasks=chosen)
         result = run_ranking(data, settings, out=out, work=work, progress=progress, command=command_line(),

@@ -8,7 +8,10 @@ votes them from the top documents of its search. Measured on the real data:
 * the search: the engine's default pipeline on an index of every publication (tables as built by default), k deep
   enough that ``depth`` documents remain after the topic's own family (its publication, and A/B publications of one
   application) is removed: those share its codes by construction;
-* predicted: the codes at ``subclass`` and ``main_group`` voted by the top ``depth`` documents (1 / rank each);
+* predicted: the codes at ``subclass`` and ``main_group`` voted by the top ``depth`` documents (1 / rank each); and
+  those of the code classifier of the CPC titles (:mod:`service.code_classifier`, row ``classifier``: the index's,
+  built from the CPC title list; no document shaped it), from the claim's English image (a German or French claim
+  through the index's tables);
 * measured per language: P@1, the first predicted code is one of the publication's own codes at that level; S@3,
   one of the first three is; and for comparison the prior, the codes most frequent in the corpus (the topic's family
   left out), the ceiling (``reachable``: the share of topics with a code that another family holds at all), and
@@ -36,6 +39,7 @@ from training.tasks import strip_reference_signs
 LEVELS = ("subclass", "main_group")
 DEPTHS = (5, 10, 20)
 PRIOR = "prior"
+CLASSIFIER = "classifier"
 
 
 @dataclass
@@ -97,6 +101,7 @@ def run_code_prediction(records: Sequence[PatentRecord], *, index_dir: Path | No
                 k = deepest + len(mates)
                 res = engine.search(SearchRequest(query=text, lang=lang, k=k, collapse_families=False))
                 ranked = [record_codes(by_id[h.id]) for h in res.results if h.id not in mates and h.id in by_id]
+                classified = engine.classify(engine.passage_query(text, lang)[0])
                 langs.append(lang)
                 for level in LEVELS:
                     own = set(codes_at(record_codes(rec), level))
@@ -106,6 +111,8 @@ def run_code_prediction(records: Sequence[PatentRecord], *, index_dir: Path | No
                     guesses = {f"{level} {PRIOR}": [c for c, n in prior.most_common(3) if n > 0]}
                     for depth in depths:
                         guesses[f"{level} top {depth}"] = [c for c, _ in predict_codes(ranked, level, depth=depth)][:3]
+                    if engine.code_classifier is not None:
+                        guesses[f"{level} {CLASSIFIER}"] = [c for c, _ in (classified or {}).get(level, [])][:3]
                     # the ceiling: a code of the topic's that another family holds (none other: nothing can find it)
                     hits.setdefault(f"{level} reachable|P@1", []).append(int(any(prior[c] > 0 for c in own)))
                     hits.setdefault(f"{level} reachable|S@3", []).append(hits[f"{level} reachable|P@1"][-1])

@@ -40,6 +40,15 @@ p-values: the paired randomisation test on per-*group* means (a grant for the gr
 that the many claims of one grant count as one unit. Latency: each system's ``/search`` times (ms, median and p99)
 on the same queries, in the same process.
 
+With ``models`` (``--models``) the indexes also have neural models: per fold, :func:`trained_models` trains them
+(``priorart train``) on every record but the fold's grants and their families (and, for fold 0, whose English index
+the main group runs on, the main group's topic documents; for the synthetic corpus its topic documents), and
+:func:`with_models` adds them to copies of the fold's indexes (``<work>/with-models``). No fusion is learned, so the
+fused order is BM25 + PSQ's, with the dense search's other hits after BM25's matches (BM25 score 0). Every ranker is
+scored for every query (``Query.every_component``; meta and joint on the codes the first documents predict), and each
+learned ranker is also learned ``with models``: the dense cosine and the text, meta and joint scores as features
+(:data:`service.ranker.MODEL_FEATURES`), measured, never chosen (the default build has no models).
+
 Nothing else is learned: the passage parameters are the service's defaults (``mu_translated``, ``rho`` and
 ``beta_translated`` were chosen cross-fitted on the claim task of these grants, docs/RESULTS.md, so ``claims`` is not
 a clean held-out figure for them; the other tasks had no part in that choice).
@@ -47,10 +56,12 @@ a clean held-out figure for them; the other tasks had no part in that choice).
 
 from __future__ import annotations
 
+import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from datetime import date
 from pathlib import Path
@@ -59,9 +70,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from tqdm import tqdm
 
-from service.corpus.record import PatentRecord
+from service.corpus.record import PatentRecord, family_key
 from service.evaluation.measures import evaluate_run
 from service.evaluation.significance import format_p, randomisation_test
+from service.index.folder import Layout
 from service.kernel_pooling import KERNEL_FEATURES, reads_kernels
 from service.ranker import FEATURES, RANKER_KINDS
 from training.experiments import ExperimentError
@@ -87,6 +99,7 @@ if TYPE_CHECKING:
     from service.engine import Engine
     from service.query import Query
     from service.text.word_vectors import WordVectors
+    from training.models.train import TrainConfig
 
 TASKS = ("claims", "titles", "own language", "main group", "synthetic")
 MEASURES = ("mrr", "ndcg", "recall@100", "success@1")
@@ -96,6 +109,7 @@ LEARNED = "learned"  # the systems "learned gbm", "learned mlp": the first docum
 EVIDENCE = "evidence features"  # (latency: the pipeline, the first documents' passages and their features)
 FEEDBACK = "feedback search"  # (latency: the feedback feature's search, part of the evidence features')
 KERNELS = "kernel features"  # (latency: the kernel features, part of the evidence features')
+SCHEME = "scheme.tsv.gz"  # the synthetic corpus' classification (training.synth: CPC title-list format)
 KNRM = "knrm"  # the text model alone: kernel pooling and a network on pairs (issue 33 item 4), never installed
 
 
@@ -113,8 +127,10 @@ class RankingSettings:
     # it marks one and needs more; a ranking needs one, and the more topics the surer the "no task loses" check)
     learned: tuple[str, ...] = ("gbm", "mlp")  # learned rankers over the first documents' evidence (training/ranker.py)
     learned_docs: int = RANKER_DOCS  # the first documents they order
-    extra: tuple[str, ...] = tuple(EXTRA_FEATURES)  # each learned ranker also learned with each of these features
-    # (measured, not installed: training/ranker.py EXTRA_FEATURES)
+    extra: tuple[str, ...] = tuple(e for e in EXTRA_FEATURES if e != "models")  # each learned ranker also learned
+    # with each of these features (measured, not installed: training/ranker.py EXTRA_FEATURES)
+    models: bool = False  # the indexes get neural models trained without the topics (trained_models), and the learned
+    # rankers are also learned with their scores (the extra "models")
 
     def __post_init__(self) -> None:
         if self.folds < 2:
@@ -136,6 +152,11 @@ class RankingSettings:
         bad = [f for f in self.extra if f not in EXTRA_FEATURES]
         if bad:
             raise ExperimentError(f"unknown extra feature(s) {bad}; valid: {', '.join(EXTRA_FEATURES)}")
+        if "models" in self.extra and not self.models:
+            raise ExperimentError("the extra features 'models' are the neural components' scores: they need indexes "
+                                  "with models (models=True, --models)")
+        if self.models and "models" not in self.extra:
+            self.extra = (*self.extra, "models")
 
 
 @dataclass
@@ -218,7 +239,9 @@ def synthetic_engine(work: Path, s: RankingSettings, progress: bool | None) -> t
     build: BM25 en/de/fr, translation tables of every direction, passages; kept in ``work/synthetic-N``), and
     ``s.synthetic_topics`` prior-art topics (:func:`training.synth.synth_topics`: English title and abstract, or a
     German/French title and first claim; relevant the documents the topic document cites, X grade 2, Y and A 1; only
-    documents published before it; the topic document removed), topic ``i`` in fold ``i % folds``."""
+    documents published before it; the topic document removed), topic ``i`` in fold ``i % folds``. The corpus' own
+    classification (``scheme.tsv.gz``, in the CPC title-list format) gives the index its code classifier and the
+    models their code graph."""
     from service.corpus.jsonl import read_corpus
     from service.engine import Engine
     from service.settings import Settings
@@ -226,12 +249,12 @@ def synthetic_engine(work: Path, s: RankingSettings, progress: bool | None) -> t
     from training.synth import SynthConfig, synth_topics, write_synthetic
 
     folder = work / f"synthetic-{s.synthetic}"
-    corpus, index = folder / "corpus.jsonl", folder / "index"
-    if not corpus.is_file():
+    corpus, index, scheme = folder / "corpus.jsonl", folder / "index", folder / SCHEME
+    if not corpus.is_file() or not scheme.is_file():
         folder.mkdir(parents=True, exist_ok=True)
-        write_synthetic(corpus, SynthConfig(n=s.synthetic, seed=0), progress=progress)
+        write_synthetic(corpus, SynthConfig(n=s.synthetic, seed=0), scheme_path=scheme, progress=progress)
     if not (index / "meta.json").is_file():
-        build_index(corpus, index, overwrite=True, progress=progress, ranker="none")
+        build_index(corpus, index, overwrite=True, progress=progress, ranker="none", cpc=scheme)
     topics, qrels = synth_topics(read_corpus(corpus), s.synthetic_topics, seed=0)
     out = [RankTopic(f"synthetic:{t['qid']}", "synthetic", t["lang"], t["qid"], i % s.folds, t["lang"], t["text"],
                      dict(qrels[t["qid"]]), t["source_id"], date.fromisoformat(t["before"]))
@@ -249,11 +272,13 @@ def run_ranking(
     progress: bool | None = None,
     command: str | None = None,
     ranker_out: str | Path | None = None,
+    train_config: TrainConfig | None = None,
 ) -> RankingResult:
     """Run the experiment (module docstring); ``work``: keep the held-out indexes there (shared with ``priorart
     experiment xling-passages --work``); ``out``: write the result JSON there; ``ranker_out``: when the system
     installed is a learned ranker, write it there, learned on every topic (the folder ``priorart build --ranker``
-    reads; the project's default is :data:`training.ranker.DEFAULT_RANKER`)."""
+    reads; the project's default is :data:`training.ranker.DEFAULT_RANKER`); ``train_config``: how the models of
+    ``settings.models`` are trained (None: ``priorart train``'s defaults)."""
     from service.query import QueryError
     from service.schema import SearchRequest
     from training.ingest import shared_records
@@ -280,6 +305,7 @@ def run_ranking(
         q = engine.query(SearchRequest(query=topic.text, lang=topic.lang, k=s.depth, before=topic.before,
                                        collapse_families=False))
         q.explain = False
+        q.every_component = s.models  # (the rankers' scores are features, whatever the fusion weighs)
         resolve(q, engine.docs)
         own = engine.row(topic.own) if topic.own else None
         if own is not None:
@@ -320,26 +346,52 @@ def run_ranking(
             topics.append(topic)
         t_run += time.perf_counter() - t_start
 
-    grant_tasks = [t for t in s.tasks if t != "synthetic"]
-    if grant_tasks:
-        if records is None:
-            records = shared_records(data, progress=progress)
-        grants = trilingual_grants(records)
-        if len(grants) < s.folds:
-            raise ExperimentError(f"{len(grants)} trilingual EP grants found; need at least {s.folds} (one per fold)")
-        for fold, tgt, held, engine in fold_engines(records, grants, s.folds, ("de", "en", "fr"), work=work,
-                                                    progress=progress):
-            todo = grant_topics(held, fold, tgt, grant_tasks, s.max_claims)
-            if fold == 0 and tgt == "en" and "main group" in grant_tasks:
-                todo += group_topics(records, s.min_relevant, s.folds)
-            run(engine, todo, f"fold {fold} {tgt}")
-    if "synthetic" in s.tasks:
-        with tempfile.TemporaryDirectory(prefix="priorart-ranking-") as tmp:
-            engine, todo = synthetic_engine(Path(work) if work is not None else Path(tmp), s, progress)
+    tmp = tempfile.TemporaryDirectory(prefix="priorart-ranking-")
+    scratch = Path(work) if work is not None else Path(tmp.name)
+    try:
+        grant_tasks = [t for t in s.tasks if t != "synthetic"]
+        if grant_tasks:
+            if records is None:
+                records = shared_records(data, progress=progress)
+            grants = trilingual_grants(records)
+            if len(grants) < s.folds:
+                raise ExperimentError(f"{len(grants)} trilingual EP grants found; need at least {s.folds} (one per "
+                                      "fold)")
+            group_todo = group_topics(records, s.min_relevant, s.folds) if "main group" in grant_tasks else []
+            for fold, tgt, held, engine in fold_engines(records, grants, s.folds, ("de", "en", "fr"), work=work,
+                                                        progress=progress):
+                todo = grant_topics(held, fold, tgt, grant_tasks, s.max_claims)
+                if fold == 0 and tgt == "en":
+                    todo += group_todo
+                if not s.models:
+                    run(engine, todo, f"fold {fold} {tgt}")
+                    continue
+                # the fold's models never see its grants, nor (fold 0, whose English index the main group runs
+                # on) the main group's topic documents
+                own = {g.id for g in held} | ({t.own for t in group_todo if t.own} if fold == 0 else set())
+                models = trained_models(scratch / "with-models" / f"models-{fold}", records,
+                                        {family_key(r) for r in records if r.id in own}, progress, train_config)
+                with with_models(engine, models, scratch / "with-models", progress) as modelled:
+                    run(modelled, todo, f"fold {fold} {tgt} with models")
+        if "synthetic" in s.tasks:
+            engine, todo = synthetic_engine(scratch, s, progress)
             try:
-                run(engine, todo, f"synthetic {s.synthetic}")
+                if not s.models:
+                    run(engine, todo, f"synthetic {s.synthetic}")
+                else:
+                    from service.corpus.jsonl import read_corpus
+
+                    corpus = engine.index_dir.parent / "corpus.jsonl"
+                    own = {t.own for t in todo if t.own}
+                    models = trained_models(engine.index_dir.parent / "models", read_corpus(corpus),
+                                            {family_key(r) for r in read_corpus(corpus) if r.id in own}, progress,
+                                            train_config, engine.index_dir.parent / SCHEME)
+                    with with_models(engine, models, engine.index_dir.parent / "with-models", progress) as modelled:
+                        run(modelled, todo, f"synthetic {s.synthetic} with models")
             finally:
                 engine.close()
+    finally:
+        tmp.cleanup()
     if not topics:
         raise ExperimentError("no topic was run (every query was refused)")
     t_learn = time.perf_counter()
@@ -405,6 +457,52 @@ def run_ranking(
     if out is not None:
         write_result(result.to_dict(), out, command=command)
     return result
+
+
+def trained_models(folder: Path, records: Iterable[PatentRecord], exclude: Collection[str],
+                   progress: bool | None, config: TrainConfig | None = None, cpc: Path | None = None) -> Path:
+    """The neural models (:func:`training.models.train.train_models`; ``config``: ``priorart train``'s defaults) of
+    ``records`` but those of the families ``exclude`` (:func:`service.corpus.record.family_key`: a held-out grant and
+    its application): no text, pair or code of a topic's documents is learned. Kept in ``folder`` and read from there
+    again (its ``meta.json`` is written last); ``cpc``: the CPC title list of the code graph (None: ``priorart
+    train``'s default)."""
+    from service.corpus.jsonl import write_corpus
+    from training.models.train import TrainConfig, train_models
+
+    if (folder / "meta.json").is_file():
+        return folder
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    corpus = folder.parent / f"{folder.name}.jsonl"
+    write_corpus((r for r in records if family_key(r) not in exclude), corpus)
+    train_models(corpus, folder, cpc=cpc, config=config or TrainConfig(progress=bool(progress)))
+    corpus.unlink()
+    return folder
+
+
+@contextmanager
+def with_models(engine: Engine, models: Path, folder: Path, progress: bool | None) -> Iterator[Engine]:
+    """An engine on a copy of ``engine``'s index (and its word vectors) in ``folder`` with the neural parts of
+    ``models`` added (:func:`training.build.add_models`: dense vectors of every document, the rerankers; no fusion is
+    learned, so the fused order stays BM25 + PSQ's); the copy is kept and reused."""
+    from service.engine import Engine
+    from service.settings import Settings
+    from training.build import add_models
+
+    idx = folder / engine.index_dir.name
+    if not (idx / "meta.json").is_file() or not (idx / Layout.DENSE).exists():
+        if idx.exists():
+            shutil.rmtree(idx)
+        folder.mkdir(parents=True, exist_ok=True)
+        shutil.copytree(engine.index_dir, idx)
+        add_models(idx, models, progress=progress)
+    vectors = engine.index_dir.parent / f"{engine.index_dir.name}.word-vectors"
+    if vectors.is_dir() and not (folder / vectors.name).exists():
+        shutil.copytree(vectors, folder / vectors.name)
+    out = Engine.load(idx, settings=Settings(index_dir=idx), verify=False)
+    try:
+        yield out
+    finally:
+        out.close()
 
 
 def word_vectors(engine: Engine, keep: bool, progress: bool | None) -> WordVectors | None:

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import platform
 import shutil
 import tempfile
@@ -47,6 +46,7 @@ from service.retrieval.encoders import (
 )
 from service.settings import DEVICES
 from service.text.analysis import SUPPORTED_LANGS, get_analyzer
+from training.code_classifier import default_cpc_path
 from training.models.dual import DualConfig
 from training.models.embeddings import CodeGraph, Embeddings
 from training.models.pairs import RankingData, Split, doc_info, encode_data, make_split, ndcg, plan_topics
@@ -55,13 +55,6 @@ from training.models.rankers import RankerConfig
 log = logging.getLogger(__name__)
 
 OWNED_FILES = (ModelsLayout.META, ModelsLayout.SPLIT)
-
-
-def default_cpc_path() -> Path | None:
-    """The CPC title list of the shared data folder (``PRIORART_DATA`` or ``../shared/data``), if present."""
-    base = Path(os.environ.get("PRIORART_DATA", Path(__file__).resolve().parents[3] / "shared" / "data"))
-    path = base / "cpc" / "cpc-titles-2025-05.tsv.gz"
-    return path if path.is_file() else None
 
 
 @dataclass

@@ -4,6 +4,7 @@ gain, no task significantly worse)."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,7 @@ from training.experiments import ExperimentError
 from training.experiments.ranking import (
     CROSS_FITTED,
     FUSION,
+    RankingResult,
     RankingSettings,
     RankTopic,
     _choose,
@@ -70,7 +72,7 @@ def test_bad_settings_are_refused() -> None:
 @pytest.mark.slow
 def test_the_experiment_runs_every_system_through_the_engine_and_cross_fits_the_choice(tmp_path: Path) -> None:
     """Every system through the engine, the learned rankers cross-fitted (each fold ranked by a model learned on the
-    other folds), the choice per fold among them all."""
+    other folds), the choice per fold among them all; then with models (:func:`_with_models`)."""
     from training.synth import generate
 
     records = []
@@ -82,7 +84,8 @@ def test_the_experiment_runs_every_system_through_the_engine_and_cross_fits_the_
     res = run_ranking(None, s, records=records, work=tmp_path / "work", out=tmp_path / "out.json", progress=False)
     assert set(res.rows) == {"claims", "titles", "own language"}
     learned = {f"learned {k}{x}" for k in ("gbm", "mlp")
-               for x in ("", " with feedback", " with language", " without kernels", " without fields")} | {"knrm"}
+               for x in ("", " with feedback", " with language", " without kernels", " without fields",
+                         " without classifier")} | {"knrm"}
     assert set(res.rows["claims"]["all"]) == {FUSION, "N=5 w=1", CROSS_FITTED, *learned}
     assert len(res.chosen) == 2 and set(res.chosen) <= {FUSION, "N=5 w=1", "learned gbm", "learned mlp"}
     assert res.per_query[FUSION].keys() == res.per_query["N=5 w=1"].keys() == res.per_query[CROSS_FITTED].keys()
@@ -92,3 +95,51 @@ def test_the_experiment_runs_every_system_through_the_engine_and_cross_fits_the_
     kept = sorted(p.name for p in (tmp_path / "work").iterdir())  # the indexes, and word vectors where they had text
     assert [k for k in kept if not k.endswith(".word-vectors")] == [f"index-{f}-{t}" for f in (0, 1)
                                                                      for t in ("de", "en", "fr")]
+    _with_models(records, s, res, tmp_path / "work")
+
+
+def _with_models(records: list, s: RankingSettings, plain: RankingResult, work: Path) -> None:
+    """``--models`` (on the same records and indexes as ``plain``): per fold, models trained on every record but the
+    fold's grants (and their families), added to copies of the fold's indexes; the fused order is BM25 + PSQ's as
+    without them (no fusion learned; the dense stage's other hits follow BM25's matches), and the rankers are also
+    learned with the neural components' scores (``learned <kind> with models``), measured and never chosen."""
+    pytest.importorskip("onnxruntime")
+    pytest.importorskip("faiss")
+    pytest.importorskip("torch")
+    pytest.importorskip("gensim")
+    import json
+
+    from models_fixture import tiny_config
+
+    from training.experiments.xling import trilingual_grants
+
+    settings = dataclasses.replace(s, learned=("gbm",), extra=(), models=True)
+    modelled = run_ranking(None, settings, records=records, work=work, progress=False,
+                           train_config=tiny_config())  # type: ignore[arg-type]
+    # the fused order is BM25's, its matches first as before; the dense stage's hits that BM25 did not find follow
+    # them (BM25 score 0): a relevant grant BM25 ranks keeps its rank, one it missed may now be found
+    assert modelled.per_query[FUSION].keys() == plain.per_query[FUSION].keys()
+    found = 0
+    for qid, m in plain.per_query[FUSION].items():
+        got = modelled.per_query[FUSION][qid]["mrr"]
+        assert got == m["mrr"] if m["mrr"] > 0 else got >= 0.0
+        found += m["mrr"] > 0
+    assert found > len(plain.per_query[FUSION]) // 2
+    assert "learned gbm with models" in modelled.rows["claims"]["all"]
+    assert "learned gbm with models" not in plain.rows["claims"]["all"]
+    assert "learned gbm with models" not in modelled.chosen  # measured, never chosen
+    grants = [g.id for g in trilingual_grants(records)]
+    folder = work / "with-models"
+    for fold in (0, 1):
+        split = json.loads((folder / f"models-{fold}" / "split.json").read_text(encoding="utf-8"))
+        seen = {*split["train"], *split["dev"], *split["test"]}
+        held = set(grants[fold::2])
+        assert held and not held & seen and set(grants) - held <= seen
+        for tgt in ("de", "en", "fr"):
+            assert (folder / f"index-{fold}-{tgt}" / "dense").is_dir()
+
+
+def test_the_models_extra_needs_indexes_with_models() -> None:
+    with pytest.raises(ExperimentError, match="models"):
+        RankingSettings(extra=("models",))
+    assert "models" not in RankingSettings().extra and "models" in RankingSettings(models=True).extra
