@@ -101,7 +101,8 @@ def run_code_prediction(records: Sequence[PatentRecord], *, index_dir: Path | No
                 k = deepest + len(mates)
                 res = engine.search(SearchRequest(query=text, lang=lang, k=k, collapse_families=False))
                 ranked = [record_codes(by_id[h.id]) for h in res.results if h.id not in mates and h.id in by_id]
-                classified = engine.classify(engine.passage_query(text, lang)[0])
+                classified = (engine.classify(engine.passage_query(text, lang)[0])
+                              if engine.code_classifier is not None else None)
                 langs.append(lang)
                 for level in LEVELS:
                     own = set(codes_at(record_codes(rec), level))
