@@ -117,7 +117,7 @@ def _number_query(docs: DocStore, text: str, lang: str | None, form: str) -> tup
     except UnknownDocumentError as exc:
         raise QueryError(f"{exc}; give another number or search with text") from exc
     rec = docs.get_row(row)
-    have = rec.languages
+    have = [x for x in rec.languages if x in SUPPORTED_LANGS]  # Spanish claims are kept, not searched with
     if lang is not None and lang in have:
         use = lang
     elif rec.lang in have:
@@ -125,7 +125,8 @@ def _number_query(docs: DocStore, text: str, lang: str | None, form: str) -> tup
     elif have:
         use = have[0]
     else:
-        raise QueryError(f"publication {rec.id} has no title, abstract or claims to search with")
+        raise QueryError(f"publication {rec.id} has no title, abstract or claims in {', '.join(SUPPORTED_LANGS)} "
+                         "to search with")
     fields = FORM_FIELDS[form]
     body = rec.text(use, fields)
     if not body.strip():

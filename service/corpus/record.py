@@ -72,12 +72,16 @@ class PatentRecord(BaseModel):
     description: list[Section] = Field(default_factory=list)
     ipc: list[str] = Field(default_factory=list)
     cpc: list[str] = Field(default_factory=list)
+    ecla: list[str] = Field(default_factory=list)  # ECLA/ICO symbols as published (MAREC); their CPC part is in cpc
     citations: list[Citation] = Field(default_factory=list)
     family_id: str | None = None
     priority_ids: list[str] = Field(default_factory=list)
     applicants: list[str] = Field(default_factory=list)
     inventors: list[str] = Field(default_factory=list)
     warnings: list[str] = Field(default_factory=list)  # what the reader could not extract
+    # a publication read from several sources (training/ingest/merge.py): field (``claims.de``, ``ipc``) -> the
+    # reader(s) its value came from (``marec``, ``ep+marec``); empty for a record read from one source
+    provenance: dict[str, str] = Field(default_factory=dict)
 
     @field_validator("ipc", "cpc")
     @classmethod

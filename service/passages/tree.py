@@ -24,7 +24,8 @@ structural labels: they appear in ``section_path`` but are not title text.
 
 Languages. The tree a query sees depends on its language ``L``: the abstract and the claims are taken
 in ``L`` when the record has them, else English, else the first of en, de, fr that it has; the
-description is in the record's language (``record.lang``, English when unset or unsupported). The
+description is in the record's language (``record.lang``, English when unset; a description in a language
+the index does not serve, such as a Spanish WO publication's, is left out, not indexed as English). The
 *sections* do not depend on ``L`` (an "Abstract" or "Claims" section exists when the record has an
 abstract or claims in any language), only the passages under "Abstract" and "Claims" do. So the
 index stores one :class:`DocumentLayout` per record with every language's abstract and claims, and
@@ -176,7 +177,7 @@ def layout(record: PatentRecord) -> DocumentLayout:
         sec = section(0, SEC_ABSTRACT)
         abstracts = [Unit(KIND_ABSTRACT, LANG_CODE[lang], sec, record.abstract[lang], "abstract")
                      for lang in SUPPORTED_LANGS if lay.abstract_mask & (1 << LANG_CODE[lang])]
-    if record.description:
+    if record.description and (record.lang is None or record.lang in LANG_CODE):
         dsec = section(0, SEC_DESCRIPTION)
 
         def visit(sec: Section, idx: tuple[int, ...], parent: int) -> None:

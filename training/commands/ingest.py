@@ -1,4 +1,5 @@
-"""``priorart ingest PATH... -o CORPUS.jsonl``: patent XML (EP, USPTO all generations) or JSONL -> corpus JSONL."""
+"""``priorart ingest PATH... -o CORPUS.jsonl``: patent XML (EP, USPTO all generations, MAREC, OPS) or JSONL -> corpus
+JSONL."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import typer
 
 def ingest_command(
     paths: list[Path] = typer.Argument(
-        ..., help="Files or directories (walked recursively) of EP/USPTO XML or JSONL; .gz is fine."
+        ..., help="Files or directories (walked recursively) of EP/USPTO/MAREC/OPS XML or JSONL; .gz is fine."
     ),
     output: Path = typer.Option(..., "-o", "--output", help="Corpus JSONL to write (.gz compresses)."),
     json_summary: Path | None = typer.Option(None, "--json-summary", help="Also write the summary as JSON here."),
@@ -18,7 +19,8 @@ def ingest_command(
         None, "--progress/--no-progress", help="Progress bar on stderr (default: on a TTY)."
     ),
 ) -> None:
-    """Read patent publications and write one normalised record per line, streaming."""
+    """Read patent publications and write one normalised record per line, streaming (one record per publication:
+    the same publication read from several sources is merged)."""
     from training.ingest import IngestInputError, IngestStats, ingest
 
     stats = IngestStats()
@@ -28,7 +30,7 @@ def ingest_command(
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from exc
     typer.echo(stats.format_table())
-    typer.echo(f"wrote {stats.records} records to {output}")
+    typer.echo(f"wrote {stats.written} records to {output}")
     if json_summary is not None:
         json_summary.parent.mkdir(parents=True, exist_ok=True)
         json_summary.write_text(json.dumps(stats.to_dict(), indent=2, ensure_ascii=False) + "\n", encoding="utf-8")

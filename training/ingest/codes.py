@@ -61,3 +61,29 @@ def add_codes(target: list[str], codes: Iterable[str | None]) -> None:
     for code in codes:
         if code and code not in target:
             target.append(code)
+
+
+_ECLA_RE = re.compile(r"^\s*([A-H])\s*(\d{2})\s*([A-Z])\s*(\d{1,4})\s*/\s*(\d{1,6})")
+
+
+def ecla_symbol(raw: str) -> str:
+    """An ECLA (or ICO) symbol as published, whitespace removed: ``'B29C  65/18+F4'`` -> ``'B29C65/18+F4'``."""
+    return re.sub(r"\s+", "", raw)
+
+
+def ecla_to_cpc(raw: str) -> str | None:
+    """The CPC-compatible part of an ECLA classification symbol, or None for an ICO indexing code.
+
+    ECLA, the EPO's internal extension of IPC (until 2012), is the ancestor of CPC: CPC kept ECLA's IPC
+    groups and turned ECLA's letter subdivisions (``B60C15/00D2``) into numbered subgroups that cannot be
+    derived from the symbol. So the IPC group part of an ECLA symbol is kept as a CPC code, the subdivision
+    and any ``+`` combination part dropped: ``'B60C15/00D2'`` -> ``'B60C15/00'``, ``'A61K31/135+M'`` ->
+    ``'A61K31/135'``, ``'C08L  23/08A1+B2A'`` -> ``'C08L23/08'``. ICO indexing codes (``K61B17:32A4``,
+    ``Y01N6:00``: a section letter outside A-H, ``:`` for ``/``) have no CPC counterpart here: None. The
+    symbols as published are kept in the record's ``ecla`` list.
+    """
+    m = _ECLA_RE.match(raw.upper())
+    if not m:
+        return None
+    section, cls, sub, group, subgroup = m.groups()
+    return f"{section}{cls}{sub}{int(group)}/{subgroup}"

@@ -17,7 +17,8 @@ ROOT = "ep-patent-document"
 _CO_RE = re.compile(r",?\s*\bc/o\b.*$", re.I | re.S)
 
 
-def _doc_type(kind: str) -> str | None:
+def doc_type_of_kind(kind: str) -> str | None:
+    """EP (and WO) kind code -> ``grant`` (B), ``search-report`` (A3, A4), ``application`` (other A), else None."""
     if kind.startswith("B"):
         return "grant"
     if kind in ("A3", "A4"):
@@ -179,7 +180,7 @@ def ep_record(root: Any, source_name: str, warnings: list[str] | None = None) ->
         number=number,
         kind=kind,
         source="ep",
-        doc_type=_doc_type(kind),
+        doc_type=doc_type_of_kind(kind),
         publication_date=pub,
         application_date=app_date,
         priority_dates=prio_dates,

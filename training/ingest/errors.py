@@ -42,14 +42,25 @@ class IngestStats:
     skipped: list[Skip] = field(default_factory=list)
     ignored: Counter[str] = field(default_factory=Counter)  # documents that are no patents (sequence listings)
     claim_langs: Counter[str] = field(default_factory=Counter)  # records with claims in that language
+    # texts kept in the record in a language the index does not serve: 'claims/es' -> records with such claims
+    unserved: Counter[str] = field(default_factory=Counter)
+    merged: dict[str, list[str]] = field(default_factory=dict)  # publication read twice -> the sources merged
     warnings: dict[str, list[str]] = field(default_factory=dict)  # file -> 'ID: warning'
 
     @property
     def records(self) -> int:
         return sum(self.read.values())
 
-    def add_record(self, file: str, source: str, doc_id: str, claim_langs: Iterable[str], warnings: list[str]) -> None:
+    @property
+    def written(self) -> int:
+        """Records after merging the publications read from several sources."""
+        return self.records - sum(len(v) - 1 for v in self.merged.values())
+
+    def add_record(self, file: str, source: str, doc_id: str, claim_langs: Iterable[str], warnings: list[str],
+                   unserved: Iterable[str] = ()) -> None:
         self.read[source] += 1
+        for text in unserved:
+            self.unserved[text] += 1
         self.read_by_file[file] += 1
         self.read_by_folder.setdefault(str(Path(file).parent), Counter())[source] += 1
         for lang in claim_langs:
@@ -72,6 +83,9 @@ class IngestStats:
             ],
             "ignored": dict(self.ignored),
             "claim_langs": dict(self.claim_langs),
+            "unserved": dict(self.unserved),
+            "merged": dict(self.merged),
+            "written": self.written,
             "warnings": self.warnings,
         }
 
@@ -93,6 +107,14 @@ class IngestStats:
         lines.append("")
         lines.append("records with claims per language: " + (
             ", ".join(f"{k}: {v}" for k, v in sorted(self.claim_langs.items())) or "none"))
+        if self.unserved:
+            lines.append("kept, not indexed (language not served): " + ", ".join(
+                f"{k}: {v}" for k, v in sorted(self.unserved.items())))
+        if self.merged:
+            lines.append(f"publications read from several sources, merged into one record: {len(self.merged)} "
+                         f"(records written: {self.written})")
+            for key, sources in sorted(self.merged.items())[:20]:
+                lines.append(f"    - {key}: {' + '.join(sources)}")
         if self.ignored:
             ignored = ", ".join(f"{k}: {v}" for k, v in sorted(self.ignored.items()))
             lines.append(f"ignored (not patent documents): {ignored}")

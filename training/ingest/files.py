@@ -49,6 +49,12 @@ def sniff_file(path: Path, nbytes: int = 65536) -> str | None:
         return found
 
 
+# an XML declaration, not a processing instruction whose name starts with "xml" (<?xml-stylesheet ...?>, OPS)
+_XML_DECL_RE = re.compile(rb"<\?xml\s")
+# processing instructions of the prolog (<?xml-stylesheet ...?>, <?oxygen ...?>): not yet the document
+_PROLOG_PI_RE = re.compile(rb"\s*<\?(?!xml\s)[^>]*\?>\s*$")
+
+
 @dataclass
 class RawDocument:
     """One XML document cut out of a file."""
@@ -62,8 +68,9 @@ def split_documents(fh: IO[bytes]) -> Iterator[RawDocument]:
     """Stream the XML documents of a file in which several ``<?xml ...?>`` documents may be concatenated.
 
     Reads line by line and keeps only the current document in memory. A new document starts at each line
-    that begins with an XML declaration, or with a ``<!DOCTYPE`` once the current document has more than
-    its declaration (documents concatenated without declarations). A file with neither is one document.
+    that begins with an XML declaration (``<?xml version=..``; not ``<?xml-stylesheet``), or with a
+    ``<!DOCTYPE`` once the current document has more than its declaration and prolog processing instructions
+    (documents concatenated without declarations). A file with neither is one document.
     """
     buf: list[bytes] = []
     start = 1
@@ -72,7 +79,8 @@ def split_documents(fh: IO[bytes]) -> Iterator[RawDocument]:
     past_prolog = False  # something beyond the XML declaration
     for lineno, line in enumerate(fh, 1):
         stripped = line.lstrip(b"\xef\xbb\xbf")
-        new_doc = stripped.startswith(b"<?xml") or (stripped.startswith(b"<!DOCTYPE") and past_prolog)
+        is_decl = _XML_DECL_RE.match(stripped) is not None
+        new_doc = is_decl or (stripped.startswith(b"<!DOCTYPE") and past_prolog)
         if new_doc:
             if has_content:
                 index += 1
@@ -83,7 +91,7 @@ def split_documents(fh: IO[bytes]) -> Iterator[RawDocument]:
         buf.append(line)
         if line.strip():
             has_content = True
-            if not stripped.startswith(b"<?xml"):
+            if not (is_decl or _PROLOG_PI_RE.match(stripped)):
                 past_prolog = True
     if has_content:
         index += 1

@@ -1,9 +1,16 @@
-"""Walk input paths, detect each file's format, stream records out of every document, count what happened."""
+"""Walk input paths, detect each file's format, stream records out of every document, count what happened.
+
+Formats (sniffed from the root element, :data:`FORMATS`): EPO publication-server XML, USPTO XML of every
+generation, MAREC / CLEF-IP ``patent-document``, EPO OPS ``fulltext-document``, the corpus's own JSONL.
+:func:`iter_records` streams the records as read; :func:`ingest` writes them and then merges the publications
+read from several sources into one record each (:mod:`training.ingest.merge`).
+"""
 
 from __future__ import annotations
 
 import io
 import logging
+import os
 import re
 import sys
 from collections.abc import Iterable, Iterator
@@ -14,11 +21,17 @@ from tqdm import tqdm
 
 from service.corpus.jsonl import write_corpus
 from service.corpus.record import PatentRecord
+from service.text.analysis import SUPPORTED_LANGS
 from training.ingest.ep import ROOT as EP_ROOT
 from training.ingest.ep import ep_record
 from training.ingest.errors import DocumentError, IngestStats, Skip
 from training.ingest.files import RawDocument, open_binary, sniff_file, split_documents
 from training.ingest.jsonl import iter_jsonl
+from training.ingest.marec import ROOT as MAREC_ROOT
+from training.ingest.marec import marec_record
+from training.ingest.merge import merge_all, merge_corpus_file, publication_key
+from training.ingest.ops import ROOT as OPS_ROOT
+from training.ingest.ops import ops_record
 from training.ingest.us import NON_PATENT_ROOTS, V4_ROOTS, NotAPatent, us_record
 from training.ingest.xmltext import local, parse_xml
 
@@ -30,6 +43,8 @@ FORMATS: dict[str, str] = {
     **{r: "us-xml" for r in (*V4_ROOTS, *NON_PATENT_ROOTS)},
     "PATDOC": "us-sgml",
     "patent-application-publication": "us-pap",
+    MAREC_ROOT: "marec",
+    OPS_ROOT: "ops",
     "jsonl": "jsonl",
 }
 # suffixes picked up when walking a directory (a file named explicitly is always sniffed)
@@ -49,14 +64,31 @@ def _walk_ok(path: Path) -> bool:
     return name.endswith(WALK_SUFFIXES)
 
 
+def _walk(root: Path) -> list[Path]:
+    """The files below ``root``, following symlinked folders (a folder reached twice, as by a link back up, is
+    walked once), each folder's entries in sorted order."""
+    found: list[Path] = []
+    visited: set[Path] = set()
+    for folder, dirs, names in os.walk(root, followlinks=True):
+        real = Path(folder).resolve()
+        if real in visited:
+            dirs[:] = []
+            continue
+        visited.add(real)
+        dirs.sort()
+        found.extend(Path(folder) / name for name in names)
+    return found
+
+
 def collect_files(paths: Iterable[Path | str]) -> list[Path]:
-    """Expand the inputs: files as given, directories walked recursively in sorted order."""
+    """Expand the inputs: files as given, directories walked recursively in sorted order (symlinked folders and
+    files followed; each file once)."""
     files: list[Path] = []
     seen: set[Path] = set()
     for raw in paths:
         path = Path(raw)
         if path.is_dir():
-            found = sorted(p for p in path.rglob("*") if p.is_file() and _walk_ok(p))
+            found = sorted(p for p in _walk(path) if p.is_file() and _walk_ok(p))
         elif path.is_file():
             found = [path]
         else:
@@ -90,11 +122,31 @@ def guess_id(data: bytes) -> str | None:
 
 
 def parse_document(data: bytes, source_name: str) -> PatentRecord:
-    """Parse one XML document of any supported format (EP or any USPTO generation)."""
+    """Parse one XML document of any supported format (EP, any USPTO generation, MAREC, OPS full text)."""
     root, warnings = parse_xml(data)
-    if local(root.tag) == EP_ROOT:
+    name = local(root.tag)
+    if name == EP_ROOT:
         return ep_record(root, source_name, warnings)
+    if name == MAREC_ROOT:
+        return marec_record(root, source_name, warnings)
+    if name == OPS_ROOT:
+        return ops_record(root, source_name, warnings)
     return us_record(root, source_name, warnings)
+
+
+def unserved_texts(record: PatentRecord) -> list[str]:
+    """The texts of ``record`` in a language the index does not serve (:data:`SUPPORTED_LANGS`), as
+    ``'field/lang'`` (``'claims/es'``): kept in the record, counted by ingest, skipped by the indexes."""
+    out = [f"{name}/{lang}" for name in ("title", "abstract", "claims")
+           for lang, value in getattr(record, name).items() if value and lang not in SUPPORTED_LANGS]
+    if record.description and record.lang and record.lang not in SUPPORTED_LANGS:
+        out.append(f"description/{record.lang}")
+    return out
+
+
+def _count(stats: IngestStats, name: str, source: str, rec: PatentRecord) -> None:
+    stats.add_record(name, source, rec.id, (k for k, v in rec.claims.items() if v), rec.warnings,
+                     unserved_texts(rec))
 
 
 def _skip(stats: IngestStats, file: str, index: int | None, reason: str, doc_id: str | None = None) -> None:
@@ -123,7 +175,7 @@ def _xml_records(path: Path, name: str, stats: IngestStats, bar: tqdm) -> Iterat
                 loc = ".".join(str(p) for p in err.get("loc", ()))
                 _skip(stats, name, doc.index, f"invalid record ({loc}: {err['msg']})", guess_id(doc.data))
                 continue
-            stats.add_record(name, rec.source, rec.id, (k for k, v in rec.claims.items() if v), rec.warnings)
+            _count(stats, name, rec.source, rec)
             bar.set_postfix(records=stats.records, refresh=False)
             yield rec
 
@@ -135,11 +187,14 @@ def iter_records(
     progress: bool | None = False,
     exclude: Iterable[Path | str] = (),
 ) -> Iterator[PatentRecord]:
-    """Stream :class:`PatentRecord` from files and directories of EP XML, USPTO XML/SGML-like XML and JSONL.
+    """Stream :class:`PatentRecord` from files and directories of EP XML, USPTO XML/SGML-like XML, MAREC,
+    OPS full text and JSONL.
 
     The format of each file is sniffed from its first bytes (``.gz`` is decompressed on the fly); USPTO weekly
     files with many concatenated documents are split as they are read. Malformed documents are logged,
     counted in ``stats`` and skipped. ``progress``: True shows a tqdm bar on stderr, None shows it on a TTY.
+    Records come out as read: a publication found in two sources comes twice (:func:`ingest` and
+    ``shared_records(data, folders="all")`` merge them; :func:`training.ingest.merge.merge_all` does it for a list).
     """
     stats = stats if stats is not None else IngestStats()
     excluded = {Path(p).resolve() for p in exclude}
@@ -172,7 +227,8 @@ def iter_records(
                     if isinstance(item, DocumentError):
                         _skip(stats, name, lineno, str(item))
                         continue
-                    stats.add_record(name, "jsonl", item.id, (k for k, v in item.claims.items() if v), [])
+                    stats.add_record(name, "jsonl", item.id, (k for k, v in item.claims.items() if v), [],
+                                     unserved_texts(item))
                     yield item
             else:
                 try:
@@ -190,10 +246,24 @@ def ingest(
     progress: bool | None = False,
     stats: IngestStats | None = None,
 ) -> IngestStats:
-    """Read all inputs and write the records to ``output`` (JSON lines, ``.gz`` compresses) as they come."""
+    """Read all inputs and write the records to ``output`` (JSON lines, ``.gz`` compresses) as they come; then
+    merge the publications read from several sources into one record each (``stats.merged``), rewriting the
+    output only when there are any (:func:`training.ingest.merge.merge_corpus_file`)."""
     stats = stats if stats is not None else IngestStats()
     output = Path(output)
-    write_corpus(iter_records(paths, stats, progress=progress, exclude=[output]), output)
+    keys: set[str] = set()
+    repeated: set[str] = set()
+
+    def noted() -> Iterator[PatentRecord]:
+        for rec in iter_records(paths, stats, progress=progress, exclude=[output]):
+            key = publication_key(rec.id)
+            (repeated if key in keys else keys).add(key)
+            yield rec
+
+    write_corpus(noted(), output)
+    if repeated:
+        stats.merged = merge_corpus_file(output, repeated)
+        log.info("merged %d publications read from several sources", len(stats.merged))
     return stats
 
 
@@ -201,12 +271,38 @@ class MissingDataError(IngestInputError):
     """The shared data folder does not hold the patent folders (the message names them)."""
 
 
-def shared_records(data: str | Path, *, progress: bool | None = None) -> list[PatentRecord]:
-    """Every EP and US publication of the shared data folder (``DATA/patents/ep`` and ``DATA/patents/us``): what
-    the real-data experiments, benchmarks and tests read. Raises :class:`MissingDataError` naming what is missing."""
-    roots = [Path(data) / "patents" / "ep", Path(data) / "patents" / "us"]
+# the folders of the shared data that shared_records reads: the default (what the experiments read) and "all"
+SHARED_FOLDERS: dict[str, tuple[str, ...]] = {
+    "default": ("patents/ep", "patents/us"),
+    "all": ("patents", "marec", "ops"),
+}
+
+
+def shared_records(
+    data: str | Path,
+    *,
+    progress: bool | None = None,
+    folders: str = "default",
+    stats: IngestStats | None = None,
+) -> list[PatentRecord]:
+    """The publications of the shared data folder: what the real-data experiments, benchmarks and tests read.
+
+    ``folders="default"``: every EP and US publication (``DATA/patents/ep`` and ``DATA/patents/us``);
+    ``"all"``: every document of ``DATA/patents`` (EP, USPTO weekly files and older formats), ``DATA/marec``
+    and ``DATA/ops``, one record per publication (publications read from two sources merged,
+    :func:`training.ingest.merge.merge_all`; ``stats.merged`` names them). Raises :class:`MissingDataError`
+    naming what is missing.
+    """
+    if folders not in SHARED_FOLDERS:
+        raise ValueError(f"folders must be one of {', '.join(SHARED_FOLDERS)}, got {folders!r}")
+    roots = [Path(data, *sub.split("/")) for sub in SHARED_FOLDERS[folders]]
     missing = [str(p) for p in roots if not p.is_dir()]
     if missing:
         raise MissingDataError(f"patent folders not found: {', '.join(missing)} (pass --data: the shared data folder)")
-    return list(iter_records(roots, progress=progress))
+    stats = stats if stats is not None else IngestStats()
+    records = list(iter_records(roots, stats, progress=progress))
+    if folders == "default":
+        return records
+    merged, stats.merged = merge_all(records)
+    return merged
 

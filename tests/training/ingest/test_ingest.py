@@ -298,23 +298,33 @@ def test_us_pap_2001_fields(us_formats_dir: Path) -> None:
 
 
 def test_ingest_command_on_all_real_data(shared_data: Path, tmp_path: Path) -> None:
+    """Every document of the shared data: patents/ (EP, USPTO), marec/ (MAREC / CLEF-IP) and ops/ (OPS full text)."""
     app = typer.Typer()
     ingest_cmd.register(app)
     app.callback()(lambda: None)
     out = tmp_path / "corpus.jsonl"
     summary = tmp_path / "summary.json"
-    root = shared_data / "patents"
-    result = CliRunner().invoke(app, ["ingest", str(root), "-o", str(out), "--json-summary", str(summary)])
+    roots = [shared_data / "patents", shared_data / "marec", shared_data / "ops"]
+    result = CliRunner().invoke(app, ["ingest", *map(str, roots), "-o", str(out), "--json-summary", str(summary)])
     assert result.exit_code == 0, result.output
     data = json.loads(summary.read_text(encoding="utf-8"))
     folders = {Path(k).name: v for k, v in data["read_by_folder"].items()}
     assert folders["ep"] == {"ep": 58}
     assert folders["us"] == {"us-ipg": 421}
     assert sum(folders["us-formats"].values()) == 10
+    assert folders["marec"] == {"marec": 170}
+    assert folders["ops"] == {"ops": 70}
     assert data["skipped"] == []
+    assert data["merged"] == {}  # no publication is in two of the folders
+    assert data["unserved"] == {"claims/es": 10, "description/es": 10}
+    assert "kept, not indexed (language not served): claims/es: 10, description/es: 10" in result.output
     assert "files with warnings" in result.output
+    assert "wrote 729 records" in result.output
     records = list(read_corpus(out))
-    assert len(records) == 58 + 421 + 10 == data["records"]
+    assert len(records) == 489 + 170 + 70 == data["records"] == data["written"]
+    trilingual = [r for r in records if all(r.claims.get(lang) for lang in TRILINGUAL)]
+    assert len(trilingual) == 25 + 75
+    assert all(len({len(r.claims[lang]) for lang in TRILINGUAL}) == 1 for r in trilingual)
 
 
 def test_jsonl_round_trip_on_real_records(ep_dir: Path, us_formats_dir: Path, tmp_path: Path) -> None:
