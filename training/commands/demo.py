@@ -2,7 +2,7 @@
 
 Each step runs the same CLI verb a user would run (as a subprocess, so its own progress and summary
 show). Without ``--data`` the corpus is synthetic (``priorart synth``); with ``--data`` it is the real
-patent XML under ``DATA/patents`` (``priorart ingest``).
+patent XML under ``DATA/patents``, ``DATA/marec`` and ``DATA/ops`` (``priorart ingest``; those present).
 
 Work folders. Each data source has its own (``runs/demo/synthetic``, ``runs/demo/real``; ``--workdir``
 for another), and ``demo.json`` in it records the inputs of each step's output (the data source: the
@@ -54,10 +54,18 @@ def default_workdir(data: Path | None) -> Path:
     return DEMO_ROOT / ("synthetic" if data is None else "real")
 
 
+def data_folders(data: Path) -> list[Path]:
+    """The document folders of the real data folder ``data`` that the demo ingests, those present: the offices' XML,
+    MAREC / CLEF-IP and EPO OPS full texts (``training.ingest.pipeline.SHARED_FOLDERS["all"]``)."""
+    from training.ingest.pipeline import SHARED_FOLDERS
+
+    return [data / name for name in SHARED_FOLDERS["all"] if (data / name).is_dir()]
+
+
 def data_fingerprint(data: Path) -> dict[str, Any]:
-    """The real data folder as the demo's corpus depends on it: its path and its patent files (names, sizes,
+    """The real data folder as the demo's corpus depends on it: its path and its document files (names, sizes,
     modification times; the files are not read)."""
-    files = sorted(p for p in (data / "patents").rglob("*") if p.is_file())
+    files = sorted(p for folder in data_folders(data) for p in folder.rglob("*") if p.is_file())
     h = hashlib.sha256()
     total = 0
     for p in files:
@@ -130,10 +138,15 @@ def _ready(url: str) -> bool:
         return False
 
 
-def _run(step: str, args: list[str], *, ready_url: str | None = None, serving: str = "") -> None:
+READY_LINE = "   ready {seconds:.0f} s after the demo started"
+"""Said once the server answers: the time a user waits (tests/test_readme.py holds the README's figure to it)."""
+
+
+def _run(step: str, args: list[str], *, ready_url: str | None = None, serving: str = "",
+         began: float | None = None) -> None:
     """Run ``priorart ARGS`` as a child in its own session; a stop signal to the demo is passed on to it. With
-    ``ready_url`` (the server): ``serving`` is printed when that URL answers, and a stop by a signal is not an
-    error."""
+    ``ready_url`` (the server): ``serving`` is printed when that URL answers (with :data:`READY_LINE`, counted from
+    ``began``), and a stop by a signal is not an error."""
     typer.secho(f"\n== {step}: priorart {' '.join(args)}", bold=True, err=True)
     started = time.perf_counter()
     received: list[int] = []
@@ -151,6 +164,8 @@ def _run(step: str, args: list[str], *, ready_url: str | None = None, serving: s
             while proc.poll() is None and not received:
                 if _ready(ready_url):
                     typer.secho(serving, bold=True, err=True)
+                    if began is not None:
+                        typer.echo(READY_LINE.format(seconds=time.perf_counter() - began), err=True)
                     break
                 time.sleep(0.2)
         rc = proc.wait()
@@ -211,6 +226,7 @@ def demo_command(
     seed: int = typer.Option(0, "--seed"),
 ) -> None:
     """Build a demo index (synthetic or real data) and serve the API + web UI on localhost."""
+    began = time.perf_counter()
     workdir = workdir if workdir is not None else default_workdir(data)
     if fresh and workdir.exists():
         shutil.rmtree(workdir)
@@ -229,7 +245,7 @@ def demo_command(
         cpc = cand if cand.exists() else None
         source = data_fingerprint(data)
         if not steps.reuse("corpus", corpus, source):
-            _run("ingest", ["ingest", str(data / "patents"), "-o", str(corpus)])
+            _run("ingest", ["ingest", *(str(p) for p in data_folders(data)), "-o", str(corpus)])
             steps.done("corpus", source)
     else:
         cpc = workdir / "scheme.tsv.gz"  # the synthetic corpus' own classification (for DeepWalk)
@@ -266,7 +282,7 @@ def demo_command(
             args += ["--cpc", str(cpc)]
         probe = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
         _run("serve", args, ready_url=f"http://{probe}:{port}/ready",
-             serving=f"\nserving http://{host}:{port}/  (API docs at /docs; Ctrl-C stops)")
+             serving=f"\nserving http://{host}:{port}/  (API docs at /docs; Ctrl-C stops)", began=began)
 
 
 def register(app: typer.Typer) -> None:
