@@ -52,7 +52,7 @@ KERNEL_CACHE_FORMAT = "priorart-kernel-cache"
 KERNEL_CACHE_VERSION = 1
 MANIFEST = "kernel-cache.json"
 KERNEL_MODULES = ("service.retrieval.kernels", "service.retrieval.segment_kernels", "service.passages.kernels",
-                  "service.ranker")
+                  "service.kernel_pooling", "service.ranker")
 
 # x86-64 micro-architecture levels (the psABI's), as /proc/cpuinfo names their features: a kernel cache compiled
 # for a level runs on a CPU that has every feature of it (LLVM names the levels x86-64-v2 ... x86-64-v4)
@@ -435,9 +435,10 @@ def load_engine(index_dir: str | Path, settings: Settings, *, at_start: bool = T
     return engine
 
 
-if __name__ == "__main__":  # python -m service.startup compile SIGNATURES: priorart warmup's other CPU levels
+if __name__ == "__main__":  # python -P -m service.startup compile SIGNATURES: priorart warmup's other CPU levels
     import json
 
     if len(sys.argv) != 3 or sys.argv[1] != "compile":
-        sys.exit("usage: python -m service.startup compile SIGNATURES")
-    print(json.dumps(compile_signatures(Path(sys.argv[2])).__dict__))
+        sys.exit("usage: python -P -m service.startup compile SIGNATURES")
+    # the package compiled (numba files a kernel's code under a folder named after its source's path)
+    print(json.dumps({**compile_signatures(Path(sys.argv[2])).__dict__, "package": host_description()["package"]}))

@@ -12,7 +12,10 @@ own ``priorart warmup`` (as the Dockerfile does; not timed). Then, per index:
 - ``warm``: the same start again, nothing dropped (a restart of the container on the same node).
 
 Each start is timed from the process's spawn to the first ``200`` of ``GET /ready`` (polled every 20 ms); the
-server's own ``start-up:`` lines give the phases; then two ``POST /search`` (the index's first title) are timed.
+server's own lines give the phases, the kernels compiled at start and the CPU level whose code it read from the
+kernel cache (a host without AVX-512 reads the generic code, which the warm-up compiled in its own process; an
+AVX-512 host the x86-64-v4 code, which a process of its own compiled: issue 57's starts, which compiled every kernel,
+were of this kind only); then two ``POST /search`` (the index's first title) are timed.
 Nothing here asserts a time: the figures are printed.
 """
 
@@ -35,6 +38,7 @@ from typing import Any
 PHASES = ("python", "kernels", "checksums", "index files", "page-in", "first query")
 _PHASE = re.compile(r"start-up: (python|kernels|checksums|index files|page-in|first query) ([0-9.]+) s")
 _COMPILED = re.compile(r"start-up: kernels [0-9.]+ s: (\d+) of \d+ variants")
+_LEVEL = re.compile(r"kernels: kernel cache .*?; (\S+) here")
 KINDS = ("no kernel cache", "cold", "warm")
 
 
@@ -45,6 +49,7 @@ class Start:
     ready_s: float
     phases: dict[str, float] = field(default_factory=dict)
     compiled: int = 0
+    cpu: str = ""  # the CPU level of the kernel cache's code the server read ("": no kernel cache used)
     first_search_ms: float = float("nan")
     second_search_ms: float = float("nan")
 
@@ -127,10 +132,16 @@ def time_start(priorart: Path, index: Path, env: dict[str, str], *, kind: str, l
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
         reader.join(5)
-    text = "".join(lines)
-    phases = {m.group(1): float(m.group(2)) for m in _PHASE.finditer(text)}
-    compiled = _COMPILED.search(text)
-    return Start(label, kind, ready, phases, int(compiled.group(1)) if compiled else 0, searches[0], searches[1])
+    phases, compiled, cpu = read_log("".join(lines))
+    return Start(label, kind, ready, phases, compiled, cpu, searches[0], searches[1])
+
+
+def read_log(text: str) -> tuple[dict[str, float], int, str]:
+    """A server's start-up log: the seconds of each phase, the kernel variants compiled at start, and the CPU level
+    whose code it read from the kernel cache ("": no kernel cache used)."""
+    compiled, level = _COMPILED.search(text), _LEVEL.search(text)
+    return ({m.group(1): float(m.group(2)) for m in _PHASE.finditer(text)}, int(compiled.group(1)) if compiled else 0,
+            level.group(1) if level else "")
 
 
 def installation_files(python: Path) -> list[Path]:
@@ -213,18 +224,20 @@ def summary(starts: Sequence[Start]) -> list[dict[str, Any]]:
                          "ready_all_s": [round(s.ready_s, 2) for s in group],
                          "phases": {p: med(s.phases.get(p, float("nan")) for s in group) for p in PHASES},
                          "compiled": max(s.compiled for s in group),
+                         "cpu": " / ".join(sorted({s.cpu for s in group if s.cpu})) or "-",
                          "first_search_ms": med(s.first_search_ms for s in group),
                          "second_search_ms": med(s.second_search_ms for s in group)})
     return rows
 
 
 def format_table(rows: Sequence[dict[str, Any]]) -> str:
-    head = ["index", "start", "n", "ready s (median)", "each", *PHASES, "compiled", "1st /search ms", "2nd ms"]
+    head = ["index", "start", "n", "ready s (median)", "each", *PHASES, "compiled", "kernels for", "1st /search ms",
+            "2nd ms"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
         cells = [r["index"], r["kind"], str(r["n"]), f"**{r['ready_s']:.2f}**", " ".join(map(str, r["ready_all_s"])),
-                 *(f"{r['phases'][p]:.2f}" for p in PHASES), str(r["compiled"]), f"{r['first_search_ms']:.1f}",
-                 f"{r['second_search_ms']:.1f}"]
+                 *(f"{r['phases'][p]:.2f}" for p in PHASES), str(r["compiled"]), r["cpu"],
+                 f"{r['first_search_ms']:.1f}", f"{r['second_search_ms']:.1f}"]
         lines.append("| " + " | ".join(cells) + " |")
     for label in dict.fromkeys(r["index"] for r in rows):
         by = {r["kind"]: r["ready_s"] for r in rows if r["index"] == label}

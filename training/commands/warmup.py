@@ -106,18 +106,32 @@ def _numba_env(kernel_cache: Path, cpu: str) -> dict[str, str]:
 
 
 def _compile_for(kernel_cache: Path, cpu: str, signatures: Path) -> str:
-    """The recorded signatures compiled for ``cpu`` in a process of its own (numba reads its CPU once)."""
+    """The recorded signatures compiled for ``cpu`` in a process of its own (numba reads its CPU once), from the
+    package this process imported.
+
+    ``-P``: ``python -m`` puts the current folder first on ``sys.path``, so run in a checkout of the project (a
+    folder with a ``service`` package) the process compiled that tree's kernels, which numba files under a folder
+    named after that tree's path; a server of the installed package then found none of this level in the cache and
+    compiled all of them at every start (issue 57: 61 of 61 variants, ready after 23 s). The package it compiled is
+    checked against this one all the same (``PYTHONPATH`` is passed on)."""
     import json
     import subprocess
 
+    from service.startup import host_description
+
     env = {k: v for k, v in os.environ.items() if not k.startswith("NUMBA_")}
     env.update(_numba_env(kernel_cache, cpu))
-    res = subprocess.run([sys.executable, "-m", "service.startup", "compile", str(signatures)], capture_output=True,
-                         text=True, env=env)
+    res = subprocess.run([sys.executable, "-P", "-m", "service.startup", "compile", str(signatures)],
+                         capture_output=True, text=True, env=env)
     if res.returncode != 0:
         typer.echo(f"error: compiling the kernels for {cpu} failed:\n{res.stderr[-3000:]}", err=True)
         raise typer.Exit(2)
     report = json.loads(res.stdout.strip().splitlines()[-1])
+    package = host_description()["package"]
+    if report.get("package") != package:
+        typer.echo(f"error: the kernels for {cpu} were compiled from the package at {report.get('package')}, not "
+                   f"from this one at {package}: a server of this one would not find them (PYTHONPATH?)", err=True)
+        raise typer.Exit(2)
     return f"{cpu}: {report['compiled']} compiled now, {report['loaded']} were there (not run)"
 
 
