@@ -4,8 +4,14 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 
 import typer
+
+try:  # typer >= 0.22 carries its own copy of click: its exceptions are not click's
+    from typer._click import exceptions as click_exceptions
+except ImportError:  # pragma: no cover - an older typer over click
+    from click import exceptions as click_exceptions  # type: ignore[no-redef]
 
 from training.commands import (
     bench,
@@ -47,7 +53,30 @@ def main() -> None:
     )
     # faiss logs every instruction-set build it tries and cannot load (ModuleNotFoundError lines) at INFO
     logging.getLogger("faiss.loader").setLevel(logging.WARNING)
-    app()
+    sys.exit(run(sys.argv[1:]))
+
+
+def run(argv: list[str]) -> int:
+    """Run the CLI on ``argv`` and return its exit status. A usage error (an unknown option, a missing argument, a
+    value of the wrong type) is one line on stderr, ``error: ...`` with the verb's ``--help`` to read, and status 2,
+    like every other refusal of bad input (click's own report is a box of several lines)."""
+    try:
+        rc = app(args=argv, prog_name="priorart", standalone_mode=False)
+    except click_exceptions.NoArgsIsHelpError as exc:  # `priorart` or a group alone: its help, as before
+        typer.echo(exc.format_message())
+        return exc.exit_code
+    except click_exceptions.UsageError as exc:
+        where = exc.ctx.command_path if exc.ctx is not None else "priorart"
+        message = " ".join(exc.format_message().split())
+        typer.echo(f"error: {message} (see `{where} --help`)", err=True)
+        return exc.exit_code
+    except click_exceptions.ClickException as exc:
+        typer.echo(f"error: {' '.join(exc.format_message().split())}", err=True)
+        return exc.exit_code
+    except typer.Abort:
+        typer.echo("error: aborted", err=True)
+        return 1
+    return rc if isinstance(rc, int) else 0
 
 
 if __name__ == "__main__":

@@ -138,6 +138,16 @@ def _ready(url: str) -> bool:
         return False
 
 
+def _warm_kernels_beside() -> subprocess.Popen[bytes]:
+    """The server's compiled kernels put into numba's cache by a process of their own at the lowest priority, while
+    the demo makes its corpus and index: the server then reads them instead of compiling them before it answers
+    (issue 57: the first serve compiled 59 of 61 variants, 20 s; where they are cached already this takes about a
+    second)."""
+    return subprocess.Popen([sys.executable, "-c", "import os; os.nice(19); from service.startup import warm_kernels; "
+                             "warm_kernels()"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            preexec_fn=_die_with_parent)
+
+
 READY_LINE = "   ready {seconds:.0f} s after the demo started"
 """Said once the server answers: the time a user waits (tests/test_readme.py holds the README's figure to it)."""
 
@@ -227,6 +237,7 @@ def demo_command(
 ) -> None:
     """Build a demo index (synthetic or real data) and serve the API + web UI on localhost."""
     began = time.perf_counter()
+    kernels = _warm_kernels_beside() if serve else None
     workdir = workdir if workdir is not None else default_workdir(data)
     if fresh and workdir.exists():
         shutil.rmtree(workdir)
@@ -277,6 +288,8 @@ def demo_command(
             _run("learn fusion weights", ["fuse", str(index), "--topics", str(topics), "--qrels", str(qrels)])
         steps.done("index", built)
     if serve:
+        if kernels is not None and kernels.wait() != 0:
+            typer.echo("   kernels: compiling them beside the build failed; the server compiles them", err=True)
         args = ["serve", str(index), "--host", host, "--port", str(port)]
         if cpc is not None:
             args += ["--cpc", str(cpc)]
