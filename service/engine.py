@@ -33,8 +33,8 @@ from service.index.parts import open_part
 from service.index.store import DocStore, UnknownDocumentError
 from service.kernel_pooling import KernelPooling, kernel_pooling, reads_kernels
 from service.notices import explain as explain_notices
+from service.notices import ranking_said
 from service.passages import DEFAULT_PARAMS, PassageIndex, PassageIndexMissingError
-from service.passages.highlight import query_words
 from service.passages.lm import QueryImage, betas_of, minmax, rho_of
 from service.passages.ranker import PassageRanking
 from service.passages.segments import SegmentedPassageIndex
@@ -55,6 +55,7 @@ from service.schema import (
     PassageRequest,
     PassageResponse,
     QueryInfo,
+    RankedBy,
     SearchHit,
     SearchRequest,
     SearchResponse,
@@ -242,8 +243,9 @@ class Engine:
         if evidence_docs and ranker is not None and reads_models(ranker.features):
             query.every_component = True  # its features are the rankers' scores, weighed by the fusion or not
         cands, trace = self.pipeline.run(query)
+        ordered: np.ndarray | None = None  # the ordering score of the first documents the evidence ordered
         if evidence_docs:
-            self.order_by_evidence(query, cands, trace, evidence_docs, evidence_weight, ranker)
+            ordered = self.order_by_evidence(query, cands, trace, evidence_docs, evidence_weight, ranker)
             cands.take(np.arange(min(keep, len(cands))))
         query.k = keep
         lang = query.r.lang
@@ -259,6 +261,8 @@ class Engine:
             at = list(range(shown))
         assert cands.fused is not None and cands.fusion is not None
         fused = cands.fused.tolist()
+        scores = _order_scores(cands.fused, ordered)
+        matched = self._matched_words(query, cands, [row_list[i] for i in at], explain)
         # the components that shaped the ranking (a non-zero weight), not every score computed
         normalised = {name: cands.normalised[name].tolist() for name in COMPONENTS
                       if name in cands.normalised and cands.fusion.weights.get(name)}
@@ -272,10 +276,11 @@ class Engine:
                 comps["evidence"] = float(cands.evidence[i])
             if cands.ranker is not None and not np.isnan(cands.ranker[i]):
                 comps["ranker"] = float(cands.ranker[i])
+            words = matched.get(row, {})
             hits[i] = SearchHit(
-                id=rec.id, title=title_of(rec, lang), score=fused[i], components=comps,
-                matched_terms=cands.matched_terms.get(row, []) if explain else [], route=cands.routes.get(row),
-                codes=record_codes(rec)[:12], publication_date=rec.publication_date)
+                id=rec.id, title=title_of(rec, lang), score=scores[i], components=comps, matched_terms=list(words),
+                matched_stems=words, route=cands.routes.get(row), codes=record_codes(rec)[:12],
+                publication_date=rec.publication_date)
         families = None
         if collapse:
             results, families = _collapse(hits, groups, shown)
@@ -283,13 +288,43 @@ class Engine:
             results = [hits[i] for i in at]
         fusion = _fusion_info(cands)
         notices = self.notices + query.notes
+        # what ordered the results: the one source of ranked_by, the ranking line and the explanation's ranking notice
+        ranked_by: RankedBy = ("learned ranker" if cands.ranker is not None else "passage evidence"
+                               if cands.evidence is not None else "fusion")
+        reordered = 0 if ordered is None else len(ordered)
         return SearchResponse(results=results, stages=self._stages(trace, explain),
                               took_ms=(time.perf_counter() - started) * 1000.0, query=self._query_info(query, cands),
-                              fusion=fusion, notices=notices, explained=_explained(notices, fusion), families=families,
-                              ranked_by=("learned ranker" if cands.ranker is not None else "passage evidence"
-                                         if cands.evidence is not None else "fusion"),
+                              fusion=fusion, notices=notices,
+                              explained=_explained(notices, fusion, ranked_by, reordered), families=families,
+                              ranked_by=ranked_by, reordered=reordered,
+                              ranking=ranking_said(ranked_by, reordered, fusion.weights),
                               generation=self.generation, partial=bool(cands.missing_shards),
                               missing_shards=cands.missing_shards)
+
+    def _matched_words(self, query: Query, cands: Candidates, rows: list[int],
+                       explain: bool) -> dict[int, dict[str, list[str]]]:
+        """The matched words of ``rows`` (the results returned): per row, each query word (as written) it contains,
+        itself or through a translation, with the index terms it matched as (a term with no query word behind it, one
+        relevance feedback added, stands for itself). Looked up for these rows only; a sharded pipeline's shards send
+        theirs with their candidates when the query explains (the ingress has no sparse index to look them up in)."""
+        if self._first_stage() is not None:
+            self.pipeline.explain(cands, np.asarray(rows, dtype=np.int64))
+        elif not explain:
+            return {}
+        if not cands.matched_terms or self.resources is None:
+            return {}
+        translate = query.translate if isinstance(query.translate, bool) else True
+        words = self.resources.term_words(query.r.text, query.r.lang, translate=translate)
+        out: dict[int, dict[str, list[str]]] = {}
+        for row in rows:
+            mine: dict[str, list[str]] = {}
+            for term in cands.matched_terms.get(row, []):
+                for word in words.get(term, (term,)):
+                    stems = mine.setdefault(word, [])
+                    if term not in stems:
+                        stems.append(term)
+            out[row] = mine
+        return out
 
     def passages(self, req: PassageRequest) -> PassageResponse:
         """Rank passages of the top documents in context (QSF variants) from the build-time passage index."""
@@ -364,7 +399,7 @@ class Engine:
         return self.ranker if by != "passage" else None
 
     def order_by_evidence(self, query: Query, cands: Candidates, trace: list[StageTrace], n: int,
-                          weight: float = 1.0, ranker: RankerModel | None = None) -> None:
+                          weight: float = 1.0, ranker: RankerModel | None = None) -> np.ndarray | None:
         """Order the first ``n`` candidates (the pipeline's, best fused first) by their evidence. Each one's best
         passage is ranked in context among theirs at the passage defaults (as ``/passages`` would rank them, had it
         these ``n`` documents), its score in [0, 1] (0 for a document whose passages hold no query term, or that has
@@ -373,8 +408,11 @@ class Engine:
         normalised over the ``n``. The fused order breaks ties and stands below ``n``. ``cands.evidence``: the best
         passage's score of the first ``n``, NaN below (``cands.ranker`` likewise the ranker's, min-max); it stays
         None, and the fused order with it, when there is no candidate or the passages cannot read the query (a note
-        says why). Why these defaults: docs/RESULTS.md, 'Passage evidence in /search'."""
+        says why). Why these defaults: docs/RESULTS.md, 'Passage evidence in /search'. Returns the score the first
+        ``n`` were ordered by, in their new order, in [0, 1] (the ranker's min-max over them, or the blend above), None
+        where they were not reordered."""
         t0 = time.perf_counter()
+        ordered: np.ndarray | None = None
         n = min(n, len(cands))
         detail: dict[str, Any] = {"documents": n, "weight": weight}
         ranking: PassageRanking | None = None
@@ -407,6 +445,7 @@ class Engine:
                 fused = minmax(cands.fused[:n]) if cands.fused is not None else np.zeros(n)
                 key = (1.0 - weight) * fused + weight * best
             order = np.lexsort((np.arange(n), -key))
+            ordered = (minmax(learned) if learned is not None else key)[order]
             cands.take(np.concatenate([order, np.arange(n, len(cands))]))
             cands.evidence = np.full(len(cands), np.nan)
             cands.evidence[:n] = best[order]
@@ -414,6 +453,7 @@ class Engine:
                 cands.ranker = np.full(len(cands), np.nan)
                 cands.ranker[:n] = minmax(learned)[order]
         trace.append(StageTrace("evidence", (time.perf_counter() - t0) * 1000.0, n, detail))
+        return ordered
 
     def evidence(self, query: Query, n: int) -> tuple[Candidates, Evidence | None]:
         """The pipeline's candidates of ``query`` (the fused order) and the evidence features of the first ``n``
@@ -477,14 +517,18 @@ class Engine:
                       translate: bool = True) -> tuple[dict[str, QueryImage], dict[str, list[str]]]:
         """What the passage ranker reads of a query: its image in every language it reaches, rendered as the first
         stage's routes render it (the index's analysis and translation tables), and the query words behind each
-        of its terms (for the highlights). Raises ``QueryError`` when the query has no index term."""
+        of its terms (for the highlights). Raises ``QueryError`` when the query has no index term. The analysis and
+        the translation are the first stage's of the same query (:meth:`IndexResources.query_units`, kept for the
+        last queries): a search's passages do not analyse or translate it again."""
         res = self._resources()
         units = res.query_units(text, lang, translate=translate)
         if not units.get(lang):
             raise QueryError("the query has no index terms after analysis (only stop words or punctuation?)")
         images = {tgt: QueryImage.of_units(tgt, u, hops=res.hops(lang, tgt)) for tgt, u in units.items()
                   if any(w > 0 for _, (_, w) in u)}
-        return images, query_words(text, res.analyzer(lang))
+        if lang in images:  # its own terms in their order: a passage that says them word for word ranks first
+            images[lang] = images[lang].with_terms(res.analyzer(lang)(text))
+        return images, res.words(text, lang)
 
     def _resources(self) -> IndexResources:
         if self.resources is None:
@@ -568,9 +612,24 @@ def _collapse(hits: Mapping[int, SearchHit], groups: Sequence[FamilyGroup],
                              hidden=hidden)
 
 
-def _explained(notices: list[str], fusion: FusionInfo) -> list[Notice]:
+def _explained(notices: list[str], fusion: FusionInfo, ranked_by: RankedBy = "fusion",
+               reordered: int = 0) -> list[Notice]:
     return [Notice(text=e.text, detail=e.detail, kind=e.kind)
-            for e in explain_notices(notices, fusion.weights, profile=fusion.profile, source=fusion.source)]
+            for e in explain_notices(notices, fusion.weights, profile=fusion.profile, source=fusion.source,
+                                     ranked_by=ranked_by, reordered=reordered)]
+
+
+def _order_scores(fused: np.ndarray, ordered: np.ndarray | None) -> list[float]:
+    """The score each result shows: the one its order follows (schema ``SCORE_SCALE``). The fused score, except for
+    the first ``len(ordered)`` documents, which their evidence ordered: 1 + their ordering score (``ordered``, in
+    [0, 1], non-increasing), lifted by the largest fused score where that passes 1, so above every fused score
+    below them."""
+    out = fused.astype(np.float64, copy=True)
+    if ordered is not None and len(ordered):
+        n = min(len(ordered), len(out))
+        lift = max(1.0, float(fused.max())) if len(fused) else 1.0
+        out[:n] = lift + ordered[:n]
+    return out.tolist()
 
 
 def _feedback_info(query: Query, ids: Any) -> FeedbackInfo | None:

@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from service.fusion import REQUEST_WEIGHTS
+from service.schema import RankedBy
 from service.text.analysis import LANG_NAMES
 
 
@@ -23,20 +24,23 @@ class Explained:
     kind: str  # ranking | coverage | passages | query | system | other
 
 
-_RULES: list[tuple[re.Pattern[str], str, str]] = [
-    (re.compile(r"^no models in this index"), "ranking",
-     "Ranked by word match only: no learned model (meaning-based search, neural re-ranking) exists for this index."),
+# why word match alone gives the fused score (each said once, after what ordered the results: :func:`ranking_said`)
+_WORD_MATCH: list[tuple[re.Pattern[str], str]] = [
+    (re.compile(r"^no models in this index"),
+     "no neural model (meaning-based search, neural re-ranking) exists for this index"),
     (re.compile(r"^queries (with|without) classification codes are ranked by BM25 alone: no learned fusion weights"),
-     "ranking", "Ranked by word match only: the learned models' scores are not combined with it, as no combination "
-     "was learned for this index."),
+     "the other components' scores are not combined with it, as no combination was learned for this index"),
     (re.compile(r"^queries (with|without) classification codes are ranked by BM25 alone: too few dev topics"),
-     "ranking", "Ranked by word match only: there were too few test queries to learn how to combine the learned "
-     "models with it."),
-    (re.compile(r"^queries (with|without) classification codes are ranked by BM25 alone"), "ranking",
-     "Ranked by word match only: no learned model applies to this query (the learned combination did not "
-     "do better than word match on test queries like it)."),
-    (re.compile(r"^none of the weighted components applies to this query"), "ranking",
-     "Ranked by word match only: none of the learned models applies to this query."),
+     "there were too few test queries to learn how to combine the other components with it"),
+    (re.compile(r"^queries (with|without) classification codes are ranked by BM25 alone"),
+     "no other component applies to this query (their learned combination did not do better than word match on "
+     "test queries like it)"),
+    (re.compile(r"^none of the weighted components applies to this query"),
+     "none of the other components applies to this query"),
+]
+_WORD_MATCH_DEFAULT = "no other component applies to this query"
+
+_RULES: list[tuple[re.Pattern[str], str, str]] = [
     (re.compile(r"^no dense/ in this index"), "ranking",
      "Only documents sharing words with the query (or their translations) are found: meaning-based search "
      "is not available."),
@@ -93,12 +97,42 @@ def _operator(notice: str) -> str:
 
 _PROFILE = re.compile(r"^queries (with|without) classification codes are ")
 
+COMPONENT_WORDS = {"bm25": "word match (BM25)", "dense": "meaning (dense)", "text": "neural text ranker",
+                   "meta": "classification ranker", "joint": "joint ranker", "wordpair": "word-pair model",
+                   "domain": "domain model"}
+"""The score components in an analyst's words (the UI's ``STAGE_WORDS`` say the same)."""
+_ORDERED_BY: dict[RankedBy, str] = {
+    "passage evidence": "their best passage",
+    "learned ranker": "the learned ranker (it reads their fused and word-match scores, their best passages and the "
+                      "codes they share with the query)",
+}
+
+
+def fused_said(weights: Mapping[str, float] | None) -> str:
+    """The fused score in words: ``word match only (BM25)``, or the components that shaped it with their weights."""
+    used = {c: w for c, w in (weights or {}).items() if w}
+    if set(used) <= {"bm25"}:
+        return "word match only (BM25)"
+    return "the fused score of " + ", ".join(f"{COMPONENT_WORDS.get(c, c)} {w:.2f}" for c, w in used.items())
+
+
+def ranking_said(ranked_by: RankedBy, reordered: int, weights: Mapping[str, float] | None) -> str:
+    """What ordered a search's results, in an analyst's words: the one sentence the response's ``ranking``, the
+    explanation's ranking notice, the UI's ranking line and ``priorart search`` say (``ranked_by`` and ``reordered``:
+    what the engine did; ``weights``: the fusion's, which orders the rest)."""
+    fused = fused_said(weights)
+    if ranked_by == "fusion" or reordered <= 0:
+        return f"Ranked by {fused}"
+    return f"The first {reordered} documents ranked by {_ORDERED_BY[ranked_by]}; below them, by {fused}"
+
 
 def explain(notices: Sequence[str], weights: Mapping[str, float] | None = None, *, profile: str | None = None,
-            source: str | None = None) -> list[Explained]:
+            source: str | None = None, ranked_by: RankedBy = "fusion", reordered: int = 0) -> list[Explained]:
     """Analyst notices for a response's ``notices`` and its fusion ``weights`` (components that counted), ``profile``
     (``codes`` / ``nocodes``: a notice about the other profile's queries is not about this ranking) and ``source``
-    (where the weights came from: a request's own weights are said as such)."""
+    (where the weights came from: a request's own weights are said as such). Where word match alone gives the
+    fused score, the first notice says what ordered the results (:func:`ranking_said` of ``ranked_by`` and
+    ``reordered``, the first documents it ordered) and why word match alone."""
     out: list[Explained] = []
     seen: set[str] = set()
     word_match_only = weights is not None and {c for c, w in weights.items() if w > 0} == {"bm25"}
@@ -109,13 +143,13 @@ def explain(notices: Sequence[str], weights: Mapping[str, float] | None = None, 
     if source == REQUEST_WEIGHTS:  # the request chose its weights: the index's fallbacks did not rank it
         notices = [n for n in notices if _PROFILE.match(n) is None]
     for notice in notices:
+        if any(p.search(notice) for p, _ in _WORD_MATCH):
+            ranking.append(notice)  # said once, below
+            continue
         for pattern, kind, text in _RULES:
             m = pattern.search(notice)
             if m is None:
                 continue
-            if kind == "ranking" and text.startswith("Ranked by word match only"):
-                ranking.append(notice)  # said once, below
-                break
             groups = m.groups()
             fill = {"n": groups[0] if groups else "",
                     "src": LANG_NAMES.get(groups[0], groups[0]) if groups else "",
@@ -128,13 +162,18 @@ def explain(notices: Sequence[str], weights: Mapping[str, float] | None = None, 
             break
         else:
             out.append(Explained(notice, "", "other"))
-    if word_match_only or ranking:
-        first = next((t for p, k, t in _RULES for n in ranking if k == "ranking" and p.search(n)), None)
-        text = first or ("Ranked by word match only (BM25), as the request's weights ask." if source == REQUEST_WEIGHTS
-                         else "Ranked by word match only (BM25): no learned model applies to this query.")
+    if word_match_only or (ranking and weights is None):
+        said = ranking_said(ranked_by, reordered, {"bm25": 1.0})
+        why = next((t for p, t in _WORD_MATCH for n in ranking if p.search(n)), None)
+        text = (f"{said}: {why}." if why else f"{said}, as the request's weights ask." if source == REQUEST_WEIGHTS
+                else f"{said}: {_WORD_MATCH_DEFAULT}.")
         detail = "; ".join(_operator(n) for n in ranking) or "fusion weights: bm25 1.0"
         out.insert(0, Explained(text, detail, "ranking"))
+    else:  # other components gave the fused score too: a reason is said as a fact, not as what ordered the results
+        for n in ranking:
+            why = next(t for p, t in _WORD_MATCH if p.search(n))
+            out.insert(0, Explained(f"{why[0].upper()}{why[1:]}.", _operator(n), "ranking"))
     return out
 
 
-__all__ = ["Explained", "explain"]
+__all__ = ["COMPONENT_WORDS", "Explained", "explain", "fused_said", "ranking_said"]

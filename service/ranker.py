@@ -89,14 +89,15 @@ RANKER_KINDS = ("gbm", "mlp")
 
 @dataclass
 class Evidence:
-    """The features of a search's first documents (``X``: one row each, :data:`FEATURES` columns) and the query's
-    predicted subclasses with their shares, for the response (the code classifier's where it predicted them, else
-    the first documents' vote)."""
+    """The features of a search's first documents (``X``: one row each, :data:`FEATURES` columns, those not
+    ``computed`` 0) and the query's predicted subclasses with their shares, for the response (the code classifier's
+    where it predicted them, else the first documents' vote)."""
 
     X: np.ndarray
     predicted_codes: list[tuple[str, float]]
     feedback_ms: float = 0.0  # the time of the feedback search (the costliest feature)
     kernels_ms: float = 0.0  # the time of the kernel features (service.engine.Engine.evidence sets it)
+    computed: tuple[str, ...] = FEATURES  # the columns of X computed (the others are 0), in FEATURES' order
 
 
 def _scaled(x: np.ndarray) -> np.ndarray:
@@ -151,60 +152,80 @@ def evidence_features(fs: FirstStage | None, docs: DocStore, query: Query, cands
                       matched: np.ndarray | None = None, kernels: np.ndarray | None = None,
                       fields: np.ndarray | None = None,
                       classified: Mapping[str, Sequence[tuple[str, float]]] | None = None) -> Evidence:
-    """The :data:`FEATURES` of the first ``n`` candidates (the fused order); ``passage``: their best passage's scores
-    in [0, 1], ``second`` their second-best's (0 where none), ``matched`` the share of their passages that hold a
-    query term (:class:`service.passages.PassageRanking`; None: 0), ``kernels`` their
+    """The :data:`FEATURES` of the first ``n`` candidates (the fused order) that ``features`` names (those a model
+    reads; default all, as learning reads them): ``X`` has every :data:`FEATURES` column, those not named 0, and
+    ``computed`` says which were. ``passage``: their best passage's scores in [0, 1], ``second`` their second-best's
+    (0 where none), ``matched`` the share of their passages that hold a query term
+    (:class:`service.passages.PassageRanking`; None: 0), ``kernels`` their
     :data:`~service.kernel_pooling.KERNEL_FEATURES` (None: 0), ``fields`` their best passage's score in each field
     (:meth:`service.passages.PassageRanking.field_evidence`, :data:`FIELD_FEATURES`; None: 0), ``classified`` the
     code classifier's prediction per level (:meth:`service.engine.Engine.classify`; None: 0). ``fs``: the first
-    stage, for the features that read the index (None: a sharded pipeline, those are 0);
-    ``features``: those a model reads (the feedback search, the costly one, runs only when it is among them)."""
+    stage, for the features that read the index (None: a sharded pipeline, those are 0). The feedback search, the
+    costly feature, runs only when ``feedback`` is named. The predicted codes are the response's whatever is named."""
     assert cands.fused is not None
     rows = cands.rows[:n].astype(np.int64)
     X = np.zeros((len(rows), len(FEATURES)))
     col = {name: j for j, name in enumerate(FEATURES)}
+    want = set(features)
+    unknown = want - set(col)
+    if unknown:
+        raise ValueError(f"features unknown to this code: {sorted(unknown)}")
+    computed = [name for name in FEATURES if name in want]
     lang = query.r.lang
-    X[:, col["fused"]] = _minmax(cands.fused[:n])
-    X[:, col["rank"]] = 1.0 / np.log2(np.arange(len(rows)) + 2.0)
-    X[:, col["bm25"]] = _scaled(np.asarray(cands.scores.get("bm25", np.zeros(len(cands))), dtype=np.float64)[:n])
-    X[:, col["own_route"]] = [1.0 if cands.routes.get(int(r)) == lang else 0.0 for r in rows]
-    if fs is not None and lang in fs.indexes:
+    if "fused" in want:
+        X[:, col["fused"]] = _minmax(cands.fused[:n])
+    if "rank" in want:
+        X[:, col["rank"]] = 1.0 / np.log2(np.arange(len(rows)) + 2.0)
+    if "bm25" in want:
+        X[:, col["bm25"]] = _scaled(np.asarray(cands.scores.get("bm25", np.zeros(len(cands))),
+                                               dtype=np.float64)[:n])
+    if "own_route" in want:
+        X[:, col["own_route"]] = [1.0 if cands.routes.get(int(r)) == lang else 0.0 for r in rows]
+    if "doc_query_lang" in want and fs is not None and lang in fs.indexes:
         X[:, col["doc_query_lang"]] = np.asarray(fs.indexes[lang].doc_len)[rows] > 0
-    X[:, col["passage"]] = passage
-    order = np.lexsort((np.arange(len(rows)), -passage))
-    place = np.empty(len(rows), dtype=np.int64)
-    place[order] = np.arange(len(rows))
-    X[:, col["passage_rank"]] = 1.0 / np.log2(place + 2.0)
-    if second is not None:
+    if "passage" in want:
+        X[:, col["passage"]] = passage
+    if "passage_rank" in want:
+        order = np.lexsort((np.arange(len(rows)), -passage))
+        place = np.empty(len(rows), dtype=np.int64)
+        place[order] = np.arange(len(rows))
+        X[:, col["passage_rank"]] = 1.0 / np.log2(place + 2.0)
+    if second is not None and "passage_second" in want:
         X[:, col["passage_second"]] = second
-    if matched is not None:
+    if matched is not None and "passage_matched" in want:
         X[:, col["passage_matched"]] = matched
-    codes = [record_codes(docs.header_row(int(r))) for r in rows]
-    X[:, col["code_subclass"]] = _code_shares(codes, "subclass")
-    X[:, col["code_group"]] = _code_shares(codes, "main_group")
+    codes = [record_codes(docs.header_row(int(r))) for r in rows]  # (the predicted codes are the response's too)
+    for name, level in (("code_subclass", "subclass"), ("code_group", "main_group")):
+        if name in want:
+            X[:, col[name]] = _code_shares(codes, level)
     feedback_ms = 0.0
-    if fs is not None and len(rows) and "feedback" in features:
+    if fs is not None and len(rows) and "feedback" in want:
         started = time.perf_counter()
         X[:, col["feedback"]] = _feedback_scores(fs, query, rows)
         feedback_ms = (time.perf_counter() - started) * 1000.0
     info = cands.first_info
-    terms = len(info.query_terms) if info is not None else 0
-    X[:, col["query_terms"]] = math.log1p(terms)
-    X[:, col["translated"]] = float(info is not None and any(r.kind != "mono" for r in info.routes))
+    if "query_terms" in want:
+        X[:, col["query_terms"]] = math.log1p(len(info.query_terms) if info is not None else 0)
+    if "translated" in want:
+        X[:, col["translated"]] = float(info is not None and any(r.kind != "mono" for r in info.routes))
     if kernels is not None:
-        X[:, [col[f] for f in KERNEL_FEATURES]] = kernels
+        for j, name in enumerate(KERNEL_FEATURES):
+            if name in want:
+                X[:, col[name]] = kernels[:, j]
     if fields is not None:
-        X[:, [col[f] for f in FIELD_FEATURES]] = fields
+        for j, name in enumerate(FIELD_FEATURES):
+            if name in want:
+                X[:, col[name]] = fields[:, j]
     for name in MODEL_FEATURES:
-        if name in cands.scores:
+        if name in want and name in cands.scores:
             X[:, col[name]] = _component(cands.scores[name][:n])
     voted = predict_codes(codes, "subclass")
     if classified:
         for name, level in (("class_subclass", "subclass"), ("class_group", "main_group")):
-            if classified.get(level):
+            if name in want and classified.get(level):
                 X[:, col[name]] = code_agreement(classified[level], [codes_at(c, level) for c in codes])
     return Evidence(X, list(classified["subclass"]) if classified and classified.get("subclass") else voted,
-                    feedback_ms)
+                    feedback_ms, computed=tuple(computed))
 
 
 def _feedback_scores(fs: FirstStage, query: Query, rows: np.ndarray) -> np.ndarray:

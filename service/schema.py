@@ -25,6 +25,9 @@ CodeFilter = Literal["none", CodeLevel]
 """A request's code filter: ``none``, or the level at which a document must share a code with the query."""
 FusionMethod = Literal["linear", "borda", "linlearn"]
 """The fusion methods: the one definition (service/fusion.py implements each, ``METHODS`` in its order)."""
+RankedBy = Literal["fusion", "passage evidence", "learned ranker"]
+"""What ordered a search's results (``SearchResponse.ranked_by``): the one definition (the engine decides it, the
+notices say it in words: service/notices.py ``ranking_said``)."""
 
 
 def _not_blank(text: str, info: ValidationInfo) -> str:
@@ -115,14 +118,23 @@ class SearchRequest(BaseModel):
 
 
 class PassageRequest(SearchRequest):
-    variant: Variant = DEFAULT_VARIANT
-    alpha: float | None = Field(None, ge=0, le=1)
+    variant: Variant = Field(
+        DEFAULT_VARIANT,
+        description="how a passage is scored in its document's structure (QSF, the seed paper's variants): 'qsf_v' "
+        "the passage's text and its document's score; 'qsf_v_title' the passage with its section headings and the "
+        "title; 'qsf_section' that, its document and its parent section; 'qsf_section_propagate' the sections above "
+        "it, weighed by their tree distance; 'qsf_passage_propagate' (default) the document's other passages, weighed "
+        "by their tree distance (a Gaussian of width sigma)")
+    alpha: float | None = Field(None, ge=0, le=1, description="weight of the passage's own score against its "
+                                "document and context (1: the passage alone; default 0.5)")
     beta: float | None = Field(None, ge=0, le=1, description="weight of the document's score against the passage's "
                                "context, for passages in the query's language")
     beta_translated: float | None = Field(None, ge=0, le=1,
                                           description="beta of the passages reached through a translation (default: "
                                                       "one per passage language)")
-    sigma: float | None = Field(None, gt=0, le=100)
+    sigma: float | None = Field(None, gt=0, le=100, description="width of the Gaussian that weighs the context by "
+                                "its tree distance in the propagating variants (default 1; distance counts edges, "
+                                "siblings are 2 apart: a sibling counts exp(-2) = 0.14)")
     mu: float | None = Field(None, gt=0, le=100_000, description="Dirichlet prior of text in the query's language")
     mu_translated: float | None = Field(None, gt=0, le=100_000,
                                         description="Dirichlet prior of text reached through a translation")
@@ -131,15 +143,32 @@ class PassageRequest(SearchRequest):
                                           "a text in the query's language that reaches all of its own")
 
 
+SCORE_SCALE = (  # SearchHit.score's scale (service/engine.py _order_scores)
+    "the score the results are ordered by, non-increasing down the list. ranked_by 'fusion': the fused score (in [0, "
+    "1] for the linear and Borda fusions). 'passage evidence' and 'learned ranker': the first documents (the "
+    "response's 'reordered') score 1 + their ordering score in [0, 1] (the learned ranker's score min-max over them, "
+    "or (1 - evidence_weight) * fused + evidence_weight * best passage), so [1, 2], above every document below them, "
+    "which keep their fused score (a linlearn fusion whose fused scores pass 1 lifts the first ones by its largest); "
+    "components keep each component's own score")
+
+
 class SearchHit(BaseModel):
     id: str
     title: str | None
-    score: float
+    score: float = Field(description=SCORE_SCALE)
     components: dict[str, float] = Field(
         description="the components that shaped the ranking (those with a non-zero weight in fusion.weights), each "
-        "min-max normalised over the candidates, and 'fused' (the score the ranking sorts by); a score computed "
-        "with weight 0, or not computed, is left out (fusion.components says why)")
-    matched_terms: list[str] = Field(default_factory=list)
+        "min-max normalised over the candidates, and 'fused' (their weighted combination, the fusion's order); for the "
+        "first documents ordered by their evidence, 'evidence' (the best passage's score) and 'ranker' (the learned "
+        "ranker's, min-max over them); a score computed with weight 0, or not computed, is left out "
+        "(fusion.components says why)")
+    matched_terms: list[str] = Field(
+        default_factory=list, description="the query's words (as written, in query order) the document contains, "
+        "themselves or through a translation (a term relevance feedback added: as its index term); looked up for "
+        "the results returned, whatever 'explain' says (a sharded index: with explain only)")
+    matched_stems: dict[str, list[str]] = Field(
+        default_factory=dict, description="each word of matched_terms -> the index terms (stems, in the languages "
+        "the query reaches) it matched in the document as")
     route: str | None = Field(
         None,
         description="first-stage route that reached the document: its own language ('en'), or translated by PSQ "
@@ -236,11 +265,15 @@ class SearchResponse(BaseModel):
     took_ms: float
     query: QueryInfo
     fusion: FusionInfo
-    ranked_by: Literal["fusion", "passage evidence", "learned ranker"] = Field(
+    ranked_by: RankedBy = Field(
         "fusion", description="fusion: the fused score's order; passage evidence: the first documents ordered by their "
         "best passage (their components' 'evidence' is its score; stages.evidence says how many); learned ranker: "
         "the first documents ordered by the ranker the index holds (their components' 'ranker' is its score, "
-        "stages.evidence names its features)")
+        "stages.evidence names its features); the results' score follows it")
+    reordered: int = Field(0, description="how many of the first documents found ranked_by ordered (0: the fused "
+                           "order throughout); the documents below them keep the fused order")
+    ranking: str = Field("", description="what ordered the results, in an analyst's words (the UI's and the CLI's "
+                         "ranking line; the explanation's ranking notice begins with it)")
     generation: int = Field(0, description="generation of the index that answered (0: as built)")
     partial: bool = Field(False, description="a sharded index: some shard did not answer; the results are the "
                           "other shards' (see missing_shards and the notices)")
@@ -330,7 +363,10 @@ class ChartCell(BaseModel):
     passage_id: str | None = None
     section_path: list[str] = Field(default_factory=list)
     text: str | None = None
-    score: float = 0.0
+    score: float = Field(0.0, description="the passage's score for the element among every passage of the charted "
+                         "documents (QSF at the /passages defaults, min-max over them): 1 the best passage of the "
+                         "charted documents for this element, 0 one that holds none of its words; compares the cells "
+                         "of one element")
     highlights: list[tuple[int, int]] = Field(default_factory=list)
     lang: str | None = None
     matches: list[PassageMatch] = Field(default_factory=list, description="the highlights with what each matched")

@@ -69,13 +69,33 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:
+        raw = exc.errors()
         errors = [
             {"loc": [str(p) for p in e.get("loc", ())], "msg": str(e.get("msg", "")), "type": str(e.get("type", ""))}
-            for e in exc.errors()
+            for e in raw
         ]
-        if errors:
+        if raw and raw[0].get("type") == "json_invalid":
+            detail = _json_invalid(raw[0], getattr(exc, "body", None))
+        elif errors:
             loc = ".".join(str(x) for x in errors[0]["loc"] if x != "body")
             detail = f"{loc}: {errors[0]['msg']}" if loc else str(errors[0]["msg"])
         else:
             detail = "invalid request"
         return problem(422, "Unprocessable Content", detail, errors=errors)
+
+
+def _json_invalid(error: Any, body: Any) -> str:
+    """A body that is not JSON, said as such: what the parser expected, and where (line, column and character of
+    the body, as Python's ``json`` counts them), e.g. ``the body is not valid JSON: Expecting ',' delimiter at line 1,
+    column 11 (character 10)`` (FastAPI's own says ``10: JSON decode error``)."""
+    why = str((error.get("ctx") or {}).get("error") or "it cannot be parsed")
+    pos = next((x for x in reversed(error.get("loc", ())) if isinstance(x, int)), None)
+    if pos is None:
+        return f"the body is not valid JSON: {why}"
+    if isinstance(body, bytes | bytearray):
+        body = body.decode("utf-8", errors="replace")
+    if isinstance(body, str) and 0 <= pos <= len(body):
+        line = body.count("\n", 0, pos) + 1
+        column = pos - body.rfind("\n", 0, pos)
+        return f"the body is not valid JSON: {why} at line {line}, column {column} (character {pos})"
+    return f"the body is not valid JSON: {why} at character {pos}"

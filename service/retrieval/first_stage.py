@@ -393,19 +393,19 @@ class FirstStage:
             raise QueryError(f"max_query_terms must be >= 0, got {max_query_terms}")
 
         routes = self.resources.routes(lang, translate, notes)
-        analyzer = self.analyzer(lang)
-        groups = analyzer.groups(text) if analyzer.splitter is not None else []
-        terms = [t for whole, parts in groups for t in (whole, *parts)] if groups else analyzer(text)
-        counts: dict[str, int] = {}  # (a dict loop, not Counter: Counter's type checks cost ~10 us in a cold cache)
-        for t in terms:
-            counts[t] = counts.get(t, 0) + 1
+        counts, groups = self.resources.analysed(text, lang)  # (read-only: the passages read the same)
         n_before = len(counts)
+        # the query's units on every route, translated once for the request (the passages and the matched words read
+        # them too), unless its terms are reduced here
+        shared: Mapping[str, list[tuple[str, QueryUnit]]] | None = None
         if max_query_terms and len(counts) > max_query_terms:
             first = routes[0]
             idx = self.indexes[first.index_lang]
             units = first.units({t: 1 for t in counts})
             idf = {t: idx.unit_idf(m) for t, (m, _) in zip(counts, units, strict=True)}
             counts = reduce_terms(counts, idf, max_query_terms)
+        elif isinstance(translate, bool):
+            shared = self.resources.query_units(text, lang, translate=translate)
 
         mask, filters = r.mask, dict(r.filters)
         single = len(routes) == 1
@@ -417,7 +417,8 @@ class FirstStage:
             infos: list[RouteInfo] = []
             rows = np.zeros(0, dtype=np.int64)
             for route, acc in zip(routes, accs, strict=False):
-                units = route.units(counts, groups, parts=len(counts) <= self.compound_parts)
+                units = ([unit for _, unit in shared[route.index_lang]] if shared is not None
+                         else route.units(counts, groups, parts=len(counts) <= self.compound_parts))
                 if query.feedback is not None and not query.feedback.empty:
                     units = units + self._expansion(query.feedback, route.index_lang, units, counts)
                 index = self.indexes[route.index_lang]

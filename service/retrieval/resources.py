@@ -21,14 +21,17 @@ Routes. A query in language ``L`` is searched:
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Generic, TypeVar
 
 import numpy as np
 
 from service.index.folder import IndexFormatError
 from service.index.store import DocStore
+from service.passages.highlight import query_words
 from service.query import QueryError
 from service.retrieval.sparse import BaseSparseIndex, QueryUnit
 from service.text.analysis import SUPPORTED_LANGS, Analyzer, get_analyzer
@@ -38,6 +41,32 @@ MIX_WEIGHT = 0.5
 """The weight of a pair's own table (de-fr, fr-de) beside its composition through English (1 - MIX_WEIGHT)."""
 PARTS_MAX_TERMS = 20
 """Translate the parts of compounds a table does not know in queries of at most this many terms."""
+QUERY_MEMO = 16
+"""The last queries whose analysis and units :class:`IndexResources` keeps (one request's stages read the same
+query's: analysed and translated once)."""
+
+K = TypeVar("K")
+V = TypeVar("V")
+
+
+class _Memo(Generic[K, V]):
+    """The last ``size`` values put, by key (the oldest dropped first), safe across a server's threads."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._items: dict[K, V] = {}
+        self._lock = threading.Lock()
+
+    def get(self, key: K) -> V | None:
+        with self._lock:
+            return self._items.get(key)
+
+    def put(self, key: K, value: V) -> None:
+        with self._lock:
+            self._items.pop(key, None)
+            while len(self._items) >= self.size:
+                del self._items[next(iter(self._items))]
+            self._items[key] = value
 
 
 @dataclass
@@ -121,6 +150,13 @@ class IndexResources:
                 raise IndexFormatError(f"bm25/{lang} has {idx.n_rows} rows, the doc store {len(docs)}")
         # the routes (and their notes) of a query language and translate=True/False: the same for every query
         self._route_cache: dict[tuple[str, bool], tuple[list[Route], tuple[str, ...]]] = {}
+        # the last queries' analysis and units: the stages of one request (the first stage, the passages, the matched
+        # words) read the same query's
+        self._analysis_memo: _Memo[tuple[str, str], tuple[dict[str, int], list[tuple[str, tuple[str, ...]]]]] = \
+            _Memo(QUERY_MEMO)
+        self._units_memo: _Memo[tuple[str, str, bool | str], dict[str, list[tuple[str, QueryUnit]]]] = \
+            _Memo(QUERY_MEMO)
+        self._words_memo: _Memo[tuple[str, str], dict[str, list[str]]] = _Memo(QUERY_MEMO)
 
     def matched_terms(self, route_terms: Sequence[tuple[str, Sequence[str]]], rows: Sequence[int]) -> list[list[str]]:
         """Each row's terms among a search's ``route_terms`` (per route, the index language and its target terms)
@@ -135,6 +171,22 @@ class IndexResources:
             for mine, theirs in zip(out, per_hit, strict=True):
                 mine.extend(t for t in theirs if t not in mine)
         return out
+
+    def term_words(self, text: str, lang: str, *, translate: bool = True) -> dict[str, list[str]]:
+        """Each index term a query reaches (its own terms, and their translations on its routes: :meth:`query_units`)
+        -> the query's words, as written, it renders (a compound's parts: the compound; a word written in several
+        cases: its first spelling), in query order: what a document's matched terms (:meth:`matched_terms`, stems) were
+        in the analyst's words. A term two languages share lists the words of both."""
+        first: dict[str, str] = {}  # a word's first spelling in the query, by its case-folded form
+        words = {term: list(dict.fromkeys(first.setdefault(w.casefold(), w) for w in ws))
+                 for term, ws in self.words(text, lang).items()}
+        out: dict[str, list[str]] = {}
+        for units in self.query_units(text, lang, translate=translate).values():
+            for src, (mapping, _) in units:
+                for term in mapping:
+                    mine = out.setdefault(term, [])
+                    mine.extend(w for w in words.get(src, ()) if w not in mine)
+        return {term: ws for term, ws in out.items() if ws}
 
     def analyzer(self, lang: str) -> Analyzer:
         """The analyzer of ``lang`` this index was built with."""
@@ -157,17 +209,45 @@ class IndexResources:
         ranker scores each language's text with these (service/passages/)."""
         if lang not in SUPPORTED_LANGS:
             raise QueryError(f"unsupported query language {lang!r}; choose one of {', '.join(SUPPORTED_LANGS)}")
-        analyzer = self.analyzer(lang)
-        groups = analyzer.groups(text) if analyzer.splitter is not None else []
-        terms = [t for whole, parts in groups for t in (whole, *parts)] if groups else analyzer(text)
-        counts: dict[str, int] = {}
-        for t in terms:
-            counts[t] = counts.get(t, 0) + 1
+        key = (text, lang, translate)
+        if isinstance(translate, bool) and (got := self._units_memo.get(key)) is not None:
+            return got
+        counts, groups = self.analysed(text, lang)
         parts = len(counts) <= self.compound_parts
         routes = self.routes(lang, translate, [])
         if all(r.index_lang != lang for r in routes):
             routes = [Route(lang, lang, "mono"), *routes]
-        return {r.index_lang: r.sourced_units(counts, groups, parts=parts) for r in routes}
+        units = {r.index_lang: r.sourced_units(counts, groups, parts=parts) for r in routes}
+        if isinstance(translate, bool):  # (a table given by name or path is looked up each time)
+            self._units_memo.put(key, units)
+        return units
+
+    def words(self, text: str, lang: str) -> dict[str, list[str]]:
+        """The query's words as written behind each of its index terms
+        (:func:`service.passages.highlight.query_words`), for the last :data:`QUERY_MEMO` queries (read-only)."""
+        key = (text, lang)
+        got = self._words_memo.get(key)
+        if got is None:
+            got = query_words(text, self.analyzer(lang))
+            self._words_memo.put(key, got)
+        return got
+
+    def analysed(self, text: str, lang: str) -> tuple[dict[str, int], list[tuple[str, tuple[str, ...]]]]:
+        """A query's index terms counted (a compound's parts after it, where the index splits them) and its compound
+        groups (word term, its parts' terms; none without a splitter): what the first stage searches and
+        :meth:`query_units` renders, analysed once for the last :data:`QUERY_MEMO` queries (read-only)."""
+        key = (text, lang)
+        got = self._analysis_memo.get(key)
+        if got is None:
+            analyzer = self.analyzer(lang)
+            groups = analyzer.groups(text) if analyzer.splitter is not None else []
+            terms = [t for whole, parts in groups for t in (whole, *parts)] if groups else analyzer(text)
+            counts: dict[str, int] = {}  # (a dict loop, not Counter: Counter's type checks cost ~10 us in a cold cache)
+            for t in terms:
+                counts[t] = counts.get(t, 0) + 1
+            got = (counts, groups)
+            self._analysis_memo.put(key, got)
+        return got
 
     @staticmethod
     def _table_label(table: TranslationTable) -> str:
@@ -265,4 +345,4 @@ class IndexResources:
         return routes
 
 
-__all__ = ["MIX_WEIGHT", "PARTS_MAX_TERMS", "IndexResources", "Route"]
+__all__ = ["MIX_WEIGHT", "PARTS_MAX_TERMS", "QUERY_MEMO", "IndexResources", "Route"]

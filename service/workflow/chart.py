@@ -11,6 +11,13 @@ German compound counts as found when it or one of its parts is): ``disclosed`` f
 ``partly`` from :data:`PARTLY`, else ``not found``. The suggested category follows: ``X`` when a document
 discloses every element, ``Y`` when it discloses at least half of them, else ``A`` (the analyst decides; the
 report takes the analyst's category). Highlights mark the matched words and say which element words they render.
+
+A cell's ``score`` says how well its passage renders the element beside the other cells of that element: the
+passage's QSF score (the ``/passages`` defaults) among every passage of the charted documents, min-max over them (1:
+the best passage of the charted documents for the element; 0: one that holds none of its words). The within-document
+score the cell is chosen by is no measure across cells: each document's best passage scores about the same there
+(its passage component is 1 by construction; a passage reached through a table weighs its document, 0 alone: the
+best of them scores 0.5 exactly).
 """
 
 from __future__ import annotations
@@ -20,13 +27,14 @@ from typing import TYPE_CHECKING, Literal, Protocol
 
 import numpy as np
 
-from service.passages import PassageIndex
+from service.passages import DEFAULT_PARAMS, PassageIndex
 from service.passages.highlight import term_matches, token_terms
 from service.passages.lm import QueryImage
 from service.passages.ranker import passage_matches
 from service.passages.segments import SegmentedPassageIndex
 from service.query import Query, QueryError
 from service.schema import (
+    DEFAULT_VARIANT,
     ChartCell,
     ChartDocument,
     ClaimChartRequest,
@@ -135,10 +143,11 @@ def claim_chart(engine: Engine, req: ClaimChartRequest) -> ClaimChartResponse:
                                  words=words, k=CELL_CANDIDATES, langs=set(images), highlight=False,
                                  alone=True).hits:
             of_doc.setdefault(hit.doc_id, []).append(hit)
+        joint = _joint_scores(passages, resources, images, lang, rows) if of_doc else {}
         any_disclosed = False
         for doc_id in ids:
             cell = _cell(resources, el.label, doc_id, of_doc.get(doc_id, []), images, words, targets, lang, analysed,
-                         tokens)
+                         tokens, joint)
             cells.append(cell)
             if cell.status == "disclosed":
                 disclosed[doc_id] += 1
@@ -177,14 +186,30 @@ def _targets(images: dict[str, QueryImage], words_of: list[tuple[str, ...]]) -> 
     return out
 
 
+def _joint_scores(passages: PassageIndex | SegmentedPassageIndex, resources: IndexResources,
+                  images: dict[str, QueryImage], lang: str, rows: list[int]) -> dict[str, float]:
+    """Passage id -> its score for the element among every passage of the charted documents ``rows`` that have text
+    in a language the element reaches (the module docstring: the cells' ``score``), at the ``/passages`` defaults."""
+    at = np.asarray(rows, dtype=np.int64)
+    at = at[passages.readable(at, set(images))]
+    if not at.size:
+        return {}
+    sc = passages.score(images, lang, at, None, variant=DEFAULT_VARIANT, analyzers=resources.analyzers,
+                        sigma=DEFAULT_PARAMS["sigma"], mu=DEFAULT_PARAMS["mu"],
+                        mu_translated=DEFAULT_PARAMS["mu_translated"])
+    final = sc.combine(DEFAULT_PARAMS["alpha"], DEFAULT_PARAMS["beta"])
+    return {pid: float(v) for (_, pid), v in zip(sc.ids(), final.tolist(), strict=True)}
+
+
 def _cell(resources: IndexResources, label: str, doc_id: str, hits: list[PassageHit],
           images: dict[str, QueryImage], words: dict[str, list[str]],
           targets: dict[str, list[set[str]]], lang: str, analysed: dict[str, set[str]],
-          tokens: dict[str, list[tuple[int, int, tuple[str, ...]]]]) -> ChartCell:
+          tokens: dict[str, list[tuple[int, int, tuple[str, ...]]]], joint: dict[str, float]) -> ChartCell:
     """One document's cell for one element: of its ``CELL_CANDIDATES`` best passages for the element (``hits``,
     ranked within the document alone, so that a cell does not depend on the other documents charted), the one that
-    renders most of the element's terms (ties: the better ranked). Only that one is highlighted. ``analysed`` and
-    ``tokens`` keep a passage's terms and tokens for the chart's other elements."""
+    renders most of the element's terms (ties: the better ranked). Only that one is highlighted; its score is its
+    ``joint`` one (:func:`_joint_scores`). ``analysed`` and ``tokens`` keep a passage's terms and tokens for the
+    chart's other elements."""
     best: tuple[float, PassageHit] | None = None
     for hit in hits:
         plang = hit.lang or lang
@@ -208,7 +233,8 @@ def _cell(resources: IndexResources, label: str, doc_id: str, hits: list[Passage
             found = tokens[hit.passage_id] = token_terms(hit.text, resources.analyzer(plang))
         matches = passage_matches(term_matches(found, images[plang].probs), plang, lang, images[plang], words)
     return ChartCell(element=label, doc_id=doc_id, passage_id=hit.passage_id, section_path=list(hit.section_path),
-                     text=hit.text, score=hit.score, highlights=[(m.start, m.end) for m in matches], matches=matches,
+                     text=hit.text, score=round(joint.get(hit.passage_id, 0.0), 6),
+                     highlights=[(m.start, m.end) for m in matches], matches=matches,
                      lang=plang, overlap=round(overlap, 4), status=_status(overlap))
 
 

@@ -60,11 +60,18 @@ def _csv(rows: list[list[object]]) -> str:
     return buf.getvalue()
 
 
+CHART_SCORE_COLUMN = "score_among_charted"
+"""The chart CSV's score column: a cell's ``score`` (service/workflow/chart.py), in [0, 1] among the charted documents'
+passages (1: the best passage for the element among them; 0: none of its words)."""
+
+
 def chart_csv(chart: ClaimChartResponse) -> str:
-    """One row per element and document: element, its text, document, status, overlap, section path, passage."""
+    """One row per element and document: element, its text, document, status, overlap (share of the element's words
+    in the passage), the passage's score among the charted documents' passages (:data:`CHART_SCORE_COLUMN`), section
+    path, passage."""
     text = {e.label: e.text for e in chart.elements}
-    rows: list[list[object]] = [["element", "element_text", "doc_id", "status", "overlap", "score", "section_path",
-                                 "passage_id", "passage"]]
+    rows: list[list[object]] = [["element", "element_text", "doc_id", "status", "overlap", CHART_SCORE_COLUMN,
+                                 "section_path", "passage_id", "passage"]]
     for c in chart.cells:
         rows.append([c.element, text.get(c.element, ""), c.doc_id, c.status, f"{c.overlap:.3f}", f"{c.score:.4f}",
                      " > ".join(c.section_path), c.passage_id or "", c.text or ""])
@@ -151,4 +158,4 @@ def report_html(rep: ReportResponse) -> str:
     return _page(rep.title, body)
 
 
-__all__ = ["build_report", "chart_csv", "chart_html", "report_csv", "report_html"]
+__all__ = ["CHART_SCORE_COLUMN", "build_report", "chart_csv", "chart_html", "report_csv", "report_html"]

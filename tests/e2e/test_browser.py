@@ -103,18 +103,25 @@ def browser_context(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
             ctx.close()
 
 
+CONSOLE_ERRORS: dict[Any, list[str]] = {}  # per tab of the `page` fixture, the errors its console logged
+
+
 @pytest.fixture
 def page(browser_context: Any, server: LiveServer) -> Iterator[Any]:
-    """A fresh tab on the UI; fails the test if the page throws a JavaScript error."""
+    """A fresh tab on the UI; fails the test if the page throws a JavaScript error. What its console logs as errors
+    (a resource that failed to load: a 404, or the 4xx a test provokes) is kept in ``CONSOLE_ERRORS[page]``."""
     pg = browser_context.new_page()
     errors: list[str] = []
+    console = CONSOLE_ERRORS.setdefault(pg, [])
     pg.on("pageerror", lambda exc: errors.append(str(exc)))
+    pg.on("console", lambda msg: console.append(msg.text) if msg.type == "error" else None)
     pg.goto(f"{server.url}/")
     expect(pg.locator("#health")).to_contain_text("documents")  # /health answered and rendered
     try:
         yield pg
     finally:
         pg.close()
+        CONSOLE_ERRORS.pop(pg, None)
     assert not errors, f"JavaScript errors on the page: {errors}"
 
 
@@ -185,10 +192,11 @@ def test_search_shows_ranked_results_with_score_bars(page: Any, scenario: Scenar
     # the server's default (an index built with the project's ranker) orders the first results by the learned ranker,
     # and the ranking line says so, with the codes it read as the query's
     assert got["body"]["ranked_by"] == "learned ranker" and "ranker" in api[0]["components"]
-    first = sum("ranker" in r["components"] for r in api)
+    first = got["body"]["reordered"]
+    assert first == sum("ranker" in r["components"] for r in api) or first > len(api)
     codes = ", ".join(got["body"]["query"]["predicted_codes"]) or "none"
-    expect(page.locator("#ranking")).to_contain_text(f"the first {first} ordered by the learned ranker")
-    expect(page.locator("#ranking")).to_contain_text(f"codes the first results predict: {codes}")
+    expect(page.locator("#ranking")).to_contain_text(f"The first {first} documents ranked by the learned ranker")
+    expect(page.locator("#ranking")).to_contain_text(f"Codes the first results predict: {codes}")
     top = hits[0]["bars"]["bm25"]
     assert top["track"] >= 60 and top["px"] == pytest.approx(top["track"] * float(top["style"][:-1]) / 100, abs=1.5)
     assert top["px"] > 0, "the best BM25 score must draw a visible bar"
@@ -610,8 +618,9 @@ def test_newcomer_walkthrough_start_page_german_claim_passages_chart_report(page
     doc, claim = _german_claim_of_a_foreign_document(server)
     langs = {d["id"]: d.get("lang") for d in read_docs(server.index_dir)}
 
-    # 1. the start page: an empty form, the index's size, nothing to export yet
+    # 1. the start page: an empty form, the index's size, nothing to export yet, its icon served
     expect(page.locator("#query")).to_have_value("")
+    assert page.evaluate("() => document.querySelector('link[rel=icon]').href").endswith("/static/favicon.svg")
     expect(page.locator("#health")).to_contain_text("documents")
     for button in ("#export-csv", "#export-chart-csv", "#export-report-html"):
         expect(page.locator(button)).to_be_disabled()
@@ -626,6 +635,32 @@ def test_newcomer_walkthrough_start_page_german_claim_passages_chart_report(page
     hits = _hits_on_screen(page)
     assert hits and hits[0]["id"] == doc["id"], [h["id"] for h in hits]
     expect(page.locator("#status")).to_contain_text("query language de")
+    # issue 57 item 3: what ordered the results is said once: the ranking line says the response's own sentence, as
+    # ranked_by does, and the explanation's ranking notice begins with it (it said "no learned model" above a ranker's
+    # order); the score each result carries follows the order shown
+    body = found["body"]
+    expect(page.locator("#ranking")).to_have_attribute("data-ranked-by", body["ranked_by"])
+    expect(page.locator("#ranking")).to_contain_text(body["ranking"])
+    said = [n for n in body["explained"] if n["kind"] == "ranking" and n["text"].startswith(("Ranked by", "The first"))]
+    assert all(n["text"].startswith(body["ranking"]) and "learned model" not in n["text"] for n in said), said
+    expect(page.locator("#notices .notice .said", has_text=body["ranking"])).to_have_count(len(said))
+    if body["ranked_by"] != "fusion":
+        assert f"The first {body['reordered']} documents ranked by" in body["ranking"]
+        expect(page.locator("#health")).to_contain_text(f"(first {body['reordered']})")
+    scores = [r["score"] for r in body["results"]]
+    assert scores == sorted(scores, reverse=True), scores
+    # issue 57 item 4: each result says which of the claim's words it matched, as written (stems were shown: "sparum"),
+    # and on hover the index terms they matched as (an English document: the translations)
+    for r in body["results"]:
+        assert r["matched_terms"] and all(w in claim for w in r["matched_terms"]), (r["id"], r["matched_terms"])
+        line = page.locator(f'#results .hit[data-id="{r["id"]}"] .terms')
+        expect(line).to_have_text(f"matched: {', '.join(r['matched_terms'][:12])}")
+        hover = line.get_attribute("title") or ""
+        for w in r["matched_terms"][:12]:
+            assert f"{w}: {', '.join(r['matched_stems'][w])}" in hover, (w, hover)
+    # and the page asked for nothing that is not there: no error in its console (a 404 of /favicon.ico was one)
+    assert CONSOLE_ERRORS[page] == []
+    assert ("GET", "/favicon.ico", 404) not in server.access_log()
     page.screenshot(path=str(artifacts / "walkthrough-2-german-claim.png"), full_page=False)
 
     # 3. its passages: most in the document's other languages, each card saying its language, the words
@@ -685,6 +720,7 @@ def test_newcomer_walkthrough_start_page_german_claim_passages_chart_report(page
     expect(report_page.locator("table.chart tbody tr")).to_have_count(len(chart["elements"]))
     report_page.screenshot(path=str(artifacts / "walkthrough-5-report.png"), full_page=True)
     report_page.close()
+    assert CONSOLE_ERRORS[page] == []  # the whole walk-through: nothing failed to load, nothing logged an error
 
 
 # ---------------------------------------------------------------------------------------------- watches (issue 34)

@@ -16,6 +16,8 @@ locust's request and failure totals, are written there as JSON (``tests/load/tes
 answers marked ``partial`` (a sharded index with a shard down, issue 15; such an answer must name its missing
 shards in ``missing_shards`` and its notices, else it counts as a failure) per request name and per missing shard.
 ``$PRIORART_LOAD_INDEX`` may be a sharded index (queries from every shard's records).
+``$PRIORART_LOAD_SEARCH_BODY`` (a JSON object): fields sent in every ``/search`` body besides the query's, e.g.
+``{"evidence_docs": 0}``: the same code under another request setting (``priorart bench load --compare-settings``).
 """
 
 from __future__ import annotations
@@ -38,6 +40,17 @@ GENERATIONS: Counter[tuple[int, str]] = Counter()  # (generation, request name) 
 PARTIAL: Counter[str] = Counter()  # missing shard -> partial answers that named it
 PARTIAL_ANSWERS: Counter[str] = Counter()  # request name -> answers marked partial
 STATE: dict[str, Any] = {}
+
+
+def search_body(raw: str | None) -> dict[str, Any]:
+    """The extra ``/search`` fields of ``$PRIORART_LOAD_SEARCH_BODY`` (a JSON object; none when unset or empty)."""
+    extra = json.loads(raw) if raw else {}
+    if not isinstance(extra, dict):
+        raise RuntimeError(f"PRIORART_LOAD_SEARCH_BODY must be a JSON object, got {raw!r}")
+    return extra
+
+
+SEARCH_BODY = search_body(os.environ.get("PRIORART_LOAD_SEARCH_BODY"))
 
 
 def build_pool(index_dir: Path, *, seed: int = SEED) -> dict[str, list[str]]:
@@ -144,7 +157,7 @@ class Analyst(HttpUser):
 
     @task(5)
     def search_en(self) -> None:
-        self._post("/search", "/search [en]", {"query": self._query("en"), "k": 20, "explain": True})
+        self._post("/search", "/search [en]", {"query": self._query("en"), "k": 20, "explain": True, **SEARCH_BODY})
 
     def _search_lang(self, lang: str) -> None:
         def check(d: dict[str, Any]) -> str | None:
@@ -152,7 +165,7 @@ class Analyst(HttpUser):
             return None if seen == lang else f"{lang} query read as {seen}"
 
         self._post("/search", f"/search [{lang}]", {"query": self._query(lang), "lang": "auto", "k": 20,
-                                                    "explain": True}, check)
+                                                    "explain": True, **SEARCH_BODY}, check)
 
     @task(2)
     def search_de(self) -> None:
@@ -173,7 +186,7 @@ class Analyst(HttpUser):
                 return f"{pub} found itself"
             return None
 
-        self._post("/search", "/search [pubno]", {"query": pub, "k": 20}, check)
+        self._post("/search", "/search [pubno]", {"query": pub, "k": 20, **SEARCH_BODY}, check)
 
     @task(3)
     def passages(self) -> None:

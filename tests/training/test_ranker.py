@@ -8,6 +8,7 @@ import json
 import os
 import shutil
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -454,4 +455,80 @@ def test_the_code_classifier_predicts_a_querys_codes_in_every_language_and_the_r
     assert engine.code_classifier is None
     cands, ev = engine.evidence(engine.query(SearchRequest(query=rec.title["en"], lang="en", k=20)), 20)
     assert ev is not None and not ev.X[:, col].any()
+    engine.close()
+
+
+@pytest.mark.slow
+def test_the_evidence_step_computes_what_the_installed_ranker_reads_and_analyses_the_query_once(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 63 item 2: a /search computes the features its installed ranker reads, no others (no feedback search
+    unless one is read: the first stage runs once), and the ranker's scores are those of every feature computed and
+    then selected, to the last bit; the feedback search runs once more only where the feature is asked for; the
+    query is analysed once and translated once per route for the whole request (the first stage, the passages, the
+    matched words)."""
+    import service.engine as engine_module
+    from service.engine import Engine
+    from service.ranker import evidence_features
+    from service.retrieval.first_stage import FirstStage
+    from service.retrieval.resources import Route
+    from service.schema import SearchRequest
+    from service.settings import Settings
+    from service.text.analysis import Analyzer
+    from training.build import build_index
+
+    write_synthetic(tmp_path / "all.jsonl", SynthConfig(n=200, seed=11), progress=False)
+    idx = tmp_path / "index"
+    build_index(tmp_path / "all.jsonl", idx, compounds="", progress=False)  # the project's ranker, word vectors
+    engine = Engine.load(idx, settings=Settings(index_dir=idx))
+    ranker = engine.ranker
+    assert ranker is not None and engine.kernels is not None and "feedback" not in ranker.features
+    assert set(ranker.features) < set(FEATURES)  # (it reads fewer than the code computes for learning)
+    calls: dict[str, int] = {"run": 0, "analysis": 0, "translation": 0}
+    seen: list[tuple[Any, ...]] = []
+
+    def counted(name: str, f: Any) -> Any:
+        def wrapper(*args: Any, **kw: Any) -> Any:
+            calls[name] += 1
+            return f(*args, **kw)
+        return wrapper
+
+    def recorded(*args: Any, **kw: Any) -> Any:
+        """The engine's call, and every feature computed from the same evidence (before the engine reorders the
+        candidates), with the feedback search it then runs counted apart."""
+        ev = evidence_features(*args, **kw)
+        before = dict(calls)
+        every = evidence_features(*args[:6], FEATURES, *args[7:], **kw)
+        seen.append((args, kw, ev, every, calls["run"] - before["run"]))
+        calls.update(before)  # (the request's counts, not these)
+        return ev
+
+    monkeypatch.setattr(FirstStage, "run", counted("run", FirstStage.run))
+    monkeypatch.setattr(Analyzer, "__call__", counted("analysis", Analyzer.__call__))
+    monkeypatch.setattr(Analyzer, "groups", counted("analysis", Analyzer.groups))
+    monkeypatch.setattr(Route, "sourced_units", counted("translation", Route.sourced_units))
+    monkeypatch.setattr(engine_module, "evidence_features", recorded)
+    for i, lang in enumerate(("en", "de", "fr")):
+        rec = next(r for r in (engine.docs.get_row(j) for j in range(i * 7, len(engine.docs))) if lang in r.title)
+        req = SearchRequest(query=f"{rec.title[lang]} {rec.abstract.get(lang, '')}", lang=lang, k=20, explain=True)
+        for name in calls:
+            calls[name] = 0
+        seen.clear()
+        res = engine.search(req)
+        assert res.ranked_by == "learned ranker" and len(seen) == 1
+        routes = len(res.query.routes)
+        assert calls == {"run": 1, "analysis": 1, "translation": routes}, (lang, calls, res.query.routes)
+        args, kw, ev, every, feedback_runs = seen[0]
+        assert ev.computed == tuple(f for f in FEATURES if f in ranker.features)
+        unread = [j for j, f in enumerate(FEATURES) if f not in ranker.features]
+        assert not ev.X[:, unread].any()
+        # every feature computed, then the ranker's selected: the same columns and scores, to the bit
+        assert every.computed == FEATURES
+        cols = [FEATURES.index(f) for f in ranker.features]
+        assert np.array_equal(every.X[:, cols], ev.X[:, cols])
+        assert np.array_equal(ranker.score(every.X), ranker.score(ev.X))
+        assert every.predicted_codes == ev.predicted_codes
+        # the feedback search runs where the feature is read, once
+        assert feedback_runs == 1 and every.X[:, FEATURES.index("feedback")].max() == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="unknown to this code"):
+        evidence_features(*args[:6], ["no such feature"], *args[7:], **kw)
     engine.close()

@@ -130,24 +130,36 @@ def passages_command(
 def load_command(
     corpus: Path = typer.Argument(..., help="Corpus JSONL (e.g. `priorart ingest ../shared/data/patents`)."),
     baseline: str = typer.Option("f18968c^1", "--baseline", help="The commit to compare with (default: the code "
-                                 "before the passage index, issue 14's 'today')."),
+                                 "before the passage index, issue 14's 'today'); 'none': no other commit (with "
+                                 "--compare-settings)."),
+    compare_settings: str | None = typer.Option(
+        None, "--compare-settings", help="A JSON object of /search fields, e.g. '{\"evidence_docs\": 0}': this code "
+        "is also run with them in every /search body, in the same rounds (the default path against the setting)."),
     users: int = typer.Option(20, "--users", min=1, help="Locust users (no think time)."),
     seconds: int = typer.Option(30, "--seconds", min=1, help="Length of each run."),
     rounds: int = typer.Option(2, "--rounds", min=1, help="Runs per code, alternating."),
-    work_dir: Path | None = typer.Option(None, "--work-dir", help="Keep the worktree, indexes and CSVs here."),
+    work_dir: Path | None = typer.Option(None, "--work-dir", help="Keep the worktree, indexes and CSVs here (made "
+                                         "with its parents where missing)."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
-    """The locust mix at capacity against this code and a baseline commit's, each its own build of the corpus,
-    served one after the other: requests/s, failures, p50/p99, the throughput ratio."""
-    from training.benchmarks.load import format_report, run_load_bench
+    """The locust mix at capacity against this code and a baseline commit's, each its own build of the corpus, and
+    (--compare-settings) this code with other /search settings, served one after the other: requests/s, failures,
+    p50/p99, the throughput ratios; the report names what was compared."""
+    from training.benchmarks.load import format_report, make_work_dir, parse_settings, run_load_bench
 
     if not corpus.is_file():
         typer.echo(f"error: {corpus} is not a corpus file (JSONL); make one with `priorart ingest` or `priorart synth`",
                    err=True)
         raise typer.Exit(2)
-    with exit_2_on(RuntimeError):
-        report = run_load_bench(corpus.resolve(), baseline=baseline, users=users, seconds=seconds, rounds=rounds,
-                                work_dir=work_dir)
+    with exit_2_on(RuntimeError, ValueError):
+        settings = parse_settings(compare_settings)
+        other = None if baseline.strip().lower() == "none" else baseline
+        if other is None and not settings:
+            raise ValueError("--baseline none compares nothing without --compare-settings")
+        if work_dir is not None:
+            make_work_dir(work_dir)
+        report = run_load_bench(corpus.resolve(), baseline=other, users=users, seconds=seconds, rounds=rounds,
+                                work_dir=work_dir, settings=settings or None)
     typer.echo(json.dumps(report, indent=1) if as_json else format_report(report))
 
 

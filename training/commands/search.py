@@ -49,7 +49,8 @@ def search_command(
     repeat: int = typer.Option(0, "--repeat", min=0, help="Run the search this many more times and print its "
                                "latency (p50, p90 and each stage's p50, ms) on stderr."),
 ) -> None:
-    """Search an index and print rank, id, score, title and the components that shaped the ranking (or JSON)."""
+    """Search an index and print what ordered the results, then rank, id, score (the one the order follows) and
+    title (or JSON)."""
     from pydantic import ValidationError
 
     from service.engine import Engine
@@ -86,7 +87,8 @@ def search_command(
     qi, f = resp.query, resp.fusion
     typer.echo(f"lang {qi.lang}{' (detected)' if qi.lang_detected else ''}; routes {', '.join(qi.routes) or 'none'}; "
                f"{len(qi.terms)} query terms; codes {', '.join(qi.codes) or 'none'}; filters {qi.filters or 'none'}")
-    typer.echo(f"ranking: {f.method} over {', '.join(f'{c} {w:.2f}' for c, w in f.weights.items())} "
+    typer.echo(f"ranking: {resp.ranking}")  # what ordered the results: ranked_by's words (service/notices.py)
+    typer.echo(f"fusion: {f.method} over {', '.join(f'{c} {w:.2f}' for c, w in f.weights.items())} "
                f"({f.profile}; {f.source})")
     for c, fate in f.components.items():
         if fate != "applied":

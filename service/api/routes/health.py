@@ -1,4 +1,4 @@
-"""/ (the UI), /health, /ready, /metrics; each answers HEAD too (probes and load balancers send it)."""
+"""/ (the UI) and /favicon.ico, /health, /ready, /metrics; each answers HEAD too (probes and load balancers send it)."""
 
 from __future__ import annotations
 
@@ -27,6 +27,12 @@ def public_health(engine: Engine, index_dir: Any) -> dict[str, Any]:
 @router.get("/", include_in_schema=False)
 def ui(request: Request) -> FileResponse:
     return FileResponse(STATIC_DIR / "index.html")
+
+
+@router.get("/favicon.ico", include_in_schema=False)
+def favicon(request: Request) -> FileResponse:
+    """The UI's icon (its pages link it; a browser that asks for /favicon.ico anyway gets it too, not a 404)."""
+    return FileResponse(STATIC_DIR / "favicon.svg", media_type="image/svg+xml")
 
 
 @router.get("/health", summary="Liveness plus index/model versions and devices")

@@ -98,7 +98,8 @@ function shaping(fusion) {
 // One bar per component that shaped the ranking, with its weight, then the fused score and, for the first results
 // of a ranking ordered by passage evidence, the best passage's score they were ordered with.
 const UNWEIGHTED = {
-  fused: (v) => `fused score ${v.toFixed(3)}: the weighted combination the ranking sorts by`,
+  fused: (v) => `fused score ${v.toFixed(3)}: the weighted combination of the components (the order below the first ` +
+    "results a ranker or their best passage ordered)",
   evidence: (v) => `best passage ${v.toFixed(3)}: the first results are ordered by their best passage`,
   ranker: (v) => `learned ranker ${v.toFixed(3)} (min-max over the first results): they are ordered by it`,
 };
@@ -133,6 +134,16 @@ function familyLine(h) {
     `<a href="#" class="doc-link" data-id="${esc(m.id)}">${esc(m.id)}</a> (${esc(m.grouped_by.join(", "))})`).join(", ")}</div>`;
 }
 
+// The query's words the document contains (themselves or through a translation); on hover, the index terms (stems)
+// each matched as.
+function matchedLine(h) {
+  const words = (h.matched_terms || []).slice(0, 12);
+  if (!words.length) return "";
+  const stems = h.matched_stems || {};
+  const hover = words.map((w) => `${w}: ${(stems[w] || [w]).join(", ")}`).join("; ");
+  return `<div class="terms" title="${esc("index terms matched — " + hover)}">matched: ${esc(words.join(", "))}</div>`;
+}
+
 function renderHits(data) {
   const out = data.results.map((h, i) => `
     <article class="hit ${state.marked[h.id] === "rel" ? "relevant" : state.marked[h.id] === "non" ? "nonrelevant" : ""}" data-id="${esc(h.id)}">
@@ -141,7 +152,7 @@ function renderHits(data) {
         <h3><a href="#" class="doc-link" data-id="${esc(h.id)}">${esc(h.title || "(no title)")}</a></h3>
         <div class="meta-line"><b>${esc(h.id)}</b> · ${esc(h.publication_date || "")}
           ${(h.codes || []).slice(0, 6).map((c) => `<code>${esc(c)}</code>`).join("")}</div>
-        ${h.matched_terms && h.matched_terms.length ? `<div class="terms">matched: ${esc(h.matched_terms.slice(0, 12).join(", "))}</div>` : ""}
+        ${matchedLine(h)}
         ${familyLine(h)}
         ${marks(h.id)}
       </div>
@@ -177,20 +188,19 @@ function highlight(text, spans, matches) {
   return html + esc(text.slice(pos));
 }
 
+// What ordered the results: the response's own sentence (`ranking`, the words of `ranked_by`: the explanation and
+// `priorart search` say the same), then the fusion's weights (the order below the first documents) and what it left out.
 function rankingLine(data) {
   const f = data.fusion;
   if (!f) return "";
   const used = Object.entries(f.weights).map(([c, w]) => `${c} ${w.toFixed(2)}`).join(", ");
   const off = Object.entries(f.components).filter(([, v]) => v.startsWith("not applied"))
     .map(([c, v]) => `${c}: ${v.replace("not applied: ", "")}`);
-  const first = (data.results || []).filter((h) => h.components && h.components.evidence !== undefined).length;
   const codes = ((data.query || {}).predicted_codes || []).join(", ");
-  const evidence = data.ranked_by === "passage evidence"
-    ? `; the first ${first} ordered by their best passage`
-    : data.ranked_by === "learned ranker"
-      ? `; the first ${first} ordered by the learned ranker (fused and word-match scores, best passage, ` +
-        `codes the first results predict: ${codes || "none"})` : "";
-  return `<div class="ranking" id="ranking">Ranked by ${esc(used)} (${esc(f.source)})${esc(evidence)}` +
+  const said = data.ranking ? `${data.ranking}.` : `Ranked by ${used}.`;  // (passages: the documents' fused order)
+  const extra = data.ranked_by === "learned ranker" ? ` Codes the first results predict: ${codes || "none"}.` : "";
+  return `<div class="ranking" id="ranking" data-ranked-by="${esc(data.ranked_by || "fusion")}">${esc(said + extra)}` +
+    `<br><small>fusion: ${esc(used)} (${esc(f.source)})</small>` +
     (off.length ? `<br><small>not used: ${esc(off.join("; "))}</small>` : "") + "</div>";
 }
 
@@ -211,6 +221,8 @@ function renderShaped(data) {
   // the header names the stages that shaped this ranking, not every stage loaded
   const h = state.health;
   const used = shaping(data.fusion).map((c) => STAGE_WORDS[c] || c);
+  if (data.reordered) used.push(`${data.ranked_by === "learned ranker" ? "learned ranker" : "best passage"} ` +
+    `(first ${data.reordered})`);
   const q = data.query || {};
   if (q.translated) used.push(`translation (${Object.values(q.route_tables || {}).join(", ") || q.translation})`);
   if (q.feedback) used.push("relevance feedback");

@@ -104,6 +104,31 @@ def test_notices_in_an_analysts_words() -> None:
     assert explain([], {"bm25": 0.5, "dense": 0.5}) == []
 
 
+def test_the_ranking_notice_says_what_ordered_the_results_as_ranked_by_does() -> None:
+    """Issue 57 item 3: with the learned ranker ordering the first documents, the explanation said "Ranked by word
+    match only: no learned model ... exists for this index". It now says what ordered them (the same sentence as the
+    response's ``ranking``), then why word match alone gives the fused score below them."""
+    from service.notices import ranking_said
+
+    no_models = "no models in this index: BM25 only (build with --models for dense + rerank)"
+    said = ranking_said("learned ranker", 20, {"bm25": 1.0})
+    assert said.startswith("The first 20 documents ranked by the learned ranker")
+    assert said.endswith("below them, by word match only (BM25)")
+    out = explain([no_models], {"bm25": 1.0}, ranked_by="learned ranker", reordered=20)
+    assert out[0].kind == "ranking" and out[0].text.startswith(said)
+    assert "learned model" not in out[0].text and "no neural model" in out[0].text
+    by_passage = explain([no_models], {"bm25": 1.0}, ranked_by="passage evidence", reordered=10)[0].text
+    assert by_passage.startswith("The first 10 documents ranked by their best passage; below them, by word match")
+    # the fused order said as such; the weights of a fusion of several components named
+    assert explain([no_models], {"bm25": 1.0})[0].text.startswith(ranking_said("fusion", 0, {"bm25": 1.0}))
+    assert ranking_said("fusion", 0, {"bm25": 0.6, "dense": 0.4, "text": 0.0}) == (
+        "Ranked by the fused score of word match (BM25) 0.60, meaning (dense) 0.40")
+    # a fusion of word match and a learning-to-rank model in an index without neural models is not "word match only"
+    both = explain([no_models], {"bm25": 0.5, "wordpair": 0.5})
+    assert [e.text for e in both] == [
+        "No neural model (meaning-based search, neural re-ranking) exists for this index."]
+
+
 def test_notices_say_why_word_match_ranks_and_what_filter_emptied_a_search() -> None:
     """Issue 30: an index where no fusion was ever learned was said to have learned one that did no better."""
     from service.fusion import REQUEST_WEIGHTS
@@ -175,7 +200,13 @@ def test_search_collapses_a1_b1_and_shows_all_on_request(client: TestClient) -> 
                                      "groups": 1, "hidden": 1}
     every = client.post("/search", json={**q, "collapse_families": False}).json()
     assert {"EP0001000B1", "EP0001000A1"} <= {h["id"] for h in every["results"]} and every["families"] is None
-    assert every["explained"][0]["text"].startswith("Ranked by word match only")
+    # (this index is too small for the ranker's word vectors: the first documents are ordered by their best passage,
+    # and the explanation says so, as ranked_by does, before why word match alone gives the fused score)
+    assert every["ranked_by"] == "passage evidence" and every["reordered"] == len(every["results"])
+    said = every["explained"][0]
+    assert said["kind"] == "ranking" and said["text"].startswith(every["ranking"])
+    assert every["ranking"].startswith(f"The first {every['reordered']} documents ranked by their best passage")
+    assert "below them, by word match only (BM25): no neural model" in said["text"]
 
 
 def test_feedback_expands_the_query_and_says_with_what(client: TestClient) -> None:
