@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import TYPE_CHECKING, get_args
 
@@ -145,6 +145,9 @@ class QueryImage:
     need: Mapping[str, float] = field(default_factory=dict)
     # the tables the query went through to reach this language: 0 its own, 1 one table, 2 composed through a pivot
     hops: int = 0
+    # in the query's own language: its index terms in the order it has them (what a passage holds word for word to
+    # rank first, :func:`holds_in_order`); empty in a translated language (and where the caller does not know them)
+    terms: tuple[str, ...] = ()
 
     @classmethod
     def of_units(cls, lang: str, units: Iterable[tuple[str, tuple[Mapping[str, float], float]]], *,
@@ -171,11 +174,34 @@ class QueryImage:
             ideal[best] = ideal.get(best, 0.0) + w
         return cls(lang, probs, ideal, {t: tuple(v) for t, v in sources.items()}, need, hops)
 
+    def with_terms(self, terms: Iterable[str]) -> QueryImage:
+        """This image with the query's own index terms in their order (:attr:`terms`)."""
+        return replace(self, terms=tuple(terms))
+
     @classmethod
     def of_terms(cls, lang: str, terms: Iterable[str]) -> QueryImage:
-        """The maximum-likelihood model of analysed query terms (the query in its own language)."""
-        counts = Counter(terms)
-        return cls.of_units(lang, [(t, ({t: 1.0}, float(n))) for t, n in counts.items()])
+        """The maximum-likelihood model of analysed query terms (the query in its own language), with the terms in
+        their order."""
+        ordered = tuple(terms)
+        counts = Counter(ordered)
+        return cls.of_units(lang, [(t, ({t: 1.0}, float(n))) for t, n in counts.items()]).with_terms(ordered)
+
+
+def is_reference_sign(term: str) -> bool:
+    """A drawing's reference sign, ``(4)`` or ``(12a)`` (the only tokens in parentheses,
+    :data:`service.text.analysis.TOKEN_RE`): claims put them between the words, queries leave them out."""
+    return term.startswith("(")
+
+
+def holds_in_order(text_terms: Sequence[str], query_terms: Sequence[str]) -> bool:
+    """Whether a text's analysed terms hold the query's, one after the other, in its order (reference signs aside on
+    both sides): the text says the query word for word. An empty query is held by no text."""
+    want = [t for t in query_terms if not is_reference_sign(t)]
+    if not want:
+        return False
+    have = [t for t in text_terms if not is_reference_sign(t)]
+    first, m = want[0], len(want)
+    return any(have[i] == first and have[i:i + m] == want for i in range(len(have) - m + 1))
 
 
 QueryModels = Mapping[str, QueryImage]

@@ -43,6 +43,26 @@ keeps the paper's uncapped Dirichlet gain. A text reached through a translation 
 ideal: ``gain(ideal_L)`` above is multiplied by ``rho ** hops`` (``QueryImage.hops``: 1 through one table, 2 for de
 <-> fr composed through English; ``rho`` per query language, :data:`service.passages.lm.DEFAULT_RHO`).
 
+The query's own words. A passage whose own text says the query word for word -- its analysed terms hold the query's
+own terms one after the other, in the query's order, reference signs aside on both sides
+(:func:`service.passages.lm.holds_in_order`) -- ranks above every other passage, then by score as the others
+(``components["own_words"]`` says so in its hit; :meth:`PassageScores.top`). Only the passages that hold every query
+term as often as the query has it (:func:`holds_all_terms`, from the postings) are read, best first, until ``k`` of
+them say it. Without the rule translation buried such a passage (issue 57: the start of EP0640886B1's German claim 1
+put that claim 455th among 1,000 passages, first with ``translate: false``), for two reasons the scores do not settle:
+a translated language's image spreads a query term over its alternative renderings, and a text that holds several of
+them gains on each, far past the level ``rho`` sets (a translated text at ``rho`` of its ideal stands level with an
+own-language text that reaches all of its own, but nothing bounds it above that level: English paragraphs that say
+"photosensitive member" and "charging" outscored the German claim by 0.9 in ``log Sim'``); and ``beta_translated``
+weighs an English passage by its document's score alone where an own-language passage shares that weight with its
+context, so that the whole claim as the query, first by its passage score, was 8th behind English paragraphs of its
+own document. The parameters were chosen where the query's own words never are the answer (``priorart experiment
+xling-passages``: the grant holds another language only), so they cannot see this. Word for word, not every word: a
+short query's words scattered over a long paragraph (a DNA sequence listing holding "DNA", "molecule", "claim", "1",
+"Z" and "fluorescent") are no sign that it says the query. A document's evidence (:meth:`PassageScores.key`,
+:attr:`PassageRanking.best`) stays its best score, so ``/search`` is unchanged. Translation adds passages below the
+query's own words; it does not bury them.
+
 Variants (paper equations 3-12; ``_norm`` = min-max over the candidate set):
 
 - ``qsf_v``: ``a * Sim_norm(q, g) + (1 - a) * Sim_norm(q, doc)``.
@@ -107,6 +127,8 @@ from service.passages.lm import (
     betas_of,
     check_params,
     gaussian_weight,
+    holds_in_order,
+    is_reference_sign,
     minmax,
     query_models,
     rho_of,
@@ -241,8 +263,12 @@ class PassageScores:
     context: FloatArray | None  # normalised Sim_sec / propag (context variants)
     first_stage: FloatArray  # (P,) first-stage score of the document (raw)
     matched: npt.NDArray[np.bool_]  # (P,) the passage's own text holds a term of the query's image in its language
+    # (P,) the passage's own text holds every term of the query in the query's language (reference signs aside), at
+    # least as often as the query has it (:func:`holds_all_terms`): it may say the query word for word (:meth:`top`)
+    holds: npt.NDArray[np.bool_]
     images: Mapping[str, QueryImage] = field(default_factory=dict)  # the query per language it reaches
     raw: dict[str, FloatArray] = field(default_factory=dict)  # before min-max: passage, passage_title, doc, context
+    own_words: OwnWords | None = field(default=None, repr=False)  # which texts say the query word for word
 
     def __len__(self) -> int:
         return int(self.passage.size)
@@ -287,18 +313,39 @@ class PassageScores:
             sections=self.sections[sl], lang=self.lang[sl],
             passage=minmax(raw["passage"] if self.variant == "qsf_v" else raw["passage_title"]),
             doc=minmax(self.doc[sl]), context=None if self.context is None else minmax(raw["context"]),
-            first_stage=self.first_stage[sl], matched=self.matched[sl], images=self.images, raw=raw,
+            first_stage=self.first_stage[sl], matched=self.matched[sl], holds=self.holds[sl], images=self.images,
+            raw=raw, own_words=self.own_words,
         )
 
     def key(self, scores: FloatArray) -> FloatArray:
-        """The order of the final ``scores`` (of :meth:`combine`) as one value per passage: every passage that holds a
-        query term before every one that holds none, then by score (scores are in [0, 1])."""
+        """The evidence of the final ``scores`` (of :meth:`combine`) as one value per passage: every passage that holds
+        a query term before every one that holds none, then by score (scores are in [0, 1]); a candidate's best key
+        is its passage evidence (:attr:`PassageRanking.best`)."""
         return np.where(self.matched, scores + 2.0, scores)
 
+    def word_for_word(self, i: int) -> bool:
+        """Whether passage ``i``'s own text says the query word for word (module docstring, "The query's own
+        words")."""
+        return bool(self.holds[i]) and self.own_words is not None and self.own_words.says(int(self.units[i]))
+
     def top(self, scores: FloatArray, k: int, among: IntArray | None = None) -> IntArray:
-        """Indices of the ``k`` best passages for the final ``scores`` (of :meth:`combine`), best first, in the order
-        of :meth:`key` (ties: lower index first); ``among``: only these indices."""
+        """Indices of the ``k`` best passages for the final ``scores`` (of :meth:`combine`), best first: those that
+        say the query word for word (:meth:`word_for_word`) before every other, then in the order of :meth:`key`
+        (ties: lower index first); ``among``: only these indices. Only the passages that hold every query term are
+        read, best first, until ``k`` say it."""
         key = self.key(scores)
+        sel = np.arange(key.size) if among is None else among
+        cand = sel[self.holds[sel]]
+        if cand.size and self.own_words is not None:
+            lifted = []
+            for i in cand[np.lexsort((cand, -key[cand]))].tolist():
+                if self.own_words.says(int(self.units[i])):
+                    lifted.append(i)
+                    if len(lifted) >= k:
+                        break
+            if lifted:
+                key = key.copy()
+                key[lifted] += 4.0
         if among is None:
             return self.order(key, k) if key.size else np.zeros(0, dtype=np.int64)
         return among[self.order(key[among], k)] if among.size else among
@@ -421,6 +468,7 @@ def score_passages(
     q_lang: list[int] = []
     q_ideal: list[float] = []
     q_need: list[float] = []
+    q_sign: list[bool] = []  # a reference sign of the query's own language (word for word leaves them aside)
     reached = np.zeros(_N_LANGS + 1, dtype=bool)  # languages with an image (NO_LANG never)
     ref_len = np.zeros(_N_LANGS + 1)
     lost: list[tuple[int, float, float]] = []  # ideal-text terms absent from the vocabulary: (language, p, count)
@@ -436,6 +484,7 @@ def score_passages(
                 q_lang.append(code)
                 q_ideal.append(image.ideal.get(term, 0.0))
                 q_need.append(image.need.get(term, math.inf))
+                q_sign.append(plang == lang and is_reference_sign(term))
             elif term in image.ideal:
                 lost.append((code, p, image.ideal[term]))
     nq = len(q_jid)
@@ -501,6 +550,12 @@ def score_passages(
     plain = shift[p_lang] - np.log(p_len + mu_l[p_lang]) + scale[p_lang] * (np.bincount(pp, gain, minlength=n_pass) -
                                                                    ideal[p_lang])
     matched = np.bincount(pp, minlength=n_pass) > 0  # the passage's own text holds a query term
+    own = models[lang]  # the query's own words: which passages hold all its terms (their texts are read in `top`)
+    counted_own = (ql == L) & ~np.asarray(q_sign, dtype=bool)
+    holds = holds_all_terms(pp, pq, pc, counted_own, np.asarray(q_ideal, dtype=np.float64), n_pass,
+                            sum(1 for t, c in own.ideal.items() if c > 0 and not is_reference_sign(t)))
+    own_words = OwnWords(index, (analyzers or {}).get(lang) or get_analyzer(lang), own.terms) \
+        if own.terms and holds.any() else None
 
     po_kind = kind[po_cu]
     h = np.flatnonzero(po_kind == KIND_HEADING)
@@ -565,8 +620,45 @@ def score_passages(
     return PassageScores(
         index=index, variant=variant, sigma=sigma, query_lang=lang, rows=rows_a, doc_index=p_doc, units=p_unit,
         sections=cs[p_sec], lang=p_lang, passage=minmax(sim_plain if variant == "qsf_v" else sim_title),
-        doc=doc_norm[p_doc], context=context, first_stage=first[p_doc], matched=matched, images=models, raw=raw,
+        doc=doc_norm[p_doc], context=context, first_stage=first[p_doc], matched=matched, holds=holds,
+        images=models, raw=raw, own_words=own_words,
     )
+
+
+class OwnWords:
+    """Which texts of a passage index say a query word for word: a text's analysed terms hold the query's own terms
+    (``terms``, :attr:`service.passages.lm.QueryImage.terms`) one after the other (:func:`holds_in_order`). Each text
+    is read and analysed once, when asked (only texts that hold every query term are)."""
+
+    def __init__(self, index: PassageArrays, analyze: Analyzer, terms: Sequence[str]) -> None:
+        self.index, self.analyze, self.terms = index, analyze, tuple(terms)
+        self._said: dict[int, bool] = {}
+        # one word (reference signs aside): a text that holds it says it, nothing to read
+        self._one = sum(1 for t in self.terms if not is_reference_sign(t)) == 1
+
+    def says(self, unit: int) -> bool:
+        """Whether text unit ``unit`` of the index, which holds every query term, says the query word for word."""
+        if self._one:
+            return True
+        got = self._said.get(unit)
+        if got is None:
+            got = self._said[unit] = holds_in_order(self.analyze(self.index.texts.text(unit)), self.terms)
+        return got
+
+
+def holds_all_terms(rows: IntArray, q: IntArray, counts: IntArray | FloatArray, own: npt.NDArray[np.bool_],
+                    ideal: FloatArray, n: int, n_own: int) -> npt.NDArray[np.bool_]:
+    """Which of ``n`` texts hold every term of the query's ideal text in its own language, at least as often as the
+    query has it (``ideal``): only they can say the query word for word. ``(rows, q, counts)``: the texts' non-zero
+    counts of the query terms (one entry per text and term); ``own``: per query term, whether it counts (of the
+    query's language, not a reference sign); ``n_own``: how many terms count (one the index has no text with is held
+    by no text)."""
+    if not n_own:
+        return np.zeros(n, dtype=bool)
+    hit = own[q] & (ideal[q] > 0) & (counts >= ideal[q])
+    width = int(q.max()) + 1 if q.size else 1
+    held = np.unique(rows[hit] * width + q[hit]) // width  # each (text, term) once
+    return np.bincount(held, minlength=n) >= n_own
 
 
 def _section_context(variant: str, sigma: float, st: FloatArray, p_sec: IntArray, s_parent: IntArray,
@@ -700,6 +792,8 @@ def rank_passages(
                  "first_stage": float(part.first_stage[i])}
         if part.context is not None:
             comps[context_name] = float(part.context[i])
+        if part.word_for_word(i):  # why it stands above passages with a higher score
+            comps["own_words"] = 1.0
         if row not in titles:
             titles[row] = document_title(index, row, lang)
         matches: list[PassageMatch] = []

@@ -125,6 +125,8 @@ from service.passages.lm import (
     DEFAULT_MU_TRANSLATED,
     QueryImage,
     betas_of,
+    holds_in_order,
+    is_reference_sign,
     query_models,
     rho_of,
 )
@@ -441,7 +443,7 @@ def build_tree(
         sec = add(0, ABSTRACT_LABEL, None, None)
         add_passage(sec, f"{record.id}/abstract", record.abstract[abs_lang], abs_lang, "abstract")
 
-    if record.description:
+    if record.description and (record.lang is None or record.lang in SUPPORTED_LANGS):  # as service/passages/tree.py
         dsec = add(0, DESCRIPTION_LABEL, None, None)
 
         def visit(sec: Section, idx: tuple[int, ...], parent: int) -> None:
@@ -652,6 +654,8 @@ class PassageScores:
     context: FloatArray | None  # normalised Sim_sec / propag (qsf_section*, qsf_passage_propagate)
     first_stage: FloatArray  # (P,) first-stage score of the document (raw)
     matched: npt.NDArray[np.bool_]  # (P,) the passage's own text holds a query term of its language
+    # (P,) the passage's own text says the query word for word (its own terms in order, reference signs aside)
+    verbatim: npt.NDArray[np.bool_]
     images: dict[str, QueryImage] = field(default_factory=dict)  # the query per language it reaches
     raw: dict[str, FloatArray] = field(default_factory=dict)  # before min-max: passage, passage_title, doc, context
     query_lang: str = "en"
@@ -680,8 +684,9 @@ class PassageScores:
         return np.where(self.matched, out, 0.0)
 
     def top(self, scores: FloatArray, k: int) -> IntArray:
-        """The ``k`` best for ``scores``: the passages with a query term first, then by score (ties: lower index)."""
-        return self.order(np.where(self.matched, scores + 2.0, scores), k)
+        """The ``k`` best for ``scores``: the passages that say the query word for word first, then those with a query
+        term, then by score (ties: lower index)."""
+        return self.order(np.where(self.verbatim, scores + 4.0, np.where(self.matched, scores + 2.0, scores)), k)
 
     def order(self, scores: FloatArray, k: int) -> IntArray:
         """Indices of the ``k`` best passages, best first (ties: candidate order, then passage order)."""
@@ -907,6 +912,7 @@ class PassageRanker:
         log_title = np.full(total, -np.inf)
         log_doc = np.full(len(trees), -np.inf)
         matched = np.zeros(total, dtype=bool)
+        verbatim = np.zeros(total, dtype=bool)
         doc_langs = [t.doc_lang(lang) for t in trees]
 
         # the collection model per language: the background models (the index's: background_of_index), else every
@@ -962,6 +968,17 @@ class PassageRanker:
             lm = _Lang(pqw, p_c, mu_l, shift, scale, ideal_gain)
             log_plain[global_rows] = lm.loglik(pr, pq, pc, p_len)
             matched[global_rows] = np.bincount(pr, minlength=n_p) > 0
+            if plang == lang and lang_image.terms:  # the query's own words, said word for word (reference signs aside)
+                want = {t: c for t, c in lang_image.ideal.items() if c > 0 and not is_reference_sign(t)}
+                held: list[set[str]] = [set() for _ in range(n_p)]
+                for r, qi, c in zip(pr.tolist(), pq.tolist(), pc.tolist(), strict=True):
+                    term = qterms[qi][0]
+                    if c >= want.get(term, math.inf):
+                        held[r].add(term)
+                for r, g in enumerate(global_rows.tolist()):
+                    if want and len(held[r]) == len(want):
+                        text = trees[int(doc_index[g])].passages[int(local_index[g])].text
+                        verbatim[g] = holds_in_order(get_analyzer(plang)(text), lang_image.terms)
 
             c_plain = sparse.csr_matrix((pc, (pr, pq)), shape=(n_p, nq))
             c_head = sparse.csr_matrix((hc, (hr, hq)), shape=(n_h, nq))
@@ -1027,6 +1044,7 @@ class PassageRanker:
             context=context,
             first_stage=first[doc_index],
             matched=matched,
+            verbatim=verbatim,
             images=models,
             raw=raw,
             query_lang=lang,
@@ -1077,6 +1095,8 @@ class PassageRanker:
             }
             if scores.context is not None:
                 comps[context_name] = float(scores.context[i])
+            if scores.verbatim[i]:
+                comps["own_words"] = 1.0
             spans = highlight_spans(p.text, scores.query_terms.get(p.lang, set()), get_analyzer(p.lang)) \
                 if highlight else []
             hits.append(PassageHit(
