@@ -23,12 +23,14 @@ LONGEST_FIRST = (
     "tests/service/index/test_live.py",  # 194
     "tests/service/test_serve_ray.py",  # 149
     "tests/training/commands/test_demo.py",  # 149
+    "tests/test_readme.py",  # 140 (the README's demo, 5,000 documents, timed; the real-data examples)
     "tests/load/test_load.py",  # 139
     "tests/training/commands/test_watch_cli.py",  # 118 (its kill -9 test: 6 trials on 300 watches then; 4 on 100 now)
+    "tests/deploy/test_fresh_install.py",  # 106 (two CPU levels of kernels warmed, as the Dockerfile does)
     "tests/training/experiments/test_xling_routes.py",  # 102
+    "tests/training/test_build_all_data.py",  # 100 (the whole shared data set ingested, built, searched)
     "tests/training/test_build.py",  # 73
     "tests/service/index/test_live_failures.py",  # 73
-    "tests/deploy/test_fresh_install.py",  # 70
     "tests/test_docs_results.py",  # 65
     "tests/e2e/test_schemathesis.py",  # 64
     "tests/service/test_shards.py",  # 60

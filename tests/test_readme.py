@@ -85,3 +85,57 @@ def test_readme_examples_answer_on_the_real_data(client: Any) -> None:
                 assert answer if ex.endpoint == "/codes" else answer["results"], ex.path
         else:
             assert got.text.strip(), ex.path
+
+
+DEMO_TIME = re.compile(r"The first run generates 5,000 synthetic patents, builds the index and serves it in about "
+                       r"(?P<seconds>\d+) s")
+
+
+def readme_demo_seconds() -> int:
+    """The time the README quotes for the synthetic demo's first run (after the set-up)."""
+    m = DEMO_TIME.search(" ".join(README.read_text(encoding="utf-8").split()))
+    assert m, "the README no longer quotes the demo's first run time in the expected words"
+    return int(m.group("seconds"))
+
+
+@pytest.mark.slow
+@pytest.mark.server
+def test_the_demo_time_the_readme_quotes_is_what_the_demo_takes(tmp_path: Path) -> None:
+    """Issue 57 item 5: the README said the first run serves in about 30 s; it took 141 s. The demo as the README
+    runs it on a new machine (5,000 synthetic patents, a new work folder, numba's cache empty), timed to its own
+    ``ready ... s`` line: the quoted figure is neither under two thirds of it nor over twice it (a slower CI machine,
+    or one busy with the other worker). And item 1: the demo's first serve compiled 59 of 61 kernel variants before it
+    answered; the demo compiles them beside its build, and the server reads them from the cache."""
+    import os
+    import socket
+    import subprocess
+    import sys
+    import time
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = int(s.getsockname()[1])
+    began = time.monotonic()
+    proc = subprocess.Popen([sys.executable, "-m", "training.cli", "demo", "--workdir", str(tmp_path / "demo"),
+                             "--port", str(port)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env={**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "numba")})
+    said: float | None = None
+    lines: list[str] = []
+    try:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            lines.append(line)
+            m = re.search(r"ready (\d+) s after the demo started", line)
+            if m:
+                said = float(m.group(1))
+                break
+            if time.monotonic() - began > 600:
+                break
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
+    assert said is not None, "".join(lines[-30:])
+    kernels = [line for line in lines if "start-up: kernels" in line]
+    assert kernels and "read from numba's cache" in kernels[0] and "compiled here" not in kernels[0], "".join(lines)
+    quoted = readme_demo_seconds()
+    assert said / 1.5 <= quoted <= said * 2, f"the README says about {quoted} s; the demo took {said:.0f} s"

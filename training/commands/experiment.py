@@ -9,6 +9,7 @@ import dataclasses
 import json
 from contextlib import AbstractContextManager
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -27,9 +28,18 @@ def failures_exit_2(*also: type[Exception]) -> AbstractContextManager[None]:
     return exit_2_on(ExperimentError, ValueError, *also)
 
 
+def folders_option() -> Any:
+    """``--folders``: which of the shared data's folders the grant experiments read
+    (``training.ingest.shared_records``): ``all`` (patents/, marec/, ops/: the 100 trilingual grants, the default) or
+    ``default`` (patents/ep and patents/us: the 25 of the figures measured before the MAREC readers)."""
+    return typer.Option("all", "--folders", help="The shared data's folders read: all (patents/, marec/, ops/: 100 "
+                        "trilingual grants) or default (patents/ep and patents/us: 25).")
+
+
 @experiment_app.command("xling")
 def xling_command(
     data: Path = typer.Option(..., "--data", help="The shared data folder (with patents/ep and patents/us)."),
+    folders: str = folders_option(),
     folds: int = typer.Option(
         5,
         "--folds",
@@ -86,6 +96,7 @@ def xling_command(
 
     with failures_exit_2():
         settings = XlingSettings(
+            folders=folders,
             folds=folds,
             depth=depth,
             max_query_terms=max_query_terms,
@@ -222,6 +233,7 @@ def register(app: typer.Typer) -> None:
 @experiment_app.command("xling-tasks")
 def xling_tasks_command(
     data: Path = typer.Option(..., "--data", help="The shared data folder (with patents/ep and patents/us)."),
+    folders: str = folders_option(),
     tasks: str = typer.Option("descriptions,reverse,mate", "--tasks", help="descriptions, reverse and/or mate."),
     folds: int = typer.Option(5, "--folds", help="Cross-fitting folds (aligned models and splitter per fold)."),
     depth: int = typer.Option(100, "--depth", help="Documents retrieved per topic."),
@@ -255,7 +267,7 @@ def xling_tasks_command(
     from training.translation.lexicons import parse_lexicons
 
     with failures_exit_2():
-        settings = XlingTaskSettings(folds=folds, depth=depth, words_only=words_only,
+        settings = XlingTaskSettings(folds=folds, folders=folders, depth=depth, words_only=words_only,
                                      compounds=tuple(c.strip() for c in compounds.split(",") if c.strip()),
                                      combines=tuple(c.strip() for c in combines.split(",") if c.strip()),
                                      prf=tuple(int(n) for n in prf.split(",") if n.strip()))
@@ -263,7 +275,7 @@ def xling_tasks_command(
             settings.lexicons = parse_lexicons(lexicons)
         if splitter_lexicons is not None:
             settings.splitter_lexicons = parse_lexicons(splitter_lexicons)
-        records = shared_records(data, progress=progress)
+        records = shared_records(data, progress=progress, folders=folders)
         results = [run_xling_task(data, t.strip(), settings, out_dir=out, records=records, progress=progress,
                                   write_runs=runs, command=command_line())
                    for t in tasks.split(",") if t.strip()]
@@ -277,6 +289,7 @@ def xling_tasks_command(
 @experiment_app.command("xling-passages")
 def xling_passages_command(
     data: Path = typer.Option(..., "--data", help="The shared data folder (with patents/ep and patents/us)."),
+    folders: str = folders_option(),
     folds: int = typer.Option(5, "--folds", help="Cross-fitting folds: a fold's grants hold one language only in "
                               "its indexes, so no table or compound list is trained on them."),
     directions: str = typer.Option("de-en,fr-en,en-de,en-fr,de-fr,fr-de", "--directions",
@@ -303,7 +316,7 @@ def xling_passages_command(
         if sweep:
             param, _, values = sweep.partition("=")
             swept = (param.strip(), tuple(float(v) for v in values.split(",") if v.strip()))
-        settings = XlingPassageSettings(folds=folds, k=k, words_only=words_only,
+        settings = XlingPassageSettings(folds=folds, folders=folders, k=k, words_only=words_only,
                                         variants=tuple(v.strip() for v in variants.split(",") if v.strip()),
                                         directions=dirs, sweep=swept)  # type: ignore[arg-type]
         base = json.loads(baseline.read_text(encoding="utf-8")) if baseline is not None else None
@@ -318,6 +331,7 @@ def xling_passages_command(
 @experiment_app.command("ranking")
 def ranking_command(
     data: Path = typer.Option(..., "--data", help="The shared data folder (with patents/ep and patents/us)."),
+    folders: str = folders_option(),
     folds: int = typer.Option(5, "--folds", help="Folds of held-out grants (each fold's grants hold one language "
                               "only in its indexes)."),
     depth: int = typer.Option(100, "--depth", help="Documents ranked per topic."),
@@ -347,8 +361,8 @@ def ranking_command(
 
     with failures_exit_2(OSError):
         chosen = tuple(t.strip() for t in tasks.split(",") if t.strip())
-        settings = RankingSettings(folds=folds, depth=depth, min_relevant=min_relevant, synthetic=synthetic,
-                                   synthetic_topics=synthetic_topics, models=models)
+        settings = RankingSettings(folds=folds, folders=folders, depth=depth, min_relevant=min_relevant,
+                                   synthetic=synthetic, synthetic_topics=synthetic_topics, models=models)
         if chosen:
             settings = dataclasses.replace(settings, tasks=chosen)
         result = run_ranking(data, settings, out=out, work=work, progress=progress, command=command_line(),

@@ -117,6 +117,7 @@ KNRM = "knrm"  # the text model alone: kernel pooling and a network on pairs (is
 class RankingSettings:
     folds: int = 5
     depth: int = 100  # documents per ranking
+    folders: str = "all"  # the shared data's folders read (training.ingest.shared_records: all = patents, marec, ops)
     tasks: tuple[str, ...] = TASKS
     values: tuple[int, ...] = (10, 50, 1000)  # evidence_docs run
     weights: tuple[float, ...] = (0.25, 0.5, 1.0)  # evidence_weight run (a system "N=<value> w=<weight>" each)
@@ -352,7 +353,7 @@ def run_ranking(
         grant_tasks = [t for t in s.tasks if t != "synthetic"]
         if grant_tasks:
             if records is None:
-                records = shared_records(data, progress=progress)
+                records = shared_records(data, progress=progress, folders=s.folders)
             grants = trilingual_grants(records)
             if len(grants) < s.folds:
                 raise ExperimentError(f"{len(grants)} trilingual EP grants found; need at least {s.folds} (one per "

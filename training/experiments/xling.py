@@ -58,6 +58,7 @@ class XlingSettings:
 
     folds: int = 5
     depth: int = 100  # run depth per topic
+    folders: str = "all"  # the shared data's folders read (training.ingest.shared_records: all = patents, marec, ops)
     max_query_terms: int | None = None  # FirstStage query reduction (None: its default, 100)
     lam: float = 0.5  # weight of the aligned model in the "both" row ...
     aligned_prior: float = TableSettings.aligned_prior  # ... scaled by n / (n + this) for a term seen n times
@@ -167,7 +168,7 @@ def run_xling(
     seconds: dict[str, float] = {}
     t0 = time.perf_counter()
     if records is None:
-        records = shared_records(data, progress=progress)
+        records = shared_records(data, progress=progress, folders=s.folders)
     seconds["ingest"] = time.perf_counter() - t0
     grants = trilingual_grants(records)
     if len(grants) < s.folds:

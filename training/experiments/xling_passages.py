@@ -81,6 +81,7 @@ SWEEPABLE = ("alpha", "beta", "beta_translated", "sigma", "mu", "mu_translated",
 class XlingPassageSettings:
     folds: int = 5
     k: int = 100  # passages returned per query (the aligned claim's rank is looked for in them)
+    folders: str = "all"  # the shared data's folders read (training.ingest.shared_records: all = patents, marec, ops)
     variants: tuple[str, ...] = VARIANTS
     directions: tuple[tuple[str, str], ...] = DIRECTIONS
     words_only: bool = False  # drop numbers and codes from the topics too
@@ -267,7 +268,7 @@ def run_xling_passages(
     s = settings or XlingPassageSettings()
     t0 = time.perf_counter()
     if records is None:
-        records = shared_records(data, progress=progress)
+        records = shared_records(data, progress=progress, folders=s.folders)
     grants = trilingual_grants(records)
     if len(grants) < s.folds:
         raise ExperimentError(f"{len(grants)} trilingual EP grants found; need at least {s.folds} (one per fold)")

@@ -85,6 +85,7 @@ class XlingTaskSettings:
     folds: int = 5
     depth: int = 100
     words_only: bool = False
+    folders: str = "all"  # the shared data's folders read (training.ingest.shared_records: all = patents, marec, ops)
     compounds: tuple[str, ...] = ("de",)
     lexicons: tuple[str, ...] = DEFAULT_LEXICONS  # dictionaries of the tables
     splitter_lexicons: tuple[str, ...] = DEFAULT_SPLITTER_LEXICONS  # dictionaries of the compound splitter
@@ -168,7 +169,7 @@ def run_xling_task(
     seconds: dict[str, float] = {}
     t0 = time.perf_counter()
     if records is None:
-        records = shared_records(data, progress=progress)
+        records = shared_records(data, progress=progress, folders=s.folders)
     grants = trilingual_grants(records)
     if len(grants) < s.folds:
         raise ExperimentError(f"{len(grants)} trilingual EP grants found; need at least {s.folds} (one per fold)")

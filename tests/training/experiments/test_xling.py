@@ -64,7 +64,7 @@ def test_settings_are_checked(tmp_path: Path) -> None:
 @pytest.mark.realdata
 @pytest.mark.slow
 def test_xling_on_real_data_translation_beats_no_translation(shared_data: Path, tmp_path: Path) -> None:
-    result = run_xling(shared_data, XlingSettings(folds=3), out_dir=tmp_path, progress=False)
+    result = run_xling(shared_data, XlingSettings(folds=3, folders="default"), out_dir=tmp_path, progress=False)
     assert result.topics == 2 * len(result.grants) and len(result.grants) >= 20
     none = result.rows["none"]["all"]["mrr"]
     # the dictionary carries the translation: dict and both must be clearly ahead. The aligned-claims
