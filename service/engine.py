@@ -527,7 +527,7 @@ class Engine:
         images = {tgt: QueryImage.of_units(tgt, u, hops=res.hops(lang, tgt)) for tgt, u in units.items()
                   if any(w > 0 for _, (_, w) in u)}
         if lang in images:  # its own terms in their order: a passage that says them word for word ranks first
-            images[lang] = images[lang].with_terms(res.analyzer(lang)(text))
+            images[lang] = images[lang].with_terms(res.terms(text, lang))
         return images, res.words(text, lang)
 
     def _resources(self) -> IndexResources:

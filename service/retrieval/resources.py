@@ -157,6 +157,7 @@ class IndexResources:
         self._units_memo: _Memo[tuple[str, str, bool | str], dict[str, list[tuple[str, QueryUnit]]]] = \
             _Memo(QUERY_MEMO)
         self._words_memo: _Memo[tuple[str, str], dict[str, list[str]]] = _Memo(QUERY_MEMO)
+        self._terms_memo: _Memo[tuple[str, str], list[str]] = _Memo(QUERY_MEMO)
 
     def matched_terms(self, route_terms: Sequence[tuple[str, Sequence[str]]], rows: Sequence[int]) -> list[list[str]]:
         """Each row's terms among a search's ``route_terms`` (per route, the index language and its target terms)
@@ -247,6 +248,18 @@ class IndexResources:
                 counts[t] = counts.get(t, 0) + 1
             got = (counts, groups)
             self._analysis_memo.put(key, got)
+            self._terms_memo.put(key, terms)
+        return got
+
+    def terms(self, text: str, lang: str) -> list[str]:
+        """A query's index terms in their order (the analyzer's sequence: a compound's parts after it, where the index
+        splits them), from the same single analysis as :meth:`analysed` (the passage ranker's word-for-word rule reads
+        the order; read-only)."""
+        key = (text, lang)
+        got = self._terms_memo.get(key)
+        if got is None:  # (not analysed here yet, or dropped from the memo since)
+            got = self.analyzer(lang)(text)
+            self._terms_memo.put(key, got)
         return got
 
     @staticmethod
