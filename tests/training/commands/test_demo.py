@@ -91,15 +91,17 @@ def test_each_demo_serves_its_own_index_and_says_what_it_reuses(tmp_path: Path) 
 def test_real_and_synthetic_demos_in_either_order(tmp_path: Path, shared_data: Path) -> None:
     """The real-data demo and the synthetic one in one work folder, each order: each serves its own documents."""
     data = tmp_path / "data"
-    (data / "patents").mkdir(parents=True)
-    for xml in sorted((shared_data / "patents" / "ep").rglob("*.xml"))[:4]:
-        (data / "patents" / xml.name).symlink_to(xml)
+    for folder, pattern in (("patents", "patents/ep/*.xml"), ("marec", "marec/EP-*.xml"), ("ops", "ops/WO*.xml")):
+        (data / folder).mkdir(parents=True)
+        for xml in sorted(shared_data.glob(pattern))[:4 if folder == "patents" else 1]:
+            (data / folder / xml.name).symlink_to(xml)
     work = str(tmp_path / "demo")
     index = tmp_path / "demo" / "index"
     _demo("-n", "100", "--workdir", work)
     assert all(i.startswith("XS") for i in _ids(index))
-    _demo("--data", str(data), "--workdir", work)
-    assert _ids(index) and all(i.startswith("EP") for i in _ids(index))
+    _demo("--data", str(data), "--workdir", work)  # every folder of the real data: the offices' XML, MAREC, OPS
+    ids = _ids(index)
+    assert len(ids) == 6 and sum(i.startswith("EP") for i in ids) == 5 and sum(i.startswith("WO") for i in ids) == 1
     _demo("-n", "100", "--workdir", work)
     assert len(_ids(index)) == 100 and all(i.startswith("XS") for i in _ids(index))
 
