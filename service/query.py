@@ -32,6 +32,10 @@ from service.text.analysis import SUPPORTED_LANGS, detect_language
 
 QUERY_FORMS = ("text", "abstract", "claims")
 FORM_FIELDS = {"text": ("title", "abstract", "claims"), "abstract": ("abstract",), "claims": ("claims",)}
+DESCRIPTION_WORDS = 300
+"""A publication-number query of a record with a description only (an EPO OPS full text) searches with the first
+words of its description, as many as a long first claim has: they say what the invention is about (its field and
+background), and the first stage keeps at most 100 terms of any query."""
 
 
 class QueryError(ValueError):
@@ -129,6 +133,8 @@ def _number_query(docs: DocStore, text: str, lang: str | None, form: str) -> tup
                          "to search with")
     fields = FORM_FIELDS[form]
     body = rec.text(use, fields)
+    if not body.strip() and form == "text":  # a full text without title, abstract or claims (EPO OPS): its description
+        body = " ".join(rec.text(use, ("description",)).split()[:DESCRIPTION_WORDS])
     if not body.strip():
         raise QueryError(f"publication {rec.id} has no {'/'.join(fields)} text in {use}")
     return rec, row, use, body
