@@ -105,8 +105,9 @@ def test_the_demo_time_the_readme_quotes_is_what_the_demo_takes(tmp_path: Path) 
     runs it on a new machine (5,000 synthetic patents, a new work folder, numba's cache empty), timed to its own
     ``ready ... s`` line: the quoted figure is neither under half of it nor over twice it (the README quotes a quiet
     2-core machine; here the other test worker takes a core: 160 s measured beside it, 74 s to the build's end on a
-    quieter machine; the figure it replaced was under a quarter of the time taken). And item 1: the demo's first serve compiled 59 of 61 kernel variants before it
-    answered; the demo compiles them beside its build, and the server reads them from the cache."""
+    quieter machine; the figure it replaced was under a quarter of the time taken). And item 1: the demo's first
+    serve compiled 59 of 61 kernel variants before it answered; the demo compiles them beside its build, and the
+    server reads them from the cache."""
     import os
     import socket
     import subprocess
