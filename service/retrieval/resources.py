@@ -152,12 +152,12 @@ class IndexResources:
         self._route_cache: dict[tuple[str, bool], tuple[list[Route], tuple[str, ...]]] = {}
         # the last queries' analysis and units: the stages of one request (the first stage, the passages, the matched
         # words) read the same query's
-        self._analysis_memo: _Memo[tuple[str, str], tuple[dict[str, int], list[tuple[str, tuple[str, ...]]]]] = \
-            _Memo(QUERY_MEMO)
+        # (per query: its terms counted, its compound groups, its terms in order)
+        self._analysis_memo: _Memo[tuple[str, str], tuple[dict[str, int], list[tuple[str, tuple[str, ...]]],
+                                                          list[str]]] = _Memo(QUERY_MEMO)
         self._units_memo: _Memo[tuple[str, str, bool | str], dict[str, list[tuple[str, QueryUnit]]]] = \
             _Memo(QUERY_MEMO)
         self._words_memo: _Memo[tuple[str, str], dict[str, list[str]]] = _Memo(QUERY_MEMO)
-        self._terms_memo: _Memo[tuple[str, str], list[str]] = _Memo(QUERY_MEMO)
 
     def matched_terms(self, route_terms: Sequence[tuple[str, Sequence[str]]], rows: Sequence[int]) -> list[list[str]]:
         """Each row's terms among a search's ``route_terms`` (per route, the index language and its target terms)
@@ -237,6 +237,16 @@ class IndexResources:
         """A query's index terms counted (a compound's parts after it, where the index splits them) and its compound
         groups (word term, its parts' terms; none without a splitter): what the first stage searches and
         :meth:`query_units` renders, analysed once for the last :data:`QUERY_MEMO` queries (read-only)."""
+        counts, groups, _ = self._analysis(text, lang)
+        return counts, groups
+
+    def terms(self, text: str, lang: str) -> list[str]:
+        """A query's index terms in their order (the analyzer's sequence: a compound's parts after it, where the index
+        splits them), from the same single analysis as :meth:`analysed` (the passage ranker's word-for-word rule reads
+        the order; read-only)."""
+        return self._analysis(text, lang)[2]
+
+    def _analysis(self, text: str, lang: str) -> tuple[dict[str, int], list[tuple[str, tuple[str, ...]]], list[str]]:
         key = (text, lang)
         got = self._analysis_memo.get(key)
         if got is None:
@@ -246,20 +256,8 @@ class IndexResources:
             counts: dict[str, int] = {}  # (a dict loop, not Counter: Counter's type checks cost ~10 us in a cold cache)
             for t in terms:
                 counts[t] = counts.get(t, 0) + 1
-            got = (counts, groups)
+            got = (counts, groups, terms)
             self._analysis_memo.put(key, got)
-            self._terms_memo.put(key, terms)
-        return got
-
-    def terms(self, text: str, lang: str) -> list[str]:
-        """A query's index terms in their order (the analyzer's sequence: a compound's parts after it, where the index
-        splits them), from the same single analysis as :meth:`analysed` (the passage ranker's word-for-word rule reads
-        the order; read-only)."""
-        key = (text, lang)
-        got = self._terms_memo.get(key)
-        if got is None:  # (not analysed here yet, or dropped from the memo since)
-            got = self.analyzer(lang)(text)
-            self._terms_memo.put(key, got)
         return got
 
     @staticmethod
