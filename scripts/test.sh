@@ -19,6 +19,8 @@ python -c "import service.passages.kernels as k; k.warm()" &
 passages_pid=$!
 python -c "from service.startup import warm_kernels; print('== kernels:', warm_kernels())"
 wait "$passages_pid"
+# the pretrained encoder (every default build's dense stage) converted once for the machine, before the workers ask
+python -c "from training.models.e5 import e5_models; print('== pretrained encoder:', e5_models())"
 echo "== pytest"
 set +e
 # two workers (the CI machine's two cores), whole test files per worker, handed out longest first (tests/conftest.py);

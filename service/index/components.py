@@ -71,6 +71,8 @@ class WriteContext:
     """What the writers of one folder share: the index's settings and analyzers, and for the encodings the models.
 
     ``models``: the models folder whose document side writes the encodings (None: no encodings written).
+    ``encoder``: the pretrained encoder's folder (the index's ``encoder/``) whose vectors the dense component writes
+    when there are no models (None with no models: no dense component).
     ``dense_kind``: ``vectors`` for a segment (its vectors are searched exactly, beside the first segment's FAISS
     index), else the kind of FAISS index to build (flat, hnsw, ivf; :data:`service.retrieval.dense.INDEX_KINDS`).
     ``metric``: the dense metric when the folder is a segment of an index with models (the index's).
@@ -82,6 +84,7 @@ class WriteContext:
     analyzers: Mapping[str, Callable[[str], list[str]]]
     progress: bool = False
     models: Path | None = None
+    encoder: Path | None = None
     device: str = "auto"
     dense_kind: str = "vectors"
     metric: str | None = None
@@ -102,6 +105,13 @@ class WriteContext:
             assert self.models is not None
             self._models = Models(self.models, sides=("document",), device=self.device)
         return self._models
+
+    def pretrained(self) -> Any:
+        """The pretrained encoder (:class:`service.retrieval.pretrained.PretrainedEncoder`), loaded once a process."""
+        from service.retrieval.pretrained import load_pretrained
+
+        assert self.encoder is not None
+        return load_pretrained(self.encoder, device=self.device)
 
     def encoded(self, out: Path) -> dict[str, int]:
         """Encode the documents of the doc store written in ``out`` into ``dense/vectors.npy`` and one
@@ -341,10 +351,48 @@ class DenseComponent(Component):
         return DENSE_FORMAT_VERSION
 
     def applies(self, ctx: WriteContext) -> bool:
-        return ctx.models is not None
+        return ctx.models is not None or ctx.encoder is not None
 
     def writer(self, out: Path, ctx: WriteContext) -> ComponentWriter:
-        return _AfterStore(lambda: self._write(out, ctx))
+        return _AfterStore(lambda: self._write(out, ctx) if ctx.models is not None else self._pretrained(out, ctx))
+
+    def _pretrained(self, out: Path, ctx: WriteContext) -> dict[str, Any]:
+        """The pretrained encoder's vector of every document (:meth:`PretrainedEncoder.encode_documents`, batched,
+        with a progress bar) and, for a build, the FAISS index of the size's kind (:func:`dense_kind_for`)."""
+        from service.retrieval.pretrained import DOCUMENT_TOKENS
+
+        encoder = ctx.pretrained()
+        docs = DocStore.load(out)
+        n = len(docs)
+        t = time.perf_counter()
+        try:
+            (out / Layout.DENSE).mkdir(exist_ok=True)
+            vectors = np.lib.format.open_memmap(out / Layout.DENSE_VECTORS, mode="w+", dtype=np.float32,
+                                                shape=(n, encoder.dim))
+            step = max(ctx.batch_size, 64)
+            with tqdm(total=n, desc=f"dense vectors ({encoder.device})", unit="doc", disable=not ctx.progress,
+                      file=sys.stderr, mininterval=1) as bar:
+                for a in range(0, n, step):
+                    b = min(n, a + step)
+                    vectors[a:b] = encoder.encode_documents([docs.get_row(r) for r in range(a, b)])
+                    bar.update(b - a)
+            vectors.flush()
+            del vectors
+        finally:
+            docs.close()
+        ctx.times["encode"] = time.perf_counter() - t
+        entry = {"version": self.version, "vectors": Layout.DENSE_VECTORS, "dim": encoder.dim,
+                 "metric": "inner_product", "n_docs": n, "encoder": Layout.ENCODER, "device": encoder.device,
+                 "precision": encoder.precision, "document_tokens": DOCUMENT_TOKENS,
+                 "docs_per_s": round(n / ctx.times["encode"], 1) if ctx.times["encode"] > 0 else None}
+        if ctx.dense_kind == "vectors":
+            return {**entry, "kind": "vectors"}
+        kind = dense_kind_for(n) if ctx.dense_kind == "auto" else ctx.dense_kind
+        t = time.perf_counter()
+        params = _write_faiss(out, np.load(out / Layout.DENSE_VECTORS), kind, "inner_product", hnsw_m=ctx.hnsw_m,
+                              nlist=ctx.nlist)
+        ctx.times["faiss"] = time.perf_counter() - t
+        return {**entry, "index": Layout.DENSE_FAISS, "kind": kind, "params": params}
 
     def _write(self, out: Path, ctx: WriteContext) -> dict[str, Any]:
         dims = ctx.encoded(out)
@@ -383,6 +431,15 @@ class DenseComponent(Component):
         from service.retrieval.dense import DenseIndex
 
         return DenseIndex.load(folder, **options)
+
+
+EXACT_DENSE_MAX = 20_000
+"""Documents up to which a build's dense index is exact (``flat``); above, HNSW (``dense_kind="auto"``)."""
+
+
+def dense_kind_for(n_docs: int) -> str:
+    """The FAISS index kind of a build's ``auto``: exact for small indexes, HNSW above :data:`EXACT_DENSE_MAX`."""
+    return "flat" if n_docs <= EXACT_DENSE_MAX else "hnsw"
 
 
 def _write_faiss(out: Path, vectors: np.ndarray, kind: str, metric: str, *, hnsw_m: int | None = None,

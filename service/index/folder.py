@@ -111,6 +111,7 @@ class Layout:
     TRANSLATION = "translation"
     ANALYSIS = "analysis"
     MODELS = "models"
+    ENCODER = "encoder"  # the pretrained multilingual encoder's graph and tokenizer (service/retrieval/pretrained.py)
     DENSE = "dense"
     DENSE_VECTORS = "dense/vectors.npy"
     DENSE_FAISS = "dense/index.faiss"

@@ -330,11 +330,14 @@ class DenseIndex:
             order = np.argsort(rows, kind="stable")
             docs = np.empty((len(rows), self.dim), dtype=np.float32)
             docs[order] = self.vectors[rows[order]]
-        docs = prepare_vectors(docs, self.metric)
+        # in float64: a float32 product's last bits depend on how many rows are multiplied at once (BLAS blocking), and
+        # a row's score must not depend on the rows beside it (a shard's, a segment's, a live index's candidates)
+        docs = prepare_vectors(docs, self.metric).astype(np.float64)
+        q64 = q.astype(np.float64)
         if self.metric == "l2":
-            diff = docs - q[None, :]
-            return -np.einsum("ij,ij->i", diff, diff).astype(np.float64)
-        return (docs @ q).astype(np.float64)
+            diff = docs - q64[None, :]
+            return -np.einsum("ij,ij->i", diff, diff)
+        return docs @ q64
 
     def _exact_top(self, q: np.ndarray, rows: np.ndarray, k: int) -> DenseHits:
         s = self.scores(q, rows)

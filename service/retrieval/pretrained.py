@@ -23,6 +23,14 @@ Long texts (:meth:`PretrainedEncoder.encode`): as the engine, the content tokens
 ``max_positions - 2`` tokens, each run as ``<s> window </s>``, and the text's vector is the windows' mean-pooled
 states averaged with their content lengths as weights, then L2-normalised.
 
+The dense stage (:mod:`service.stages.dense`) reads it through :meth:`PretrainedEncoder.encode_query` (every language
+it knows, :data:`QUERY_TOKENS` tokens at most) and the build encodes documents with
+:meth:`PretrainedEncoder.encode_documents`: :func:`document_text` (title + abstract + first claim, in English where
+the document has it, else its proceedings language, else its first), the first :data:`DOCUMENT_TOKENS` tokens (one
+window: docs/RESULTS.md, "Dense stage", says what longer windows cost and gave). An index keeps a copy of the folder
+under ``encoder/`` (:func:`copy_encoder`: hard links where the file system allows); processes share one loaded
+encoder per graph (:func:`load_pretrained`).
+
 Device (:func:`service.retrieval.neural.providers_for`): CUDA when onnxruntime has it (``auto``/``cuda``), else
 CPU and a warning; the fp32 graph on CUDA, the int8 graph on CPU unless ``precision`` says otherwise.
 :attr:`PretrainedEncoder.device` says which ran.
@@ -35,13 +43,16 @@ import logging
 import re
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
 from service.retrieval.encoders import ModelsFolderError
 from service.retrieval.neural import CUDA, OnnxGraph, providers_for
 from service.versioned import read_versioned
+
+if TYPE_CHECKING:
+    from service.corpus.record import PatentRecord
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +63,13 @@ PREFIXES = {"query": "query: ", "passage": "passage: "}
 Kind = Literal["query", "passage"]
 PRECISIONS = ("int8", "fp32")
 _SPACES = re.compile(" {2,}")
+DOCUMENT_TOKENS = 256
+"""Content tokens of a document's text the dense vector reads (its first window)."""
+QUERY_TOKENS = 256
+"""Content tokens of a query the dense stage reads."""
+QUERY_LANGUAGES = ("de", "en", "fr")
+"""The query languages the dense stage encodes (the model is multilingual; these are the service's)."""
+
 
 
 class PretrainedLayout:
@@ -129,8 +147,8 @@ class PretrainedEncoder:
         self.root = root
         self.meta = read_pretrained_meta(root)
         providers, self.device_warning = providers_for(device)
-        if precision is None:
-            precision = "fp32" if providers[0] == CUDA else "int8"
+        if precision is None:  # fp32 on CUDA where the folder holds it (an index built on a CPU holds int8 only)
+            precision = "fp32" if providers[0] == CUDA and "fp32" in self.meta.get("graphs", {}) else "int8"
         if precision not in PRECISIONS:
             raise ModelsFolderError(f"unknown precision {precision!r}; valid: {', '.join(PRECISIONS)}")
         try:
@@ -163,8 +181,10 @@ class PretrainedEncoder:
             mask[i, :len(r)] = 1
         return np.asarray(self.graph(ids=ids, mask=mask), dtype=np.float32)
 
-    def encode(self, texts: Sequence[str], kind: Kind = "query", *, batch_size: int = 32) -> np.ndarray:
-        """float32 [len(texts), dim], each row L2-normalised (inner product = cosine)."""
+    def encode(self, texts: Sequence[str], kind: Kind = "query", *, batch_size: int = 32,
+               max_tokens: int | None = None) -> np.ndarray:
+        """float32 [len(texts), dim], each row L2-normalised (inner product = cosine). ``max_tokens``: read only the
+        first that many content tokens of each text (None: all of it, in windows)."""
         if kind not in PREFIXES:
             raise ValueError(f"kind must be one of {', '.join(PREFIXES)}, got {kind!r}")
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
@@ -172,6 +192,8 @@ class PretrainedEncoder:
             return out
         prefix = PREFIXES[kind]
         content = self.tokenizer.content_ids([prefix + t for t in texts])
+        if max_tokens is not None:
+            content = [ids[:max_tokens] for ids in content]
         parts: list[tuple[int, int, list[int]]] = []  # (text, weight, full input)
         for i, ids in enumerate(content):
             for a, b in windows(ids, self.max_positions - 2):
@@ -188,10 +210,105 @@ class PretrainedEncoder:
         norms = np.linalg.norm(out, axis=1, keepdims=True)
         return out / np.maximum(norms, 1e-6)
 
+    # ---- the dense stage's two sides ------------------------------------------------------------
+    query_languages = QUERY_LANGUAGES
+    similarity = "inner_product"  # the vectors are L2-normalised: the inner product is the cosine
+
+    @property
+    def on_cuda(self) -> bool:
+        return self.device == "cuda"
+
+    def encode_query(self, text: str, lang: str) -> np.ndarray:
+        """A query's vector (float32 [dim]); ``lang`` is not needed (the model is multilingual)."""
+        return self.encode([text], "query", max_tokens=QUERY_TOKENS)[0]
+
+    def encode_documents(self, records: Sequence[PatentRecord], *, batch_size: int = 1) -> np.ndarray:
+        """The documents' vectors (float32 [n, dim]) of :func:`document_text`'s first :data:`DOCUMENT_TOKENS`.
+
+        One document a run by default: the int8 graph quantises its activations with one scale per tensor, so a
+        document's vector would depend on the documents batched with it (cosine 0.995 measured), and a live index's
+        segment would not match a build of the same documents. Batched runs were 16 % faster."""
+        return self.encode([document_text(r) for r in records], "passage", batch_size=batch_size,
+                           max_tokens=DOCUMENT_TOKENS)
+
     def describe(self) -> dict[str, Any]:
         return {"root": str(self.root), "precision": self.precision, "device": self.device,
-                "providers": self.providers, "source": self.meta.get("source", {})}
+                "providers": self.providers, "source": self.meta.get("source", {}),
+                "query_tokens": QUERY_TOKENS, "document_tokens": DOCUMENT_TOKENS}
 
 
-__all__ = ["E5Tokenizer", "PRETRAINED_FORMAT", "PRETRAINED_VERSION", "PretrainedEncoder", "PretrainedLayout",
-           "read_pretrained_meta", "windows"]
+def document_language(record: PatentRecord) -> str | None:
+    """The language of a document's dense text: English where it has an English title or claims, else its
+    proceedings language where it has text in it, else its first language (None: no text)."""
+    langs = record.languages
+    if "en" in record.title or "en" in record.claims:
+        return "en"
+    if record.lang in langs:
+        return record.lang
+    return langs[0] if langs else None
+
+
+def document_text(record: PatentRecord) -> str:
+    """What the dense vector of a document reads: its title, abstract and first claim in
+    :func:`document_language` (the description's first paragraph where it has none of the three)."""
+    lang = document_language(record)
+    if lang is None:
+        return ""
+    claims = record.claims.get(lang) or []
+    parts = [record.title.get(lang, ""), record.abstract.get(lang, ""), claims[0].text if claims else ""]
+    text = " ".join(p for p in parts if p)
+    if not text:
+        text = record.description_text()[:2000]
+    return text
+
+
+_LOADED: dict[tuple[str, ...], PretrainedEncoder] = {}
+
+
+def load_pretrained(root: str | Path, *, device: str = "auto", precision: str | None = None,
+                    threads: int = 0) -> PretrainedEncoder:
+    """The encoder of ``root``, loaded once per process for each graph (same source weights, conversion, precision,
+    device and threads: an index's copy and the cache's are the same graph)."""
+    meta = read_pretrained_meta(Path(root))
+    src = meta.get("source", {})
+    key = (str(src.get("sha256")), str(meta.get("conversion")), str(precision), device, str(threads),
+           str(sorted((meta.get("files") or {}).items())))
+    enc = _LOADED.get(key)
+    if enc is None or not enc.root.is_dir():
+        enc = _LOADED[key] = PretrainedEncoder(root, device=device, precision=precision, threads=threads)
+    return enc
+
+
+def copy_encoder(src: str | Path, dest: str | Path, *, graphs: Sequence[str] = ("int8",)) -> dict[str, Any]:
+    """Copy a pretrained encoder's folder into ``dest`` with only ``graphs`` (hard links where possible: the cache and
+    the index on one file system share the bytes); the folder's meta.json says which graphs it holds."""
+    import os
+    import shutil
+
+    from service.versioned import write_versioned
+
+    src, dest = Path(src), Path(dest)
+    meta = read_pretrained_meta(src)
+    keep = {p: meta["graphs"][p] for p in graphs if p in meta.get("graphs", {})}
+    if not keep:
+        raise ModelsFolderError(f"{src}: none of the graphs {', '.join(graphs)}")
+    dest.mkdir(parents=True, exist_ok=True)
+    for rel in (*keep.values(), PretrainedLayout.TOKENIZER, PretrainedLayout.NORMALIZATION):
+        target = dest / rel
+        if target.exists():
+            target.unlink()
+        try:
+            os.link(src / rel, target)
+        except OSError:
+            shutil.copyfile(src / rel, target)
+    body = {k: v for k, v in meta.items() if k not in ("format", "version")}
+    body["graphs"] = keep
+    body["files"] = {k: v for k, v in (meta.get("files") or {}).items() if k not in set(meta["graphs"].values())
+                     or k in set(keep.values())}
+    write_versioned(dest / PretrainedLayout.META, PRETRAINED_FORMAT, PRETRAINED_VERSION, body)
+    return {"graphs": sorted(keep), "name": meta.get("name"), "source": meta.get("source", {})}
+
+
+__all__ = ["DOCUMENT_TOKENS", "E5Tokenizer", "PRETRAINED_FORMAT", "PRETRAINED_VERSION", "QUERY_TOKENS",
+           "PretrainedEncoder", "PretrainedLayout", "copy_encoder", "document_language", "document_text",
+           "load_pretrained", "read_pretrained_meta", "windows"]

@@ -1,6 +1,9 @@
-"""``dense``: FAISS nearest documents of the query's dual-encoder vector, unioned with the candidates.
+"""``dense``: FAISS nearest documents of the query's vector, unioned with the candidates.
 
-Encodes the resolved query text with the dual encoder of its language, takes the FAISS top
+The query's encoder (:class:`QueryEncoder`) is the index's: the pretrained multilingual encoder
+(:class:`service.retrieval.pretrained.PretrainedEncoder`, every query language, the default build) or the dual encoder
+of a models folder (:class:`DualQueries`, one per language, ``build --models``). The stage encodes the resolved query
+text, takes the FAISS top
 ``query.depth`` rows under the resolved filter mask, adds them to the candidates and sets the ``dense``
 score of *every* candidate to its exact similarity from the stored vectors (first-stage candidates
 included). Candidates only the dense stage found get BM25 score ``0``: they were not in BM25's top
@@ -9,12 +12,12 @@ included). Candidates only the dense stage found get BM25 score ``0``: they were
 fusion grid that reproduces the first stage's ranking. With the request weights ``{"dense": 1}`` the
 top of the union is the dense search's top (exact for a flat index): the dense-only system.
 
-The component applies only when the models have a dual encoder for the query language.
+The component applies only when the encoder reads the query language.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -26,24 +29,56 @@ from service.retrieval.feedback import move_vector
 from service.retrieval.neural import Models
 
 
+class QueryEncoder(Protocol):
+    """What the dense stage asks of a query encoder."""
+
+    @property
+    def query_languages(self) -> tuple[str, ...]: ...
+
+    @property
+    def providers(self) -> list[str]: ...
+
+    def encode_query(self, text: str, lang: str) -> np.ndarray: ...
+
+
+class DualQueries:
+    """The query side of a models folder's dual encoder (one graph per language) as a :class:`QueryEncoder`."""
+
+    def __init__(self, models: Models) -> None:
+        self.models = models
+
+    @property
+    def query_languages(self) -> tuple[str, ...]:
+        return self.models.languages_of("dual")
+
+    @property
+    def providers(self) -> list[str]:
+        return list(self.models.providers)
+
+    def encode_query(self, text: str, lang: str) -> np.ndarray:
+        return self.models.encode_query(text, lang)
+
+
 class DenseStep:
     name = "dense"
     requires = frozenset({CANDIDATES})  # the first stage's rows: the dense hits are unioned with them
     provides = frozenset({CANDIDATES, "dense"})
 
-    def __init__(self, models: Models, dense: DenseIndex | SegmentedDenseIndex, docs: DocStore) -> None:
+    def __init__(self, encoder: QueryEncoder, dense: DenseIndex | SegmentedDenseIndex, docs: DocStore, *,
+                 kind: str = "dual") -> None:
         if len(dense) != len(docs):
             raise ValueError(f"dense index has {len(dense)} vectors, the doc store {len(docs)} rows")
-        self.models = models
+        self.encoder = encoder
+        self.kind = kind  # "pretrained" or "dual": which encoder the index's vectors come from
         self.dense = dense
         self.docs = docs
 
     def run(self, query: Query, cands: Candidates) -> Candidates:
         r = query.r
-        if r.lang not in self.models.languages_of("dual"):
-            cands.skip("dense", f"no dual encoder for {r.lang} queries in the models")
+        if r.lang not in self.encoder.query_languages:
+            cands.skip("dense", f"no {self.kind} encoder for {r.lang} queries in this index")
             return cands
-        qv = self.models.encode_query(r.text, r.lang)
+        qv = self.encoder.encode_query(r.text, r.lang)
         fb = query.feedback
         if fb is not None and not fb.empty:
             rel, non = np.asarray(fb.relevant, dtype=np.int64), np.asarray(fb.nonrelevant, dtype=np.int64)
@@ -63,5 +98,5 @@ class DenseStep:
         return cands
 
     def describe(self) -> dict[str, Any]:
-        return {**self.dense.describe(), "languages": list(self.models.languages_of("dual")),
-                "onnx_providers": self.models.providers}
+        return {**self.dense.describe(), "encoder": self.kind, "languages": list(self.encoder.query_languages),
+                "onnx_providers": list(self.encoder.providers)}

@@ -171,7 +171,13 @@ def test_cli_build_and_search(corpus: Path, tmp_path: Path) -> None:
     res = runner.invoke(_app(), ["search", str(idx), "check valve pump", "--json", "--before", "2000-01-05"])
     data = json.loads(res.output)  # the body of POST /search
     assert data["results"][0]["id"] == "EP0000003B1" and data["query"]["filters"]["before"] == "2000-01-05"
-    assert data["results"][0]["title"] and data["fusion"]["weights"] == {"bm25": 1.0}
+    assert data["results"][0]["title"] and data["fusion"]["weights"] == {"bm25": 0.5, "dense": 0.5}  # the default
+    assert "dense: 4 documents encoded by the pretrained encoder" in runner.invoke(
+        _app(), ["build", str(corpus), "-o", str(idx), "--force"]).output
+    res = runner.invoke(_app(), ["build", str(corpus), "-o", str(idx), "--force", "--no-dense"])
+    assert res.exit_code == 0 and "dense:" not in res.output
+    res = runner.invoke(_app(), ["search", str(idx), "check valve pump", "--json"])
+    assert json.loads(res.output)["fusion"]["weights"] == {"bm25": 1.0}  # --no-dense: BM25 alone
     res = runner.invoke(_app(), ["search", str(idx), "EP0000009B1"])
     assert res.exit_code == 2 and "not in this index" in res.output
     res = runner.invoke(_app(), ["search", str(idx), "pump", "--codes", "F04B", "--code-level", "subclass"])

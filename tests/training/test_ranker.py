@@ -237,6 +237,10 @@ def test_the_build_installs_the_ranker_it_is_given(tmp_path: Path, monkeypatch: 
     shipped = read_ranker(tr.DEFAULT_RANKER)["body"]  # the project's (experiment ranking --ranker-out), the default
     assert build_index(tmp_path / "all.jsonl", tmp_path / "shipped", **options).ranker == {
         "kind": shipped["kind"], "docs": shipped["docs"], "source": "default"}
+    bm25 = read_ranker(tr.BM25_RANKER)["body"]  # without the dense stage: the one learned without its cosine
+    assert "dense" not in bm25["features"]
+    assert build_index(tmp_path / "all.jsonl", tmp_path / "no-dense", dense=False, **options).ranker == {
+        "kind": bm25["kind"], "docs": bm25["docs"], "source": "default (without the dense stage)"}
     monkeypatch.setattr(tr, "DEFAULT_RANKER", tmp_path / "never-written")
     assert build_index(tmp_path / "all.jsonl", tmp_path / "default", **options).ranker is None
     with pytest.raises(BuildError, match="no ranker.json"):

@@ -73,17 +73,19 @@ def served(index_dir: str | Path, *, poll_s: float = 0.1, timeout_s: float = 900
         proc.wait(timeout=30)
 
 
-def _queries(engine: Any, n: int, seed: int) -> list[str]:
+def _queries(engine: Any, n: int, seed: int) -> list[tuple[str, str]]:
+    """``n`` random documents' English first claims (their first 60 words; the title without claims) with the
+    document each comes from: (id, text)."""
     docs = engine.docs
     rng = random.Random(seed)
     rows = rng.sample(range(len(docs)), min(len(docs), n * 3))
-    out: list[str] = []
+    out: list[tuple[str, str]] = []
     for r in rows:
         rec = docs.get_row(r)
         claims = rec.claims.get("en") or []
         text = claims[0].text if claims else rec.title.get("en", "")
         if text.strip():
-            out.append(" ".join(text.split()[:60]))
+            out.append((rec.id, " ".join(text.split()[:60])))
         if len(out) == n:
             break
     return out
@@ -105,9 +107,20 @@ def _pct(values: list[float], q: float) -> float:
     return float(np.percentile(np.asarray(values), q)) if values else float("nan")
 
 
+def _without_dense(engine: Any) -> Any:
+    """The engine's index opened again with its pipeline composed without the dense stage (``neural=False``): the
+    default path less the query encoder and the FAISS search, on the same index files."""
+    from service.engine import Engine, _load_scheme
+    from service.pipeline import compose
+
+    pipeline = compose(engine.folder, engine.settings, neural=False)
+    return Engine(engine.folder, engine.settings, pipeline, _load_scheme(engine.settings, pipeline.docs))
+
+
 def run_service_bench(index_dir: Path, *, queries: int = 200, depth: int = 1000, k: int = 10, seed: int = 0,
-                      http: bool = True, passages: bool = False) -> dict[str, Any]:
-    """Measure; returns a dict of figures (milliseconds)."""
+                      http: bool = True, passages: bool = False, compare_no_dense: bool = False) -> dict[str, Any]:
+    """Measure; returns a dict of figures (milliseconds). ``compare_no_dense``: also time each query, interleaved, on
+    the same index without the dense stage (:func:`_without_dense`), reported as ``without_dense``."""
     from service import heap
     from service.engine import Engine
     from service.schema import PassageRequest, SearchRequest
@@ -118,16 +131,28 @@ def run_service_bench(index_dir: Path, *, queries: int = 200, depth: int = 1000,
     heap.settle()  # as `priorart serve` does after loading
     load_s = time.perf_counter() - started
     loaded = memory_mb()
-    texts = _queries(engine, queries, seed)
+    known = _queries(engine, queries, seed)
+    texts = [t for _, t in known]
     for t in texts[:5]:  # warm-up: caches, ONNX sessions, FAISS
         engine.search(SearchRequest(query=t, k=k, depth=depth))
+    bare = _without_dense(engine) if compare_no_dense and "dense" in engine.pipeline.names else None
+    if bare is not None:
+        for t in texts[:5]:
+            bare.search(SearchRequest(query=t, k=k, depth=depth))
     stage_ms: dict[str, list[float]] = {}
     e2e: list[float] = []
+    bare_ms: list[float] = []
     cands: list[int] = []
-    for t in texts:
+    own_first = 0  # queries whose own document (the claim's) comes first: the known-item figure of the run
+    for own, t in known:
+        if bare is not None:  # interleaved: the two see the same machine
+            started = time.perf_counter()
+            bare.search(SearchRequest(query=t, k=k, depth=depth))
+            bare_ms.append((time.perf_counter() - started) * 1000.0)
         started = time.perf_counter()
         res = engine.search(SearchRequest(query=t, k=k, depth=depth))
         e2e.append((time.perf_counter() - started) * 1000.0)
+        own_first += bool(res.results) and res.results[0].id == own
         for st in res.stages:
             stage_ms.setdefault(st.name, []).append(st.ms)
             if st.name == "fusion":
@@ -140,6 +165,7 @@ def run_service_bench(index_dir: Path, *, queries: int = 200, depth: int = 1000,
         "queries": len(texts),
         "depth": depth,
         "candidates_mean": float(np.mean(cands)) if cands else 0.0,
+        "own_first": own_first / max(1, len(known)),
         "load_s": load_s,
         # resident memory of this process: after Engine.load, and after the timed searches (page cache of the
         # memory-mapped files counts where it is mapped and touched)
@@ -148,6 +174,11 @@ def run_service_bench(index_dir: Path, *, queries: int = 200, depth: int = 1000,
         "per_stage": {name: {"p50": _pct(v, 50), "p99": _pct(v, 99), "mean": float(np.mean(v))}
                       for name, v in stage_ms.items()},
     }
+    if bare is not None:
+        out["without_dense"] = {"p50": _pct(bare_ms, 50), "p99": _pct(bare_ms, 99), "mean": float(np.mean(bare_ms)),
+                                "stages": bare.pipeline.names}
+        out["dense_ratio_p50"] = out["engine"]["p50"] / out["without_dense"]["p50"]
+        bare.close()
     if passages:
         elat: list[float] = []
         for t in texts:
@@ -197,7 +228,12 @@ def format_report(r: dict[str, Any]) -> str:
                      f"({mem['loaded'] * 1024 / n:.1f} KiB per document), after the searches "
                      f"{mem['after_searches']:.0f} MiB")
     e = r["engine"]
-    lines.append(f"{'engine e2e':<12}{e['p50']:>10.2f}{e['p99']:>10.2f}{e['mean']:>10.2f}")
+    lines.append(f"{'engine e2e':<12}{e['p50']:>10.2f}{e['p99']:>10.2f}{e['mean']:>10.2f}   (the query's own document "
+                 f"first for {r['own_first']:.0%})")
+    if "without_dense" in r:
+        w = r["without_dense"]
+        lines.append(f"{'no dense':<12}{w['p50']:>10.2f}{w['p99']:>10.2f}{w['mean']:>10.2f}   (same index, "
+                     f"interleaved; with the dense stage {r['dense_ratio_p50']:.2f}x at p50)")
     if "http" in r:
         h = r["http"]
         lines.append(f"{'HTTP e2e':<12}{h['p50']:>10.2f}{h['p99']:>10.2f}{h['mean']:>10.2f}")

@@ -93,12 +93,15 @@ def service_command(
     depth: int = typer.Option(1000, "--depth", help="Candidates per query (reranked when the index has models)."),
     http: bool = typer.Option(True, "--http/--no-http", help="Also time POST /search on a live priorart serve."),
     passages: bool = typer.Option(False, "--passages/--no-passages", help="Also time /passages (same queries)."),
+    compare_no_dense: bool = typer.Option(False, "--compare-no-dense", help="Also time every query, interleaved, on "
+                                          "the same index without its dense stage."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
     """Per-stage latency, end-to-end p50/p99 in-process and over HTTP, and the API overhead."""
     from training.benchmarks.service import format_report, run_service_bench
 
-    report = run_service_bench(index_dir, queries=queries, depth=depth, http=http, passages=passages)
+    report = run_service_bench(index_dir, queries=queries, depth=depth, http=http, passages=passages,
+                               compare_no_dense=compare_no_dense)
     typer.echo(json.dumps(report, indent=1) if as_json else format_report(report))
 
 

@@ -51,10 +51,17 @@ def build_command(
         None, "--models", help="Models folder from `priorart train`: adds the dense and rerank stages (every document "
         "encoded once) and learns fusion weights on the dev split."
     ),
-    dense_index: str = typer.Option(
-        "flat", "--dense-index", help="FAISS index of the dense stage: flat (exact), hnsw or ivf (approximate)."
+    dense: bool = typer.Option(
+        True, "--dense/--no-dense", help="The dense stage: every document encoded by the pretrained multilingual "
+        "encoder (multilingual-e5-small, int8 ONNX; converted once per machine), searched beside BM25 and fused with "
+        "it. --no-dense: BM25 alone."
     ),
-    device: str = typer.Option("auto", "--device", help="Where the document encoders run: auto, cpu or cuda."),
+    dense_index: str = typer.Option(
+        "auto", "--dense-index", help="FAISS index of the dense stage: auto (flat up to 20,000 documents, hnsw "
+        "above), flat (exact), hnsw or ivf (approximate)."
+    ),
+    device: str = typer.Option("auto", "--device", help="Where the document encoders run: auto (CUDA when present), "
+                               "cpu or cuda; the report says which ran."),
     fuse: bool = typer.Option(
         True, "--fuse/--no-fuse", help="With --models: learn fusion weights on the dev split (see `priorart fuse`)."
     ),
@@ -93,7 +100,8 @@ def build_command(
         _build_sharded(corpus, output, shards, ray, index_langs=index_langs, fields=fields, scoring=scoring, k1=k1,
                        b=b, translation_dir=translation, translation=build_translation, compounds=compounds,
                        lexicons=lexicons, splitter_lexicons=splitter_lexicons,
-                       overwrite=force, progress=progress, models_dir=models, dense_index=dense_index, device=device,
+                       overwrite=force, progress=progress, models_dir=models, dense=dense, dense_index=dense_index,
+                       device=device,
                        ranker=ranker, cpc=None if cpc == "none" else cpc, as_json=as_json)
         return
     try:
@@ -113,6 +121,7 @@ def build_command(
             overwrite=force,
             progress=progress,
             models_dir=models,
+            dense=dense,
             dense_index=dense_index,
             device=device,
             fuse=fuse,
@@ -134,6 +143,11 @@ def build_command(
     for lang, info in report.langs.items():
         typer.echo(f"  bm25/{lang}: {info['n_docs']} documents, {info['n_terms']} terms, {info['nnz']} postings")
     _echo_translation(report.translation, report.translation_report)
+    if report.dense:
+        d = report.dense
+        typer.echo(f"  dense: {d['n_docs']} documents encoded by the pretrained encoder on {d['device']} "
+                   f"({d['precision']}, first {d['document_tokens']} tokens of title + abstract + first claim) at "
+                   f"{d['docs_per_s']} docs/s, FAISS {d['kind']}")
     if report.passages:
         p = report.passages
         typer.echo(f"  passages: {p['n_passages']} passages of {p['n_docs']} documents in {p['seconds']:.1f} s "

@@ -41,8 +41,8 @@ import typer
 DEMO_ROOT = Path("runs/demo")
 INPUTS_FILE = "demo.json"
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
-NO_TRAIN_LINE = ("models: not trained (--train to train them): {why}, so the demo would rank by word match (BM25) "
-                 "alone either way")
+NO_TRAIN_LINE = ("models: not trained (--train to train them): {why}; the dense stage is the pretrained multilingual "
+                 "encoder's, fused with word match (BM25)")
 NO_TRAIN_WHY = {
     "synthetic": "weighed against BM25 on held-out synthetic topics, no combination with the models beat it",
     "real": "the real data has no leak-free dev topics to learn how to combine the models with BM25",
@@ -280,7 +280,7 @@ def demo_command(
         build_args += ["--models", str(models)]
     else:
         typer.echo("   " + NO_TRAIN_LINE.format(why=NO_TRAIN_WHY["synthetic" if data is None else "real"]), err=True)
-    built = {"corpus": source, "models": trained}
+    built = {"corpus": source, "models": trained, "dense": "pretrained" if not train else "trained"}
     if not steps.reuse("index", index, built, marker="meta.json"):
         _run("build index", build_args)
         if train and data is None:

@@ -349,6 +349,10 @@ def ranking_command(
     ranker_out: Path | None = typer.Option(None, "--ranker-out", help="When a learned ranker is installed (it won "
                                            "held out), write it here, learned on every topic: the folder `priorart "
                                            "build --ranker` reads (the project's default: training/rankers/default)."),
+    values: str = typer.Option("10,50,1000", "--values", help="The passage rule's first documents (evidence_docs), "
+                               "each a system per weight."),
+    weights: str = typer.Option("0.25,0.5,1", "--weights", help="The passage rule's weights (evidence_weight)."),
+    learned: str = typer.Option("gbm,mlp", "--learned", help="The learned rankers: gbm, mlp or both."),
     models: bool = typer.Option(False, "--models", help="Train neural models per fold without its topics (priorart "
                                 "train, ~6 min per fold; kept in --work), add them to copies of the indexes, and also "
                                 "learn each ranker with the dense, text, meta and joint scores (measured, not "
@@ -361,8 +365,13 @@ def ranking_command(
 
     with failures_exit_2(OSError):
         chosen = tuple(t.strip() for t in tasks.split(",") if t.strip())
+        def numbers(text: str, kind: type) -> tuple[Any, ...]:
+            return tuple(kind(v) for v in text.split(",") if v.strip())
+
         settings = RankingSettings(folds=folds, folders=folders, depth=depth, min_relevant=min_relevant,
-                                   synthetic=synthetic, synthetic_topics=synthetic_topics, models=models)
+                                   synthetic=synthetic, synthetic_topics=synthetic_topics, models=models,
+                                   values=numbers(values, int), weights=numbers(weights, float),
+                                   learned=tuple(v.strip() for v in learned.split(",") if v.strip()))
         if chosen:
             settings = dataclasses.replace(settings, tasks=chosen)
         result = run_ranking(data, settings, out=out, work=work, progress=progress, command=command_line(),

@@ -110,7 +110,7 @@ def test_registry_names_the_build_s_components_with_their_versions(tmp_path: Pat
     build_index(tmp_path / "all.jsonl", tmp_path / "index", translation=False, compounds="", progress=False)
     folder = IndexFolder.open(tmp_path / "index")
     written = [name for name, c in COMPONENTS.items() if c.present(folder)]
-    assert written == ["docstore", "bm25", "passages"]  # no models: no encodings
+    assert written == ["docstore", "bm25", "passages", "dense"]  # no models: the pretrained encoder's vectors only
     assert folder.component("passages")["version"] == COMPONENTS["passages"].version
     sparse = open_component("bm25", folder)
     assert set(sparse) == set(folder.settings.index_langs)
@@ -162,9 +162,9 @@ def test_the_index_level_parts_are_written_opened_shared_and_copied_through_the_
     idx = tmp_path / "index"
     build_index(records[:140], idx, progress=False)
     folder = IndexFolder.open(idx)
-    # no models; the project's ranker (training/rankers/default, priorart build's default) and the word vectors its
-    # kernel features read
-    assert [n for n, p in INDEX_PARTS.items() if p.present(folder)] == ["translation", "analysis", "ranker",
+    # no models; the dense stage's fusion weights, the project's ranker (training/rankers/default, priorart build's
+    # default) and the word vectors its kernel features read
+    assert [n for n, p in INDEX_PARTS.items() if p.present(folder)] == ["translation", "analysis", "fusion", "ranker",
                                                                         "word_vectors"]
     vectors = open_part("word_vectors", folder)
     assert vectors is not None and folder.components["word_vectors"]["terms"] == len(vectors) > 0
@@ -194,7 +194,8 @@ def test_the_index_level_parts_are_written_opened_shared_and_copied_through_the_
     assert [(e["src"], e["tgt"], e["entries"]) for e in copied] == [(e["src"], e["tgt"], e["entries"])
                                                                     for e in entries]
     assert copy_part("analysis", folder, other) == folder.settings.analysis
-    assert copy_part("fusion", folder, other) is None  # none to copy
+    assert copy_part("fusion", folder, other) == {"version": INDEX_PARTS["fusion"].version, "file": Layout.FUSION}
+    assert (other / Layout.FUSION).read_bytes() == folder.path(Layout.FUSION).read_bytes()  # the dense stage's weights
     ranker_body, _ = open_part("ranker", folder)
     assert copy_part("ranker", folder, other)["kind"] == ranker_body["kind"]
     assert (other / Layout.RANKER_META).read_bytes() == folder.path(Layout.RANKER_META).read_bytes()

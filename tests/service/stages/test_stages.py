@@ -103,7 +103,7 @@ def test_union_and_applicability(pipeline: Pipeline) -> None:
     assert cands.in_first[:n_first].all() and not cands.in_first[n_first:].any()
     assert np.all(cands.scores["bm25"][n_first:] == 0.0)  # dense-only rows: BM25 lower bound 0
     dense = pipeline.stage("dense")
-    qv = dense.models.encode_query(text, "en")  # type: ignore[union-attr]
+    qv = dense.encoder.encode_query(text, "en")  # type: ignore[union-attr]
     np.testing.assert_allclose(cands.scores["dense"], dense.dense.scores(qv, cands.rows), atol=1e-9)  # type: ignore
     assert set(dense.dense.search(qv, 8).rows.tolist()) == set(cands.rows[cands.in_dense].tolist())  # type: ignore
     assert set(cands.scores) == {"bm25", "dense", "text", "meta", "joint"} and not cands.skipped
@@ -157,11 +157,11 @@ def test_codes_are_predicted_only_where_the_fusion_weighs_the_code_rankers(pipel
 
 @pytest.mark.slow
 def test_language_without_encoders_is_left_out(pipeline: Pipeline, monkeypatch: pytest.MonkeyPatch) -> None:
-    models = pipeline.stage("dense").models  # type: ignore[union-attr]
+    models = pipeline.stage("dense").encoder.models  # type: ignore[union-attr]
     monkeypatch.setattr(models, "languages_of", lambda kind: ("en",))  # as if no German encoders
     cands = pipeline.features(Query(text="eine Pumpe mit einem Ventil", lang="de", k=5, depth=5))
     assert "dense" not in cands.scores and "text" not in cands.scores
-    assert cands.skipped["dense"] == "no dual encoder for de queries in the models"
+    assert cands.skipped["dense"] == "no dual encoder for de queries in this index"
     assert cands.skipped["text"] == "no text ranker for de queries in the models"
 
 
@@ -212,7 +212,7 @@ def test_fusion_weights_per_profile_and_depth(index: Path, tmp_path: Path) -> No
     # the dense system over the union is the dense search's own top (flat index), in the fused order
     r = engine.search(SearchRequest(query=text, lang="en", k=5, depth=150, weights={"dense": 1.0}, evidence_docs=0))
     dense = engine.pipeline.stage("dense")
-    qv = dense.models.encode_query(text, "en")  # type: ignore[union-attr]
+    qv = dense.encoder.encode_query(text, "en")  # type: ignore[union-attr]
     top = dense.dense.search(qv, 5).rows  # type: ignore[union-attr]
     assert [h.id for h in r.results] == [engine.docs.ids[int(i)] for i in top]
 
@@ -318,7 +318,8 @@ def test_the_query_graphs_run_on_one_thread_by_default(index: Path) -> None:
     from service.stages.rerank import RerankStep
 
     p = compose(IndexFolder.open(index), Settings(index_dir=index, device="cpu"))
-    models = {id(s.models): s.models for s in p.stages if isinstance(s, DenseStep | RerankStep)}
+    models = {id(m): m for m in (s.encoder.models if isinstance(s, DenseStep) else s.models  # type: ignore[attr-defined]
+                                 for s in p.stages if isinstance(s, DenseStep | RerankStep))}
     graphs = [g for m in models.values() for g in (*m.graphs.values(), *(x for d in m.query_graphs.values()
                                                                           for x in d.values()))]
     assert graphs

