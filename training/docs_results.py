@@ -601,6 +601,7 @@ TABLES: dict[str, Table] = {
     "xling-passages": Table(_file(xling_passages_table, "xling-passages.json"), ("xling-passages.json",)),
     "passage-evidence": Table(_file(passage_evidence_table, "passage-evidence.json"), ("passage-evidence.json",)),
     "ranking": Table(_file(ranking_table, "ranking.json"), ("ranking.json",)),
+    "ranking-bm25": Table(_file(ranking_table, "ranking-bm25.json"), ("ranking-bm25.json",)),
     "ranking-models": Table(_file(ranking_table, "ranking-models.json"), ("ranking-models.json",)),
     "add": Table(_file(add_table, "live/add-100k.json"), ("live/add-100k.json",)),
     "xling-passages-tops": Table(_file(xling_passages_tops_table, "xling-passages.json"), ("xling-passages.json",)),

@@ -161,6 +161,9 @@ class PretrainedEncoder:
         except (KeyError, TypeError, ValueError) as exc:
             raise ModelsFolderError(f"{root / PretrainedLayout.META}: incomplete ({exc!r})") from exc
         self.precision = precision
+        if providers[0] == CUDA and precision == "int8":
+            log.warning("%s: the int8 graph on CUDA (the folder has no fp32 graph: built on a CPU); onnxruntime runs "
+                        "its integer matmuls on the CPU; rebuild the index on the GPU machine for the fp32 graph", root)
         self.tokenizer = E5Tokenizer(root / PretrainedLayout.TOKENIZER, root / PretrainedLayout.NORMALIZATION, unk)
         self.graph = OnnxGraph(root / rel, providers, threads)
         self.providers = self.graph.providers
