@@ -215,6 +215,7 @@ def build_index(
     dense: bool = True,
     dense_index: str = "auto",
     device: str = "auto",
+    ray: str | None = None,
     fuse: bool = True,
     fuse_task: str = "auto",
     ranker: str | Path | None = "default",
@@ -237,7 +238,9 @@ def build_index(
     ``dense``: the dense stage of the pretrained multilingual encoder (:func:`add_pretrained_dense`: the encoder's
     folder copied into ``encoder/``, every document's vector in ``dense/``, and the fusion weights of
     :meth:`service.fusion.FusionModel.pretrained_dense`); ``dense_index`` auto|flat|hnsw|ivf (auto: exact up to
-    :data:`service.index.components.EXACT_DENSE_MAX` documents, HNSW above); ``device`` auto|cpu|cuda.
+    :data:`service.index.components.EXACT_DENSE_MAX` documents, HNSW above); ``device`` auto|cpu|cuda; ``ray``: encode
+    the documents as a Ray Data job on a local Ray (``"local"``) or the cluster at that address
+    (:func:`training.dense_ray.encode_on_ray`) instead of in this process.
     ``models_dir``: dense + rerank parts from a trained models folder instead (:func:`add_models`); ``fuse`` then
     learns fusion weights on the dev split (``fuse_task``: auto|xling|known-item, see :mod:`training.fusion`).
     ``ranker``: the learned ranker of /search's first documents installed into the index (the index part
@@ -294,6 +297,12 @@ def build_index(
         show = sys.stderr.isatty() if progress is None else progress
         ctx = WriteContext(settings, analyzers, progress=show, want_vocab=collector is not None)
         encoder = add_pretrained_dense(tmp, ctx, dense_index, device) if dense and models_dir is None else None
+        if encoder is not None and ray is not None:
+            from functools import partial
+
+            from training.dense_ray import encode_on_ray
+
+            ctx.encode_with = partial(encode_on_ray, address=ray, device=device)
         corpus_codes: set[str] = set()
 
         def on_record(rec: PatentRecord) -> None:

@@ -72,7 +72,9 @@ class WriteContext:
 
     ``models``: the models folder whose document side writes the encodings (None: no encodings written).
     ``encoder``: the pretrained encoder's folder (the index's ``encoder/``) whose vectors the dense component writes
-    when there are no models (None with no models: no dense component).
+    when there are no models (None with no models: no dense component). ``encode_with``: who encodes them instead of
+    this process, ``(folder, encoder, n, dim, out, progress) -> what ran`` (a build's Ray Data job,
+    training/dense_ray.py).
     ``dense_kind``: ``vectors`` for a segment (its vectors are searched exactly, beside the first segment's FAISS
     index), else the kind of FAISS index to build (flat, hnsw, ivf; :data:`service.retrieval.dense.INDEX_KINDS`).
     ``metric``: the dense metric when the folder is a segment of an index with models (the index's).
@@ -85,6 +87,7 @@ class WriteContext:
     progress: bool = False
     models: Path | None = None
     encoder: Path | None = None
+    encode_with: Callable[..., dict[str, Any]] | None = None
     device: str = "auto"
     dense_kind: str = "vectors"
     metric: str | None = None
@@ -365,17 +368,22 @@ class DenseComponent(Component):
         docs = DocStore.load(out)
         n = len(docs)
         t = time.perf_counter()
+        ran: dict[str, Any] = {"engine": "local"}
         try:
             (out / Layout.DENSE).mkdir(exist_ok=True)
             vectors = np.lib.format.open_memmap(out / Layout.DENSE_VECTORS, mode="w+", dtype=np.float32,
                                                 shape=(n, encoder.dim))
-            step = max(ctx.batch_size, 64)
-            with tqdm(total=n, desc=f"dense vectors ({encoder.device})", unit="doc", disable=not ctx.progress,
-                      file=sys.stderr, mininterval=1) as bar:
-                for a in range(0, n, step):
-                    b = min(n, a + step)
-                    vectors[a:b] = encoder.encode_documents([docs.get_row(r) for r in range(a, b)])
-                    bar.update(b - a)
+            if ctx.encode_with is not None:
+                assert ctx.encoder is not None
+                ran = ctx.encode_with(out, ctx.encoder, n, encoder.dim, vectors, progress=ctx.progress)
+            else:
+                step = max(ctx.batch_size, 64)
+                with tqdm(total=n, desc=f"dense vectors ({encoder.device})", unit="doc", disable=not ctx.progress,
+                          file=sys.stderr, mininterval=1) as bar:
+                    for a in range(0, n, step):
+                        b = min(n, a + step)
+                        vectors[a:b] = encoder.encode_documents([docs.get_row(r) for r in range(a, b)])
+                        bar.update(b - a)
             vectors.flush()
             del vectors
         finally:
@@ -383,7 +391,7 @@ class DenseComponent(Component):
         ctx.times["encode"] = time.perf_counter() - t
         entry = {"version": self.version, "vectors": Layout.DENSE_VECTORS, "dim": encoder.dim,
                  "metric": "inner_product", "n_docs": n, "encoder": Layout.ENCODER, "device": encoder.device,
-                 "precision": encoder.precision, "document_tokens": DOCUMENT_TOKENS,
+                 "precision": encoder.precision, "document_tokens": DOCUMENT_TOKENS, "encoded_by": ran,
                  "docs_per_s": round(n / ctx.times["encode"], 1) if ctx.times["encode"] > 0 else None}
         if ctx.dense_kind == "vectors":
             return {**entry, "kind": "vectors"}

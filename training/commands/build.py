@@ -82,10 +82,11 @@ def build_command(
         "global statistics (docs/ARCHITECTURE.md, Shards)."
     ),
     use_ray: bool = typer.Option(
-        False, "--ray", help="With --shards: build the shards as Ray tasks (a local Ray; --ray-address for a cluster)."
+        False, "--ray", help="With --shards: build the shards as Ray tasks; without: encode the documents of the dense "
+        "stage as a Ray Data job (a local Ray; --ray-address for a cluster, which must see the output folder)."
     ),
     ray_address: str | None = typer.Option(
-        None, "--ray-address", help="With --shards: the Ray cluster to build on (e.g. auto or ray://host:10001); "
+        None, "--ray-address", help="The Ray cluster to build on (e.g. auto or ray://host:10001); "
         "implies --ray."
     ),
 ) -> None:
@@ -96,7 +97,7 @@ def build_command(
     from training.build import BuildError, build_index
 
     ray = (ray_address or "local") if use_ray or ray_address else None  # None: no Ray; "local" or an address
-    if shards is not None or ray is not None:
+    if shards is not None:
         _build_sharded(corpus, output, shards, ray, index_langs=index_langs, fields=fields, scoring=scoring, k1=k1,
                        b=b, translation_dir=translation, translation=build_translation, compounds=compounds,
                        lexicons=lexicons, splitter_lexicons=splitter_lexicons,
@@ -124,6 +125,7 @@ def build_command(
             dense=dense,
             dense_index=dense_index,
             device=device,
+            ray=ray,
             fuse=fuse,
             fuse_task=fuse_task,
             ranker=ranker,
@@ -179,8 +181,6 @@ def _build_sharded(corpus: Path, output: Path, shards: int | None, ray: str | No
     from training.build import BuildError, build_sharded_index
 
     try:
-        if shards is None:
-            raise BuildError("--ray builds the shards of a sharded index: give --shards N too")
         if ray is not None:
             try:
                 import ray as _ray  # noqa: F401

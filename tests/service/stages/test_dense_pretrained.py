@@ -134,3 +134,23 @@ def test_the_document_text_rule() -> None:
     assert document_text(both) == "Umbrella"
     empty = PatentRecord(id="EP0000010B1", country="EP", number="0000010", kind="B1", source="synth")
     assert document_language(empty) is None and document_text(empty) == ""
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_the_encoding_as_a_ray_data_job_writes_the_same_vectors(dense_index: Path, tmp_path: Path) -> None:
+    """``priorart build --ray`` (no shards): the documents' vectors come from a Ray Data job of encoder actors (a
+    local ``ray.init(num_cpus=2)``), row for row the vectors the build in process writes."""
+    ray = pytest.importorskip("ray")
+    pytest.importorskip("pyarrow", reason="Ray Data needs pyarrow (the ray extra)")
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, ignore_reinit_error=True)
+    try:
+        build_index(RECORDS, tmp_path / "index", progress=False, cpc=None, ray="local")
+    finally:
+        ray.shutdown()
+    comp = IndexFolder.open(tmp_path / "index").component("dense")
+    assert comp["encoded_by"]["engine"] == "ray data (local)" and comp["encoded_by"]["actors"] >= 1
+    local = IndexFolder.open(dense_index).component("dense")
+    assert local["encoded_by"] == {"engine": "local"}
+    got, want = np.load(tmp_path / "index" / Layout.DENSE_VECTORS), np.load(dense_index / Layout.DENSE_VECTORS)
+    np.testing.assert_allclose(got, want, atol=1e-5)

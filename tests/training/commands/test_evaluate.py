@@ -124,7 +124,8 @@ def test_evaluate_run_errors(tmp_path: Path, files: dict[str, Path], content: st
 
 @pytest.mark.slow
 def test_evaluate_runs_the_index_pipeline(tmp_path: Path) -> None:
-    """No models: the pipeline is the first stage, so the run is the first stage's ranking, in order."""
+    """No dense stage (--no-dense): the pipeline is the first stage, so the run is the first stage's ranking, in
+    order."""
     from service.corpus.jsonl import write_corpus
     from service.retrieval.first_stage import FirstStage
     from training.build import build_index
@@ -132,7 +133,7 @@ def test_evaluate_runs_the_index_pipeline(tmp_path: Path) -> None:
 
     records = list(generate(80, seed=3))
     write_corpus(records, tmp_path / "c.jsonl")
-    build_index(tmp_path / "c.jsonl", tmp_path / "index", index_langs="en", progress=False)
+    build_index(tmp_path / "c.jsonl", tmp_path / "index", index_langs="en", progress=False, dense=False)
     assert records[5].cpc
     topics = [Topic(qid="a", text=records[5].title["en"], lang="en", cpc=records[5].cpc[:1]),
               Topic(qid="b", text=records[9].abstract["en"], lang="en")]
