@@ -245,7 +245,8 @@ class FusionModel:
     @classmethod
     def pretrained_dense(cls) -> FusionModel:
         """The weights a build with the pretrained encoder's dense stage installs: :data:`PRETRAINED_DENSE_WEIGHTS`
-        for both profiles (not learned per index: chosen held out, docs/RESULTS.md "Dense stage")."""
+        for both profiles (not learned per index, nor tuned: the plain weighted sum issue 59 measured; what it gives
+        held out: docs/RESULTS.md, "Dense stage on the default path")."""
         reason = ("BM25 and the pretrained multilingual encoder, min-max normalised and weighed "
                   + ", ".join(f"{c} {w:g}" for c, w in PRETRAINED_DENSE_WEIGHTS.items()))
         return cls({p: ProfileWeights(True, reason, {1000: dict(PRETRAINED_DENSE_WEIGHTS)}) for p in PROFILES},

@@ -460,8 +460,9 @@ def add_models(
         raise BuildError(f"batch size must be >= 1, got {batch_size}")
     folder = index_dir if isinstance(index_dir, IndexFolder) else IndexFolder.open(index_dir, verify=True)
     models_dir = Path(models_dir)
-    parts = ("models", "dense", "rerank", "fusion")
-    dirs = (Layout.MODELS, Layout.DENSE, Layout.RERANK, Layout.FUSION, Layout.FUSION_PLOT)
+    # (the pretrained encoder's dense stage too: the models' dual encoder takes its place)
+    parts = ("models", "encoder", "dense", "rerank", "fusion")
+    dirs = (Layout.MODELS, Layout.ENCODER, Layout.DENSE, Layout.RERANK, Layout.FUSION, Layout.FUSION_PLOT)
     if any(folder.has(p) for p in parts) or any(folder.path(d).exists() for d in dirs):
         # replacing the neural part: drop the old files and their meta.json entries
         for d in dirs:

@@ -360,8 +360,9 @@ class DenseComponent(Component):
         return _AfterStore(lambda: self._write(out, ctx) if ctx.models is not None else self._pretrained(out, ctx))
 
     def _pretrained(self, out: Path, ctx: WriteContext) -> dict[str, Any]:
-        """The pretrained encoder's vector of every document (:meth:`PretrainedEncoder.encode_documents`, batched,
-        with a progress bar) and, for a build, the FAISS index of the size's kind (:func:`dense_kind_for`)."""
+        """The pretrained encoder's vector of every document (:meth:`PretrainedEncoder.encode_documents`, one document
+        a run, with a progress bar; or ``ctx.encode_with``'s job) and, for a build, the FAISS index of the size's kind
+        (:func:`dense_kind_for`)."""
         from service.retrieval.pretrained import DOCUMENT_TOKENS
 
         encoder = ctx.pretrained()

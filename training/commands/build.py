@@ -174,7 +174,7 @@ def build_command(
         _echo_fusion(report.fusion)
 
 
-def _build_sharded(corpus: Path, output: Path, shards: int | None, ray: str | None, *, as_json: bool,
+def _build_sharded(corpus: Path, output: Path, shards: int, ray: str | None, *, as_json: bool,
                    **options: Any) -> None:
     from service.corpus.jsonl import CorpusFormatError
     from service.index.folder import IndexFormatError

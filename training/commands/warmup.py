@@ -141,7 +141,9 @@ def _synthetic_index(tmp: Path, docs: int) -> Path:
     from training.synth import generate
 
     out = tmp / "index"
-    build_index(list(generate(docs, seed=0)), out, lexicons="", splitter_lexicons="", progress=False)
+    # (no dense stage: the kernels are the first stage's and the passages'; a wheel with the service extra alone has
+    # no pretrained weights to build one from)
+    build_index(list(generate(docs, seed=0)), out, lexicons="", splitter_lexicons="", progress=False, dense=False)
     return out
 
 

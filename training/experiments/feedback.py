@@ -78,7 +78,8 @@ def run_feedback(records: Sequence[PatentRecord], *, depth: int = 100, terms: in
     with tempfile.TemporaryDirectory(prefix="priorart-feedback-") as tmp:
         idx = index_dir or Path(tmp) / "index"
         if index_dir is None:
-            build_index(list(records), idx, progress=False, ranker="none")
+            # (word match alone: the experiment measures the first stage's feedback, as documented)
+            build_index(list(records), idx, progress=False, ranker="none", dense=False)
         engine = Engine.load(idx, verify=False)
         topics = feedback_topics(records, min_relevant)
         rr0: list[float] = []

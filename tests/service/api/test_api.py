@@ -48,14 +48,14 @@ def test_search_english_finds_the_electrophotographic_grant(client: TestClient) 
     # nothing unused
     assert body["ranked_by"] == "learned ranker" and body["query"]["predicted_codes"]
     assert set(top["components"]) == {*body["fusion"]["weights"], "fused", "evidence", "ranker"} == {
-        "bm25", "fused", "evidence", "ranker"}
+        "bm25", "dense", "fused", "evidence", "ranker"}  # (the default build: BM25 and the dense cosine fused)
     fused = client.post("/search", json={"query": "electrophotographic apparatus with process cartridge and "
                                                   "developing roller", "k": 5, "evidence_docs": 0}).json()
-    assert fused["ranked_by"] == "fusion" and set(fused["results"][0]["components"]) == {"bm25", "fused"}
+    assert fused["ranked_by"] == "fusion" and set(fused["results"][0]["components"]) == {"bm25", "dense", "fused"}
     assert fused["results"][0]["components"]["bm25"] == pytest.approx(1.0)  # min-max over the candidates: best is 1
     assert top["matched_terms"], "explain=true must list matched terms"
     assert body["stages"][0]["name"] == "bm25" and body["took_ms"] > 0
-    assert any("BM25 only" in n for n in body["notices"])
+    assert not any("BM25 only" in n for n in body["notices"])  # (the dense stage is fused with it)
     bad = client.post("/search", json={"query": "toner", "fusion": "linlearn"})
     assert bad.status_code == 422 and "train-ltr --install" in bad.json()["detail"]
 

@@ -100,8 +100,11 @@ def test_what_ordered_the_results_is_said_once_by_the_response_the_explanation_a
         assert res.ranked_by == ranked_by
         assert res.ranking == ranking_said(res.ranked_by, res.reordered, res.fusion.weights)
         said = [e for e in res.explained if e.kind == "ranking"]
-        assert said and said[0].text.startswith(res.ranking)  # (no neural model: word match gives the fused score)
-        assert "learned model" not in said[0].text
+        if set(res.fusion.weights) == {"bm25"}:  # word match alone gives the fused score: the explanation says why
+            assert said and said[0].text.startswith(res.ranking)
+            assert "learned model" not in said[0].text
+        else:  # (the default build: BM25 and the dense cosine; the response's ranking sentence says what ordered them)
+            assert not said and set(res.fusion.weights) == {"bm25", "dense"}
         assert ("learned ranker" in res.ranking) == (ranked_by == "learned ranker")
         assert ("by their best passage" in res.ranking) == (ranked_by == "passage evidence")
     out = CliRunner().invoke(app, ["search", str(index), query, "--lang", "en", "--k", "25", "--no-verify"])

@@ -31,14 +31,16 @@ N_BASE = 700
 @pytest.fixture(scope="module")
 def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[PatentRecord]]:
     """A synthetic index of 700 documents (translation tables and compound splitting, as `priorart build` makes
-    them), and 140 more documents to add."""
+    them) without the dense stage (``--no-dense``: the bound of the fast path applies to a first stage that ranks
+    alone; the default build's watches: :func:`test_the_default_build_s_watches_search_in_full`), and 140 more
+    documents to add."""
     from training.build import build_index
     from training.synth import SynthConfig, write_synthetic
 
     d = tmp_path_factory.mktemp("watch")
     write_synthetic(d / "all.jsonl", SynthConfig(n=N_BASE + 140, seed=7), progress=False)
     records = list(read_corpus(d / "all.jsonl"))
-    build_index(records[:N_BASE], d / "index", progress=False)
+    build_index(records[:N_BASE], d / "index", progress=False, dense=False)
     return d / "index", records
 
 
@@ -290,3 +292,27 @@ def test_watch_ids_never_read_as_a_command_line_option(tmp_path: Path) -> None:
     ids = [store.add("owner", request, 0).id for _ in range(300)]
     assert len(set(ids)) == 300 and not any(i.startswith("-") for i in ids)
     assert all(re.fullmatch(r"[0-9a-f]+", i) for i in ids)
+
+
+def test_the_default_build_s_watches_search_in_full(built: tuple[Path, list[PatentRecord]], tmp_path: Path) -> None:
+    """With the dense stage (the default build) the bound does not apply (a new document's cosine is not bounded by
+    its first-stage score): every watch is searched, and its hits are still the new documents of its top k, as
+    re-running its search shows."""
+    from training.build import build_index
+
+    _, records = built
+    idx = tmp_path / "index"
+    build_index(records[:N_BASE], idx, progress=False)
+    store = WatchStore.open(state_dir(idx), create=True)
+    engine = _load(idx, "auto")
+    assert "dense" in engine.pipeline.names
+    watches = {save_watch(engine, store, "", r).id: r for r in _requests(records, random.Random(5), 30)}
+    engine.close()
+    batch = records[N_BASE : N_BASE + 40]
+    add_documents(idx, batch, progress=False)
+    engine = _load(idx, "auto")
+    report = evaluate(engine, store)
+    assert report.watches == len(watches) and report.errors == 0 and not report.fast_path
+    assert report.searched == len(watches) and report.by_bound == 0
+    assert _got(store, engine.generation) == _expected(engine, watches, {r.id for r in batch})
+    engine.close()

@@ -85,7 +85,7 @@ def test_the_experiment_runs_every_system_through_the_engine_and_cross_fits_the_
     assert set(res.rows) == {"claims", "titles", "own language"}
     learned = {f"learned {k}{x}" for k in ("gbm", "mlp")
                for x in ("", " with feedback", " with language", " without kernels", " without fields",
-                         " without classifier")} | {"knrm"}
+                         " without classifier", " without dense")} | {"knrm"}
     assert set(res.rows["claims"]["all"]) == {FUSION, "N=5 w=1", CROSS_FITTED, *learned}
     assert len(res.chosen) == 2 and set(res.chosen) <= {FUSION, "N=5 w=1", "learned gbm", "learned mlp"}
     assert res.per_query[FUSION].keys() == res.per_query["N=5 w=1"].keys() == res.per_query[CROSS_FITTED].keys()
@@ -100,9 +100,10 @@ def test_the_experiment_runs_every_system_through_the_engine_and_cross_fits_the_
 
 def _with_models(records: list, s: RankingSettings, plain: RankingResult, work: Path) -> None:
     """``--models`` (on the same records and indexes as ``plain``): per fold, models trained on every record but the
-    fold's grants (and their families), added to copies of the fold's indexes; the fused order is BM25 + PSQ's as
-    without them (no fusion learned; the dense stage's other hits follow BM25's matches), and the rankers are also
-    learned with the neural components' scores (``learned <kind> with models``), measured and never chosen."""
+    fold's grants (and their families), added to copies of the fold's indexes (their dual encoder takes the pretrained
+    encoder's place); the fused order is BM25 + PSQ's (no fusion learned; the dense stage's other hits follow BM25's
+    matches), and the rankers are also learned with the neural components' scores (``learned <kind> with models``),
+    measured and never chosen."""
     pytest.importorskip("onnxruntime")
     pytest.importorskip("faiss")
     pytest.importorskip("torch")
@@ -116,15 +117,10 @@ def _with_models(records: list, s: RankingSettings, plain: RankingResult, work: 
     settings = dataclasses.replace(s, learned=("gbm",), extra=(), models=True)
     modelled = run_ranking(None, settings, records=records, work=work, progress=False,
                            train_config=tiny_config())  # type: ignore[arg-type]
-    # the fused order is BM25's, its matches first as before; the dense stage's hits that BM25 did not find follow
-    # them (BM25 score 0): a relevant grant BM25 ranks keeps its rank, one it missed may now be found
+    # the same topics; the fused order is BM25's (the plain run's is BM25 and the pretrained encoder's cosine, fused)
     assert modelled.per_query[FUSION].keys() == plain.per_query[FUSION].keys()
-    found = 0
-    for qid, m in plain.per_query[FUSION].items():
-        got = modelled.per_query[FUSION][qid]["mrr"]
-        assert got == m["mrr"] if m["mrr"] > 0 else got >= 0.0
-        found += m["mrr"] > 0
-    assert found > len(plain.per_query[FUSION]) // 2
+    found = sum(m["mrr"] > 0 for m in modelled.per_query[FUSION].values())
+    assert found > len(modelled.per_query[FUSION]) // 2
     assert "learned gbm with models" in modelled.rows["claims"]["all"]
     assert "learned gbm with models" not in plain.rows["claims"]["all"]
     assert "learned gbm with models" not in modelled.chosen  # measured, never chosen

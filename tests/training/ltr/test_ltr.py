@@ -328,13 +328,13 @@ def test_train_ltr_writes_a_folder_the_service_loads(synth_setup: tuple[Path, Pa
     assert topic_fields("EP1:ta.de") >= {"title", "abstract"} and topic_fields("EP1:claim2.fr") == {"claims"}
 
     pipe = compose(IndexFolder.open(index), Settings(index_dir=index))
-    assert pipe.names == ["bm25", "wordpair", "domain", "fusion"]
+    assert pipe.names == ["bm25", "dense", "wordpair", "domain", "fusion"]
     docs = pipe.docs
     text = docs.get_row(0).text("en", ("title", "abstract"))
     for method in pipe.fusion.model.methods:
         q = Query(text=text, lang="en", k=5, depth=30, fusion=method)
         cands, _ = pipe.run(q)
-        assert len(cands) == 5 and set(cands.scores) == {"bm25", "wordpair"} and cands.skipped["domain"]
+        assert len(cands) == 5 and set(cands.scores) == {"bm25", "dense", "wordpair"} and cands.skipped["domain"]
         assert cands.fusion is not None and cands.fusion.method == method
     # the stages score exactly what the trained models score
     wp = WordPairModel.load(models / "ltr" / "wordpair")
