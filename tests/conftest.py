@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from index_copy import copy_index
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = Path(os.environ.get("PRIORART_DATA", REPO.parent / "shared" / "data"))
@@ -180,5 +181,5 @@ def real_index(real_corpus: Path, real_translation: Path, tmp_path_factory: pyte
     if worker_id == "master":
         return built
     own = tmp_path_factory.mktemp("real-index") / "index"
-    shutil.copytree(built, own)
+    copy_index(built, own)
     return own

@@ -24,6 +24,7 @@ from typing import Any
 
 import httpx
 import pytest
+from index_copy import copy_index
 from liveserver import (
     LiveServer,
     chromium_path,
@@ -743,7 +744,6 @@ def watch_server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPa
                  artifacts: Path) -> Iterator[tuple[LiveServer, dict[str, Any]]]:
     """A server of its own over a copy of the real-data index without one trilingual grant with an English
     description (``priorart delete``: generation 1), and that grant: the watch test adds it back in English."""
-    import shutil
     import subprocess
 
     from liveserver import live_server, priorart_exe
@@ -753,7 +753,7 @@ def watch_server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPa
     except pytest.skip.Exception:
         pytest.skip("the watch test needs the real-data index (a German claim and its English grant)")
     index = tmp_path_factory.mktemp("watch-ui") / "index"
-    shutil.copytree(real, index)
+    copy_index(real, index)
     grant = next(d for d in sorted(read_docs(index), key=lambda d: d["id"])
                  if d.get("lang") == "en" and {"de", "en"} <= set(d.get("claims", {})) and d.get("description"))
     subprocess.run([*priorart_exe(), "delete", str(index), grant["id"]], check=True, capture_output=True, timeout=120)

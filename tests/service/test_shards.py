@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from index_copy import copy_index
 
 from service.corpus.jsonl import read_corpus, write_corpus
 from service.corpus.record import PatentRecord
@@ -203,12 +204,11 @@ def test_sharded_build_searches_exactly_like_one_index(shard_pair: tuple[Path, P
 @pytest.mark.slow
 def test_live_add_and_delete_route_to_one_shard_and_stay_exact(shard_pair: tuple[Path, Path],
                                                               tmp_path: Path) -> None:
-    import shutil
 
     full0, sharded0 = shard_pair
     full, sharded = tmp_path / "full", tmp_path / "sharded"
-    shutil.copytree(full0, full)
-    shutil.copytree(sharded0, sharded)
+    copy_index(full0, full)
+    copy_index(sharded0, sharded)
     old = list(read_corpus(full / Layout.DOCS))
     new = _synth(tmp_path / "more.jsonl", 420, seed=5)[360:]
     replaced = old[7].model_copy(update={"abstract": {"en": "A replaced abstract about a brushless motor."}})
@@ -249,9 +249,8 @@ def test_bad_shard_options_and_old_readers_get_clear_errors(shard_pair: tuple[Pa
         read_versioned(sharded / Layout.META, INDEX_FORMAT, INDEX_VERSION, error=IndexFormatError)
     # a shard whose meta.json claims another place is refused
     bad = tmp_path / "bad"
-    import shutil
 
-    shutil.copytree(sharded, bad)
+    copy_index(sharded, bad)
     meta = json.loads((bad / Layout.META).read_text())
     meta["shards"] = meta["shards"][:2]
     (bad / Layout.META).write_text(json.dumps(meta))

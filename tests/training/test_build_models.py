@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +15,7 @@ pytest.importorskip("faiss")
 pytest.importorskip("torch")
 pytest.importorskip("gensim")
 
+from index_copy import copy_index
 from models_fixture import tiny_index, tiny_models  # noqa: E402
 
 from service.index.folder import load_meta  # noqa: E402
@@ -66,7 +66,7 @@ def test_index_with_models_is_self_describing() -> None:
 def test_corrupt_models_folder_is_refused(tmp_path: Path) -> None:
     corpus, models = tiny_models()
     bad = tmp_path / "models"
-    shutil.copytree(models, bad)
+    copy_index(models, bad)
     with open(bad / "rankers" / "joint" / "mlp.onnx", "ab") as fh:
         fh.write(b"\0")
     with pytest.raises(BuildError, match=r"rankers/joint/mlp\.onnx.*size"):
@@ -82,7 +82,7 @@ def test_corrupt_models_folder_is_refused(tmp_path: Path) -> None:
 def test_approximate_dense_index(tmp_path: Path, kind: str) -> None:
     _, models = tiny_models()
     index = tmp_path / "index"
-    shutil.copytree(tiny_index(), index)
+    copy_index(tiny_index(), index)
     report = add_models(index, models, dense_index=kind, device="cpu", batch_size=7, progress=False)
     assert report["documents"] == len(DocStore.load(index)) and report["dense"]["kind"] == kind
     assert set(report["seconds"]) >= {"copy", "encode", "faiss", "total"}

@@ -4,11 +4,11 @@ and the install rule, fusion.json, the plot; on tiny models and on the real dev 
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import numpy as np
 import pytest
+from index_copy import copy_index
 
 from service.evaluation.measures import evaluate_run
 from service.evaluation.trec import Topic
@@ -125,7 +125,7 @@ def test_fuse_command_with_given_topics(tmp_path: Path) -> None:
 
     corpus, _ = tiny_models()
     index = tmp_path / "index"
-    shutil.copytree(tiny_index(), index)
+    copy_index(tiny_index(), index)
     topics, qrels = synth_topics(read_corpus(corpus), 12, seed=0)
     write_topics([Topic.model_validate(t) for t in topics], tmp_path / "t.jsonl")
     write_qrels(qrels, tmp_path / "q.txt")

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+from index_copy import copy_index
 
 from service.kernel_pooling import KERNEL_FEATURES
 from service.query import QueryError
@@ -369,7 +369,7 @@ def test_a_ranker_that_reads_the_models_scores_has_every_ranker_scored(tmp_path:
     from service.settings import Settings
 
     idx = tmp_path / "index"
-    shutil.copytree(tiny_index(), idx)  # with models, the fusion not learned (BM25 alone)
+    copy_index(tiny_index(), idx)  # with models, the fusion not learned (BM25 alone)
     engine = Engine.load(idx, settings=Settings(index_dir=idx, evidence_by="passage"))
     rec = engine.docs.get_row(5)
     req = SearchRequest(query=rec.title["en"] + " " + rec.abstract.get("en", ""), lang="en", k=20)

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
+from index_copy import copy_index
 
 from service.api import create_app
 from service.settings import Settings
@@ -159,7 +160,7 @@ def test_ui_is_served(client: TestClient) -> None:
 
 def test_api_key_and_reload(real_index: Path, tmp_path: Path) -> None:
     live = tmp_path / "live"
-    shutil.copytree(real_index, live)
+    copy_index(real_index, live)
     settings = Settings(index_dir=live, api_key="secret", admin_key="admin-secret")
     with TestClient(create_app(settings)) as c:
         assert c.post("/search", json={"query": "toner"}).status_code == 401
@@ -179,7 +180,7 @@ def test_api_key_and_reload(real_index: Path, tmp_path: Path) -> None:
         assert c.post("/admin/reload").status_code == 401
         # swap a good index in: reload picks it up
         shutil.rmtree(live)
-        shutil.copytree(real_index, live)
+        copy_index(real_index, live)
         r = c.post("/admin/reload", headers={"X-API-Key": "admin-secret"})
         assert r.status_code == 200 and r.json()["reloaded"] is True
 

@@ -4,13 +4,13 @@ server, the hits read with ``since`` and as an Atom feed; bad input is a 4xx tha
 
 from __future__ import annotations
 
-import shutil
 import time
 from pathlib import Path
 from xml.etree import ElementTree as ET
 
 import pytest
 from fastapi.testclient import TestClient
+from index_copy import copy_index
 
 from service.api import create_app
 from service.corpus.jsonl import read_corpus
@@ -37,7 +37,7 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[PatentRe
 
 
 def _index(built: tuple[Path, list[PatentRecord]], tmp_path: Path) -> Path:
-    shutil.copytree(built[0], tmp_path / "index")
+    copy_index(built[0], tmp_path / "index")
     return tmp_path / "index"
 
 

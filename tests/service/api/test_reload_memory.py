@@ -59,14 +59,14 @@ print(json.dumps(out))
 
 @pytest.mark.slow
 def test_twenty_reloads_hold_the_memory_of_one(real_index: Path, real_corpus: Path, tmp_path: Path) -> None:
-    import shutil
+    from index_copy import copy_index
 
     from service.corpus.jsonl import read_corpus
     from service.index.folder import IndexFolder
     from service.index.live import add_documents
 
     idx = tmp_path / "index"
-    shutil.copytree(real_index, idx)
+    copy_index(real_index, idx)
     records = list(read_corpus(real_corpus))
     add_documents(idx, records[:5], progress=False)  # a replace of 5 documents: a second segment
     assert len(IndexFolder.open(idx, verify=False).segments) == 2

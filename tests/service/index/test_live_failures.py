@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from index_copy import copy_index
 
 from service.corpus.jsonl import read_corpus, write_corpus
 from service.corpus.record import PatentRecord
@@ -199,7 +200,7 @@ def _sweep(base_idx: Path, tmp: Path, op: Callable[[Path], Any], expected: Calla
     injector checks that each trial meets the same steps as the dry run up to the one it fails.
     """
     dry = tmp / "dry"
-    shutil.copytree(base_idx, dry)
+    copy_index(base_idx, dry)
     with inject(monkeypatch, Faults()) as counted:
         op(dry)
     out = Sweep(steps=counted.count)
@@ -209,7 +210,7 @@ def _sweep(base_idx: Path, tmp: Path, op: Callable[[Path], Any], expected: Calla
     for k in range(1, out.steps + 1):
         if idx is None:
             idx = tmp / f"trial-{k}"
-            shutil.copytree(base_idx, idx)
+            copy_index(base_idx, idx)
         faults = Faults(fail_at=k, code=code, persist=persist)
         said: str
         claimed_gen: int | None = None
@@ -237,7 +238,8 @@ def _sweep(base_idx: Path, tmp: Path, op: Callable[[Path], Any], expected: Calla
             out.wrong.append(f"step {k} ({step}): said {said} at {claimed_gen}, the folder is at generation {gen} "
                              f"with {len(ids)} live documents")
         if (gen, ids) != (gen0, ids0):
-            idx = None  # changed: the next trial starts from a fresh copy
+            shutil.rmtree(idx)  # changed: the next trial starts from a fresh copy (hundreds of trials: keep the disk)
+            idx = None
     return out
 
 
@@ -320,7 +322,7 @@ def test_cli_add_whose_compaction_fails_says_committed_with_its_own_exit_code(
     on stdout; the documents live."""
     idx0, records = base
     idx = tmp_path / "idx"
-    shutil.copytree(idx0, idx)
+    copy_index(idx0, idx)
     batch = tmp_path / "new.jsonl"
     write_corpus(records[30:32], batch)
     gen0 = current_generation(idx)
@@ -361,7 +363,7 @@ def test_cli_partial_write_message_says_the_disk_is_full(base: tuple[Path, list[
     full the message says the disk is full; with room left, that the device failed. Exit 2, unchanged."""
     idx0, records = base
     idx = tmp_path / "idx"
-    shutil.copytree(idx0, idx)
+    copy_index(idx0, idx)
     batch = tmp_path / "new.jsonl"
     write_corpus(records[30:32], batch)
     script = tmp_path / "run.py"
@@ -378,7 +380,7 @@ def test_cli_partial_write_message_says_the_disk_is_full(base: tuple[Path, list[
 def test_cli_delete_of_unknown_id_and_exit_codes(base: tuple[Path, list[PatentRecord]], tmp_path: Path) -> None:
     idx0, _ = base
     idx = tmp_path / "idx"
-    shutil.copytree(idx0, idx)
+    copy_index(idx0, idx)
     done = _cli("delete", str(idx), "EP9999999A1")
     assert done.returncode == 2 and "not in the index" in done.stderr and "unchanged" in done.stderr
 
@@ -392,7 +394,7 @@ def test_a_damaged_newest_generation_is_rolled_back_by_the_next_writer(
     the last good generation, with a message; the new generation is numbered past the damaged one."""
     idx0, records = base
     idx = tmp_path / "idx"
-    shutil.copytree(idx0, idx)
+    copy_index(idx0, idx)
     good = current_generation(idx)
     add_documents(idx, records[25:27], progress=False)
     top = idx / Layout.generation(good + 1)
@@ -421,7 +423,7 @@ def test_a_damaged_newest_generation_is_rolled_back_by_the_next_writer(
 def test_a_damaged_build_is_not_rolled_back(base: tuple[Path, list[PatentRecord]], tmp_path: Path) -> None:
     idx0, records = base
     idx = tmp_path / "idx"
-    shutil.copytree(idx0, idx)
+    copy_index(idx0, idx)
     (idx / Layout.META).write_text("{")
     with pytest.raises(LiveIndexError, match="meta.json"):
         add_documents(idx, records[30:32], progress=False)

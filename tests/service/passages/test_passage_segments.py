@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from index_copy import copy_index
 
 from service.corpus.jsonl import read_corpus
 from service.corpus.record import PatentRecord
@@ -87,11 +88,10 @@ def test_a_live_generation_ranks_the_passages_of_one_build(indexes: tuple[Path, 
 
 def test_segments_equal_their_join_with_deletes_and_replacements(
         indexes: tuple[Path, Path, list[PatentRecord]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import shutil
 
     src, _, records = indexes
     live = tmp_path / "live"
-    shutil.copytree(src, live)
+    copy_index(src, live)
     replaced = records[62].model_copy(update={"title": {"en": "A replaced title about a valve spring"}})
     add_documents(live, [replaced, *records[:2]], progress=False, merge_factor=0)  # two replace the build's rows
     delete_documents(live, [records[10].id, records[80].id])
@@ -169,11 +169,10 @@ def test_deleted_rows_leave_the_collection_model(indexes: tuple[Path, Path, list
 
 def test_open_copies_nothing_and_reuses_open_segments(indexes: tuple[Path, Path, list[PatentRecord]],
                                                       monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    import shutil
 
     live, _, records = indexes
     one = tmp_path / "compacted"
-    shutil.copytree(live, one)
+    copy_index(live, one)
     compact(one, progress=False)
 
     def refuse(*args: object, **kwargs: object) -> None:

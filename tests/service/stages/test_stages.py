@@ -7,7 +7,6 @@ the documents at query time): the precomputed document encodings must give the s
 
 from __future__ import annotations
 
-import shutil
 from datetime import date
 from pathlib import Path
 
@@ -19,6 +18,7 @@ pytest.importorskip("faiss")
 pytest.importorskip("torch")
 pytest.importorskip("gensim")
 
+from index_copy import copy_index
 from models_fixture import tiny_index  # noqa: E402
 
 from service.codes import record_codes  # noqa: E402
@@ -185,7 +185,7 @@ def test_fusion_weights_per_profile_and_depth(index: Path, tmp_path: Path) -> No
     from service.schema import SearchRequest
 
     root = tmp_path / "index"
-    shutil.copytree(index, root)
+    copy_index(index, root)
     folder = IndexFolder.open(root)
     FusionModel({"nocodes": ProfileWeights(True, "learned", {40: {"bm25": 0.5, "dense": 0.2, "text": 0.3},
                                                              200: {"bm25": 0.9, "text": 0.1}}),

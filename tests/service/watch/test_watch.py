@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import random
 import re
-import shutil
 from pathlib import Path
 
 import numpy as np
 import pytest
+from index_copy import copy_index
 
 from service.corpus.jsonl import read_corpus
 from service.corpus.record import PatentRecord
@@ -46,7 +46,7 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[PatentRe
 
 def _copy(built: tuple[Path, list[PatentRecord]], tmp_path: Path) -> tuple[Path, WatchStore]:
     idx = tmp_path / "index"
-    shutil.copytree(built[0], idx)
+    copy_index(built[0], idx)
     return idx, WatchStore.open(state_dir(idx), create=True)
 
 

@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
+from index_copy import copy_index
 from typer.testing import CliRunner
 
 from service.corpus.jsonl import read_corpus, write_corpus
@@ -57,7 +58,7 @@ def _cli(*args: str) -> tuple[int, str]:
 def test_watch_add_list_hits_run_and_priorart_add(built: tuple[Path, list[PatentRecord]], tmp_path: Path) -> None:
     d, records = built
     idx = tmp_path / "index"
-    shutil.copytree(d / "index", idx)
+    copy_index(d / "index", idx)
     target = next(r for r in records[N_BASE:] if r.claims.get("en"))
     code, out = _cli("watch", "add", idx, "--query", _claim(target), "--lang", "en", "--k", "5", "--name", "rotor")
     assert code == 0, out
@@ -102,7 +103,7 @@ def test_watch_add_list_hits_run_and_priorart_add(built: tuple[Path, list[Patent
 def test_add_without_watches_leaves_them_to_watch_run(built: tuple[Path, list[PatentRecord]], tmp_path: Path) -> None:
     d, records = built
     idx = tmp_path / "index"
-    shutil.copytree(d / "index", idx)
+    copy_index(d / "index", idx)
     state = tmp_path / "elsewhere"
     target = records[N_BASE + 2]
     code, out = _cli("watch", "add", idx, "-q", _claim(target), "--lang", "en", "--state-dir", state)
@@ -180,7 +181,7 @@ def test_kill_9_during_evaluation_loses_and_duplicates_nothing(built: tuple[Path
                                                               tmp_path: Path) -> None:
     d, records = built
     idx = tmp_path / "index"
-    shutil.copytree(d / "index", idx)
+    copy_index(d / "index", idx)
     engine = Engine.load(idx, settings=Settings(index_dir=idx), verify=False)
     store = WatchStore.open(state_dir(idx), create=True)
     rng = random.Random(34)
@@ -191,7 +192,7 @@ def test_kill_9_during_evaluation_loses_and_duplicates_nothing(built: tuple[Path
     engine.close()
     add_documents(idx, records[N_BASE:], progress=False)
     pristine = tmp_path / "pristine.state"
-    shutil.copytree(store.root, pristine)
+    copy_index(store.root, pristine)
     # the reference: one evaluation that nobody interrupts
     engine = Engine.load(idx, settings=Settings(index_dir=idx), verify=False)
     assert evaluate(engine, store).watches == n_watches
@@ -208,7 +209,7 @@ def test_kill_9_during_evaluation_loses_and_duplicates_nothing(built: tuple[Path
     trials, midway = 4, 0  # each trial is two evaluations in a new process (the suite's time)
     for trial in range(trials):
         shutil.rmtree(store.root)
-        shutil.copytree(pristine, store.root)
+        copy_index(pristine, store.root)
         if trial % 2 == 0:  # killed with the rows of a batch written, not committed
             at = rng.randint(2, batches - 1)  # after one committed batch at least: killed mid-way
             done = subprocess.run([sys.executable, "-c", CRASH_AT_COMMIT, *cmd[3:]], env=_env(WATCH_CRASH_AT=str(at)),
