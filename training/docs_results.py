@@ -518,6 +518,22 @@ def ranking_table(name: str, results_dir: Path = RESULTS_DIR) -> str:
     return format_table(RankingResult(**{k: v for k, v in r.items() if k in names})) + "\n\n" + source(r, name)
 
 
+def adapter_table(name: str, results_dir: Path = RESULTS_DIR) -> str:
+    """``priorart experiment adapter``: the encoder's fine-tuned maps against the frozen encoder, the dense stage
+    alone (the experiment's own table)."""
+    from dataclasses import fields
+
+    from training.experiments.adapter import AdapterResult, format_adapter
+
+    r = load(name, results_dir)
+    names = {f.name for f in fields(AdapterResult)}
+    missing = sorted(n for n in names - set(r) if n not in ("seconds", "commit"))
+    if missing:
+        raise ResultsError(f"docs/results/{name}: no {', '.join(missing)} (a result of `priorart experiment adapter`?)")
+    return ("```\n" + format_adapter(AdapterResult(**{k: v for k, v in r.items() if k in names})) + "\n```\n\n"
+            + source(r, name))
+
+
 def watch_table(name: str, results_dir: Path = RESULTS_DIR) -> str:
     """``priorart bench watch``: the evaluation after an add, in all and per watch by how it was settled."""
     r = load(name, results_dir)
@@ -601,8 +617,10 @@ TABLES: dict[str, Table] = {
     "xling-passages": Table(_file(xling_passages_table, "xling-passages.json"), ("xling-passages.json",)),
     "passage-evidence": Table(_file(passage_evidence_table, "passage-evidence.json"), ("passage-evidence.json",)),
     "ranking": Table(_file(ranking_table, "ranking.json"), ("ranking.json",)),
+    "ranking-frozen": Table(_file(ranking_table, "ranking-frozen.json"), ("ranking-frozen.json",)),
     "ranking-bm25": Table(_file(ranking_table, "ranking-bm25.json"), ("ranking-bm25.json",)),
     "ranking-models": Table(_file(ranking_table, "ranking-models.json"), ("ranking-models.json",)),
+    "adapter": Table(_file(adapter_table, "adapter.json"), ("adapter.json",)),
     "add": Table(_file(add_table, "live/add-100k.json"), ("live/add-100k.json",)),
     "xling-passages-tops": Table(_file(xling_passages_tops_table, "xling-passages.json"), ("xling-passages.json",)),
     "xling-passages-rho": Table(_file(xling_passages_sweep_table, "xling-passages-rho.json"),

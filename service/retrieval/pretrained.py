@@ -76,6 +76,7 @@ class PretrainedLayout:
     TOKENIZER = "tokenizer.json"
     NORMALIZATION = "normalization.json"
     GRAPH = "encoder.{precision}.onnx"
+    DOC_MAPS = "doc_maps.npz"  # (optional) the documents' maps fine-tuned on patents: DocumentMaps
 
 
 class E5Tokenizer:
@@ -132,6 +133,50 @@ def windows(ids: Sequence[int], width: int) -> list[tuple[int, int]]:
     return [(a, min(a + width, n)) for a in range(0, n, width)] or [(0, 0)]
 
 
+class DocumentMaps:
+    """The encoder's part fine-tuned on patents (training/models/adapter.py, ``sides="documents"``): for each language
+    of a document's dense text, a low-rank residual map ``x + U (V^T x)`` of its vector, L2-normalised; a language
+    without a map (English, as shipped) keeps the frozen vector, and queries always do. Read from
+    ``encoder/doc_maps.npz``: ``u``, ``v`` float32 ``[maps, dim, rank]``, ``langs`` (the language of each map),
+    ``info`` (JSON: how they were learned)."""
+
+    def __init__(self, u: np.ndarray, v: np.ndarray, langs: Sequence[str], info: dict[str, Any] | None = None) -> None:
+        u, v = np.asarray(u, dtype=np.float32), np.asarray(v, dtype=np.float32)
+        if u.ndim != 3 or u.shape != v.shape or len(langs) != len(u):
+            raise ModelsFolderError(f"document maps: U {u.shape}, V {v.shape} and {len(langs)} languages do not fit "
+                                    "([maps, dim, rank] each, one language a map)")
+        self.u, self.v, self.langs, self.info = u, v, list(langs), dict(info or {})
+
+    @property
+    def dim(self) -> int:
+        return int(self.u.shape[1])
+
+    def __call__(self, vectors: np.ndarray, langs: Sequence[str | None]) -> np.ndarray:
+        """``vectors`` [n, dim] (L2-normalised) of documents whose dense text is in ``langs``, mapped."""
+        out = np.array(vectors, dtype=np.float32, copy=True)
+        for i, lang in enumerate(self.langs):
+            rows = [j for j, x in enumerate(langs) if x == lang]
+            if rows:
+                x = out[rows].astype(np.float64)
+                y = x + (x @ self.v[i]) @ self.u[i].T
+                out[rows] = (y / np.maximum(np.linalg.norm(y, axis=1, keepdims=True), 1e-12)).astype(np.float32)
+        return out
+
+    def save(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "wb") as fh:  # (np.savez would add .npz to a name without it)
+            np.savez(fh, u=self.u, v=self.v, langs=np.asarray(self.langs),
+                     info=np.asarray(json.dumps(self.info, sort_keys=True)))
+
+    @classmethod
+    def load(cls, path: Path) -> DocumentMaps:
+        try:
+            with np.load(path, allow_pickle=False) as z:
+                return cls(z["u"], z["v"], [str(x) for x in z["langs"]], json.loads(str(z["info"])))
+        except (OSError, KeyError, ValueError) as exc:
+            raise ModelsFolderError(f"{path}: document maps unreadable ({exc})") from exc
+
+
 class PretrainedEncoder:
     """The pretrained encoder's ONNX graph and tokenizer: texts -> L2-normalised float32 vectors.
 
@@ -162,6 +207,10 @@ class PretrainedEncoder:
             log.warning("%s: the int8 graph on CUDA (the folder has no fp32 graph: built on a CPU); onnxruntime runs "
                         "its integer matmuls on the CPU; rebuild the index on the GPU machine for the fp32 graph", root)
         self.tokenizer = E5Tokenizer(root / PretrainedLayout.TOKENIZER, root / PretrainedLayout.NORMALIZATION, unk)
+        maps = root / PretrainedLayout.DOC_MAPS
+        self.doc_maps = DocumentMaps.load(maps) if maps.is_file() else None
+        if self.doc_maps is not None and self.doc_maps.dim != self.dim:
+            raise ModelsFolderError(f"{maps}: maps of {self.doc_maps.dim} dimensions for an encoder of {self.dim}")
         self.graph = OnnxGraph(root / rel, providers, threads)
         self.providers = self.graph.providers
         log.info("pretrained encoder %s (%s) on %s", root.name, precision, self.device)
@@ -228,13 +277,19 @@ class PretrainedEncoder:
         One document a run by default: the int8 graph quantises its activations with one scale per tensor, so a
         document's vector would depend on the documents batched with it (cosine 0.995 measured), and a live index's
         segment would not match a build of the same documents. Batched runs were 16 % faster."""
-        return self.encode([document_text(r) for r in records], "passage", batch_size=batch_size,
-                           max_tokens=DOCUMENT_TOKENS)
+        vectors = self.encode([document_text(r) for r in records], "passage", batch_size=batch_size,
+                              max_tokens=DOCUMENT_TOKENS)
+        if self.doc_maps is None:
+            return vectors
+        return self.doc_maps(vectors, [document_language(r) for r in records])
 
     def describe(self) -> dict[str, Any]:
         return {"root": str(self.root), "precision": self.precision, "device": self.device,
                 "providers": self.providers, "source": self.meta.get("source", {}),
-                "query_tokens": QUERY_TOKENS, "document_tokens": DOCUMENT_TOKENS}
+                "query_tokens": QUERY_TOKENS, "document_tokens": DOCUMENT_TOKENS,
+                "document_maps": None if self.doc_maps is None else {
+                    "languages": self.doc_maps.langs, "rank": int(self.doc_maps.u.shape[2]),
+                    **{k: self.doc_maps.info[k] for k in ("commit", "trained by") if k in self.doc_maps.info}}}
 
 
 def document_language(record: PatentRecord) -> str | None:
@@ -279,9 +334,11 @@ def load_pretrained(root: str | Path, *, device: str = "auto", precision: str | 
     return enc
 
 
-def copy_encoder(src: str | Path, dest: str | Path, *, graphs: Sequence[str] = ("int8",)) -> dict[str, Any]:
+def copy_encoder(src: str | Path, dest: str | Path, *, graphs: Sequence[str] = ("int8",),
+                 doc_maps: str | Path | None = None) -> dict[str, Any]:
     """Copy a pretrained encoder's folder into ``dest`` with only ``graphs`` (hard links where possible: the cache and
-    the index on one file system share the bytes); the folder's meta.json says which graphs it holds."""
+    the index on one file system share the bytes), and ``doc_maps`` (a :class:`DocumentMaps` file) as its document
+    maps; the folder's meta.json says which graphs and maps it holds."""
     import os
     import shutil
 
@@ -305,10 +362,24 @@ def copy_encoder(src: str | Path, dest: str | Path, *, graphs: Sequence[str] = (
     body["graphs"] = keep
     body["files"] = {k: v for k, v in (meta.get("files") or {}).items() if k not in set(meta["graphs"].values())
                      or k in set(keep.values())}
+    maps = dest / PretrainedLayout.DOC_MAPS
+    if maps.exists():
+        maps.unlink()
+    body.pop("doc_maps", None)
+    if doc_maps is not None:
+        import hashlib
+
+        loaded = DocumentMaps.load(Path(doc_maps))  # (refuses a file that is not one)
+        shutil.copyfile(doc_maps, maps)
+        digest = hashlib.sha256(maps.read_bytes()).hexdigest()
+        body["files"][PretrainedLayout.DOC_MAPS] = {"size": maps.stat().st_size, "sha256": digest}
+        body["doc_maps"] = {"languages": loaded.langs, "source": str(doc_maps), "sha256": digest,
+                            **{k: loaded.info[k] for k in ("commit", "trained by") if k in loaded.info}}
     write_versioned(dest / PretrainedLayout.META, PRETRAINED_FORMAT, PRETRAINED_VERSION, body)
-    return {"graphs": sorted(keep), "name": meta.get("name"), "source": meta.get("source", {})}
+    return {"graphs": sorted(keep), "name": meta.get("name"), "source": meta.get("source", {}),
+            "doc_maps": body.get("doc_maps")}
 
 
-__all__ = ["DOCUMENT_TOKENS", "E5Tokenizer", "PRETRAINED_FORMAT", "PRETRAINED_VERSION", "QUERY_TOKENS",
+__all__ = ["DOCUMENT_TOKENS", "DocumentMaps", "E5Tokenizer", "PRETRAINED_FORMAT", "PRETRAINED_VERSION", "QUERY_TOKENS",
            "PretrainedEncoder", "PretrainedLayout", "copy_encoder", "document_language", "document_text",
            "load_pretrained", "read_pretrained_meta", "windows"]

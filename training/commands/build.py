@@ -77,6 +77,11 @@ def build_command(
         "classify a query without codes (the code classifier): auto (PRIORART_CPC_TITLES, else the shared data "
         "folder's), a path, or none. Used where it knows most of the corpus' subclasses."
     ),
+    doc_maps: str = typer.Option(
+        "default", "--doc-maps", help="The dense stage's document maps fine-tuned on patents (German and French "
+        "documents' vectors moved toward queries in the other languages): default (the project's, chosen held out by "
+        "`priorart experiment adapter`), a maps file, or none (the frozen encoder)."
+    ),
     shards: int | None = typer.Option(
         None, "--shards", help="Split the index into N shards by document (family), searched together with the "
         "global statistics (docs/ARCHITECTURE.md, Shards)."
@@ -103,7 +108,7 @@ def build_command(
                        lexicons=lexicons, splitter_lexicons=splitter_lexicons,
                        overwrite=force, progress=progress, models_dir=models, dense=dense, dense_index=dense_index,
                        device=device,
-                       ranker=ranker, cpc=None if cpc == "none" else cpc, as_json=as_json)
+                       ranker=ranker, cpc=None if cpc == "none" else cpc, doc_maps=doc_maps, as_json=as_json)
         return
     try:
         report = build_index(
@@ -130,6 +135,7 @@ def build_command(
             fuse_task=fuse_task,
             ranker=ranker,
             cpc=None if cpc == "none" else cpc,
+            doc_maps=doc_maps,
         )
     except (BuildError, CorpusFormatError, IndexFormatError) as exc:
         typer.echo(f"error: {exc}", err=True)

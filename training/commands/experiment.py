@@ -353,6 +353,9 @@ def ranking_command(
                                "each a system per weight."),
     weights: str = typer.Option("0.25,0.5,1", "--weights", help="The passage rule's weights (evidence_weight)."),
     learned: str = typer.Option("gbm,mlp", "--learned", help="The learned rankers: gbm, mlp or both."),
+    doc_maps: Path | None = typer.Option(None, "--doc-maps", help="Build each fold's indexes with its document maps "
+                                         "(the folder `priorart experiment adapter --maps-out` writes; the synthetic "
+                                         "corpus with its all.npz); default: the frozen encoder."),
     models: bool = typer.Option(False, "--models", help="Train neural models per fold without its topics (priorart "
                                 "train, ~6 min per fold; kept in --work), add them to copies of the indexes, and also "
                                 "learn each ranker with the dense, text, meta and joint scores (measured, not "
@@ -370,6 +373,7 @@ def ranking_command(
 
         settings = RankingSettings(folds=folds, folders=folders, depth=depth, min_relevant=min_relevant,
                                    synthetic=synthetic, synthetic_topics=synthetic_topics, models=models,
+                                   doc_maps=None if doc_maps is None else str(doc_maps),
                                    values=numbers(values, int), weights=numbers(weights, float),
                                    learned=tuple(v.strip() for v in learned.split(",") if v.strip()))
         if chosen:
@@ -380,6 +384,40 @@ def ranking_command(
     if ranker_out is not None:
         typer.echo(f"ranker written to {ranker_out}: {result.ranker}" if result.ranker else
                    f"no ranker written: {result.install} was installed ({result.install_reason})")
+
+
+@experiment_app.command("adapter")
+def adapter_command(
+    data: Path = typer.Option(..., "--data", help="The shared data folder (with patents/ep and patents/us)."),
+    folders: str = folders_option(),
+    folds: int = typer.Option(5, "--folds", help="Folds of held-out grants (the ranking experiment's)."),
+    sides: str = typer.Option("documents", "--sides", help="Where the maps apply: query, both, or documents (one "
+                              "map per language of the document's text)."),
+    doc_maps: str = typer.Option("de,fr", "--doc-maps", help="With --sides documents: the languages whose documents "
+                                 "are mapped (English documents keep the frozen vectors by default)."),
+    objectives: str = typer.Option("sosl", "--objectives", help="sosl (seed 004's loss), infonce, or both."),
+    targets: str = typer.Option("en,de,fr", "--train-targets", help="Train on the topics whose document text is in "
+                                "these languages."),
+    work: Path | None = typer.Option(None, "--work", help="The held-out indexes (shared with experiment ranking "
+                                     "--work) and the query vectors' cache."),
+    out: Path | None = typer.Option(None, "--out", help="Write the result (JSON, per topic included) here."),
+    maps_out: Path | None = typer.Option(None, "--maps-out", help="With --sides documents: write each fold's maps "
+                                         "(fold-N.npz, for `experiment ranking --doc-maps`) and the maps of every "
+                                         "grant (all.npz, what `priorart build --doc-maps` installs) here."),
+    progress: bool | None = typer.Option(None, "--progress/--no-progress", help="Progress bars on stderr."),
+) -> None:
+    """The pretrained encoder fine-tuned on patents (low-rank maps learned with seed 004's smooth ordinal search
+    loss) against the frozen encoder: the dense stage alone, cross-fitted by grant, in every language direction."""
+    from training.experiments.adapter import format_adapter, run_adapter
+    from training.models.adapter import AdapterConfig
+
+    with failures_exit_2(OSError):
+        result = run_adapter(data, folds=folds, folders=folders, config=AdapterConfig(
+                                 sides=sides, doc_maps=tuple(d.strip() for d in doc_maps.split(",") if d.strip())),
+                             objectives=tuple(o.strip() for o in objectives.split(",") if o.strip()),
+                             train_targets=tuple(t.strip() for t in targets.split(",") if t.strip()),
+                             work=work, out=out, maps_out=maps_out, progress=progress, command=command_line())
+    typer.echo(format_adapter(result))
 
 
 @experiment_app.command("route-merge")

@@ -132,6 +132,8 @@ class RankingSettings:
     # with each of these features (measured, not installed: training/ranker.py EXTRA_FEATURES)
     models: bool = False  # the indexes get neural models trained without the topics (trained_models), and the learned
     # rankers are also learned with their scores (the extra "models")
+    doc_maps: str | None = None  # a folder of per-fold document maps (experiment adapter --maps-out: fold-N.npz, and
+    # all.npz for the synthetic corpus) the indexes are built with; None: the frozen encoder
 
     def __post_init__(self) -> None:
         if self.folds < 2:
@@ -158,6 +160,13 @@ class RankingSettings:
                                   "with models (models=True, --models)")
         if self.models and "models" not in self.extra:
             self.extra = (*self.extra, "models")
+        if self.doc_maps is not None:
+            want = [f"fold-{f}.npz" for f in range(self.folds)]  # (all.npz: asked for where the synthetic index is
+            # built)
+            lacking = [w for w in want if not (Path(self.doc_maps) / w).is_file()]
+            if lacking:
+                raise ExperimentError(f"{self.doc_maps}: no {', '.join(lacking)} (`priorart experiment adapter "
+                                      "--maps-out` writes them)")
 
 
 @dataclass
@@ -255,7 +264,8 @@ def synthetic_engine(work: Path, s: RankingSettings, progress: bool | None) -> t
         folder.mkdir(parents=True, exist_ok=True)
         write_synthetic(corpus, SynthConfig(n=s.synthetic, seed=0), scheme_path=scheme, progress=progress)
     if not (index / "meta.json").is_file():
-        build_index(corpus, index, overwrite=True, progress=progress, ranker="none", cpc=scheme)
+        build_index(corpus, index, overwrite=True, progress=progress, ranker="none", cpc=scheme,
+                    doc_maps=None if s.doc_maps is None else Path(s.doc_maps) / "all.npz")
     topics, qrels = synth_topics(read_corpus(corpus), s.synthetic_topics, seed=0)
     out = [RankTopic(f"synthetic:{t['qid']}", "synthetic", t["lang"], t["qid"], i % s.folds, t["lang"], t["text"],
                      dict(qrels[t["qid"]]), t["source_id"], date.fromisoformat(t["before"]))
@@ -360,6 +370,7 @@ def run_ranking(
                                       "fold)")
             group_todo = group_topics(records, s.min_relevant, s.folds) if "main group" in grant_tasks else []
             for fold, tgt, held, engine in fold_engines(records, grants, s.folds, ("de", "en", "fr"), work=work,
+                                                        doc_maps=s.doc_maps,
                                                         progress=progress):
                 todo = grant_topics(held, fold, tgt, grant_tasks, s.max_claims)
                 if fold == 0 and tgt == "en":

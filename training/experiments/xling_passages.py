@@ -189,14 +189,16 @@ def top_kind(topic: Topic, first: PassageHit | None) -> str:
 
 
 def fold_engines(records: Sequence[PatentRecord], grants: Sequence[PatentRecord], folds: int,
-                 targets: Sequence[str], *, work: str | Path | None = None,
-                 progress: bool | None = None) -> Iterator[tuple[int, str, list[PatentRecord], Engine]]:
+                 targets: Sequence[str], *, work: str | Path | None = None, progress: bool | None = None,
+                 doc_maps: str | Path | None = None) -> Iterator[tuple[int, str, list[PatentRecord], Engine]]:
     """The held-out indexes of the cross-lingual experiments, each opened through :class:`service.engine.Engine` (the
     API's path): per fold and target language, every publication as published but the fold's grants (``grants[i]``
     is in fold ``i % folds``), which hold only their ``target`` text (:func:`keep_langs`); the tables and the German
     compound splitter of that index never see them. Yields ``(fold, target, the fold's grants, engine)`` and closes
     each engine after its turn. ``work``: keep the indexes there and reuse those already built (empty it when the
-    build changes); else they are built in a temporary folder."""
+    build changes); else they are built in a temporary folder. ``doc_maps``: a folder of per-fold document maps
+    (``fold-N.npz`` of ``priorart experiment adapter --maps-out``, learned without fold N's grants) that fold N's
+    indexes are built with; None: the frozen encoder (never the project's default maps, learned on every grant)."""
     from service.engine import Engine
     from service.settings import Settings
     from training.build import build_index
@@ -216,8 +218,9 @@ def fold_engines(records: Sequence[PatentRecord], grants: Sequence[PatentRecord]
                     if splitters is None:
                         splitters = {"de": build_splitter(records, "de", exclude_ids=held_ids)}
                     index_records = [keep_langs(r, [tgt]) if r.id in held_ids else r for r in records]
+                    maps = None if doc_maps is None else Path(doc_maps) / f"fold-{fold}.npz"
                     build_index(index_records, idx, splitters=splitters, progress=False, overwrite=True,
-                                ranker="none")
+                                ranker="none", doc_maps=maps)
                 engine = Engine.load(idx, settings=Settings(index_dir=idx), verify=False)
                 try:
                     yield fold, tgt, held, engine

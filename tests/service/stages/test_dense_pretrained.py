@@ -126,6 +126,48 @@ def test_a_live_add_encodes_its_segment(dense_index: Path, tmp_path: Path) -> No
     assert float(a @ b) > 0.9999
 
 
+GERMAN = [_rec(11, "Regenschirm", "Ein faltbarer Regenschirm mit Teleskopschaft und wasserdichtem Dach.", "de"),
+          _rec(12, "Kaffeemaschine", "Eine Kaffeemaschine mit einem Wasserbehälter und einem Mahlwerk.", "de")]
+
+
+def test_document_maps_move_only_their_language_s_vectors_in_the_build_and_in_a_live_add(tmp_path: Path) -> None:
+    """``doc_maps``: the build applies the fine-tuned maps to the vectors of the documents whose dense text is in a
+    mapped language (here German), leaves the English ones as the frozen encoder writes them, says so in meta.json;
+    a live add maps its German document as a build does; a file that is not maps is refused in one line."""
+    from service.index.live import add_documents
+    from service.retrieval.pretrained import DocumentMaps, PretrainedEncoder
+    from training.build import BuildError
+
+    rng = np.random.default_rng(0)
+    maps = DocumentMaps(rng.normal(size=(1, 384, 4)) * 0.3, rng.normal(size=(1, 384, 4)) * 0.3, ["de"],
+                        {"commit": "test"})
+    maps.save(tmp_path / "maps.npz")
+    records = [*RECORDS[:3], GERMAN[0]]
+    frozen_idx, mapped_idx = tmp_path / "frozen", tmp_path / "mapped"
+    build_index(records, frozen_idx, progress=False, cpc=None, doc_maps=None)
+    build_index(records, mapped_idx, progress=False, cpc=None, doc_maps=tmp_path / "maps.npz")
+    frozen = np.load(frozen_idx / Layout.DENSE_VECTORS)
+    mapped = np.load(mapped_idx / Layout.DENSE_VECTORS)
+    np.testing.assert_array_equal(mapped[:3], frozen[:3])  # English: untouched
+    want = maps(frozen[3:], ["de"])
+    assert float(mapped[3] @ want[0]) > 0.9999 and float(mapped[3] @ frozen[3]) < 0.99  # German: mapped
+    meta = json.loads((mapped_idx / "meta.json").read_text(encoding="utf-8"))
+    said = json.loads((frozen_idx / "meta.json").read_text(encoding="utf-8"))["components"]["encoder"]
+    assert said["doc_maps"] is None
+    assert meta["components"]["encoder"]["doc_maps"]["languages"] == ["de"]
+    assert PretrainedEncoder(mapped_idx / Layout.ENCODER).doc_maps is not None
+    live = tmp_path / "live"
+    copy_index(mapped_idx, live)
+    add_documents(live, [GERMAN[1]], progress=False)
+    seg = next(p for p in (live / Layout.SEGMENTS).iterdir() if p.is_dir())
+    rebuilt = tmp_path / "rebuilt"
+    build_index([*records, GERMAN[1]], rebuilt, progress=False, cpc=None, doc_maps=tmp_path / "maps.npz")
+    assert float(np.load(seg / Layout.DENSE_VECTORS)[0] @ np.load(rebuilt / Layout.DENSE_VECTORS)[-1]) > 0.9999
+    (tmp_path / "bad.npz").write_bytes(b"no maps here")
+    with pytest.raises(BuildError, match="document maps unreadable"):
+        build_index(records, tmp_path / "bad-index", progress=False, cpc=None, doc_maps=tmp_path / "bad.npz")
+
+
 def test_the_document_text_rule() -> None:
     de_only = _rec(8, "Regenschirm", "Ein Schirm mit Teleskopstab.", lang="de")
     assert document_language(de_only) == "de" and document_text(de_only) == "Regenschirm Ein Schirm mit Teleskopstab."
