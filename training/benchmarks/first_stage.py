@@ -52,7 +52,7 @@ _BUILD_SCRIPT = """
 import json, sys
 from training.build import build_index
 r = build_index(sys.argv[1], sys.argv[2], index_langs=sys.argv[3], k1=float(sys.argv[4]), b=float(sys.argv[5]),
-                overwrite=True, progress=False)
+                overwrite=True, progress=False, dense=False)  # (the first stage is timed: no document encoding)
 print(json.dumps(r.to_dict()))
 """
 
