@@ -73,3 +73,25 @@ def test_document_maps_learn_one_language_s_documents_and_leave_the_others_alone
     german, english = test[test >= 200], test[test < 200]
     assert mrr(mapped, german) > mrr(shown, german) + 0.1
     assert mrr(mapped, english) >= mrr(shown, english) - 0.02
+
+
+def test_install_maps_copies_only_maps_that_passed_the_rule(tmp_path) -> None:
+    from training.experiments import ExperimentError
+    from training.experiments.adapter import AdapterResult, install_maps
+    from training.models.adapter import Maps, document_maps
+
+    maps = Maps("documents", np.zeros((3, 8, 2), np.float32), np.ones((3, 8, 2), np.float32))
+    document_maps(maps, ["de", "fr"], {"commit": "x"}).save(tmp_path / "out" / "all.npz")
+
+    def result(install: bool) -> AdapterResult:
+        return AdapterResult(settings={}, rows={}, directions={}, topics={}, install=install,
+                             install_reason="the maps lose on titles de->en (p < 0.05)" if not install else "wins",
+                             reports={}, per_query={}, seconds={})
+
+    with pytest.raises(ExperimentError, match="not installed: the maps lose on titles de->en"):
+        install_maps(result(False), tmp_path / "out", tmp_path / "dest.npz")
+    assert not (tmp_path / "dest.npz").exists()
+    assert install_maps(result(True), tmp_path / "out", tmp_path / "dest.npz") == tmp_path / "dest.npz"
+    assert (tmp_path / "dest.npz").read_bytes() == (tmp_path / "out" / "all.npz").read_bytes()
+    with pytest.raises(ExperimentError, match="missing"):
+        install_maps(result(True), tmp_path / "nowhere", tmp_path / "dest2.npz")

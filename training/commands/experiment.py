@@ -404,20 +404,28 @@ def adapter_command(
     maps_out: Path | None = typer.Option(None, "--maps-out", help="With --sides documents: write each fold's maps "
                                          "(fold-N.npz, for `experiment ranking --doc-maps`) and the maps of every "
                                          "grant (all.npz, what `priorart build --doc-maps` installs) here."),
+    install: bool = typer.Option(False, "--install", help="With --maps-out: when the maps pass the install rule (win "
+                                 "titles and claims, lose no task and no direction), copy all.npz to "
+                                 "training/encoders/doc-maps.npz, what `priorart build` installs by default."),
     progress: bool | None = typer.Option(None, "--progress/--no-progress", help="Progress bars on stderr."),
 ) -> None:
     """The pretrained encoder fine-tuned on patents (low-rank maps learned with seed 004's smooth ordinal search
     loss) against the frozen encoder: the dense stage alone, cross-fitted by grant, in every language direction."""
-    from training.experiments.adapter import format_adapter, run_adapter
+    from training.experiments.adapter import format_adapter, install_maps, run_adapter
     from training.models.adapter import AdapterConfig
 
     with failures_exit_2(OSError):
+        if install and maps_out is None:
+            raise ValueError("--install needs --maps-out (the maps are written there first)")
         result = run_adapter(data, folds=folds, folders=folders, config=AdapterConfig(
                                  sides=sides, doc_maps=tuple(d.strip() for d in doc_maps.split(",") if d.strip())),
                              objectives=tuple(o.strip() for o in objectives.split(",") if o.strip()),
                              train_targets=tuple(t.strip() for t in targets.split(",") if t.strip()),
                              work=work, out=out, maps_out=maps_out, progress=progress, command=command_line())
     typer.echo(format_adapter(result))
+    if install and maps_out is not None:
+        with failures_exit_2(OSError):
+            typer.echo(f"maps installed: {install_maps(result, maps_out)}")
 
 
 @experiment_app.command("route-merge")

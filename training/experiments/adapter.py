@@ -277,6 +277,24 @@ def run_adapter(data: str | Path, *, folds: int = 5, tasks: Sequence[str] = TASK
     return result
 
 
+def install_maps(result: AdapterResult, maps_out: str | Path, dest: str | Path | None = None) -> Path:
+    """Copy the maps of every grant (``maps_out/all.npz``) to ``dest`` (None: what ``priorart build`` installs by
+    default, :data:`training.models.adapter.DEFAULT_DOC_MAPS`), only when the result passed the install rule."""
+    import shutil
+
+    from training.models.adapter import DEFAULT_DOC_MAPS
+
+    if not result.install:
+        raise ExperimentError(f"the maps are not installed: {result.install_reason}")
+    src = Path(maps_out) / "all.npz"
+    if not src.is_file():
+        raise ExperimentError(f"{src}: missing (run with --sides documents and --objectives sosl)")
+    target = Path(dest) if dest is not None else DEFAULT_DOC_MAPS
+    target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(src, target)
+    return target
+
+
 def _install(rows: dict[str, dict[str, dict[str, float]]],
              directions: dict[str, dict[str, float]]) -> tuple[bool, str]:
     """The SOSL adapter replaces the frozen encoder when it wins titles and claims (higher MRR, p < 0.05) and loses
@@ -311,4 +329,4 @@ def format_adapter(result: AdapterResult) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["AdapterResult", "AdapterTopic", "format_adapter", "grant_topics", "run_adapter"]
+__all__ = ["AdapterResult", "AdapterTopic", "format_adapter", "grant_topics", "install_maps", "run_adapter"]
