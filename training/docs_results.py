@@ -503,35 +503,38 @@ def passage_evidence_table(name: str, results_dir: Path = RESULTS_DIR) -> str:
                       f"{len(r['grants'])} grants, {r['settings']['folds']} folds. " + source(r, name)])
 
 
+def _experiment_result(name: str, results_dir: Path, cls: type, command: str,
+                       optional: tuple[str, ...]) -> tuple[Result, Any]:
+    """The result file ``name``, and the same read back as the experiment's result dataclass ``cls`` (refused, naming
+    the experiment's ``command``, when a field other than ``optional`` is missing)."""
+    from dataclasses import fields
+
+    r = load(name, results_dir)
+    names = {f.name for f in fields(cls)}
+    missing = sorted(n for n in names - set(r) if n not in optional)
+    if missing:
+        raise ResultsError(f"docs/results/{name}: no {', '.join(missing)} (a result of `priorart experiment "
+                           f"{command}`?)")
+    return r, cls(**{k: v for k, v in r.items() if k in names})
+
+
 def ranking_table(name: str, results_dir: Path = RESULTS_DIR) -> str:
     """``priorart experiment ranking``: the fused order against passage evidence in ``/search``, per task (the
     experiment's own tables)."""
-    from dataclasses import fields
-
     from training.experiments.ranking import RankingResult, format_table
 
-    r = load(name, results_dir)
-    names = {f.name for f in fields(RankingResult)}
-    missing = sorted(n for n in names - set(r) if n not in ("skipped", "seconds", "commit", "ranker"))
-    if missing:
-        raise ResultsError(f"docs/results/{name}: no {', '.join(missing)} (a result of `priorart experiment ranking`?)")
-    return format_table(RankingResult(**{k: v for k, v in r.items() if k in names})) + "\n\n" + source(r, name)
+    r, result = _experiment_result(name, results_dir, RankingResult, "ranking",
+                                   ("skipped", "seconds", "commit", "ranker"))
+    return format_table(result) + "\n\n" + source(r, name)
 
 
 def adapter_table(name: str, results_dir: Path = RESULTS_DIR) -> str:
     """``priorart experiment adapter``: the encoder's fine-tuned maps against the frozen encoder, the dense stage
     alone (the experiment's own table)."""
-    from dataclasses import fields
-
     from training.experiments.adapter import AdapterResult, format_adapter
 
-    r = load(name, results_dir)
-    names = {f.name for f in fields(AdapterResult)}
-    missing = sorted(n for n in names - set(r) if n not in ("seconds", "commit"))
-    if missing:
-        raise ResultsError(f"docs/results/{name}: no {', '.join(missing)} (a result of `priorart experiment adapter`?)")
-    return ("```\n" + format_adapter(AdapterResult(**{k: v for k, v in r.items() if k in names})) + "\n```\n\n"
-            + source(r, name))
+    r, result = _experiment_result(name, results_dir, AdapterResult, "adapter", ("seconds", "commit"))
+    return "```\n" + format_adapter(result) + "\n```\n\n" + source(r, name)
 
 
 def watch_table(name: str, results_dir: Path = RESULTS_DIR) -> str:

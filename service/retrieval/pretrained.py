@@ -133,6 +133,12 @@ def windows(ids: Sequence[int], width: int) -> list[tuple[int, int]]:
     return [(a, min(a + width, n)) for a in range(0, n, width)] or [(0, 0)]
 
 
+def low_rank_map(x: np.ndarray, u: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """``x + U (V^T x)`` row-wise, L2-normalised (the document maps' and training/models/adapter.py's maps)."""
+    y = x + (x @ v) @ u.T
+    return y / np.maximum(np.linalg.norm(y, axis=-1, keepdims=True), 1e-12)
+
+
 class DocumentMaps:
     """The encoder's part fine-tuned on patents (training/models/adapter.py, ``sides="documents"``): for each language
     of a document's dense text, a low-rank residual map ``x + U (V^T x)`` of its vector, L2-normalised; a language
@@ -157,9 +163,7 @@ class DocumentMaps:
         for i, lang in enumerate(self.langs):
             rows = [j for j, x in enumerate(langs) if x == lang]
             if rows:
-                x = out[rows].astype(np.float64)
-                y = x + (x @ self.v[i]) @ self.u[i].T
-                out[rows] = (y / np.maximum(np.linalg.norm(y, axis=1, keepdims=True), 1e-12)).astype(np.float32)
+                out[rows] = low_rank_map(out[rows].astype(np.float64), self.u[i], self.v[i]).astype(np.float32)
         return out
 
     def save(self, path: Path) -> None:
@@ -367,11 +371,11 @@ def copy_encoder(src: str | Path, dest: str | Path, *, graphs: Sequence[str] = (
         maps.unlink()
     body.pop("doc_maps", None)
     if doc_maps is not None:
-        import hashlib
+        from service.index.folder import sha256_file
 
         loaded = DocumentMaps.load(Path(doc_maps))  # (refuses a file that is not one)
         shutil.copyfile(doc_maps, maps)
-        digest = hashlib.sha256(maps.read_bytes()).hexdigest()
+        digest = sha256_file(maps)
         body["files"][PretrainedLayout.DOC_MAPS] = {"size": maps.stat().st_size, "sha256": digest}
         body["doc_maps"] = {"languages": loaded.langs, "source": str(doc_maps), "sha256": digest,
                             **{k: loaded.info[k] for k in ("commit", "trained by") if k in loaded.info}}
@@ -382,4 +386,4 @@ def copy_encoder(src: str | Path, dest: str | Path, *, graphs: Sequence[str] = (
 
 __all__ = ["DOCUMENT_TOKENS", "DocumentMaps", "E5Tokenizer", "PRETRAINED_FORMAT", "PRETRAINED_VERSION", "QUERY_TOKENS",
            "PretrainedEncoder", "PretrainedLayout", "copy_encoder", "document_language", "document_text",
-           "load_pretrained", "read_pretrained_meta", "windows"]
+           "load_pretrained", "low_rank_map", "read_pretrained_meta", "windows"]

@@ -23,7 +23,6 @@ optimistic figure until it is measured on grants outside the shared data.
 from __future__ import annotations
 
 import hashlib
-import logging
 import sys
 import time
 from collections.abc import Sequence
@@ -52,8 +51,6 @@ from training.models.adapter import (
     rank_of,
     train_adapter,
 )
-
-log = logging.getLogger(__name__)
 
 TASKS = ("titles", "claims", "own language")
 FROZEN = "frozen"
@@ -135,7 +132,7 @@ def run_adapter(data: str | Path, *, folds: int = 5, tasks: Sequence[str] = TASK
                 records: Sequence[PatentRecord] | None = None, progress: bool | None = None,
                 command: str | None = None) -> AdapterResult:
     """Run the experiment (module docstring)."""
-    from service.retrieval.pretrained import load_pretrained
+    from service.retrieval.pretrained import document_language, load_pretrained
     from training.ingest import shared_records
 
     cfg = config or AdapterConfig()
@@ -163,8 +160,6 @@ def run_adapter(data: str | Path, *, folds: int = 5, tasks: Sequence[str] = TASK
             raise ExperimentError(f"{engine.index_dir}: its documents are not in the other indexes' order")
         vectors[fold, tgt] = np.load(engine.index_dir / "dense" / "vectors.npy").astype(np.float32)
     assert ids is not None and encoder is not None
-    from service.retrieval.pretrained import document_language
-
     row = {d: i for i, d in enumerate(ids)}
     published = vectors[0, "en"].copy()  # every document as published (a grant from an index that does not hold it)
     for g in grants:

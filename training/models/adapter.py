@@ -1,4 +1,4 @@
-"""A query adapter for the pretrained encoder, fine-tuned on patents with smooth learning (seed 004: Liu et al.,
+"""Maps of the pretrained encoder's vectors fine-tuned on patents with smooth learning (seed 004: Liu et al.,
 "Cross-lingual document retrieval with smooth learning").
 
 What is learned: low-rank residual maps ``a(x) = x + U (V^T x)`` (``U, V``: ``[dim, rank]``, ``U`` starts at zero, so
@@ -25,15 +25,12 @@ candidates, temperature 0.05), for comparison.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
-
-log = logging.getLogger(__name__)
 
 DEFAULT_DOC_MAPS = Path(__file__).resolve().parents[1] / "encoders" / "doc-maps.npz"
 """The document maps ``priorart build`` installs by default (written by ``priorart experiment adapter --maps-out``)."""
@@ -114,11 +111,12 @@ def document_maps(maps: Maps, langs: Sequence[str], info: dict[str, Any]) -> Any
     return DocumentMaps(maps.u[rows], maps.v[rows], list(langs), info)
 
 
-def adapt(queries: np.ndarray, u: np.ndarray, v: np.ndarray) -> np.ndarray:
-    """``x + U (V^T x)`` row-wise, L2-normalised (the service's :class:`service.retrieval.pretrained.QueryAdapter`
-    does the same in float32)."""
-    out = queries + (queries @ v) @ u.T
-    return out / np.maximum(np.linalg.norm(out, axis=-1, keepdims=True), 1e-6)
+def adapt(x: np.ndarray, u: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """``x + U (V^T x)`` row-wise, L2-normalised: :func:`service.retrieval.pretrained.low_rank_map`, which the
+    installed document maps apply."""
+    from service.retrieval.pretrained import low_rank_map
+
+    return low_rank_map(x, u, v)
 
 
 def auto_thresholds(pairs: AdapterPairs, smooth_l: float) -> tuple[float, float]:
