@@ -242,7 +242,7 @@ def compose(index: IndexFolder | ShardSet, settings: Settings, docs: DocStore | 
     stages: list[Stage] = [FirstStageStep(first)]
     fusion = FusionStep(FusionModel.of_folder(folder))  # (the rerank stage asks it what a query is fused with)
     device = "cpu"
-    if folder.has("encoder") and folder.has("dense") and neural:  # the pretrained encoder's dense stage
+    if folder.pretrained_dense and neural:  # the pretrained encoder's dense stage
         from service.retrieval.pretrained import load_pretrained
         from service.stages.dense import DenseStep
 

@@ -617,6 +617,12 @@ class IndexFolder:
     def has(self, name: str) -> bool:
         return name in self.meta.components
 
+    @property
+    def pretrained_dense(self) -> bool:
+        """Whether the index has the pretrained encoder's dense stage (its ``encoder/`` and the vectors in ``dense/``:
+        every default build), which its searches and its live segments both use."""
+        return self.has("encoder") and self.has("dense")
+
     def component(self, name: str, version: int | None = None, *, fix: str = "rebuild the index") -> dict[str, Any]:
         """The ``components`` entry ``name`` (its ``version`` checked when given)."""
         comp = self.meta.components.get(name)

@@ -198,7 +198,7 @@ def _write_context(folder: IndexFolder, *, device: str, progress: bool) -> Write
     """How a segment of ``folder`` is written: the index's settings and word lists, and its models when it has any
     (the segment's vectors stored without an index, in the index's metric)."""
     with_models = folder.has("models")
-    pretrained = not with_models and folder.has("encoder") and folder.has("dense")
+    pretrained = not with_models and folder.pretrained_dense
     return WriteContext(folder.settings, _analyzers(folder), progress=progress, device=device,
                         models=folder.path(Layout.MODELS) if with_models else None,
                         encoder=folder.path(Layout.ENCODER) if pretrained else None, dense_kind="vectors",
