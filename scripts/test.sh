@@ -26,10 +26,21 @@ set +e
 # two workers (the CI machine's two cores), whole test files per worker, handed out longest first (tests/conftest.py);
 # -m "": every test (real data, slow, servers, e2e, load, ray), not the fast set a bare `pytest` runs (pyproject's
 # addopts); a -m among the extra arguments comes later and wins.
-python -m pytest -q -n "${PRIORART_TEST_WORKERS:-2}" --dist loadfile --no-loadscope-reorder -m "" "$@"
-rc=$?
-wait "$mypy_pid"
-mypy_rc=$?
+# The tests marked `solo` time the product against a figure the docs quote (the README's demo time): they run after the
+# others, alone, since beside the other worker they measured the machine's load (265 s for the quoted 120 s).
+if [ $# -eq 0 ]; then
+  python -m pytest -q -n "${PRIORART_TEST_WORKERS:-2}" --dist loadfile --no-loadscope-reorder -m "not solo"
+  rc=$?
+  wait "$mypy_pid"; mypy_rc=$?; mypy_pid=""  # nothing else running while the timed tests time
+  echo "== pytest: the timed tests, alone"
+  python -m pytest -q -m "solo"
+  solo_rc=$?
+  if [ "$rc" -eq 0 ]; then rc=$solo_rc; fi
+else
+  python -m pytest -q -n "${PRIORART_TEST_WORKERS:-2}" --dist loadfile --no-loadscope-reorder -m "" "$@"
+  rc=$?
+fi
+if [ -n "$mypy_pid" ]; then wait "$mypy_pid"; mypy_rc=$?; fi
 set -e
 echo "== mypy"; cat "$mypy_log"; rm -f "$mypy_log"
 # pytest exits 5 when it collected nothing: that is a failure of the suite, not a pass.

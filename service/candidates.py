@@ -3,6 +3,7 @@ protocol, and a stage's trace (service/pipeline.py composes the stages)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -13,6 +14,29 @@ from service.query import Query
 if TYPE_CHECKING:
     from service.retrieval.first_stage import SearchInfo
     from service.schema import FusionInfo
+
+
+TIE = 1e-12  # scores within this relative distance are a tie (a sharded index sums in another order: ulps apart)
+
+
+def best_first(scores: np.ndarray, rows: np.ndarray, ids: Sequence[str], k: int) -> np.ndarray:
+    """The positions of the ``k`` best ``scores``, best first; tied scores (within :data:`TIE`) by document id
+    (``ids[row]``), so that one index and its shards, whose rows are numbered differently, give one order. The ids
+    are read only where a tie reaches the first ``k``."""
+    order = np.lexsort((rows, -scores))
+    s = scores[order]
+    ties = np.abs(np.diff(s)) <= TIE * np.maximum(1.0, np.abs(s[1:]))
+    if not ties[:k].any():
+        return order[:k]
+    end = min(k, len(s))
+    while end < len(s) and ties[end - 1]:  # the run of ties across the cut-off, whole
+        end += 1
+    head = order[:end]
+    # a run of ties takes its first member's score as its key, so that the ids order the whole run
+    run_start = np.concatenate(([0], np.flatnonzero(~ties[: end - 1]) + 1))
+    key = np.repeat(s[run_start], np.diff(np.concatenate((run_start, [end]))))
+    named = np.array([ids[int(r)] for r in rows[head]])
+    return head[np.lexsort((named, -key))][:k]
 
 
 @dataclass

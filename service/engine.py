@@ -210,7 +210,9 @@ class Engine:
     def search(self, req: SearchRequest) -> SearchResponse:
         """Run the pipeline; the result is the body of ``POST /search``."""
         query = self.query(req)
-        query.explain = req.explain
+        # the matched words are shown with every result: a sharded index's shards send their candidates' (the
+        # ingress has no sparse index to look them up in), one index looks them up for the rows returned
+        query.explain = req.explain or self._first_stage() is None
         if req.collapse_families:  # room for the members that collapse, so that k results remain
             query.k = min(query.depth, req.k * FAMILY_ROOM)
         return self.run(query, explain=req.explain, collapse=req.collapse_families, k=req.k,
@@ -262,7 +264,7 @@ class Engine:
         assert cands.fused is not None and cands.fusion is not None
         fused = cands.fused.tolist()
         scores = _order_scores(cands.fused, ordered)
-        matched = self._matched_words(query, cands, [row_list[i] for i in at], explain)
+        matched = self._matched_words(query, cands, [row_list[i] for i in at])
         # the components that shaped the ranking (a non-zero weight), not every score computed
         normalised = {name: cands.normalised[name].tolist() for name in COMPONENTS
                       if name in cands.normalised and cands.fusion.weights.get(name)}
@@ -301,16 +303,13 @@ class Engine:
                               generation=self.generation, partial=bool(cands.missing_shards),
                               missing_shards=cands.missing_shards)
 
-    def _matched_words(self, query: Query, cands: Candidates, rows: list[int],
-                       explain: bool) -> dict[int, dict[str, list[str]]]:
+    def _matched_words(self, query: Query, cands: Candidates, rows: list[int]) -> dict[int, dict[str, list[str]]]:
         """The matched words of ``rows`` (the results returned): per row, each query word (as written) it contains,
         itself or through a translation, with the index terms it matched as (a term with no query word behind it, one
         relevance feedback added, stands for itself). Looked up for these rows only; a sharded pipeline's shards send
-        theirs with their candidates when the query explains (the ingress has no sparse index to look them up in)."""
+        theirs with their candidates (``query.explain``: the ingress has no sparse index to look them up in)."""
         if self._first_stage() is not None:
             self.pipeline.explain(cands, np.asarray(rows, dtype=np.int64))
-        elif not explain:
-            return {}
         if not cands.matched_terms or self.resources is None:
             return {}
         translate = query.translate if isinstance(query.translate, bool) else True

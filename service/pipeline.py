@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from service.candidates import Candidates, Stage, StageTrace
+from service.candidates import Candidates, Stage, StageTrace, best_first
 from service.fusion import FusionModel, FusionStep
 from service.index.components import open_component
 from service.index.folder import IndexFolder, IndexFormatError, Layout, ShardSet
@@ -118,7 +118,7 @@ class Pipeline:
         return cands, trace
 
     def run(self, query: Query) -> tuple[Candidates, list[StageTrace]]:
-        """The top ``query.k`` candidates, best first (ties: lower row first), and each stage's trace; with
+        """The top ``query.k`` candidates, best first (ties: by document id), and each stage's trace; with
         ``query.explain``, their matched terms."""
         cands, trace = self._run(query, self.stages)
         assert cands.fused is not None and cands.fusion is not None
@@ -129,8 +129,7 @@ class Pipeline:
             query.note("no document contains a query term, and word match alone ranks this query: the documents "
                        "nearest in meaning are not listed")
             cands.take(np.zeros(0, dtype=np.int64))
-        order = np.lexsort((cands.rows, -cands.fused))[: query.k]
-        cands.take(order)
+        cands.take(best_first(cands.fused, cands.rows, self.docs.ids, query.k))
         if query.explain:
             started = time.perf_counter()
             explained = self.explain(cands)

@@ -24,7 +24,7 @@ LONGEST_FIRST = (
     "tests/service/index/test_live.py",  # 194
     "tests/service/test_serve_ray.py",  # 149
     "tests/training/commands/test_demo.py",  # 149
-    "tests/test_readme.py",  # 140 (the README's demo, 5,000 documents, timed; the real-data examples)
+    "tests/test_readme.py",  # 140 (the real-data examples; the timed demo runs alone, after: scripts/test.sh)
     "tests/load/test_load.py",  # 139
     "tests/training/commands/test_watch_cli.py",  # 118 (its kill -9 test: 6 trials on 300 watches then; 4 on 100 now)
     "tests/deploy/test_fresh_install.py",  # 106 (two CPU levels of kernels warmed, as the Dockerfile does)

@@ -100,6 +100,7 @@ def readme_demo_seconds() -> int:
 
 @pytest.mark.slow
 @pytest.mark.server
+@pytest.mark.solo
 def test_the_demo_time_the_readme_quotes_is_what_the_demo_takes(tmp_path: Path) -> None:
     """Issue 57 item 5: the README said the first run serves in about 30 s; it took 141 s. The demo as the README
     runs it on a new machine (5,000 synthetic patents, a new work folder, numba's cache empty), timed to its own

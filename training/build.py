@@ -133,16 +133,43 @@ def _translation_tables(
         raise BuildError(str(exc)) from exc
 
 
-def _word_vectors(passages: Any, analyzers: Mapping[str, Any], progress: bool) -> WordVectors | None:
+def _word_vectors(passages: Any, analyzers: Mapping[str, Any], progress: bool,
+                  doc_order: Sequence[str] | None = None) -> WordVectors | None:
     """The index's word vectors (training/word_vectors.py); None, logged, when no language has enough text or gensim
     is not installed (the engine then orders the first documents by the passage rule, and says so)."""
     from training.word_vectors import NoWordVectors, train_word_vectors
 
     try:
-        return train_word_vectors(passages, analyzers, progress=progress)
+        return train_word_vectors(passages, analyzers, progress=progress, doc_order=doc_order)
     except NoWordVectors as exc:
         log.warning("no word vectors (%s): the ranker's kernel features cannot be computed in this index", exc)
     return None
+
+
+def _analyzers(langs: Sequence[str], splitters: Mapping[str, CompoundSplitter]) -> dict[str, CachedAnalyzer]:
+    """The analyzer of each index language: with its compound splitter where it has one."""
+    return {lang: CachedAnalyzer(Analyzer(lang, splitter=splitters[lang]) if lang in splitters else get_analyzer(lang))
+            for lang in langs}
+
+
+def learn_corpus_parts(passages: Sequence[Any], analyzers: Mapping[str, Any], corpus_codes: Iterable[str],
+                       ranker: Mapping[str, Any] | None, cpc: str | Path | None, progress: bool, *,
+                       doc_order: Sequence[str] | None = None,
+                       word_vectors: WordVectors | None = None) -> tuple[dict[str, Any], str]:
+    """The index-level parts that an index's documents teach, learned once for the whole index (one folder, or every
+    shard of a sharded one: ``passages`` each shard's, read in ``doc_order``, the corpus' order): the word vectors
+    that ``ranker``'s kernel features read (``word_vectors``: ready-made instead) and the code classifier of the
+    ``cpc`` title list; returns ``{part name: value}`` and the line that says what the classifier is or why none."""
+    out: dict[str, Any] = {}
+    if ranker is not None and reads_kernels(ranker["body"]["features"]):
+        vectors = word_vectors or _word_vectors(passages, analyzers, progress, doc_order)
+        if vectors is not None:
+            out["word_vectors"] = vectors
+    classifier, said = index_classifier(_cpc(cpc), analyzers.get("en"), corpus_codes)
+    log.info("%s", said)
+    if classifier is not None:  # the codes of a query without any, from the CPC titles
+        out["code_classifier"] = classifier
+    return out, said
 
 
 def _ranker(ranker: str | Path | None, dense: bool = True) -> tuple[str, dict[str, Any]] | None:
@@ -222,6 +249,7 @@ def build_index(
     word_vectors: WordVectors | None = None,
     cpc: str | Path | None = "auto",
     doc_maps: str | Path | None = "default",
+    corpus_parts: bool = True,
 ) -> BuildReport:
     """Build an index folder from a corpus JSONL path (or an iterable of records).
 
@@ -253,6 +281,8 @@ def build_index(
     ``cpc``: the CPC title list the code classifier's profiles are made of (the index part ``code_classifier``,
     :func:`training.code_classifier.index_classifier`: given where the list knows most of the corpus' subclasses);
     ``"auto"``: the service's ``PRIORART_CPC_TITLES``, else the shared data folder's, when present; None: none.
+    ``corpus_parts``: False for a shard of a sharded build, which learns the index-level parts that the documents
+    teach (the word vectors, the code classifier) once over every shard (:func:`learn_corpus_parts`).
     """
     if dense_index not in (*INDEX_KINDS, "auto"):
         raise BuildError(f"unknown dense index {dense_index!r}; choose from auto, {', '.join(INDEX_KINDS)}")
@@ -294,10 +324,7 @@ def build_index(
         if analysis is not None:
             settings = dataclasses.replace(settings, analysis=analysis)
         collector = AlignedCollector(xopts.max_aligned_docs) if translation and translation_dir is None else None
-        analyzers = {
-            lang: CachedAnalyzer(Analyzer(lang, splitter=splitters[lang]) if lang in splitters else get_analyzer(lang))
-            for lang in langs
-        }
+        analyzers = _analyzers(langs, splitters)
         show = sys.stderr.isatty() if progress is None else progress
         ctx = WriteContext(settings, analyzers, progress=show, want_vocab=collector is not None)
         encoder = (add_pretrained_dense(tmp, ctx, dense_index, device, ray, doc_maps)
@@ -320,16 +347,14 @@ def build_index(
         tables, xreport = _translation_tables(tmp, xopts, langs, collector, vocabs, show)
         xreport["compounds"] = {lang: {**sp.settings(), "sources": sp.sources} for lang, sp in splitters.items()}
         components["translation"] = tables
+        said = "learned over every shard"
         if ranker_in is not None:  # the learned ranker of the first documents (an index-level part)
             components["ranker"] = {**write_part("ranker", tmp, ranker_in[1]), "source": ranker_in[0]}
-            if reads_kernels(ranker_in[1]["body"]["features"]):  # and the word vectors its kernel features read
-                vectors = word_vectors or _word_vectors(PassageArrays.open(tmp / Layout.PASSAGES), analyzers, show)
-                if vectors is not None:
-                    components["word_vectors"] = write_part("word_vectors", tmp, vectors)
-        classifier, said = index_classifier(_cpc(cpc), analyzers.get("en"), corpus_codes)
-        log.info("%s", said)
-        if classifier is not None:  # the codes of a query without any, from the CPC titles (an index-level part)
-            components["code_classifier"] = write_part("code_classifier", tmp, classifier)
+        if corpus_parts:
+            parts, said = learn_corpus_parts([PassageArrays.open(tmp / Layout.PASSAGES)], analyzers, corpus_codes,
+                                             ranker_in[1] if ranker_in is not None else None, cpc, show,
+                                             word_vectors=word_vectors)
+            components.update({name: write_part(name, tmp, value) for name, value in parts.items()})
         if encoder is not None:  # the pretrained encoder's folder, and the fused order's weights with its dense stage
             components["encoder"] = encoder
             components["fusion"] = write_part("fusion", tmp, FusionModel.pretrained_dense().to_json())
@@ -649,8 +674,7 @@ def build_sharded_index(
                "compounds": compound_langs, "models_dir": str(models_dir) if models_dir else None,
                "dense": dense, "dense_index": dense_index, "device": device,
                "ranker": "none" if ranker_in is None else str(ranker),
-               "cpc": None if (path := _cpc(cpc)) is None else str(path),
-               "doc_maps": None if (maps := _doc_maps(doc_maps)) is None else str(maps)}
+               "doc_maps": None if (maps := _doc_maps(doc_maps)) is None else str(maps), "corpus_parts": False}
     tmp = out.parent / f".{out.name}.building-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
     (tmp / ".input").mkdir(parents=True)
@@ -659,8 +683,12 @@ def build_sharded_index(
         # first pass: routing, the aligned-claims sample, the compound splitter's word counts
         collector = AlignedCollector(xopts.max_aligned_docs) if translation and translation_dir is None else None
         buckets: list[list[PatentRecord]] = [[] for _ in range(shards)]
+        doc_order: list[str] = []  # the corpus' order, in which the word vectors read the documents
+        corpus_codes: set[str] = set()
         for rec in read_corpus(corpus):
             buckets[shard_for(family_key(rec), shards)].append(rec)
+            doc_order.append(rec.id)
+            corpus_codes.update(record_codes(rec))
             if collector is not None:
                 collector.add(rec)
         empty = [i for i, recs in enumerate(buckets) if not recs]
@@ -711,6 +739,17 @@ def build_sharded_index(
                 IndexFolder.open(o, verify=False).register({"translation": copy_part("translation", first, Path(o))},
                                                            changed=[Layout.TRANSLATION])
         shutil.rmtree(tables_dir)
+        # the parts the documents teach (word vectors, code classifier): learned once over every shard's documents in
+        # the corpus' order, as one index of the corpus learns them, into the first shard and copied into the others
+        first = IndexFolder.open(outs[0], verify=False)
+        learned, _ = learn_corpus_parts([PassageArrays.open(Path(o) / Layout.PASSAGES) for o in outs],
+                                        _analyzers(langs, splitters), corpus_codes,
+                                        ranker_in[1] if ranker_in is not None else None, cpc, show,
+                                        doc_order=list(dict.fromkeys(doc_order)))
+        if learned:
+            first.register({name: write_part(name, Path(outs[0]), value) for name, value in learned.items()})
+            for o in outs[1:]:
+                IndexFolder.open(o, verify=False).register({name: copy_part(name, first, Path(o)) for name in learned})
         shutil.rmtree(tmp / ".input")
         settings = IndexFolder.open(outs[0], verify=False).settings
         write_shards_meta(tmp, shards, settings, {"build": {"n_docs": sum(shard_docs), "corpus": str(corpus),

@@ -52,16 +52,21 @@ class WordVectorSettings:
     seed: int = 13
 
 
-def train_word_vectors(passages: PassageArrays | SegmentedPassageIndex,
+def train_word_vectors(passages: PassageArrays | SegmentedPassageIndex | Sequence[PassageArrays],
                        analyzers: Mapping[str, Analyze] | None = None,
-                       s: WordVectorSettings | None = None, *, progress: bool | None = None) -> WordVectors:
+                       s: WordVectorSettings | None = None, *, progress: bool | None = None,
+                       doc_order: Sequence[str] | None = None) -> WordVectors:
     """word2vec (CBOW by default, one worker: deterministic) per language over the passage index's units, analysed by
     ``analyzers`` (the index's; default: the languages' plain analysers); :class:`TooLittleText` when no language
-    has ``s.min_tokens`` analysed terms, :class:`NoWordVectors` without gensim."""
+    has ``s.min_tokens`` analysed terms, :class:`NoWordVectors` without gensim. ``passages``: one passage index, a
+    segmented one, or several (a sharded index's shards); their units are read document by document in
+    ``doc_order`` (document ids: the corpus' order, so that the shards of a corpus give the vectors one index of it
+    gives), else part by part in row order (one index's row order is its corpus' order)."""
     from service.passages.segments import SegmentedPassageIndex
 
     s = s or WordVectorSettings()
-    parts = passages.parts if isinstance(passages, SegmentedPassageIndex) else [passages]
+    parts = (passages.parts if isinstance(passages, SegmentedPassageIndex)
+             else list(passages) if isinstance(passages, Sequence) else [passages])
     analyse: dict[str, Analyze] = {}
     for lang in SUPPORTED_LANGS:
         a = (analyzers or {}).get(lang) or get_analyzer(lang)
@@ -70,7 +75,7 @@ def train_word_vectors(passages: PassageArrays | SegmentedPassageIndex,
     keys: list[str] = []
     vectors: list[np.ndarray] = []
     with tempfile.TemporaryDirectory(prefix="priorart-w2v-") as tmp:
-        _write_sentences(parts, analyse, tokens, s.max_tokens, Path(tmp), progress)
+        _write_sentences(parts, _unit_runs(parts, doc_order), analyse, tokens, s.max_tokens, Path(tmp), progress)
         for i, lang in enumerate(SUPPORTED_LANGS):
             if int(tokens[i]) < s.min_tokens:
                 log.info("word vectors %s: %d terms < %d, none (exact matches only)", lang, int(tokens[i]),
@@ -93,28 +98,45 @@ def train_word_vectors(passages: PassageArrays | SegmentedPassageIndex,
     return WordVectors(keys, np.concatenate(vectors))
 
 
-def _write_sentences(parts: Sequence[PassageArrays], analyse: Mapping[str, Analyze], tokens: np.ndarray,
-                     max_tokens: int, tmp: Path, progress: bool | None) -> None:
-    """One file of analysed sentences per language (``<lang>.txt``): every unit, or every ``k``-th of a language with
-    more than ``max_tokens`` terms."""
+def _unit_runs(parts: Sequence[PassageArrays], doc_order: Sequence[str] | None) -> list[tuple[int, int, int]]:
+    """The units to read, in order, as runs ``(part, first unit, end)``: each part whole, or each document of
+    ``doc_order`` (ids) where it is (an id no part holds is refused: the order is of another collection)."""
+    if doc_order is None:
+        return [(i, 0, len(p.unit_tag)) for i, p in enumerate(parts)]
+    where = {p.doc_id(row): (i, row) for i, p in enumerate(parts) for row in range(p.n_docs)}
+    runs = []
+    for doc in doc_order:
+        if doc not in where:
+            raise ValueError(f"document {doc!r} of the order is in no passage index")
+        i, row = where[doc]
+        runs.append((i, int(parts[i].docs[row, 0]), int(parts[i].docs[row + 1, 0])))
+    return runs
+
+
+def _write_sentences(parts: Sequence[PassageArrays], runs: Sequence[tuple[int, int, int]],
+                     analyse: Mapping[str, Analyze], tokens: np.ndarray, max_tokens: int, tmp: Path,
+                     progress: bool | None) -> None:
+    """One file of analysed sentences per language (``<lang>.txt``) from the units of ``runs`` (:func:`_unit_runs`),
+    in their order: every unit, or every ``k``-th of a language with more than ``max_tokens`` terms."""
     every = {lang: max(1, int(np.ceil(int(tokens[i]) / max_tokens))) for i, lang in enumerate(SUPPORTED_LANGS)}
     seen = dict.fromkeys(SUPPORTED_LANGS, 0)
     with ExitStack() as stack:
         files = {lang: stack.enter_context(open(tmp / f"{lang}.txt", "w", encoding="utf-8"))
                  for lang in SUPPORTED_LANGS}
-        bar = stack.enter_context(tqdm(total=sum(len(p.unit_tag) for p in parts), desc="word vectors: sentences",
-                                       unit="unit", disable=progress is False, leave=False))
-        for p in parts:
-            tags = np.asarray(p.unit_tag)
-            for u in range(len(tags)):
-                lang = SUPPORTED_LANGS[int(tags[u]) & 3]
+        bar = stack.enter_context(tqdm(total=sum(end - first for _, first, end in runs),
+                                       desc="word vectors: sentences", unit="unit", disable=progress is False,
+                                       leave=False))
+        tags = [np.asarray(p.unit_tag) for p in parts]
+        for i, first, end in runs:
+            p = parts[i]
+            for u in range(first, end):
+                lang = SUPPORTED_LANGS[int(tags[i][u]) & 3]
                 seen[lang] += 1
                 if seen[lang] % every[lang] == 0:
                     terms = analyse[lang](p.texts.text(u))
                     if terms:
                         files[lang].write(" ".join(terms) + "\n")
-                if u % 4096 == 0:
-                    bar.update(min(4096, len(tags) - u))
+            bar.update(end - first)
 
 
 def index_word_vectors(root: str | Path, *, progress: bool | None = None) -> WordVectors:

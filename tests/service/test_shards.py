@@ -11,6 +11,7 @@ from index_copy import copy_index
 
 from service.corpus.jsonl import read_corpus, write_corpus
 from service.corpus.record import PatentRecord
+from service.candidates import best_first
 from service.engine import Engine
 from service.index.folder import (
     INDEX_FORMAT,
@@ -35,6 +36,22 @@ TOL = 1e-9
 
 
 # ------------------------------------------------------------------------------------------ unit
+
+
+def test_ties_are_ordered_by_document_id_whatever_the_rows() -> None:
+    """Issue 60: two identical documents tied at the learned ranker's cut-off; one index put one of them in its window,
+    the shards (rows numbered per shard) the other. Tied scores go by document id, the whole run across the cut-off."""
+    scores = np.array([0.5, 0.9, 0.9, 0.1, 0.9 + 1e-15, 0.3])
+    names = ["f", "e", "c", "a", "d", "b"]  # the candidates' documents
+    for rows in (np.arange(6), np.array([3, 0, 5, 4, 1, 2])):  # any numbering of the same documents
+        ids = [""] * 6
+        for name, row in zip(names, rows, strict=True):
+            ids[int(row)] = name
+        assert [names[i] for i in best_first(scores, rows, ids, 6)] == ["c", "d", "e", "f", "b", "a"]
+        assert [names[i] for i in best_first(scores, rows, ids, 2)] == ["c", "d"]  # the run cut at 2, ordered whole
+    untied = np.array([0.4, 0.5, 0.3])
+    assert best_first(untied, np.arange(3), ["z", "y", "x"], 2).tolist() == [1, 0]
+    assert best_first(scores[:0], np.arange(0), [], 3).tolist() == []
 
 
 def test_global_statistics_weight_a_shard_as_the_whole_collection() -> None:
@@ -164,15 +181,41 @@ def _assert_same(a: Engine, b: Engine, queries: list[tuple[str, str]], k: int = 
         assert len(ia) == len(ib), f"{lang} {text[:50]!r}: {len(ia)} vs {len(ib)} hits"
         np.testing.assert_allclose(bb, ba, rtol=TOL, atol=1e-12, err_msg=f"{lang} {text[:50]!r}: bm25")
         np.testing.assert_allclose(fb, fa, rtol=TOL, atol=1e-12, err_msg=f"{lang} {text[:50]!r}: fused")
-        # only exact ties may order documents differently (rows are numbered per shard): equal sets per run of
-        # tied scores, except the run at the cut-off, whose members beyond k may differ
-        start = 0
-        for i in range(1, len(ia) + 1):
-            if i == len(ia) or abs(fa[i] - fa[start]) > TOL * max(1.0, abs(fa[start])):
-                if i < len(ia):
-                    assert set(ia[start:i]) == set(ib[start:i]), f"{lang} {text[:50]!r}: ranks {start}..{i - 1}"
-                start = i
+        _assert_same_but_ties(ia, ib, fa, f"{lang} {text[:50]!r}")
         compared += len(ia)
+    return compared
+
+
+def _assert_same_but_ties(ia: list[str], ib: list[str], scores: np.ndarray | list[float], what: str) -> None:
+    """Only exact ties may order documents differently (rows are numbered per shard): equal sets per run of tied
+    ``scores``, except the run at the cut-off, whose members beyond k may differ."""
+    start = 0
+    for i in range(1, len(ia) + 1):
+        if i == len(ia) or abs(scores[i] - scores[start]) > TOL * max(1.0, abs(scores[start])):
+            if i < len(ia):
+                assert set(ia[start:i]) == set(ib[start:i]), f"{what}: ranks {start}..{i - 1}"
+            start = i
+
+
+def _assert_same_search(a: Engine, b: Engine, queries: list[tuple[str, str]], k: int = 100) -> int:
+    """``/search`` of both engines on the default path (the evidence step: the learned ranker or the passage rule):
+    the same scores, and the same ids in the same order but for exact ties (issue 60: the ranker's features were
+    shard 0's)."""
+    compared = 0
+    for text, lang in queries:
+        ra, rb = (e.search(SearchRequest(query=text, lang=lang, k=k)) for e in (a, b))
+        assert ra.ranked_by == rb.ranked_by and len(ra.results) == len(rb.results)
+        sa, sb = [h.score for h in ra.results], [h.score for h in rb.results]
+        np.testing.assert_allclose(sb, sa, rtol=TOL, atol=1e-12, err_msg=f"{lang} {text[:50]!r}: /search scores")
+        _assert_same_but_ties([h.id for h in ra.results], [h.id for h in rb.results], sa, f"{lang} {text[:50]!r}")
+        theirs = {h.id: h for h in rb.results}
+        for mine in ra.results:  # what each result shows: the matched words (the shards send theirs), route, codes
+            other = theirs.get(mine.id)
+            if other is not None:
+                skip = {"score", "components"}
+                assert mine.model_dump(exclude=skip) == other.model_dump(exclude=skip), f"{lang} {text[:50]!r}"
+                assert mine.components == pytest.approx(other.components, rel=TOL, abs=1e-12)
+        compared += len(sa)
     return compared
 
 
@@ -272,6 +315,9 @@ def test_real_corpus_in_three_shards_equals_one_index(real_corpus: Path, real_in
     b = Engine.load(sharded, settings=Settings(index_dir=sharded))
     records = list(read_corpus(real_corpus))
     compared = _assert_same(a, b, _queries(records))
-    print(f"\nreal data, 3 shards ({report.shard_docs}) vs one index: {compared} hits equal")
+    assert a.ranker is not None and b.ranker is not None and b.kernels is not None and b.code_classifier is not None
+    shown = _assert_same_search(a, b, _queries(records))
+    print(f"\nreal data, 3 shards ({report.shard_docs}) vs one index: {compared} hits equal in the fused order, "
+          f"{shown} on the default path")
     a.close()
     b.close()

@@ -3,7 +3,8 @@
 The topics are every query the real-data experiments use: the known-item topics (title + abstract of the US
 utility grants), the first claims of the trilingual EP grants in English, German and French, every claim of
 those grants in every language, and the titles of every publication in each language it has other text in.
-For each, ``/search`` (the top ``k``: ids and scores) and, for every ``passage_every``-th topic, ``/passages``
+For each, ``/search`` (the top ``k``: ids and scores) on the default path (``search``) and in the fused order
+(``fused``: ``evidence_docs: 0``, no evidence step), and, for every ``passage_every``-th topic, ``/passages``
 (the top ``passages_k``: passage ids and scores) through :class:`service.engine.Engine`, the API's own path.
 Two dumps are compared topic by topic: the same ids in the same order, scores within ``tol``.
 """
@@ -62,6 +63,8 @@ def dump(index_dir: str | Path, records: Sequence[PatentRecord], *, k: int = 100
             try:
                 found = engine.search(SearchRequest(query=t.text, lang=t.lang, k=k))
                 entry["search"] = [[h.id, h.score] for h in found.results]
+                fused = engine.search(SearchRequest(query=t.text, lang=t.lang, k=k, evidence_docs=0))
+                entry["fused"] = [[h.id, h.score] for h in fused.results]
                 if i % passage_every == 0:
                     res = engine.passages(PassageRequest(query=t.text, lang=t.lang, k=passages_k))
                     entry["passages"] = [[h.passage_id, h.score] for h in res.results]
@@ -70,7 +73,7 @@ def dump(index_dir: str | Path, records: Sequence[PatentRecord], *, k: int = 100
             results[t.qid] = entry
     finally:
         engine.close()
-    return {"format": DUMP_FORMAT, "version": 1, "index": str(index_dir), "k": k, "topics": len(results),
+    return {"format": DUMP_FORMAT, "version": 2, "index": str(index_dir), "k": k, "topics": len(results),
             "results": results}
 
 
@@ -82,7 +85,7 @@ def compare(a: dict[str, Any], b: dict[str, Any], *, tol: float = 1e-9) -> list[
         if qid not in ra or qid not in rb:
             out.append(f"{qid}: only in {'the first' if qid in ra else 'the second'} dump")
             continue
-        for part in ("search", "passages", "error"):
+        for part in ("search", "fused", "passages", "error"):
             x, y = ra[qid].get(part), rb[qid].get(part)
             if part == "error" or x is None or y is None:
                 if x != y:
