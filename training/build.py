@@ -35,7 +35,7 @@ from service.corpus.record import PatentRecord
 from service.fusion import FusionModel
 from service.index.components import ENCODE_BATCH, EmptyBatchError, WriteContext, write_components
 from service.index.folder import FIELDS, SCORINGS, BuildSettings, IndexFolder, Layout, write_meta
-from service.index.parts import copy_part, write_part
+from service.index.parts import INDEX_PARTS, copy_part, open_part, write_part
 from service.kernel_pooling import reads_kernels
 from service.passages.arrays import PassageArrays
 from service.retrieval.dense import INDEX_KINDS
@@ -250,6 +250,7 @@ def build_index(
     cpc: str | Path | None = "auto",
     doc_maps: str | Path | None = "default",
     corpus_parts: bool = True,
+    like: str | Path | None = None,
 ) -> BuildReport:
     """Build an index folder from a corpus JSONL path (or an iterable of records).
 
@@ -283,7 +284,27 @@ def build_index(
     ``"auto"``: the service's ``PRIORART_CPC_TITLES``, else the shared data folder's, when present; None: none.
     ``corpus_parts``: False for a shard of a sharded build, which learns the index-level parts that the documents
     teach (the word vectors, the code classifier) once over every shard (:func:`learn_corpus_parts`).
+    ``like``: an existing index (live, sharded or built at once) whose every learned part the new one takes instead of
+    learning its own (:func:`_like`: settings, compound lists, translation tables, word vectors, code classifier,
+    ranker, fusion weights, the encoder's document maps), so that a live index can be compared with a rebuild of its
+    documents; the options those parts replace are ignored.
     """
+    like_folder = _like(like) if like is not None else None
+    if like_folder is not None:
+        from service.retrieval.pretrained import PretrainedLayout
+
+        s_like = like_folder.settings
+        index_langs, fields, scoring = s_like.index_langs, s_like.fields, s_like.scoring
+        k1, b, epsilon = s_like.k1, s_like.b, s_like.epsilon
+        splitters = {lang: a.splitter for lang, a in open_part("analysis", like_folder).items()
+                     if isinstance(a.splitter, CompoundSplitter)}
+        translation = like_folder.has("translation")
+        translation_dir = like_folder.path(Layout.TRANSLATION) if translation else None
+        dense = like_folder.has("encoder")
+        maps = like_folder.path(Layout.ENCODER) / PretrainedLayout.DOC_MAPS
+        doc_maps = str(maps) if dense and maps.is_file() else None
+        dense_index = str(like_folder.meta.components.get("dense", {}).get("kind", dense_index))
+        ranker, cpc, corpus_parts = None, None, False  # copied below
     if dense_index not in (*INDEX_KINDS, "auto"):
         raise BuildError(f"unknown dense index {dense_index!r}; choose from auto, {', '.join(INDEX_KINDS)}")
     if models_dir is not None and not (Path(models_dir) / ModelsLayout.META).is_file():
@@ -358,6 +379,11 @@ def build_index(
         if encoder is not None:  # the pretrained encoder's folder, and the fused order's weights with its dense stage
             components["encoder"] = encoder
             components["fusion"] = write_part("fusion", tmp, FusionModel.pretrained_dense().to_json())
+        if like_folder is not None:  # every learned part of the index it is like
+            for name in LIKE_PARTS:
+                if INDEX_PARTS[name].present(like_folder):
+                    components[name] = {**like_folder.meta.components[name], **copy_part(name, like_folder, tmp)}
+            _same_encoder(like_folder, components.get("encoder"))
         components["build"] = {"n_docs": n_docs, "corpus": str(corpus) if isinstance(corpus, str | Path) else None}
         folder = IndexFolder(tmp, write_meta(tmp, settings, components))  # the build wrote and hashed every file
         models_report: dict[str, Any] | None = None
@@ -389,13 +415,49 @@ def build_index(
         fusion=fusion_report,
         passages=components["passages"],
         ranker=({"kind": ranker_in[1]["body"]["kind"], "docs": ranker_in[1]["body"]["docs"], "source": ranker_in[0]}
-                if ranker_in is not None else None),
+                if ranker_in is not None else
+                {"source": f"like {like}", **{k: components["ranker"].get(k) for k in ("kind", "docs")}}
+                if "ranker" in components else None),
         code_classifier=said,
         dense=components.get("dense") if encoder is not None else None,
     )
 
 
 PRETRAINED_COMPONENT_VERSION = 1
+
+
+# the index-level parts `build --like` copies after the build (the compound lists and the tables are read before it)
+LIKE_PARTS = ("ranker", "word_vectors", "code_classifier", "fusion")
+
+
+def _like(like: str | Path) -> IndexFolder:
+    """The folder whose learned parts ``build_index(like=...)`` takes: the index (its newest generation), or a
+    sharded index's first shard (every shard has the same parts); refused for one with trained models."""
+    from service.index.folder import IndexFormatError, ShardSet, is_sharded
+
+    try:
+        folder = ShardSet.open(like, verify=False).shards[0] if is_sharded(like) else IndexFolder.open(like,
+                                                                                                    verify=False)
+    except (IndexFormatError, OSError) as exc:
+        raise BuildError(f"--like {like}: {exc}") from exc
+    if folder.has("models"):
+        raise BuildError(f"--like {like}: an index with trained models (`build --models`) is not copied; build with "
+                         "--models instead")
+    return folder
+
+
+def _same_encoder(like: IndexFolder, encoder: dict[str, Any] | None) -> None:
+    """A build ``--like`` encodes with the pretrained encoder the other index has (the same weights and maps)."""
+    theirs = like.meta.components.get("encoder")
+    if (theirs is None) != (encoder is None):
+        raise BuildError("--like: the index and its copy differ in having the dense stage")
+    if theirs is not None and encoder is not None:
+        for key in ("name", "source"):
+            if theirs.get(key) != encoder.get(key):
+                raise BuildError(f"--like: the encoder differs from the index's ({key}: {encoder.get(key)!r} here, "
+                                 f"{theirs.get(key)!r} there)")
+        if (theirs.get("doc_maps") or {}).get("sha256") != (encoder.get("doc_maps") or {}).get("sha256"):
+            raise BuildError("--like: the encoder's document maps differ from the index's")
 
 
 def _doc_maps(doc_maps: str | Path | None) -> Path | None:

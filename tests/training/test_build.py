@@ -187,6 +187,32 @@ def test_cli_build_and_search(corpus: Path, tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+def test_cli_build_like_takes_every_learned_part_of_the_other_index(corpus: Path, tmp_path: Path) -> None:
+    """Issue 60 item 2: `priorart build --like INDEX` learns nothing of its own: the settings, tables, word lists,
+    ranker, fusion and encoder maps are the other index's (files byte for byte), even where its options differ."""
+    runner = CliRunner()
+    first, again = tmp_path / "first", tmp_path / "again"
+    res = runner.invoke(_app(), ["build", str(corpus), "-o", str(first), "--index-langs", "en,de", "--k1", "1.5"])
+    assert res.exit_code == 0, res.output
+    res = runner.invoke(_app(), ["build", str(corpus), "-o", str(again), "--like", str(first),
+                                 "--k1", "0.9", "--no-translation", "--doc-maps", "none"])
+    assert res.exit_code == 0, res.output
+    a, b = load_meta(first), load_meta(again)
+    assert a.settings == b.settings and b.settings.k1 == 1.5 and b.settings.index_langs == ("en", "de")
+    for part in ("translation", "ranker", "fusion", "encoder"):
+        assert part in b.components, part
+    same = [rel for rel in a.files if rel.split("/")[0] in ("translation", "ranker", "analysis", "encoder")
+            or rel == "fusion.json"]
+    same.remove("encoder/meta.json")  # (it says where the maps were copied from)
+    assert "encoder/doc_maps.npz" in same and all(a.files[rel] == b.files[rel] for rel in same)  # meta.json's sha256
+    res = runner.invoke(_app(), ["build", str(corpus), "-o", str(tmp_path / "x"), "--like", str(first), "--shards",
+                                 "2"])
+    assert res.exit_code == 2 and "--like builds one index" in res.output
+    res = runner.invoke(_app(), ["build", str(corpus), "-o", str(tmp_path / "x"), "--like", str(tmp_path)])
+    assert res.exit_code == 2 and "--like" in res.output
+
+
+@pytest.mark.slow
 def test_cli_search_refuses_a_tampered_index(corpus: Path, tmp_path: Path) -> None:
     idx = tmp_path / "idx"
     build_index(corpus, idx, index_langs="en")

@@ -82,6 +82,12 @@ def build_command(
         "documents' vectors moved toward queries in the other languages): default (the project's, chosen held out by "
         "`priorart experiment adapter`), a maps file, or none (the frozen encoder)."
     ),
+    like: Path | None = typer.Option(
+        None, "--like", help="Build with every learned part of an existing index (live, sharded or built at once) "
+        "instead of learning them: its settings, compound lists, translation tables, word vectors, code classifier, "
+        "ranker, fusion weights and encoder maps, so that a live index can be compared with a rebuild of its "
+        "documents (the options those parts replace are ignored).", exists=True, file_okay=False,
+    ),
     shards: int | None = typer.Option(
         None, "--shards", help="Split the index into N shards by document (family), searched together with the "
         "global statistics (docs/ARCHITECTURE.md, Shards)."
@@ -102,6 +108,9 @@ def build_command(
     from training.build import BuildError, build_index
 
     ray = (ray_address or "local") if use_ray or ray_address else None  # None: no Ray; "local" or an address
+    if shards is not None and like is not None:
+        typer.echo("error: --like builds one index; a sharded build learns its parts once for every shard", err=True)
+        raise typer.Exit(2)
     if shards is not None:
         _build_sharded(corpus, output, shards, ray, index_langs=index_langs, fields=fields, scoring=scoring, k1=k1,
                        b=b, translation_dir=translation, translation=build_translation, compounds=compounds,
@@ -136,6 +145,7 @@ def build_command(
             ranker=ranker,
             cpc=None if cpc == "none" else cpc,
             doc_maps=doc_maps,
+            like=like,
         )
     except (BuildError, CorpusFormatError, IndexFormatError) as exc:
         typer.echo(f"error: {exc}", err=True)

@@ -19,19 +19,13 @@ from service.corpus.record import PatentRecord
 from service.engine import Engine
 from service.index.folder import IndexFolder, IndexFormatError, Layout, current_generation
 from service.index.live import LiveIndexError, add_documents, compact, delete_documents
-from service.index.parts import open_part
+from service.index.parts import INDEX_PARTS, open_part
 from service.retrieval.segments import SegmentedSparseIndex
 from service.schema import PassageRequest, SearchRequest
 from service.settings import Settings
-from service.text.compounds import load_analyzers
 from training.build import build_index
 
 REPO = Path(__file__).resolve().parents[3]
-
-
-def _splitters(index: Path) -> dict:
-    folder = IndexFolder.open(index, verify=False)
-    return {lang: a.splitter for lang, a in load_analyzers(index, folder.settings.analysis).items()}
 
 
 def _top(engine: Engine, text: str, lang: str, k: int = 100,
@@ -113,14 +107,19 @@ def test_three_adds_with_replace_and_delete_equal_one_build(real_corpus: Path, r
     assert (r2.generation, r2.deleted) == (2, 2)
     r3 = add_documents(live, b3, progress=False)
     assert r3.generation == 3 and r3.segments == 3
-    # the same final collection in the live row order, built at once with the same tables, word lists and word vectors
+    # the same final collection in the live row order, built at once with every learned part of the live index
+    # (`priorart build --like`: tables, word lists, word vectors, code classifier, ranker, fusion, encoder maps)
     final = [r for r in b1 if r.id not in {replaced.id, *gone}] + [r for r in b2 if r.id not in gone]
     final += [replacement, *b3]
     full = tmp_path / "full"
-    vectors = open_part("word_vectors", IndexFolder.open(live))
-    assert vectors is not None  # (the ranker reads kernel features: the build trained them on b1's passages)
-    build_index(final, full, translation_dir=real_translation, splitters=_splitters(live), word_vectors=vectors,
-                progress=False)
+    build_index(final, full, like=live, progress=False)
+    theirs, mine = IndexFolder.open(live), IndexFolder.open(full)
+    for name in ("translation", "analysis", "ranker", "word_vectors", "code_classifier", "fusion"):
+        assert INDEX_PARTS[name].present(theirs) and INDEX_PARTS[name].present(mine), name  # there, to be the same
+    vt, vm = open_part("word_vectors", theirs), open_part("word_vectors", mine)
+    assert vt.keys == vm.keys and np.array_equal(vt.vectors, vm.vectors)
+    assert theirs.meta.components["encoder"]["doc_maps"]["sha256"] == mine.meta.components["encoder"]["doc_maps"][
+        "sha256"]
     e_live = Engine.load(live, settings=Settings(index_dir=live))
     e_full = Engine.load(full, settings=Settings(index_dir=full))
     assert e_live.generation == 3 and e_live.num_docs == e_full.num_docs == len(final)
