@@ -219,16 +219,12 @@ class Engine:
                         evidence_docs=req.evidence_docs, evidence_weight=req.evidence_weight,
                         evidence_by=req.evidence_by)
 
-    def run(self, query: Query, *, explain: bool = False, collapse: bool = False, k: int | None = None,
-            evidence_docs: int | None = None, evidence_weight: float | None = None,
-            evidence_by: str | None = None) -> SearchResponse:
-        """Run a pipeline query (:meth:`query` of a request, possibly with first-stage options set); ``evidence_docs``:
-        the first so many documents ordered by their evidence (:meth:`order_by_evidence`), where the index has
-        passages: by the learned ranker (``evidence_by`` ``ranker``, or ``auto`` in an index that has one: the first
-        documents it learned on) or by their best passage (``passage``); None: the settings' (as ``evidence_weight``
-        and ``evidence_by``), so ``priorart search`` and the claim chart's search rank as ``/search`` does. A request
-        for the ranker in an index without one is refused (``QueryError``)."""
-        started = time.perf_counter()
+    def rank(self, query: Query, *, evidence_docs: int | None = None, evidence_weight: float | None = None,
+             evidence_by: str | None = None) -> tuple[Candidates, list[StageTrace], np.ndarray | None]:
+        """The order ``/search`` returns, without the response: the pipeline's top ``query.k`` candidates with the
+        first ``evidence_docs`` ordered by their evidence (:meth:`run` says how), each stage's trace, and the
+        ordering score of the documents the evidence ordered (None: the fused order). ``priorart evaluate`` and
+        the experiments rank through it, so that they measure what ``/search`` serves."""
         if evidence_docs is None:
             evidence_docs = self.settings.evidence_docs
         if evidence_weight is None:
@@ -250,6 +246,20 @@ class Engine:
             ordered = self.order_by_evidence(query, cands, trace, evidence_docs, evidence_weight, ranker)
             cands.take(np.arange(min(keep, len(cands))))
         query.k = keep
+        return cands, trace, ordered
+
+    def run(self, query: Query, *, explain: bool = False, collapse: bool = False, k: int | None = None,
+            evidence_docs: int | None = None, evidence_weight: float | None = None,
+            evidence_by: str | None = None) -> SearchResponse:
+        """Run a pipeline query (:meth:`query` of a request, possibly with first-stage options set); ``evidence_docs``:
+        the first so many documents ordered by their evidence (:meth:`order_by_evidence`), where the index has
+        passages: by the learned ranker (``evidence_by`` ``ranker``, or ``auto`` in an index that has one: the first
+        documents it learned on) or by their best passage (``passage``); None: the settings' (as ``evidence_weight``
+        and ``evidence_by``), so ``priorart search`` and the claim chart's search rank as ``/search`` does. A request
+        for the ranker in an index without one is refused (``QueryError``)."""
+        started = time.perf_counter()
+        cands, trace, ordered = self.rank(query, evidence_docs=evidence_docs, evidence_weight=evidence_weight,
+                                          evidence_by=evidence_by)
         lang = query.r.lang
         row_list = cands.rows.tolist()
         shown = len(row_list) if k is None else min(k, len(row_list))

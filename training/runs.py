@@ -1,8 +1,11 @@
-"""Topics through the index's pipeline: a TREC run per system (``priorart evaluate``, the experiments).
+"""Topics through the index's engine: a TREC run per system (``priorart evaluate``, the experiments).
 
-A system is a set of request weights over the one pipeline (:data:`service.pipeline.SYSTEMS`); runs are
-written with score ``k - rank`` so that trec_eval (which breaks ties by document id) sees exactly the
-pipeline's order.
+``search`` (the default) is what ``/search`` returns: the pipeline, then the first documents ordered by their
+evidence (the learned ranker or the passage rule), through :meth:`service.engine.Engine.rank`, the method
+``/search`` itself ranks with. The other systems are views of one component or of the fused order, the evidence
+step off: a set of request weights over the one pipeline (:data:`service.pipeline.SYSTEMS`; ``fusion``: the
+index's own weights). Runs are written with score ``k - rank`` so that trec_eval (which breaks ties by document
+id) sees exactly the engine's order.
 """
 
 from __future__ import annotations
@@ -13,15 +16,24 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from service.engine import Engine
     from service.evaluation.trec import Run, Topic
-    from service.pipeline import Pipeline
+
+SEARCH = "search"  # the system /search serves (the default)
+
+
+def systems() -> list[str]:
+    """The systems a run can be of: ``search``, then the pipeline's weight sets."""
+    from service.pipeline import SYSTEMS
+
+    return [SEARCH, *SYSTEMS]
 
 
 def run_topics(
-    pipeline: Pipeline,
+    engine: Engine,
     topics: Sequence[Topic],
     *,
-    system: str = "fusion",
+    system: str = SEARCH,
     k: int = 1000,
     depth: int = 1000,
     translate: bool = True,
@@ -29,29 +41,29 @@ def run_topics(
     filter_codes: bool = False,
     progress: bool | None = None,
 ) -> tuple[Run, dict[str, list[float]], Counter[str]]:
-    """Every topic through ``pipeline`` with ``system``'s weights: the run (score ``k - rank``), each stage's
-    times (ms) and how the topics were fused (``profile: source`` counts)."""
+    """Every topic through ``engine`` as ``system`` ranks it: the run (score ``k - rank``), each stage's times (ms)
+    and how the topics were fused (``profile: source`` counts)."""
     from tqdm import tqdm
 
     from service.pipeline import SYSTEMS
     from service.query import Query
 
-    if system not in SYSTEMS:
-        raise ValueError(f"unknown system {system!r}; choose from {', '.join(SYSTEMS)}")
+    if system not in systems():
+        raise ValueError(f"unknown system {system!r}; choose from {', '.join(systems())}")
     if k < 1 or depth < 1:
         raise ValueError(f"k and depth must be >= 1, got k={k}, depth={depth}")
     run: dict[str, dict[str, float]] = {}
     times: dict[str, list[float]] = {}
     how: Counter[str] = Counter()
-    ids = pipeline.docs.ids
+    ids = engine.docs.ids
     bar = tqdm(topics, desc="topics", unit="q", file=sys.stderr, disable=None if progress is None else not progress)
     for topic in bar:
         qcodes = topic.codes if codes else []
         query = Query(text=topic.text, lang=topic.lang, codes=qcodes,
                       code_level="subclass" if filter_codes and qcodes else None, before=topic.before, k=k,
-                      depth=max(depth, k), translate=translate, weights=SYSTEMS[system])
+                      depth=max(depth, k), translate=translate, weights=SYSTEMS.get(system), explain=False)
         try:
-            cands, trace = pipeline.run(query)
+            cands, trace, _ = engine.rank(query, evidence_docs=None if system == SEARCH else 0)
         except ValueError as exc:
             raise ValueError(f"topic {topic.qid}: {exc}") from exc
         n = len(cands.rows)
@@ -64,4 +76,4 @@ def run_topics(
     return run, times, how
 
 
-__all__ = ["run_topics"]
+__all__ = ["SEARCH", "run_topics", "systems"]

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 from index_copy import copy_index
 
+from service.candidates import best_first
 from service.corpus.jsonl import read_corpus, write_corpus
 from service.corpus.record import PatentRecord
-from service.candidates import best_first
 from service.engine import Engine
 from service.index.folder import (
     INDEX_FORMAT,

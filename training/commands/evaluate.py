@@ -1,10 +1,11 @@
-"""``priorart evaluate`` (topics through the index's pipeline, then measures) and ``priorart evaluate-run``.
+"""``priorart evaluate`` (topics through the index's engine, then measures) and ``priorart evaluate-run``.
 
-Topics run through the very pipeline the service runs (:func:`service.pipeline.compose`). ``--system``
-picks the request weights (:data:`service.pipeline.SYSTEMS`):
+Topics are ranked by the very method ``/search`` ranks with (:meth:`service.engine.Engine.rank`, through
+:func:`training.runs.run_topics`). ``--system`` picks what is measured:
 
-- ``fusion`` (default): the index's own fusion weights (learned, or BM25 alone where they did not beat
-  BM25 on held-out dev topics; an index without models is BM25 alone);
+- ``search`` (default): what ``/search`` returns: the pipeline, then the first documents ordered by their evidence
+  (the index's learned ranker, or the passage rule), so the figure is the one a user of the server gets;
+- ``fusion``: the fused order alone (the index's fusion weights, no evidence step: ``evidence_docs: 0``);
 - ``bm25``: the candidate set ranked by the BM25 component: the first stage's ranking for every
   document it returned (documents found only by the dense stage follow, BM25 score 0);
 - ``dense``: ranked by the dense component (the dense search's top for a flat index);
@@ -13,7 +14,7 @@ picks the request weights (:data:`service.pipeline.SYSTEMS`):
 A component that does not apply to a topic (no codes, no encoder for its language) is left out, as in
 the service; when nothing weighted applies, the topic is ranked by BM25 and the count is reported.
 Runs are written with score ``k - rank`` so that trec_eval (which breaks ties by document id) sees
-exactly the pipeline's order.
+exactly the engine's order.
 """
 
 from __future__ import annotations
@@ -89,6 +90,13 @@ def _emit(
                 typer.echo(f"{key}: {value}")
 
 
+def _evidence(engine: Any) -> str:
+    """What orders the first documents /search returns in ``engine``'s index."""
+    if engine.ranker is not None:
+        return f"the learned ranker of the first {engine.ranker.docs}"
+    return f"the passage rule on the first {engine.settings.evidence_docs}"
+
+
 def _fail(exc: Exception) -> typer.Exit:
     typer.echo(f"error: {exc}", err=True)
     return typer.Exit(code=2)
@@ -119,16 +127,18 @@ def register(app: typer.Typer) -> None:
             None, "--progress/--no-progress", help="Progress bar on stderr (default: on a TTY)."
         ),
         system: str = typer.Option(
-            "fusion", "--system", help="fusion (the index's weights), bm25, dense, rerank, rerank-text, rerank-meta."
+            "search", "--system", help="search (what /search returns: the fused order, then the evidence step), "
+            "fusion (the fused order alone), bm25, dense, rerank, rerank-text, rerank-meta."
         ),
         depth: int = typer.Option(1000, "--depth", min=1, help="Candidate depth of the pipeline."),
         device: str = typer.Option("auto", "--device", help="auto, cpu or cuda (neural stages)."),
     ) -> None:
-        """Run each topic through the index's pipeline and evaluate (nDCG, MAP, MRR, P, recall, PRES, success)."""
+        """Rank each topic as /search does (or as --system says) and evaluate (nDCG, MAP, MRR, P, recall, PRES,
+        success)."""
+        from service.engine import Engine
         from service.evaluation.measures import evaluate_run
         from service.evaluation.trec import TrecFormatError, read_qrels, read_topics, write_run
-        from service.index.folder import IndexFolder, IndexFormatError
-        from service.pipeline import compose
+        from service.index.folder import IndexFormatError
         from service.settings import Settings
 
         try:
@@ -136,13 +146,15 @@ def register(app: typer.Typer) -> None:
             qrels = read_qrels(qrels_path)
             if not topics:
                 raise ValueError(f"{topics_path} holds no topics")
-            folder = IndexFolder.open(index_dir)
-            pipeline = compose(folder, Settings(index_dir=index_dir, device=device))
-            from training.runs import run_topics
+            engine = Engine.load(index_dir, settings=Settings(index_dir=index_dir, device=device))
+            from training.runs import SEARCH, run_topics
 
-            run, times, how = run_topics(pipeline, topics, system=system, k=k, depth=depth,
-                                         translate=not no_translate, codes=codes, filter_codes=filter_codes,
-                                         progress=progress)
+            try:
+                run, times, how = run_topics(engine, topics, system=system, k=k, depth=depth,
+                                             translate=not no_translate, codes=codes, filter_codes=filter_codes,
+                                             progress=progress)
+            finally:
+                engine.close()
             if run_path is not None:
                 write_run(run, run_path)
             report = evaluate_run(run, qrels)
@@ -150,7 +162,9 @@ def register(app: typer.Typer) -> None:
         except (TrecFormatError, IndexFormatError, ValueError, OSError) as exc:
             raise _fail(exc) from exc
         extra = {"run": str(run_path) if run_path else None, "k": k, "translate": not no_translate,
-                 "system": f"{system}: {' -> '.join(pipeline.names)} on {pipeline.device}", "depth": depth,
+                 "system": f"{system}: {' -> '.join(engine.pipeline.names)}"
+                           f"{' -> evidence (' + _evidence(engine) + ')' if system == SEARCH else ''} "
+                           f"on {engine.device}", "depth": depth,
                  "fused as": dict(how),
                  "stage_ms_mean": {name: round(sum(v) / len(v), 2) for name, v in times.items()}}
         _emit(report, comparisons, as_json, extra)

@@ -114,15 +114,16 @@ def profile_topics(topics: Sequence[Topic], profile: str) -> list[Topic]:
     return [t.model_copy(update={"ipc": [], "cpc": subclass_codes(t.codes)}) for t in topics if t.codes]
 
 
-def evaluate_rows(pipeline: Any, topics: Sequence[Topic], qrels: Qrels, s: ModelsSettings,
+def evaluate_rows(engine: Any, topics: Sequence[Topic], qrels: Qrels, s: ModelsSettings,
                   ) -> tuple[dict[str, Run], dict[str, dict[str, float]], dict[str, dict[str, float]], dict[str, int]]:
-    """Every row's run over ``topics`` through the pipeline, its measures, p-values against BM25."""
+    """Every row's run over ``topics`` through the engine (:func:`training.runs.run_topics`; each row a component
+    or the fused order), its measures, p-values against BM25."""
     from training.runs import run_topics
 
     runs: dict[str, Run] = {}
     fused_as: dict[str, int] = {}
     for row in ROWS:
-        runs[row], _, how = run_topics(pipeline, topics, system=row, k=s.depth, depth=s.depth, progress=False)
+        runs[row], _, how = run_topics(engine, topics, system=row, k=s.depth, depth=s.depth, progress=False)
         if row == "fusion":
             fused_as = dict(how)
     reports = {row: evaluate_run(run, qrels, MEASURES) for row, run in runs.items()}
@@ -145,8 +146,8 @@ def run_models_experiment(
 ) -> ModelsResult:
     """Run the experiment (see the module doc); with ``out_dir`` write runs, qrels, ``models.json``, plots."""
     from service.corpus.jsonl import write_corpus
-    from service.index.folder import IndexFolder, Layout
-    from service.pipeline import compose
+    from service.engine import Engine
+    from service.index.folder import Layout
     from service.settings import Settings
     from training.build import build_index
     from training.ingest import iter_records
@@ -215,12 +216,11 @@ def run_models_experiment(
                 notes.append(f"{task}: no test topics ({exc})")
                 continue
             t = time.perf_counter()
-            folder = IndexFolder.open(index_dir)
-            pipeline = compose(folder, Settings(index_dir=index_dir, device=s.device))
+            engine = Engine.load(index_dir, settings=Settings(index_dir=index_dir, device=s.device))
             try:
                 for profile in PROFILES:
                     topics = profile_topics(built.topics, profile)
-                    runs, rows, p_values, fused_as = evaluate_rows(pipeline, topics, built.qrels, s)
+                    runs, rows, p_values, fused_as = evaluate_rows(engine, topics, built.qrels, s)
                     blocks.append(Block(task, profile, len(topics), rows, p_values, fused_as))
                     if out_dir is not None:
                         out = Path(out_dir)
@@ -228,7 +228,7 @@ def run_models_experiment(
                             write_run(run, out / "runs" / f"{task}-{profile}-{row}.run", tag=f"{task}-{profile}-{row}")
                         write_topics(topics, out / f"topics-{task}-{profile}.jsonl")
             finally:
-                pipeline.docs.close()
+                engine.close()
             seconds[f"evaluate_{task}"] = time.perf_counter() - t
             if out_dir is not None:
                 out = Path(out_dir)

@@ -71,9 +71,9 @@ def split_topics(topics: list[dict[str, Any]], qrels: Qrels, ids: set[str]) -> t
 def run_synthetic_experiment(s: SyntheticSettings, *, work_dir: str | Path | None = None,
                              out_dir: str | Path | None = None, progress: bool | None = None) -> SyntheticResult:
     from service.corpus.jsonl import read_corpus
+    from service.engine import Engine
     from service.evaluation.trec import write_qrels, write_topics
-    from service.index.folder import IndexFolder, Layout
-    from service.pipeline import compose
+    from service.index.folder import Layout
     from service.settings import Settings
     from training.build import build_index
     from training.fusion import format_cells, learn_fusion
@@ -118,15 +118,15 @@ def run_synthetic_experiment(s: SyntheticSettings, *, work_dir: str | Path | Non
         seconds["fuse"] = time.perf_counter() - t
         fusion = {**fused.summary(), "table": format_cells(fused.cells)}
         t = time.perf_counter()
-        pipeline = compose(IndexFolder.open(index), Settings(index_dir=index, device=s.device))
+        engine = Engine.load(index, settings=Settings(index_dir=index, device=s.device))
         ms = ModelsSettings(depth=s.depth, device=s.device, permutations=s.permutations, seed=s.seed)
         try:
             for profile in PROFILES:
                 mine = test if profile == "codes" else [x.model_copy(update={"ipc": [], "cpc": []}) for x in test]
-                _, rows, p_values, fused_as = evaluate_rows(pipeline, mine, test_qrels, ms)
+                _, rows, p_values, fused_as = evaluate_rows(engine, mine, test_qrels, ms)
                 blocks.append(Block("synthetic", profile, len(mine), rows, p_values, fused_as))
         finally:
-            pipeline.docs.close()
+            engine.close()
         seconds["evaluate"] = time.perf_counter() - t
         if out_dir is not None:
             out = Path(out_dir)

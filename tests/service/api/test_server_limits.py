@@ -18,17 +18,13 @@ import signal
 import socket
 import subprocess
 import sys
-import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
-import uvicorn
+from live_server import free_port, live_server
 
-from service.api import create_app
-from service.api.server import uvicorn_options
 from service.corpus.jsonl import read_corpus
 from service.settings import Settings
 
@@ -54,32 +50,6 @@ def index(tmp_path_factory: pytest.TempPathFactory) -> Path:
     build_index(records, d / "idx", translation=False, compounds="", progress=False)
     QUERIES[:] = [r.title["en"] for r in records if "en" in r.title][:10]
     return d / "idx"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@contextlib.contextmanager
-def _server(settings: Settings, http: str) -> Iterator[str]:
-    """uvicorn in a thread of this process, with the options ``priorart serve`` gives it."""
-    port = _free_port()
-    config = uvicorn.Config(create_app(settings), host="127.0.0.1", port=port, loop="asyncio", log_level="warning",
-                            lifespan="on", **uvicorn_options(settings, http=http))
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 60
-    while not server.started:
-        assert time.monotonic() < deadline and thread.is_alive(), "the server did not start"
-        time.sleep(0.05)
-    try:
-        yield f"127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(30)
 
 
 def _connect(addr: str) -> socket.socket:
@@ -121,7 +91,7 @@ def test_silent_slow_and_short_connections_are_closed(index: Path, http: str) ->
     pytest.importorskip(http)
     settings = Settings(index_dir=index, reload_interval_s=0, header_timeout_s=0.5, request_timeout_s=1.0,
                         max_header_bytes=4096)
-    with _server(settings, http) as addr:
+    with live_server(settings, http) as addr:
         silent = _connect(addr)
         slowloris = _connect(addr)
         slowloris.sendall(b"POST /search HTTP/1.1\r\nHost: x\r\n")
@@ -156,7 +126,7 @@ def test_the_connection_cap_keeps_room_for_real_requests(index: Path, http: str)
     idle longest, so that 20 normal searches, on new connections, all get their answers."""
     pytest.importorskip(http)
     settings = Settings(index_dir=index, reload_interval_s=0, header_timeout_s=60, max_connections=20)
-    with _server(settings, http) as addr:
+    with live_server(settings, http) as addr:
         silent = [_connect(addr) for _ in range(60)]
         try:
             ok = 0
@@ -189,7 +159,7 @@ def test_1100_silent_connections_and_normal_searches_keep_their_answers(index: P
         pytest.skip(f"this process may open {hard} files; the test needs {need}")
     if soft != resource.RLIM_INFINITY and soft < need:
         resource.setrlimit(resource.RLIMIT_NOFILE, (need, hard))
-    port = _free_port()
+    port = free_port()
     addr = f"127.0.0.1:{port}"
     log = tmp_path / "serve.log"
     env = {**os.environ, "PYTHONPATH": str(REPO), "PRIORART_HEADER_TIMEOUT_S": "120", "PRIORART_RELOAD_INTERVAL_S": "0"}

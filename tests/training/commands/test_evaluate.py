@@ -141,7 +141,8 @@ def test_evaluate_runs_the_index_pipeline(tmp_path: Path) -> None:
     write_qrels({"a": {records[5].id: 1}, "b": {records[9].id: 1}}, tmp_path / "qrels.txt")
     run_path = tmp_path / "out" / "run.trec"
     args = ["evaluate", str(tmp_path / "index"), str(tmp_path / "topics.jsonl"), str(tmp_path / "qrels.txt")]
-    res = CliRunner().invoke(_cli(), [*args, "--json", "--run", str(run_path), "--k", "5", "--no-progress"])
+    res = CliRunner().invoke(_cli(), [*args, "--json", "--run", str(run_path), "--k", "5", "--no-progress",
+                                      "--system", "fusion"])
     assert res.exit_code == 0, res.output
     obj = json.loads(res.stdout)
     assert set(obj) >= JSON_KEYS and obj["queries"] == 2 and obj["system"].startswith("fusion: bm25 -> fusion")
@@ -162,13 +163,62 @@ def test_evaluate_runs_the_index_pipeline(tmp_path: Path) -> None:
     assert res.exit_code == 2 and "unknown system 'semantic'" in res.output
 
 
+@pytest.mark.slow
+@pytest.mark.server
+def test_evaluate_measures_what_the_running_server_returns(tmp_path: Path) -> None:
+    """Issue 60: `priorart evaluate` ran the pipeline without the evidence step (MRR 0.670 on hidden titles where
+    /search gave 0.809). By default each topic's run is now the list a running server's /search returns (the ids in
+    order, on a default build: dense stage, learned ranker, passages), so its MRR is the server's; --system fusion
+    is the fused order (/search with evidence_docs 0)."""
+    import httpx
+    from live_server import live_server
+
+    from service.corpus.jsonl import write_corpus
+    from service.settings import Settings
+    from training.build import build_index
+    from training.synth import generate
+
+    records = list(generate(300, seed=5))
+    write_corpus(records, tmp_path / "c.jsonl")
+    build_index(tmp_path / "c.jsonl", tmp_path / "index", progress=False)
+    picked = records[::10]
+    topics = [Topic(qid=f"q{i}", text=r.claims["en"][0].text, lang="en") for i, r in enumerate(picked)]
+    qrels = {t.qid: {r.id: 1} for t, r in zip(topics, picked, strict=True)}
+    write_topics(topics, tmp_path / "topics.jsonl")
+    write_qrels(qrels, tmp_path / "qrels.txt")
+    args = ["evaluate", str(tmp_path / "index"), str(tmp_path / "topics.jsonl"), str(tmp_path / "qrels.txt"),
+            "--json", "--k", "20", "--no-progress"]
+    measured = {}
+    for system in ("search", "fusion"):
+        res = CliRunner().invoke(_cli(), [*args, "--system", system, "--run", str(tmp_path / f"{system}.trec")])
+        assert res.exit_code == 0, res.output
+        measured[system] = json.loads(res.stdout)
+    assert "-> evidence (the learned ranker of the first 20)" in measured["search"]["system"]
+    with live_server(Settings(index_dir=tmp_path / "index")) as addr:
+        served: dict[str, dict[str, dict[str, float]]] = {"search": {}, "fusion": {}}
+        for t in topics:
+            for system, extra in (("search", {}), ("fusion", {"evidence_docs": 0})):
+                r = httpx.post(f"http://{addr}/search", json={"query": t.text, "lang": "en", "k": 20, **extra},
+                               timeout=60)
+                assert r.status_code == 200, r.text
+                ids = [h["id"] for h in r.json()["results"]]
+                served[system][t.qid] = {d: float(len(ids) - i) for i, d in enumerate(ids)}
+    for system in ("search", "fusion"):
+        run = read_run(tmp_path / f"{system}.trec")
+        for t in topics:
+            assert sorted(run[t.qid], key=lambda d: -run[t.qid][d]) == sorted(
+                served[system][t.qid], key=lambda d: -served[system][t.qid][d]), (system, t.qid)
+        assert measured[system]["mrr"] == pytest.approx(evaluate_run(served[system], qrels).aggregate["mrr"])
+    assert served["search"] != served["fusion"]  # the evidence step reorders: the two are different measures
+
+
 def test_run_topics_reports_the_topic_on_error() -> None:
     from training.runs import run_topics
 
     class Failing:
         docs = types.SimpleNamespace(ids=[])
 
-        def run(self, query: Any) -> Any:
+        def rank(self, query: Any, **options: Any) -> Any:
             raise ValueError("empty query")
 
     with pytest.raises(ValueError, match="topic q7: empty query"):
