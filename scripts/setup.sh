@@ -7,8 +7,9 @@ PY=${PYTHON:-python3.11}
 command -v "$PY" >/dev/null || PY=python3
 
 # System packages: FreeDict lexicons (query translation), the Ding German-English dictionary (trans-de-en:
-# `priorart build --lexicons freedict,ding`, measured in docs/RESULTS.md) and Chromium (browser tests).
-APT_PKGS="dict-freedict-deu-eng dict-freedict-fra-eng dict-freedict-eng-deu dict-freedict-eng-fra dict-freedict-deu-fra dict-freedict-fra-deu trans-de-en chromium"
+# `priorart build --lexicons freedict,ding`, measured in docs/RESULTS.md), Chromium (browser tests) and PostgreSQL
+# (the watches' shared database: the tests start a server of their own, tests/postgres_server.py).
+APT_PKGS="dict-freedict-deu-eng dict-freedict-fra-eng dict-freedict-eng-deu dict-freedict-eng-fra dict-freedict-deu-fra dict-freedict-fra-deu trans-de-en chromium postgresql"
 missing=""
 for p in $APT_PKGS; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
 if [ -n "$missing" ]; then
@@ -19,7 +20,7 @@ if [ -n "$missing" ]; then
     apt-get install -y -qq --no-install-recommends $missing >/dev/null
   else
     echo "setup: WARNING: cannot install$missing (not root or no apt-get); translation falls back to" \
-         "aligned-claims-only and browser tests are skipped" >&2
+         "aligned-claims-only, and the browser and PostgreSQL tests are skipped" >&2
   fi
 fi
 
@@ -38,7 +39,7 @@ if ! python -m pip install -q --no-compile --disable-pip-version-check -e ".[ser
   grep -v "is ignored: it is neither a file nor a directory" .venv/pip-install.log >&2 || true
   echo "setup: pip install failed (log: .venv/pip-install.log)" >&2
 fi
-python -c "import service, training, torch, onnxruntime, faiss, gensim, ray.serve, numba" \
+python -c "import service, training, torch, onnxruntime, faiss, gensim, ray.serve, numba, sqlalchemy, alembic, psycopg" \
   || { echo "setup: dependency check failed" >&2; exit 1; }
 # the [bench] extra: peers of `priorart bench first-stage`, which skips (and names) any that does not import
 python -c "import bm25s, numba, pyterrier_pisa" 2>/dev/null \

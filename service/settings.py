@@ -79,6 +79,9 @@ class Settings(BaseSettings):
                                       "/opt/priorart/kernel-cache), read-only is fine: `priorart serve` copies them "
                                       "into NUMBA_CACHE_DIR at start, so that a new container does not compile them "
                                       "(30-40 s); unset: numba's own cache (service/startup.py)")
+    database_url: str | None = Field(None, description="PostgreSQL database of the watches (postgresql://user@host/"
+                                     "db), shared by every replica and `priorart add`/`watch`; unset: SQLite in the "
+                                     "state folder (one host). One database per index")
     state_dir: Path | None = Field(None, description="folder of the saved searches (watches: SQLite), beside the "
                                    "index folder, never inside it (a rebuild replaces that); default: INDEX_DIR.state")
     evidence_docs: int = Field(10, ge=0, description="/search orders its first N documents with their best passage "

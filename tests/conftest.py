@@ -183,3 +183,24 @@ def real_index(real_corpus: Path, real_translation: Path, tmp_path_factory: pyte
     own = tmp_path_factory.mktemp("real-index") / "index"
     copy_index(built, own)
     return own
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[str]:
+    """A PostgreSQL server of this test worker (tests/postgres_server.py: Debian's package, a cluster of its own on a
+    free port), for the run; skipped with the reason only where none can be started."""
+    from postgres_server import postgres_server, unavailable
+
+    why = unavailable()
+    if why is not None:
+        pytest.skip(why)
+    with postgres_server() as url:
+        yield url
+
+
+@pytest.fixture()
+def postgres_db(postgres: str) -> str:
+    """A new empty database on the worker's PostgreSQL server: its URL."""
+    from postgres_server import new_database
+
+    return new_database(postgres)

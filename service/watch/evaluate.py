@@ -258,7 +258,8 @@ def evaluate(engine: Engine, store: WatchStore, *, wait: bool = True, batch: int
             report.busy = True
             return report
         with contextlib.closing(store.connect()) as conn:
-            brought = store.sync(conn, snapshot(engine))
+            snap = snapshot(engine)
+            brought = store.sync(conn, snap)
             if brought is None:
                 report.stale = True
                 return report
@@ -283,10 +284,10 @@ def evaluate(engine: Engine, store: WatchStore, *, wait: bool = True, batch: int
                 report.nothing_new += outcome.how == "nothing new"
                 report.errors += outcome.how == "error"
                 if len(buffer) >= batch:
-                    store.record(conn, buffer)
+                    store.record(conn, buffer, snap.index)
                     buffer = []
             if buffer:
-                store.record(conn, buffer)
+                store.record(conn, buffer, snap.index)
     report.seconds = time.perf_counter() - started
     log.info("%s", report.line())
     return report
@@ -302,12 +303,12 @@ def save_watch(engine: Engine, store: WatchStore, owner: str, request: WatchRequ
     if not res.query.terms:
         raise QueryError("the query has no index terms after analysis (only stop words or punctuation?): no document "
                          "could ever match it")
-    watch = store.add(owner, request, engine.generation, topk=[h.id for h in res.results])
     with store.evaluation_lock(wait=False) as got, contextlib.closing(store.connect()) as conn:
         synced = store.synced_generation(conn)
-        if got and (synced is None or synced < engine.generation):
-            store.sync(conn, snapshot(engine))
-    return watch
+        snap = snapshot(engine)
+        if got and (synced is None or synced < engine.generation or store.synced_build(conn) != snap.index):
+            store.sync(conn, snap)  # (before the watch is saved: a rebuild noticed here re-baselines the others)
+    return store.add(owner, request, engine.generation, topk=[h.id for h in res.results])
 
 
 __all__ = ["BATCH", "CHUNK", "EvaluationReport", "Evaluator", "evaluate", "ranking_first_stage",

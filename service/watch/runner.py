@@ -27,8 +27,10 @@ log = logging.getLogger(__name__)
 class WatchRunner:
     """Evaluates the watches of the state folder ``root`` when :meth:`notify` is called."""
 
-    def __init__(self, root: Path, acquire: Callable[[], Engine | None], release: Callable[[Engine], None]) -> None:
+    def __init__(self, root: Path, acquire: Callable[[], Engine | None], release: Callable[[Engine], None], *,
+                 url: str | None = None) -> None:
         self.root = root
+        self.url = url  # the PostgreSQL database of the watches (None: SQLite in root)
         self._acquire = acquire
         self._release = release
         self._wake = threading.Event()
@@ -70,7 +72,7 @@ class WatchRunner:
             self._wake.clear()
             if self._stop.is_set():
                 break
-            store = WatchStore(self.root)
+            store = WatchStore(self.root, self.url)
             engine = self._acquire() if store.exists else None
             if engine is not None:
                 try:

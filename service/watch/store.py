@@ -1,19 +1,26 @@
-"""Watches, their evaluations and hits: one SQLite database (WAL, ``synchronous=FULL``) in the state folder.
+"""Watches, their evaluations and hits: one database, SQLite in the state folder (WAL, ``synchronous=FULL``; the
+embedded default) or PostgreSQL when ``PRIORART_DATABASE_URL`` names one (every replica and CLI then shares the
+watches: service/watch/db.py, its schema made and upgraded by alembic).
 
 The state folder sits beside the index folder (``PRIORART_STATE_DIR``; default ``INDEX.state`` next to ``INDEX``),
 never inside it: a rebuild replaces the index folder, and the watches outlive it. :func:`state_dir` refuses a
-folder inside the index.
+folder inside the index. With PostgreSQL it holds only the locks of the processes of one host.
 
 Tables::
 
     watches      id, owner, name, request (JSON), created, created_generation, evaluated_generation,
                  topk (JSON: the ids of k documents that rank high for it, the bound of its next evaluation), error
-    evaluations  (watch_id, generation) -> new_documents, hits, how ('bound' | 'search' | 'nothing new' | 'error'),
-                 kth_score, ms, error: one row per watch and generation evaluated, written with its hits
-    hits         (watch_id, generation, doc_id) -> rank, score, title, publication_date, passage (JSON), found_at,
-                 dropped_generation (the generation that deleted the document; NULL while it is live)
+    evaluations  (watch_id, build, generation) -> new_documents, hits, how ('bound' | 'search' | 'nothing new' |
+                 'error'), kth_score, ms, error: one row per watch and generation evaluated, written with its hits
+    hits         (watch_id, build, generation, doc_id) -> rank, score, title, publication_date, passage (JSON),
+                 found_at, dropped_generation (the generation that deleted the document; NULL while it is live)
     documents    doc_id -> the generation that brought it (added or replaced it): which documents are new to a watch
     state        synced_generation (the generation ``documents`` describes), index (the build it belongs to)
+
+``build`` is the index's build (its meta.json's creation time): a rebuild at the same path counts its generations
+from 0 again, so evaluations and hits name the build they were made on. A rebuild is noticed at the next sync (an
+add's evaluation, or a watch saved): the rebuilt index's documents are the watches' new baseline (generation 0),
+and the documents its adds brought since are new to every watch.
 
 Idempotence. A watch's evaluation at a generation is one set of rows (its ``evaluations`` row, its hits, its
 ``evaluated_generation`` moved on) written in one transaction with the other watches of its batch: a crash before
@@ -28,13 +35,11 @@ watch is "not found"); ``owner=None`` is the operator's view (the CLI): every wa
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import json
 import logging
 import os
 import secrets
-import sqlite3
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -44,62 +49,15 @@ from typing import Any
 import numpy as np
 
 from service.schema import PassageHit
+from service.watch.db import Conn, Database, StateError
 from service.watch.models import Watch, WatchHit, WatchRequest
 
 log = logging.getLogger(__name__)
 
 DB_NAME = "watches.sqlite"
-LOCK_NAME = "evaluate.lock"
-SCHEMA_VERSION = 1
+EVALUATE_LOCK = "evaluate"  # the evaluations' lock (evaluate.lock beside the SQLite file; a PostgreSQL advisory lock)
 STATE_SUFFIX = ".state"
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS watches (
-    id TEXT PRIMARY KEY,
-    owner TEXT NOT NULL,
-    name TEXT NOT NULL,
-    request TEXT NOT NULL,
-    created TEXT NOT NULL,
-    created_generation INTEGER NOT NULL,
-    evaluated_generation INTEGER NOT NULL,
-    topk TEXT NOT NULL DEFAULT '[]',
-    error TEXT
-);
-CREATE INDEX IF NOT EXISTS watches_owner ON watches (owner);
-CREATE TABLE IF NOT EXISTS evaluations (
-    watch_id TEXT NOT NULL REFERENCES watches (id) ON DELETE CASCADE,
-    generation INTEGER NOT NULL,
-    done_at TEXT NOT NULL,
-    new_documents INTEGER NOT NULL,
-    hits INTEGER NOT NULL,
-    how TEXT NOT NULL,
-    kth_score REAL,
-    ms REAL NOT NULL,
-    error TEXT,
-    PRIMARY KEY (watch_id, generation)
-);
-CREATE TABLE IF NOT EXISTS hits (
-    watch_id TEXT NOT NULL REFERENCES watches (id) ON DELETE CASCADE,
-    generation INTEGER NOT NULL,
-    doc_id TEXT NOT NULL,
-    rank INTEGER NOT NULL,
-    score REAL NOT NULL,
-    title TEXT,
-    publication_date TEXT,
-    passage TEXT,
-    found_at TEXT NOT NULL,
-    dropped_generation INTEGER,
-    PRIMARY KEY (watch_id, generation, doc_id)
-);
-CREATE INDEX IF NOT EXISTS hits_doc ON hits (doc_id);
-CREATE TABLE IF NOT EXISTS documents (doc_id TEXT PRIMARY KEY, generation INTEGER NOT NULL) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS state (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-"""
-
-
-class StateError(ValueError):
-    """The state folder cannot be used (inside the index folder, not writable, a newer schema); the message says
-    which and what to do."""
+REBUILT_BASE = 0  # the generation of a (re)built index's own documents
 
 
 def state_dir(index_dir: str | Path, configured: str | Path | None = None) -> Path:
@@ -167,25 +125,46 @@ class Outcome:
 
 
 class WatchStore:
-    """The watch database of one state folder. Connections are made per call (thread-safe); an evaluation keeps
-    one for its run (:meth:`connect`)."""
+    """The watch database of one state folder (SQLite) or of ``url`` (PostgreSQL). Connections are made per call
+    (thread-safe); an evaluation keeps one for its run (:meth:`connect`)."""
 
-    def __init__(self, root: str | Path) -> None:
+    def __init__(self, root: str | Path, url: str | None = None) -> None:
         self.root = Path(root)
-        self.path = self.root / DB_NAME
+        self.db = Database(self.root, DB_NAME, url)
+        self.where = self.db.where
+        self._exists = False
+
+    @property
+    def path(self) -> Path:
+        """The SQLite file (a store on PostgreSQL has none: ``where`` names its database)."""
+        if self.db.file is None:
+            raise StateError(f"the watches are in {self.where}, not in a file")
+        return self.db.file
+
+    @classmethod
+    def of(cls, index_dir: str | Path, settings: Any, *, create: bool = False,
+           state: str | Path | None = None) -> WatchStore:
+        """The store of an index as ``settings`` say: PostgreSQL at ``database_url``, else SQLite in the state
+        folder (``state``, else ``settings.state_dir``, else ``INDEX.state``); ``create``: :meth:`open`'s."""
+        root = state_dir(index_dir, state if state is not None else settings.state_dir)
+        url = settings.database_url
+        return cls.open(root, create=True, url=url) if create else cls(root, url)
 
     @property
     def exists(self) -> bool:
-        return self.path.is_file()
+        """Whether a watch was ever saved here (the database and its tables are there)."""
+        if not self._exists:
+            self._exists = self.db.has_schema()
+        return self._exists
 
     @classmethod
-    def open(cls, root: str | Path, *, create: bool = False) -> WatchStore:
-        """The store of ``root``; ``create`` makes the folder and the database when missing (else a
-        :class:`StateError`)."""
-        store = cls(root)
+    def open(cls, root: str | Path, *, create: bool = False, url: str | None = None) -> WatchStore:
+        """The store of ``root`` (and ``url``); ``create`` makes the folder and the database's schema when missing
+        (else a :class:`StateError`)."""
+        store = cls(root, url)
         if not store.exists:
             if not create:
-                raise StateError(f"no watches in {store.root} (no {DB_NAME}): save one first")
+                raise StateError(f"no watches in {store.where}: save one first")
             try:
                 store.root.mkdir(parents=True, exist_ok=True)
             except OSError as exc:
@@ -194,46 +173,18 @@ class WatchStore:
             pass
         return store
 
-    def connect(self) -> sqlite3.Connection:
-        """A connection in autocommit mode (transactions are explicit), WAL, fsync at each commit, the schema
-        made or checked."""
-        try:
-            conn = sqlite3.connect(self.path, timeout=60.0, isolation_level=None, check_same_thread=False)
-        except sqlite3.Error as exc:
-            raise StateError(f"cannot open {self.path}: {exc}") from exc
-        try:
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA synchronous=FULL")
-            conn.execute("PRAGMA foreign_keys=ON")
-            version = conn.execute("PRAGMA user_version").fetchone()[0]
-            if version > SCHEMA_VERSION:
-                raise StateError(f"{self.path} has schema version {version}; this priorart reads {SCHEMA_VERSION}: "
-                                 "upgrade priorart")
-            if version < SCHEMA_VERSION:  # (idempotent: two processes making it at once make it once)
-                conn.executescript(_SCHEMA)
-                conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
-        except sqlite3.Error as exc:
-            conn.close()
-            raise StateError(f"cannot use {self.path}: {exc}") from exc
-        except BaseException:
-            conn.close()
-            raise
-        return conn
+    def connect(self) -> Conn:
+        """A connection in autocommit mode (transactions are explicit; SQLite: WAL, fsync at each commit), the
+        schema made or upgraded at a process's first (service/watch/db.py)."""
+        self.db.migrate()
+        return self.db.connect()
 
     @contextlib.contextmanager
     def evaluation_lock(self, *, wait: bool = True) -> Iterator[bool]:
-        """One evaluation at a time across processes (a server, ``priorart add``, ``priorart watch run``); yields
-        False when ``wait`` is off and another holds it."""
-        fd = os.open(self.root / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
-            except BlockingIOError:
-                yield False
-                return
-            yield True
-        finally:
-            os.close(fd)
+        """One evaluation at a time across processes (servers, ``priorart add``, ``priorart watch run``; with
+        PostgreSQL across hosts too); yields False when ``wait`` is off and another holds it."""
+        with self.db.lock(EVALUATE_LOCK, wait=wait) as got:
+            yield got
 
     # ------------------------------------------------------------------ watches
     def add(self, owner: str, request: WatchRequest, generation: int, topk: Sequence[str] = ()) -> Watch:
@@ -286,9 +237,9 @@ class WatchStore:
     def evaluations(self, watch_id: str) -> list[dict[str, Any]]:
         """A watch's evaluations, oldest first (what each found and how)."""
         with contextlib.closing(self.connect()) as conn:
-            cur = conn.execute("SELECT generation, done_at, new_documents, hits, how, kth_score, ms, error "
-                               "FROM evaluations WHERE watch_id = ? ORDER BY generation", (watch_id,))
-            names = [d[0] for d in cur.description]
+            cur = conn.execute("SELECT build, generation, done_at, new_documents, hits, how, kth_score, ms, error "
+                               "FROM evaluations WHERE watch_id = ? ORDER BY done_at, generation", (watch_id,))
+            names = list(cur.keys())
             return [dict(zip(names, r, strict=True)) for r in cur]
 
     @staticmethod
@@ -299,11 +250,16 @@ class WatchStore:
                      last_hit_generation=last, error=error)
 
     # ------------------------------------------------------------------ evaluation
-    def synced_generation(self, conn: sqlite3.Connection) -> int | None:
+    def synced_generation(self, conn: Conn) -> int | None:
         row = conn.execute("SELECT value FROM state WHERE key = 'synced_generation'").fetchone()
         return int(row[0]) if row else None
 
-    def sync(self, conn: sqlite3.Connection, snap: Snapshot) -> np.ndarray | None:
+    def synced_build(self, conn: Conn) -> str | None:
+        """The build of the index the store describes (None before the first sync)."""
+        row = conn.execute("SELECT value FROM state WHERE key = 'index'").fetchone()
+        return str(row[0]) if row else None
+
+    def sync(self, conn: Conn, snap: Snapshot) -> np.ndarray | None:
         """Record which generation brought each live document of ``snap`` and drop the hits of deleted documents;
         returns that generation per row (-1 for a deleted row), or None when the store already describes a newer
         generation (``snap`` is stale: evaluating it could only go back).
@@ -312,13 +268,17 @@ class WatchStore:
         in a segment written by generation g after the one recorded, or an add of generation g still on disk wrote
         it (a replaced publication). A segment of the build or a compaction says nothing of when its documents came:
         a publication replaced by an add whose segment is gone keeps its generation. A different build of the index
-        (a rebuild) starts over: its documents are all old, and every watch is evaluated from its generation on."""
+        (a rebuild) starts over at its own generation 0: the documents of its build (and of compactions since) are
+        every watch's new baseline, those its adds brought are new, and every watch is evaluated again from
+        generation 0 of the new build."""
         synced = self.synced_generation(conn)
         index_row = conn.execute("SELECT value FROM state WHERE key = 'index'").fetchone()
         rebuilt = index_row is not None and index_row[0] != snap.index
+        base = REBUILT_BASE if rebuilt else snap.generation  # what a document of no known generation counts as
         if synced is not None and snap.generation < synced and not rebuilt:
             return None
-        known: dict[str, int] = {} if rebuilt else dict(conn.execute("SELECT doc_id, generation FROM documents"))
+        known: dict[str, int] = {} if rebuilt else {
+            str(d): int(gen) for d, gen in conn.execute("SELECT doc_id, generation FROM documents").fetchall()}
         g = snap.generation
         brought = np.full(len(snap.ids), -1, dtype=np.int64)
         live = snap.live
@@ -333,7 +293,7 @@ class WatchStore:
             before = known.get(pid)
             p = max(prov[row], added.get(pid, -1))
             if before is None:
-                b = p if p >= 0 else g
+                b = p if p >= 0 else base
             else:
                 b = p if p > before else before
             if b != before:
@@ -344,40 +304,43 @@ class WatchStore:
             return brought
         active = conn.execute("SELECT DISTINCT doc_id FROM hits WHERE dropped_generation IS NULL").fetchall()
         dropped = [(g, d) for (d,) in active if d not in seen]
-        conn.execute("BEGIN IMMEDIATE")
+        conn.begin()
         try:
             if rebuilt:
-                log.warning("the index was rebuilt (build %s, was %s): its documents are the watches' new baseline "
-                            "at generation %d", snap.index, index_row[0] if index_row else None, g)
+                log.warning("the index was rebuilt (build %s, was %s): its build's documents are the watches' new "
+                            "baseline, the documents its adds brought since (generations %d to %d) are new to every "
+                            "watch", snap.index, index_row[0] if index_row else None, REBUILT_BASE + 1, g)
                 conn.execute("DELETE FROM documents")
-                conn.execute("UPDATE watches SET evaluated_generation = ?, topk = '[]'", (g,))
+                conn.execute("UPDATE watches SET evaluated_generation = ?, topk = '[]'", (REBUILT_BASE,))
             conn.executemany("INSERT INTO documents (doc_id, generation) VALUES (?, ?) "
                              "ON CONFLICT (doc_id) DO UPDATE SET generation = excluded.generation", changed)
             conn.executemany("DELETE FROM documents WHERE doc_id = ?", [(d,) for d in gone])
             conn.executemany("UPDATE hits SET dropped_generation = ? WHERE doc_id = ? AND dropped_generation IS NULL",
                              dropped)
-            conn.executemany("INSERT OR REPLACE INTO state (key, value) VALUES (?, ?)",
+            conn.executemany("INSERT INTO state (key, value) VALUES (?, ?) "
+                             "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
                              [("synced_generation", str(g)), ("index", snap.index)])
-            conn.execute("COMMIT")
+            conn.commit()
         except BaseException:
-            conn.execute("ROLLBACK")
+            conn.rollback()
             raise
         if dropped:
             log.info("watches: %d hit document(s) deleted by generation %d left out", len(dropped), g)
         return brought
 
-    def pending(self, conn: sqlite3.Connection, generation: int) -> list[Pending]:
+    def pending(self, conn: Conn, generation: int) -> list[Pending]:
         """The watches evaluated before ``generation``, in id order."""
         rows = conn.execute("SELECT id, owner, request, evaluated_generation, topk FROM watches "
                             "WHERE evaluated_generation < ? ORDER BY id", (generation,)).fetchall()
         return [Pending(r[0], r[1], WatchRequest.model_validate_json(r[2]), r[3], json.loads(r[4])) for r in rows]
 
-    def record(self, conn: sqlite3.Connection, outcomes: Sequence[Outcome]) -> int:
-        """Write the evaluations of a batch of watches in one transaction; returns how many were written (a watch
-        deleted meanwhile, or evaluated at that generation by another process, is left out)."""
+    def record(self, conn: Conn, outcomes: Sequence[Outcome], build: str) -> int:
+        """Write the evaluations of a batch of watches (at generations of the index's ``build``) in one transaction;
+        returns how many were written (a watch deleted meanwhile, or evaluated at that generation by another
+        process, is left out)."""
         written = 0
         stamp = now()
-        conn.execute("BEGIN IMMEDIATE")
+        conn.begin()
         try:
             for o in outcomes:
                 if o.topk is None:
@@ -390,21 +353,21 @@ class WatchStore:
                                        (o.generation, o.error, json.dumps(o.topk), o.watch_id, o.generation))
                 if cur.rowcount == 0:
                     continue
-                conn.execute("INSERT INTO evaluations (watch_id, generation, done_at, new_documents, hits, how, "
-                             "kth_score, ms, error) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                             (o.watch_id, o.generation, stamp, o.new_documents, len(o.hits), o.how, o.kth_score,
-                              o.ms, o.error))
+                conn.execute("INSERT INTO evaluations (watch_id, build, generation, done_at, new_documents, hits, how, "
+                             "kth_score, ms, error) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                             (o.watch_id, build, o.generation, stamp, o.new_documents, len(o.hits), o.how,
+                              o.kth_score, o.ms, o.error))
                 conn.executemany(
-                    "INSERT INTO hits (watch_id, generation, doc_id, rank, score, title, publication_date, passage, "
-                    "found_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    [(o.watch_id, h.generation, h.doc_id, h.rank, h.score, h.title,
+                    "INSERT INTO hits (watch_id, build, generation, doc_id, rank, score, title, publication_date, "
+                    "passage, found_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    [(o.watch_id, build, h.generation, h.doc_id, h.rank, h.score, h.title,
                       h.publication_date.isoformat() if h.publication_date else None,
                       h.passage.model_dump_json() if h.passage is not None else None, h.found_at) for h in o.hits])
                 written += 1
-            conn.execute("COMMIT")
+            conn.commit()
         except BaseException:
-            with contextlib.suppress(sqlite3.Error):
-                conn.execute("ROLLBACK")
+            with contextlib.suppress(Exception):
+                conn.rollback()
             raise
         return written
 

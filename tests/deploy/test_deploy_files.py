@@ -61,8 +61,13 @@ def test_hadolint_flags_a_bad_dockerfile(tmp_path: Path) -> None:
 def test_compose_file_declares_service_prometheus_and_index_volume() -> None:
     yaml = pytest.importorskip("yaml")
     compose = yaml.safe_load((REPO / "docker-compose.yml").read_text())
-    assert set(compose["services"]) == {"priorart", "prometheus"}
+    assert set(compose["services"]) == {"priorart", "prometheus", "postgres"}
     assert any("/data/index" in v for v in compose["services"]["priorart"]["volumes"])
+    # the watches' database: the service's URL names the postgres service, whose data is a named volume
+    url = compose["services"]["priorart"]["environment"]["PRIORART_DATABASE_URL"]
+    assert url.startswith("postgresql://") and "@postgres:5432/" in url
+    assert any(v.startswith("priorart-watches:") for v in compose["services"]["postgres"]["volumes"])
+    assert "priorart-watches" in compose["volumes"]
     prom = yaml.safe_load((REPO / "deploy" / "prometheus.yml").read_text())
     assert prom["scrape_configs"][0]["metrics_path"] == "/metrics"
 
@@ -167,3 +172,61 @@ def test_the_watch_state_folder_is_a_writable_volume(name: str) -> None:
     mounts = {m["mountPath"]: m for m in pod["containers"][0]["volumeMounts"]}
     assert state in mounts and not mounts[state].get("readOnly")
     assert any(v["name"] == mounts[state]["name"] for v in pod["volumes"])
+
+
+def _rendered() -> list[dict]:
+    """The resources `kubectl apply -k deploy/k8s` would apply: `kubectl kustomize` where kubectl is installed, else
+    the files kustomization.yaml lists (it lists resources only, no patches: the same documents)."""
+    yaml = pytest.importorskip("yaml")
+    kubectl = shutil.which("kubectl")
+    if kubectl is not None:
+        out = subprocess.run([kubectl, "kustomize", str(K8S)], capture_output=True, text=True, check=True).stdout
+        return [d for d in yaml.safe_load_all(out) if d]
+    listed = yaml.safe_load((K8S / "kustomization.yaml").read_text())["resources"]
+    return [d for name in listed for d in yaml.safe_load_all((K8S / name).read_text()) if d]
+
+
+def _pod_specs(docs: list[dict]) -> dict[str, dict]:
+    out = {}
+    for d in docs:
+        if d["kind"] in ("Deployment", "StatefulSet"):
+            out[d["metadata"]["name"]] = d["spec"]["template"]["spec"]
+        elif d["kind"] == "CronJob":
+            out[d["metadata"]["name"]] = d["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+    return out
+
+
+def test_the_kustomization_renders_with_consistent_names() -> None:
+    """Issue 62: the manifests include the watches' database and one writer of the index. Rendered as `kubectl apply
+    -k` would (no cluster): every claim, config map and service selector a pod uses is defined, the serving pods and
+    the weekly add read the database URL from the secret, the index volume is written by the weekly add only."""
+    docs = _rendered()
+    kinds = {(d["kind"], d["metadata"]["name"]) for d in docs}
+    assert {("StatefulSet", "priorart-postgres"), ("Service", "priorart-postgres"),
+            ("CronJob", "priorart-weekly-add"), ("Deployment", "priorart")} <= kinds
+    claims = {d["metadata"]["name"] for d in docs if d["kind"] == "PersistentVolumeClaim"}
+    maps = {d["metadata"]["name"] for d in docs if d["kind"] == "ConfigMap"}
+    pods = _pod_specs(docs)
+    labels = {name: {k: v for d in docs if d["metadata"]["name"] == name and d["kind"] != "Service"
+                     for k, v in d["spec"].get("template", {}).get("metadata", {}).get("labels", {}).items()}
+              for name in pods}
+    for name, pod in pods.items():
+        for v in pod.get("volumes", []):
+            if "persistentVolumeClaim" in v:
+                assert v["persistentVolumeClaim"]["claimName"] in claims, (name, v)
+        for c in pod["containers"]:
+            for ref in c.get("envFrom", []):
+                assert ref["configMapRef"]["name"] in maps, (name, ref)
+            env = {e["name"]: e for e in c.get("env", [])}
+            if name in ("priorart", "priorart-weekly-add"):
+                ref = env["PRIORART_DATABASE_URL"]["valueFrom"]["secretKeyRef"]
+                assert (ref["name"], ref["key"]) == ("priorart-secrets", "database-url")
+            writes_index = [m for m in c.get("volumeMounts", []) if m["name"] == "index" and not m.get("readOnly")]
+            assert bool(writes_index) == (name == "priorart-weekly-add"), name  # one writer
+    for svc in (d for d in docs if d["kind"] == "Service"):
+        selector = svc["spec"]["selector"]
+        assert any(selector.items() <= lab.items() for lab in labels.values()), svc["metadata"]["name"]
+    postgres = next(d for d in docs if d["kind"] == "StatefulSet")
+    assert ("Service", postgres["spec"]["serviceName"]) in kinds and postgres["spec"]["volumeClaimTemplates"]
+    index = next(d for d in docs if d["kind"] == "PersistentVolumeClaim" and d["metadata"]["name"] == "priorart-index")
+    assert index["spec"]["accessModes"] == ["ReadWriteMany"]

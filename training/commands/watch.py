@@ -49,11 +49,11 @@ def _settings(index: Path, state: Path | None) -> Settings:
 
 
 def _store(index: Path, state: Path | None, *, create: bool = False) -> WatchStore:
-    from service.watch.store import StateError, WatchStore, state_dir
+    from service.watch.store import StateError, WatchStore
 
     settings = _settings(index, state)
     try:
-        return WatchStore.open(state_dir(index, settings.state_dir), create=create)
+        return WatchStore.of(index, settings, create=create)
     except StateError as exc:
         _fail(str(exc))
 
@@ -207,10 +207,10 @@ def evaluate_watches(index: Path, state: Path | None = None, *, batch: int = 250
     ``StateError`` (an unusable state folder) or ``IndexFormatError`` (an index that does not load)."""
     from service.engine import Engine
     from service.watch.evaluate import evaluate
-    from service.watch.store import WatchStore, state_dir
+    from service.watch.store import WatchStore
 
     settings = _settings(index, state)
-    store = WatchStore(state_dir(index, settings.state_dir))
+    store = WatchStore.of(index, settings)
     if not store.exists:
         return None
     engine = Engine.load(index, settings=settings, verify=False)

@@ -35,8 +35,7 @@ _NOT_FOUND: dict[int | str, dict[str, Any]] = {404: {"description": "no watch of
 
 def _store(settings: Settings, *, create: bool = False) -> WatchStore:
     try:
-        root = state_dir(settings.index_dir, settings.state_dir)
-        return WatchStore.open(root, create=True) if create else WatchStore(root)
+        return WatchStore.of(settings.index_dir, settings, create=create)
     except StateError as exc:
         raise HTTPException(503, public(f"watches unavailable: {exc}", settings.index_dir)) from exc
 
@@ -65,7 +64,7 @@ def start_runner(app: FastAPI) -> None:
         log.error("watches are not evaluated: %s", exc)
         return
     holder = app.state.engines
-    runner = WatchRunner(root, holder.acquire, holder.release)
+    runner = WatchRunner(root, holder.acquire, holder.release, url=settings.database_url)
     app.state.watch_runner = runner
     runner.start()
 

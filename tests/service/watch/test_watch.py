@@ -44,10 +44,17 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[PatentRe
     return d / "index", records
 
 
-def _copy(built: tuple[Path, list[PatentRecord]], tmp_path: Path) -> tuple[Path, WatchStore]:
+@pytest.fixture(params=["sqlite", "postgresql"])
+def database(request: pytest.FixtureRequest) -> str | None:
+    """The watches' database, each in turn: SQLite in the state folder (None) and a new database on the test
+    worker's PostgreSQL server (issue 62: the same tests on both)."""
+    return request.getfixturevalue("postgres_db") if request.param == "postgresql" else None
+
+
+def _copy(built: tuple[Path, list[PatentRecord]], tmp_path: Path, url: str | None = None) -> tuple[Path, WatchStore]:
     idx = tmp_path / "index"
     copy_index(built[0], idx)
-    return idx, WatchStore.open(state_dir(idx), create=True)
+    return idx, WatchStore.open(state_dir(idx), create=True, url=url)
 
 
 def _load(idx: Path, evidence_by: str = "auto") -> Engine:
@@ -126,13 +133,14 @@ def test_restricted_rows_score_as_in_a_search(built: tuple[Path, list[PatentReco
 
 @pytest.mark.parametrize("evidence_by", ["auto", "passage"])
 def test_hits_equal_what_rerunning_each_search_shows_as_new(built: tuple[Path, list[PatentRecord]],
-                                                             tmp_path: Path, evidence_by: str) -> None:
+                                                             tmp_path: Path, evidence_by: str,
+                                                             database: str | None) -> None:
     """Three generations: an add, an add with a replaced publication and an add that compacts; every watch's hits at
     each generation are the new documents in its top k, as re-running its search shows, ranks included; with the
     learned ranker (the index's, ``auto``) and with the passage rule. Many watches are settled by the bound, without
     a search: most with the rule (it reaches the first 10 of the fused order), fewer with the ranker (its 20)."""
     idx, records = built
-    idx, store = _copy(built, tmp_path)
+    idx, store = _copy(built, tmp_path, database)
     rng = random.Random(11)
     engine = _load(idx, evidence_by)
     reqs = _requests(records, rng, 90)
@@ -222,9 +230,9 @@ def test_every_watch_searched_gives_the_same_hits(built: tuple[Path, list[Patent
 
 
 def test_deleted_documents_drop_out_and_replaced_ones_are_new(built: tuple[Path, list[PatentRecord]],
-                                                             tmp_path: Path) -> None:
+                                                             tmp_path: Path, database: str | None) -> None:
     idx, records = built
-    idx, store = _copy(built, tmp_path)
+    idx, store = _copy(built, tmp_path, database)
     engine = _load(idx)
     added = records[N_BASE : N_BASE + 20]
     # each watch is an added document's own claim: it ranks first once added
@@ -266,7 +274,8 @@ def test_save_refuses_a_query_that_cannot_run(built: tuple[Path, list[PatentReco
     assert store.watches(None) == []
 
 
-def test_state_folder_outside_the_index_and_owners(built: tuple[Path, list[PatentRecord]], tmp_path: Path) -> None:
+def test_state_folder_outside_the_index_and_owners(built: tuple[Path, list[PatentRecord]], tmp_path: Path,
+                                                   database: str | None) -> None:
     idx = built[0]
     assert state_dir(idx) == idx.with_name(idx.name + ".state")
     for inside in (idx / "state", idx):
@@ -274,7 +283,7 @@ def test_state_folder_outside_the_index_and_owners(built: tuple[Path, list[Paten
             state_dir(idx, inside)
     assert owner_of(None) == owner_of("") == ""
     assert owner_of("key-a") != owner_of("key-b") and "key-a" not in owner_of("key-a")
-    store = WatchStore.open(tmp_path / "s", create=True)
+    store = WatchStore.open(tmp_path / "s", create=True, url=database)
     a, b = owner_of("key-a"), owner_of("key-b")
     w = store.add(a, WatchRequest(query="rotor blade"), 0)
     assert store.get(b, w.id) is None and not store.delete(b, w.id)
