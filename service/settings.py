@@ -82,6 +82,8 @@ class Settings(BaseSettings):
     database_url: str | None = Field(None, description="PostgreSQL database of the watches (postgresql://user@host/"
                                      "db), shared by every replica and `priorart add`/`watch`; unset: SQLite in the "
                                      "state folder (one host). One database per index")
+    webhook_backoff_s: float = Field(30.0, gt=0, description="a watch webhook's first retry after a failed delivery; "
+                                     "doubled at each failure up to an hour (service/watch/webhooks.py)")
     state_dir: Path | None = Field(None, description="folder of the saved searches (watches: SQLite), beside the "
                                    "index folder, never inside it (a rebuild replaces that); default: INDEX_DIR.state")
     evidence_docs: int = Field(10, ge=0, description="/search orders its first N documents with their best passage "

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 MIGRATIONS = Path(__file__).with_name("migrations")
-HEAD = "0002"  # the newest migration (service/watch/migrations/versions)
+HEAD = "0003"  # the newest migration (service/watch/migrations/versions)
 LEGACY_SQLITE_VERSION = 1  # PRAGMA user_version of the SQLite files written before the migrations: revision 0001
 
 _ENGINES: dict[tuple[str, int], Engine] = {}

@@ -76,6 +76,7 @@ class EvaluationReport:
     stale: bool = False  # the store already describes a newer generation: nothing to do here
     busy: bool = False  # another process was evaluating (only when not waiting for it)
     fast_path: bool = True  # the bound applies to this pipeline
+    webhooks: dict[str, Any] | None = None  # the deliveries made after it (service/watch/webhooks.py; CLI)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -94,8 +95,12 @@ class EvaluationReport:
             how += f", {self.errors} failed"
         if not self.fast_path:
             how += " (this pipeline ranks with more than the first stage: every watch searched)"
+        pushed = ""
+        if self.webhooks and (self.webhooks["delivered"] or self.webhooks["failed"]):
+            pushed = (f"; webhooks: {self.webhooks['delivered']} deliveries made, {self.webhooks['failed']} failed "
+                      "(retried later)")
         return (f"watches: {self.watches} evaluated at generation {self.generation} against {self.new_documents} new "
-                f"documents: {self.hits} hits ({how}) in {self.seconds:.1f} s")
+                f"documents: {self.hits} hits ({how}) in {self.seconds:.1f} s{pushed}")
 
 
 def snapshot(engine: Engine) -> Snapshot:
@@ -273,9 +278,12 @@ def evaluate(engine: Engine, store: WatchStore, *, wait: bool = True, batch: int
             log.info("watches: evaluating %d at generation %d (%d documents new since generation %d)", len(pending),
                      engine.generation, report.new_documents, oldest)
             buffer: list[Outcome] = []
+            by_id = {w.id: w for w in pending}
             for outcome in evaluator.run(pending, brought):
                 if stop is not None and stop():
                     break
+                watch = by_id[outcome.watch_id]  # (its hits are pushed to its webhook, queued with them)
+                outcome.webhook, outcome.watch_name = watch.request.webhook, watch.request.title()
                 buffer.append(outcome)
                 report.watches += 1
                 report.hits += len(outcome.hits)

@@ -5,13 +5,30 @@ from __future__ import annotations
 
 from datetime import date
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import AnyHttpUrl, BaseModel, ConfigDict, Field, field_validator
 
 from service.schema import CodeFilter, Lang, NonBlank, PassageHit, QueryCodes, SearchRequest
 
 WATCH_MAX_K = 100
 """Largest top k a watch may follow (each evaluation ranks the new documents against it)."""
 NAME_CHARS = 200
+
+
+SECRET_SHOWN = "********"
+"""What a webhook's secret reads as in every response (it is stored, never shown)."""
+
+
+class Webhook(BaseModel):
+    """Where a watch's new hits are pushed (service/watch/webhooks.py): a POST of JSON to ``url`` after each evaluation
+    that finds hits, signed with ``secret`` (header ``X-Priorart-Signature: sha256=<HMAC-SHA256 of the body>``),
+    delivered at least once (retried with backoff; each hit has an ``id`` to deduplicate by)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    url: AnyHttpUrl = Field(..., description="http(s) URL the hits are POSTed to")
+    secret: str = Field(..., min_length=16, max_length=200,
+                        description="key of the body's HMAC-SHA256 signature (X-Priorart-Signature); shown as "
+                                    f"{SECRET_SHOWN!r} afterwards")
 
 
 class WatchRequest(BaseModel):
@@ -30,6 +47,8 @@ class WatchRequest(BaseModel):
                    description=f"a new document is a hit when it ranks in this top k of the whole index (at most "
                                f"{WATCH_MAX_K})")
     translate: bool = Field(True, description="translate the query into the other indexed languages (PSQ)")
+    webhook: Webhook | None = Field(None, description="push each evaluation's new hits to a URL (at least once, "
+                                    "signed); the Atom feed and GET .../hits stay")
 
     @field_validator("name")
     @classmethod
@@ -40,6 +59,12 @@ class WatchRequest(BaseModel):
         """The search the watch runs: documents, not families (``collapse_families`` off), unexplained."""
         return SearchRequest(query=self.query, lang=self.lang, codes=self.codes, code_filter=self.code_filter,
                              before=self.before, k=self.k, translate=self.translate, collapse_families=False)
+
+    def shown(self) -> WatchRequest:
+        """The request as responses show it: the webhook's secret masked."""
+        if self.webhook is None:
+            return self
+        return self.model_copy(update={"webhook": self.webhook.model_copy(update={"secret": SECRET_SHOWN})})
 
     def title(self) -> str:
         """Its name, else the first words of the query."""
@@ -75,6 +100,20 @@ class WatchHit(BaseModel):
     score: float = Field(..., description="its score in that ranking")
     found_at: str = Field(..., description="when it was found (UTC, ISO 8601)")
     passage: PassageHit | None = Field(None, description="its best passage for the watch's query (the evidence)")
+
+
+class Delivery(BaseModel):
+    """One push of a watch's hits of one evaluation to its webhook, as the delivery log shows it."""
+
+    id: str
+    generation: int
+    hits: int
+    created: str = Field(..., description="when the evaluation queued it (UTC, ISO 8601)")
+    attempts: int = Field(..., description="POSTs made so far")
+    delivered: str | None = Field(None, description="when the receiver answered 2xx (None: not yet)")
+    last_status: int | None = Field(None, description="the HTTP status of the last attempt (None: no answer)")
+    last_error: str | None = Field(None, description="why the last attempt failed")
+    next_attempt: str | None = Field(None, description="when it is tried again (None: delivered, or given up)")
 
 
 class WatchHits(BaseModel):

@@ -28,9 +28,10 @@ class WatchRunner:
     """Evaluates the watches of the state folder ``root`` when :meth:`notify` is called."""
 
     def __init__(self, root: Path, acquire: Callable[[], Engine | None], release: Callable[[Engine], None], *,
-                 url: str | None = None) -> None:
+                 url: str | None = None, backoff_s: float | None = None) -> None:
         self.root = root
         self.url = url  # the PostgreSQL database of the watches (None: SQLite in root)
+        self.backoff_s = backoff_s  # the webhooks' first retry wait (None: service/watch/webhooks.py's)
         self._acquire = acquire
         self._release = release
         self._wake = threading.Event()
@@ -65,10 +66,15 @@ class WatchRunner:
         return self._idle.wait(timeout)
 
     def _loop(self) -> None:
-        from service.watch.evaluate import evaluate
+        import time
 
+        from service.watch.evaluate import evaluate
+        from service.watch.webhooks import BACKOFF_S, deliver
+
+        due: float | None = None  # when a webhook delivery is to be tried again
         while not self._stop.is_set():
-            self._wake.wait()
+            # woken by a new generation, or when a retry is due (a receiver that failed): deliver, evaluate nothing
+            self._wake.wait(None if due is None else max(0.0, due - time.time()))
             self._wake.clear()
             if self._stop.is_set():
                 break
@@ -84,6 +90,12 @@ class WatchRunner:
                                   engine.generation)
                 finally:
                     self._release(engine)
+            if store.exists:
+                try:  # each evaluation's new hits to the watches' webhooks (and the retries that are due)
+                    due = deliver(store, backoff_s=self.backoff_s or BACKOFF_S).next_due
+                except Exception:  # noqa: BLE001 - a database that fails now is tried again at the next wake
+                    log.exception("watch webhook delivery failed")
+                    due = time.time() + (self.backoff_s or BACKOFF_S)
             if not self._wake.is_set():
                 self._idle.set()
 

@@ -50,7 +50,7 @@ import numpy as np
 
 from service.schema import PassageHit
 from service.watch.db import Conn, Database, StateError
-from service.watch.models import Watch, WatchHit, WatchRequest
+from service.watch.models import Delivery, Watch, WatchHit, WatchRequest
 
 log = logging.getLogger(__name__)
 
@@ -122,6 +122,8 @@ class Outcome:
     topk: list[str] | None = None  # None: keep the stored ones
     kth_score: float | None = None
     error: str | None = None
+    webhook: Any = None  # the watch's Webhook (models.py): its hits are pushed there
+    watch_name: str = ""
 
 
 class WatchStore:
@@ -245,7 +247,7 @@ class WatchStore:
     @staticmethod
     def _watch(row: Sequence[Any]) -> Watch:
         wid, name, request, created, created_gen, evaluated_gen, error, n_hits, last = row
-        return Watch(id=wid, name=name, request=WatchRequest.model_validate_json(request), created=created,
+        return Watch(id=wid, name=name, request=WatchRequest.model_validate_json(request).shown(), created=created,
                      created_generation=created_gen, evaluated_generation=evaluated_gen, hits=n_hits or 0,
                      last_hit_generation=last, error=error)
 
@@ -357,6 +359,8 @@ class WatchStore:
                              "kth_score, ms, error) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                              (o.watch_id, build, o.generation, stamp, o.new_documents, len(o.hits), o.how,
                               o.kth_score, o.ms, o.error))
+                if o.hits and o.webhook is not None:  # the push, queued with the hits (service/watch/webhooks.py)
+                    self._queue_delivery(conn, o, build, stamp)
                 conn.executemany(
                     "INSERT INTO hits (watch_id, build, generation, doc_id, rank, score, title, publication_date, "
                     "passage, found_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -370,6 +374,36 @@ class WatchStore:
                 conn.rollback()
             raise
         return written
+
+
+    # ------------------------------------------------------------------ webhook deliveries
+    @staticmethod
+    def _queue_delivery(conn: Conn, o: Outcome, build: str, stamp: str) -> None:
+        """The delivery of an evaluation's hits, in the evaluation's transaction (the outbox: committed with the hits
+        or not at all)."""
+        from service.watch.webhooks import payload
+
+        assert o.webhook is not None
+        did = secrets.token_hex(12)
+        conn.execute("INSERT INTO deliveries (id, watch_id, build, generation, url, payload, hits, created, "
+                     "next_attempt) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                     (did, o.watch_id, build, o.generation, str(o.webhook.url),
+                      payload(did, o.watch_id, o.watch_name, build, o.generation, o.hits), len(o.hits), stamp, 0.0))
+
+    def deliveries(self, owner: str | None, watch_id: str) -> list[Delivery] | None:
+        """A watch's delivery log, newest first; None when ``owner`` has no such watch."""
+        if self.get(owner, watch_id) is None:
+            return None
+        from service.watch.webhooks import MAX_ATTEMPTS
+
+        with contextlib.closing(self.connect()) as conn:
+            rows = conn.execute("SELECT id, generation, hits, created, attempts, delivered, last_status, last_error, "
+                                "next_attempt FROM deliveries WHERE watch_id = ? "
+                                "ORDER BY created DESC, generation DESC", (watch_id,)).fetchall()
+        return [Delivery(id=r[0], generation=r[1], hits=r[2], created=r[3], attempts=r[4], delivered=r[5],
+                         last_status=r[6], last_error=r[7],
+                         next_attempt=None if r[5] is not None or r[4] >= MAX_ATTEMPTS
+                         else datetime.fromtimestamp(r[8], UTC).isoformat(timespec="seconds")) for r in rows]
 
 
 _WATCH_SQL = ("SELECT w.id, w.name, w.request, w.created, w.created_generation, w.evaluated_generation, w.error, "

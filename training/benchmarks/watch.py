@@ -104,7 +104,8 @@ def synthetic_claims(records: list[PatentRecord], n: int, rng: random.Random) ->
 
 def run_watch_bench(*, n_base: int = 100_000, n_add: int = 1_000, n_watches: int = 10_000, real_share: float = 0.3,
                     data: Path | None = None, cache_dir: Path, work_dir: Path | None = None, seed: int = 0,
-                    verify: bool = True, chunk: int | None = None, log: Any = print) -> dict[str, Any]:
+                    verify: bool = True, chunk: int | None = None, log: Any = print,
+                    database_url: str | None = None) -> dict[str, Any]:
     """Run the benchmark (see the module doc); the result as a dict."""
     from service.engine import Engine
     from service.index.live import add_documents
@@ -129,8 +130,10 @@ def run_watch_bench(*, n_base: int = 100_000, n_add: int = 1_000, n_watches: int
     index = work / "index"
     # the build's files are never written again (an add writes new segments and manifests): links, not copies
     shutil.copytree(base_index, index, copy_function=os.link)
-    store = WatchStore.open(work / "index.state", create=True)
-    settings = Settings(index_dir=index)
+    store = WatchStore.open(work / "index.state", create=True, url=database_url)  # (a new, empty database)
+    if database_url is not None and store.watches(None):
+        raise ValueError(f"{store.where} already holds watches: the benchmark needs an empty database")
+    settings = Settings(index_dir=index, database_url=database_url)
     try:
         engine = Engine.load(index, settings=settings, verify=False)
         log(f"saving {len(claims)} watches ({len(real)} real claims, {len(synthetic)} synthetic)")
@@ -168,7 +171,9 @@ def run_watch_bench(*, n_base: int = 100_000, n_add: int = 1_000, n_watches: int
             "load_s": load_s, "evaluation": report.to_dict(), "evaluation_s": eval_s,
             "per_watch_ms": per_watch, "mean_ms_per_watch": eval_s * 1000 / max(1, len(requests)),
             "rss_before_mb": rss_before, "rss_peak_mb": rss_peak, "chunk": chunk or CHUNK,
-            "store_mb": sum(p.stat().st_size for p in store.root.iterdir() if p.is_file()) / 1e6,
+            "store_mb": (sum(p.stat().st_size for p in store.root.iterdir() if p.is_file()) / 1e6
+                         if database_url is None else None),
+            "database": "sqlite" if database_url is None else "postgresql",
         }
         if verify:
             log("verifying: every watch's search again after the add")
@@ -184,10 +189,8 @@ def run_watch_bench(*, n_base: int = 100_000, n_add: int = 1_000, n_watches: int
 
 def _per_watch_ms(store: Any) -> dict[str, Any]:
     """Each watch's share of the evaluation, by how it was settled (p50, p99, mean, count)."""
-    import sqlite3
-
-    with contextlib.closing(sqlite3.connect(store.path)) as conn:
-        rows = conn.execute("SELECT how, ms FROM evaluations").fetchall()
+    with contextlib.closing(store.connect()) as conn:
+        rows = [(str(h), float(m)) for h, m in conn.execute("SELECT how, ms FROM evaluations").fetchall()]
     out: dict[str, Any] = {}
     for how in sorted({h for h, _ in rows}) + ["all"]:
         ms = sorted(m for h, m in rows if how in (h, "all"))
@@ -226,7 +229,8 @@ def format_report(r: dict[str, Any]) -> str:
         lines.append(f"  {how}: {s['count']} watches, p50 {s['p50']:.2f} ms, p99 {s['p99']:.2f} ms, mean "
                      f"{s['mean']:.2f} ms")
     lines.append(f"memory: {r['rss_before_mb']:.0f} MB resident before the evaluation (the index loaded), peak "
-                 f"{r['rss_peak_mb']:.0f} MB during it; the state database {r['store_mb']:.1f} MB")
+                 f"{r['rss_peak_mb']:.0f} MB during it; the state database ({r.get('database', 'sqlite')}) "
+                 + (f"{r['store_mb']:.1f} MB" if r.get("store_mb") is not None else "on the server"))
     lines.append(f"not counted: saving the watches {r['save_s']:.1f} s (a search each), the add {r['add_s']:.1f} s, "
                  f"loading generation {r['generation']} {r['load_s']:.1f} s")
     if "verify" in r:

@@ -371,6 +371,8 @@ def watch_command(
     verify: bool = typer.Option(True, "--verify/--no-verify", help="Run every watch's search again after the add "
                                 "and compare its new top-k documents with its hits."),
     seed: int = typer.Option(0, "--seed"),
+    database_url: str | None = typer.Option(None, "--database-url", help="An empty PostgreSQL database for the "
+                                            "watches (default: SQLite in the work folder)."),
     out: Path | None = typer.Option(None, "--out", "-o", help="Also write the result (JSON, with the commit and the "
                                     "command) here."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
@@ -383,7 +385,7 @@ def watch_command(
         data = default if default.is_dir() else None
     report = run_watch_bench(n_base=n_base, n_add=n_add, n_watches=watches, real_share=real_share, data=data,
                              cache_dir=cache_dir, seed=seed, verify=verify, chunk=chunk,
-                             log=lambda line: typer.echo(line, err=True))
+                             log=lambda line: typer.echo(line, err=True), database_url=database_url)
     _emit(report, out, as_json, format_report)
 
 

@@ -203,11 +203,13 @@ def delete_command(index: Path = _INDEX, watch_id: str = typer.Argument(..., hel
 
 def evaluate_watches(index: Path, state: Path | None = None, *, batch: int = 250,
                      chunk: int = 250) -> EvaluationReport | None:
-    """Evaluate the watches of ``index`` at its newest generation (None: no watch was ever saved there). Raises
-    ``StateError`` (an unusable state folder) or ``IndexFormatError`` (an index that does not load)."""
+    """Evaluate the watches of ``index`` at its newest generation (None: no watch was ever saved there), then push
+    the hits to the watches' webhooks (with the retries that are due). Raises ``StateError`` (an unusable state
+    folder) or ``IndexFormatError`` (an index that does not load)."""
     from service.engine import Engine
     from service.watch.evaluate import evaluate
     from service.watch.store import WatchStore
+    from service.watch.webhooks import deliver
 
     settings = _settings(index, state)
     store = WatchStore.of(index, settings)
@@ -215,9 +217,11 @@ def evaluate_watches(index: Path, state: Path | None = None, *, batch: int = 250
         return None
     engine = Engine.load(index, settings=settings, verify=False)
     try:
-        return evaluate(engine, store, batch=batch, chunk=chunk)
+        report = evaluate(engine, store, batch=batch, chunk=chunk)
     finally:
         engine.close()
+    report.webhooks = deliver(store, backoff_s=settings.webhook_backoff_s).to_dict()
+    return report
 
 
 def register(app: typer.Typer) -> None:

@@ -22,7 +22,7 @@ from service.api.errors import public
 from service.query import QueryError
 from service.settings import Settings
 from service.watch.feed import MEDIA_TYPE, atom_feed
-from service.watch.models import Watch, WatchHits, WatchRequest
+from service.watch.models import Delivery, Watch, WatchHits, WatchRequest
 from service.watch.store import StateError, WatchStore, owner_of, state_dir
 
 if TYPE_CHECKING:
@@ -64,7 +64,8 @@ def start_runner(app: FastAPI) -> None:
         log.error("watches are not evaluated: %s", exc)
         return
     holder = app.state.engines
-    runner = WatchRunner(root, holder.acquire, holder.release, url=settings.database_url)
+    runner = WatchRunner(root, holder.acquire, holder.release, url=settings.database_url,
+                         backoff_s=settings.webhook_backoff_s)
     app.state.watch_runner = runner
     runner.start()
 
@@ -116,6 +117,18 @@ def delete_watch(watch_id: str, request: Request, settings: SettingsDep) -> Resp
     if not (store.exists and store.delete(_owner(request, settings), watch_id)):
         raise HTTPException(404, f"no watch {watch_id!r}")
     return Response(status_code=204)
+
+
+@router.get("/watches/{watch_id}/deliveries", response_model=list[Delivery], responses=_NOT_FOUND,
+            summary="The watch's webhook deliveries, newest first")
+def watch_deliveries(watch_id: str, request: Request, settings: SettingsDep) -> list[Delivery]:
+    """Each evaluation that found hits queues one POST to the watch's webhook, retried until the receiver answers 2xx:
+    when it was queued, how many attempts, the last status or error, when it is tried again."""
+    store = _store(settings)
+    found = store.deliveries(_owner(request, settings), watch_id) if store.exists else None
+    if found is None:
+        raise HTTPException(404, f"no watch {watch_id!r}")
+    return found
 
 
 @router.get("/watches/{watch_id}/hits", response_model=WatchHits, responses=_NOT_FOUND,

@@ -21,6 +21,7 @@ from service.corpus.record import PatentRecord
 from service.engine import Engine
 from service.index.live import add_documents
 from service.settings import Settings
+from service.watch.db import HEAD
 from service.watch.evaluate import evaluate, save_watch
 from service.watch.models import WatchRequest
 from service.watch.store import DB_NAME, WatchStore, state_dir
@@ -235,4 +236,4 @@ def test_an_older_sqlite_file_is_upgraded_in_place(tmp_path: Path) -> None:
     assert [h.doc_id for h in store.hits(None, "w1") or []] == ["EP1"]
     assert store.evaluations("w1")[0]["build"] == "2026-01-01T00:00:00+00:00"
     with sqlite3.connect(path) as raw:
-        assert raw.execute("SELECT version_num FROM alembic_version").fetchone()[0] == "0002"
+        assert raw.execute("SELECT version_num FROM alembic_version").fetchone()[0] == HEAD
