@@ -172,6 +172,7 @@ class Database:
 
         cfg = Config()
         cfg.set_main_option("script_location", str(MIGRATIONS))
+        logging.getLogger("alembic").setLevel(logging.WARNING)  # (its INFO lines repeat each migration's docstring)
         known = {s.revision for s in ScriptDirectory.from_config(cfg).walk_revisions()}
         try:
             with self.lock("schema") as _, contextlib.closing(self.connect()) as conn:
