@@ -14,6 +14,13 @@ WATCH_MAX_K = 100
 NAME_CHARS = 200
 
 
+def now() -> str:
+    """Now, as the watches' records write times (UTC, ISO 8601, seconds)."""
+    from datetime import UTC, datetime
+
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
 SECRET_SHOWN = "********"
 """What a webhook's secret reads as in every response (it is stored, never shown)."""
 

@@ -50,7 +50,7 @@ import numpy as np
 
 from service.schema import PassageHit
 from service.watch.db import Conn, Database, StateError
-from service.watch.models import Delivery, Watch, WatchHit, WatchRequest
+from service.watch.models import Delivery, Watch, WatchHit, WatchRequest, now
 
 log = logging.getLogger(__name__)
 
@@ -78,10 +78,6 @@ def owner_of(api_key: str | None) -> str:
     if not api_key:
         return ""
     return "key:" + hashlib.sha256(api_key.encode("utf-8")).hexdigest()[:20]
-
-
-def now() -> str:
-    return datetime.now(UTC).isoformat(timespec="seconds")
 
 
 @dataclass

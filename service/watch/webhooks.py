@@ -40,10 +40,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from service.watch.models import WatchRequest
+from service.watch.models import now as stamp
 
 if TYPE_CHECKING:
     from service.watch.models import WatchHit
-    from service.watch.store import WatchStore
 
 log = logging.getLogger(__name__)
 
@@ -99,13 +99,11 @@ class DeliveryReport:
                 "next_due": self.next_due}
 
 
-def deliver(store: WatchStore, *, post: Post = http_post, backoff_s: float = BACKOFF_S,
+def deliver(store: Any, *, post: Post = http_post, backoff_s: float = BACKOFF_S,
             timeout_s: float = TIMEOUT_S, now: Callable[[], float] = time.time,
             max_attempts: int = MAX_ATTEMPTS) -> DeliveryReport:
-    """POST every due delivery of ``store`` once (module docstring); returns what happened and when the next retry
-    is due."""
-    from service.watch.store import now as stamp
-
+    """POST every due delivery of ``store`` (a :class:`service.watch.store.WatchStore`, which imports this module
+    for the deliveries it queues) once (module docstring); returns what happened and when the next retry is due."""
     report = DeliveryReport()
     if not store.exists:
         return report
