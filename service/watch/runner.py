@@ -79,7 +79,12 @@ class WatchRunner:
             if self._stop.is_set():
                 break
             store = WatchStore(self.root, self.url)
-            engine = self._acquire() if store.exists else None
+            try:
+                present = store.exists
+            except Exception:  # noqa: BLE001 - a database unreachable now (PostgreSQL): tried again at the next wake
+                log.exception("watches: their database cannot be reached; tried again later")
+                present, due = False, time.time() + (self.backoff_s or BACKOFF_S)
+            engine = self._acquire() if present else None
             if engine is not None:
                 try:
                     self.last = evaluate(engine, store, stop=self._stop.is_set)
@@ -90,7 +95,7 @@ class WatchRunner:
                                   engine.generation)
                 finally:
                     self._release(engine)
-            if store.exists:
+            if present:
                 try:  # each evaluation's new hits to the watches' webhooks (and the retries that are due)
                     due = deliver(store, backoff_s=self.backoff_s or BACKOFF_S).next_due
                 except Exception:  # noqa: BLE001 - a database that fails now is tried again at the next wake

@@ -237,3 +237,20 @@ def test_an_older_sqlite_file_is_upgraded_in_place(tmp_path: Path) -> None:
     assert store.evaluations("w1")[0]["build"] == "2026-01-01T00:00:00+00:00"
     with sqlite3.connect(path) as raw:
         assert raw.execute("SELECT version_num FROM alembic_version").fetchone()[0] == HEAD
+
+
+def test_a_server_s_runner_outlives_a_database_it_cannot_reach(tmp_path: Path) -> None:
+    """A replica whose database is down keeps its watch runner: it logs, tries again later, and evaluates once the
+    database answers (here: never; the thread stays alive and idle)."""
+    from service.watch.runner import WatchRunner
+
+    runner = WatchRunner(tmp_path, lambda: None, lambda engine: None, url="postgresql://u@127.0.0.1:9/db",
+                         backoff_s=0.05)
+    runner.start()
+    try:
+        assert runner.wait_idle(30)
+        runner.notify()
+        assert runner.wait_idle(30)
+        assert runner._thread is not None and runner._thread.is_alive()
+    finally:
+        runner.stop()
