@@ -144,6 +144,8 @@ class Database:
         """Whether the database holds the watches' tables (any revision)."""
         if self.file is not None and not self.file.is_file():
             return False
+        if self._migration_key() in _MIGRATED:  # this process made or upgraded it: no round trip to ask again
+            return True
         with contextlib.closing(self.connect()) as conn:
             return self._revision(conn) is not None
 
