@@ -9,6 +9,7 @@ silently by a constant somewhere else.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, get_args
@@ -21,6 +22,12 @@ Device = Literal["auto", "cpu", "cuda"]
 DEVICES: tuple[str, ...] = get_args(Device)
 HARD_MAX_DEPTH = 10_000
 """Largest candidate depth any setting may allow (the dense and rerank stages score every candidate)."""
+
+
+def cache_dir() -> Path:
+    """This machine's cache folder (the converted encoder, parsed lexicons, document vectors): ``$PRIORART_CACHE_DIR``
+    or ``~/.cache/priorart``."""
+    return Path(os.environ.get("PRIORART_CACHE_DIR") or Path.home() / ".cache" / "priorart")
 
 
 @dataclass(frozen=True)

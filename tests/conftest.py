@@ -138,6 +138,25 @@ def _once_per_run(tmp_path_factory: pytest.TempPathFactory, worker_id: str, name
     return folder
 
 
+@pytest.fixture(scope="session", autouse=True)
+def vector_cache_of_the_run(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Iterator[Path]:
+    """One document vector cache (service/retrieval/vector_cache.py) for the whole run, shared by both workers and the
+    processes they start: the many builds of the same synthetic and real documents encode each text once per run,
+    not once per build (a test that times or checks a cold build names its own file). A cache the machine already
+    has is not read: each run starts empty."""
+    from service.retrieval.vector_cache import ENV
+
+    root = tmp_path_factory.getbasetemp()
+    path = (root if worker_id == "master" else root.parent) / "vectors.sqlite"
+    before = os.environ.get(ENV)
+    os.environ[ENV] = str(path)
+    yield path
+    if before is None:
+        os.environ.pop(ENV, None)
+    else:
+        os.environ[ENV] = before
+
+
 @pytest.fixture(scope="session")
 def real_corpus(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Path:
     """All of ../shared/data/patents ingested once per test run (corpus JSONL)."""

@@ -49,6 +49,7 @@ import numpy as np
 
 from service.retrieval.encoders import ModelsFolderError
 from service.retrieval.neural import CUDA, OnnxGraph, providers_for
+from service.retrieval.vector_cache import text_key, vector_cache
 from service.text.analysis import SUPPORTED_LANGS
 from service.versioned import read_versioned
 
@@ -224,6 +225,18 @@ class PretrainedEncoder:
         """``cuda`` or ``cpu``: where the graph's session runs."""
         return "cuda" if CUDA in self.providers else "cpu"
 
+    @property
+    def graph_id(self) -> str:
+        """What makes two encoders give the same vectors: the source weights, the conversion, the graph's size,
+        precision and device, and onnxruntime's version (the document vector cache's key,
+        :mod:`service.retrieval.vector_cache`)."""
+        import onnxruntime
+
+        src = self.meta.get("source", {})
+        graph = (self.meta.get("files") or {}).get(self.meta.get("graphs", {}).get(self.precision, ""), {})
+        return "|".join(str(x) for x in (src.get("sha256"), self.meta.get("conversion"), graph.get("size"),
+                                         self.precision, self.device, onnxruntime.__version__))
+
     def pooled(self, rows: Sequence[Sequence[int]]) -> np.ndarray:
         """The graph on full inputs (``<s> ... </s>`` each, at most ``max_positions``): mean-pooled states."""
         width = max(len(r) for r in rows)
@@ -281,8 +294,16 @@ class PretrainedEncoder:
         One document a run by default: the int8 graph quantises its activations with one scale per tensor, so a
         document's vector would depend on the documents batched with it (cosine 0.995 measured), and a live index's
         segment would not match a build of the same documents. Batched runs were 16 % faster."""
-        vectors = self.encode([document_text(r) for r in records], "passage", batch_size=batch_size,
-                              max_tokens=DOCUMENT_TOKENS)
+        texts = [document_text(r) for r in records]
+
+        def run(rows: list[int]) -> np.ndarray:
+            return self.encode([texts[i] for i in rows], "passage", batch_size=batch_size, max_tokens=DOCUMENT_TOKENS)
+
+        cache = vector_cache(self.graph_id, self.dim) if batch_size == 1 else None  # (batched runs mix documents)
+        if cache is None:
+            vectors = run(list(range(len(texts))))
+        else:
+            vectors = cache.vectors([text_key("passage", DOCUMENT_TOKENS, t) for t in texts], run)
         if self.doc_maps is None:
             return vectors
         return self.doc_maps(vectors, [document_language(r) for r in records])

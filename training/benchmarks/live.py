@@ -27,6 +27,7 @@ from service.corpus.jsonl import read_corpus
 from service.engine import Engine
 from service.index.folder import IndexFolder
 from service.index.live import add_documents, compact
+from service.retrieval.vector_cache import turned_off
 from service.schema import SearchRequest
 from service.settings import Settings
 from service.text.analysis import SUPPORTED_LANGS
@@ -68,7 +69,15 @@ def run_add_bench(n_base: int = 100_000, n_add: int = 10_000, *, segments: int =
                   build_options: dict[str, Any] | None = None) -> dict[str, Any]:
     """Run the benchmark (``build_options``: keyword arguments of both builds, the defaults when None). ``work_dir``:
     build there and keep the indexes; a later run with the same sizes and seed times the kept ones again (its build
-    and add figures are the first run's, kept in ``builds.json``)."""
+    and add figures are the first run's, kept in ``builds.json``). The document vector cache is off: the add would
+    read the vectors the full build encoded."""
+    with turned_off():
+        return _run_add_bench(n_base, n_add, segments=segments, queries=queries, rounds=rounds, seed=seed,
+                              work_dir=work_dir, build_options=build_options)
+
+
+def _run_add_bench(n_base: int, n_add: int, *, segments: int, queries: int, rounds: int, seed: int,
+                   work_dir: Path | None, build_options: dict[str, Any] | None) -> dict[str, Any]:
     from training.build import build_index
     from training.synth import SynthConfig, write_synthetic
 
@@ -158,7 +167,13 @@ def run_merge_bench(n_base: int = 2_000, batch: int = 25, adds: int = 40, *, old
     """``adds`` adds of ``batch`` synthetic documents to an index of ``n_base``, once with ``add``'s tiered merges
     (the default) and once with the rule before them (every segment compacted into one when a generation passes
     ``old_bound`` segments): the documents written into segments (the adds' own and every merge's), the segment
-    counts after each add, and the seconds of the whole run (both on one machine, one after the other)."""
+    counts after each add, and the seconds of the whole run (both on one machine, one after the other; the document
+    vector cache off, else the second policy would read the first one's vectors)."""
+    with turned_off():
+        return _run_merge_bench(n_base, batch, adds, old_bound=old_bound, seed=seed)
+
+
+def _run_merge_bench(n_base: int, batch: int, adds: int, *, old_bound: int, seed: int) -> dict[str, Any]:
     from service.index.folder import IndexFolder
     from service.index.store import DocStoreWriter
     from training.build import build_index

@@ -30,6 +30,7 @@ from typing import TypeVar
 
 import orjson
 
+from service.settings import cache_dir
 from service.text.analysis import get_analyzer, stopwords, tokenize
 
 log = logging.getLogger(__name__)
@@ -106,11 +107,6 @@ class SenseMasses:
             total = sum(row.values())
             out[s] = {t: v / total for t, v in row.items()}
         return out
-
-
-def cache_dir() -> Path:
-    """Where parsed lexicons are cached: ``$PRIORART_CACHE_DIR`` or ``~/.cache/priorart``."""
-    return Path(os.environ.get("PRIORART_CACHE_DIR") or Path.home() / ".cache" / "priorart")
 
 
 def cached_table(name: str, files: Sequence[Path], version: int, build: Callable[[], Entries]) -> Entries:

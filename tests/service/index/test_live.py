@@ -302,7 +302,10 @@ def test_a_reload_opens_only_the_new_segment(small: tuple[Path, list[PatentRecor
     try:
         new_dir = second.folder.segments[-1].folder.root
         assert checked
-        assert all(new_dir in p.parents for p in checked), [p for p in checked if new_dir not in p.parents]
+        # (the encoder's files are hard links of the machine's converted encoder: another worker's build linking them
+        # changes their ctime, and a changed file is read again, rightly)
+        mine = [p for p in checked if not (p.parent.name == "encoder" and p.stat().st_nlink > 1)]
+        assert mine and all(new_dir in p.parents for p in mine), [p for p in mine if new_dir not in p.parents]
         assert second.docs._tables[:2] == first.docs._tables[:2]
         assert all(a is b for a, b in zip(second.docs._tables, first.docs._tables[:2], strict=False))
         index = second.pipeline.stages[0].fs.indexes["en"]
