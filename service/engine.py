@@ -181,7 +181,9 @@ class Engine:
                      code_level=None if req.code_filter == "none" else req.code_filter, before=req.before, k=req.k,
                      depth=max(depth, req.k), translate=search.translate if search else True,
                      weights=search.weights if search else None, fusion=search.fusion if search else None,
-                     feedback=self._feedback(req.feedback))
+                     feedback=self._feedback(req.feedback), syntax=search.syntax if search else "text",
+                     priority_cutoff=search.priority_cutoff if search else True,
+                     drop_translations=tuple(search.drop_translations) if search else ())
 
     def _feedback(self, fb: FeedbackRequest | None) -> Feedback | None:
         if fb is None or not (fb.relevant or fb.nonrelevant):

@@ -103,7 +103,7 @@ class Pipeline:
     def _run(self, query: Query, stages: list[Stage]) -> tuple[Candidates, list[StageTrace]]:
         try:
             if query.resolved is None:
-                resolve(query, self.docs)
+                resolve(query, self.docs, self.resources)
             cands = Candidates.empty()
             trace: list[StageTrace] = []
             for stage in stages:
@@ -158,6 +158,8 @@ class Pipeline:
         r = query.r
         if not r.filter_masks or "bm25" in cands.skipped or bool(cands.in_first.any()):
             return
+        if "query" in r.filter_masks:  # the query language's filter decides the set: what passes it is listed
+            return
         first = self.stages[0]
 
         def matches(mask: np.ndarray | None) -> bool:
@@ -194,6 +196,8 @@ def _filter_phrase(filters: Mapping[str, Any], name: str) -> str:
     """A filter of the resolved query's ``filters`` in words: 'published before 2000-01-01'."""
     if name == "before":
         return f"published before {filters['before']}"
+    if name == "query":
+        return f"matching {filters['query']['parsed']}"
     level = str(filters.get("code_level", "subclass")).replace("_", " ")
     return f"sharing a {level} code with {', '.join(filters.get('codes') or [])}"
 

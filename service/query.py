@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import date
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import numpy as np
 
@@ -28,6 +28,7 @@ from service.corpus.ids import id_shaped, looks_like_pub_id
 from service.corpus.record import PatentRecord
 from service.index.store import DocStore, UnknownDocumentError
 from service.retrieval.feedback import Feedback
+from service.schema import Syntax
 from service.text.analysis import SUPPORTED_LANGS, detect_language
 
 QUERY_FORMS = ("text", "abstract", "claims")
@@ -39,7 +40,13 @@ background), and the first stage keeps at most 100 terms of any query."""
 
 
 class QueryError(ValueError):
-    """A query that cannot run as asked (empty text, unknown number, bad option); the message says what to change."""
+    """A query that cannot run as asked (empty text, unknown number, bad option); the message says what to change.
+    ``extra``: fields the API's problem document carries beside the message (a syntax error's ``position``, 0-based,
+    and what was ``expected`` there)."""
+
+    def __init__(self, message: str = "", **extra: Any) -> None:
+        super().__init__(message)
+        self.extra = extra
 
 
 @dataclass
@@ -58,12 +65,18 @@ class Query:
     fusion: str | None = None  # linear | borda | linlearn (None: the index's default)
     query_form: str = "text"  # for a publication number: text (title+abstract+claims), abstract or claims
     use_doc_codes: bool = False  # a publication-number query filters by its document's codes too
+    # a publication-number query without ``before``: only documents published before its priority date (its prior art)
+    priority_cutoff: bool = True
     max_query_terms: int | None = None  # first-stage query reduction (None: the default)
     feedback: Feedback | None = None  # marked rows: Rocchio expansion (service/retrieval/feedback.py)
     explain: bool = True  # the shown rows' matched terms are looked up (False: /passages, /search unexplained)
     # score every component that applies, weighed by the fusion or not (Pipeline.features: what fusion learning reads;
     # Engine.run for a learned ranker that reads the components' scores)
     every_component: bool = False
+    # the query language (service/querylang): auto (the language when the text looks like it), query, text (free
+    # text whatever it holds); translations to leave out, by word
+    syntax: str = "auto"
+    drop_translations: tuple[str, ...] = ()
     resolved: Resolved | None = None
     notes: list[str] = field(default_factory=list)
 
@@ -140,16 +153,74 @@ def _number_query(docs: DocStore, text: str, lang: str | None, form: str) -> tup
     return rec, row, use, body
 
 
+def _cutoff(rec: PatentRecord) -> tuple[date | None, str | None]:
+    """A publication's prior-art cut-off: its earliest priority date, else its filing date, else its publication
+    date (None: it has none)."""
+    if rec.priority_dates:
+        return min(rec.priority_dates), "priority date"
+    if rec.application_date is not None:
+        return rec.application_date, "filing date"
+    if rec.publication_date is not None:
+        return rec.publication_date, "publication date"
+    return None, None
+
+
 def is_number_query(docs: DocStore, text: str) -> bool:
     """Text shaped like a publication number: any id of the doc store, or a number of a known office."""
     return id_shaped(text) and (looks_like_pub_id(text) or docs.find(text) is not None)
 
 
-def resolve(query: Query, docs: DocStore) -> Resolved:
-    """Resolve ``query`` against the doc store (see the module doc); sets and returns ``query.resolved``."""
+SYNTAXES: tuple[str, ...] = get_args(Syntax)
+
+
+def _language(query: Query, docs: DocStore, resources: Any) -> tuple[np.ndarray, dict[str, Any], str, list[str]]:
+    """A query in the query language: the documents it matches, how it was read (the filter's entry: the tree, each
+    term's expansion), the text the product ranks them by (its words that are not negated), and notes."""
+    from service.querylang.evaluate import Evaluator, QueryLanguageError, positive_words
+    from service.querylang.syntax import QuerySyntaxError, parse
+    from service.querylang.words import word_segments
+
+    try:
+        node = parse(query.text)
+    except QuerySyntaxError as exc:
+        raise QueryError(str(exc), position=exc.position, expected=exc.expected) from exc
+    try:
+        segments = word_segments(docs.segment_dirs, docs.segment_starts)
+    except FileNotFoundError as exc:
+        raise QueryError(str(exc)) from exc
+    analyzers = tables = None
+    if resources is not None:
+        analyzers = {lang: resources.analyzer(lang) for lang in SUPPORTED_LANGS}
+        tables = resources.pair_tables
+    ev = Evaluator(segments, len(docs), analyzers=analyzers, tables=tables, drop=query.drop_translations,
+                   translate=query.translate is not False, lang=query.lang)
+    try:
+        mask = ev.mask(node)
+    except QueryLanguageError as exc:
+        raise QueryError(str(exc)) from exc
+    words = positive_words(node)
+    if not words:
+        raise QueryError(f"the query {node.show()} has no word to rank its documents by: add a word (ti=..., a word "
+                         "of the claims) beside the codes, dates and numbers")
+    entry = {"syntax": "query", "parsed": node.show(), "terms": [e.to_json() for e in ev.expansions.values()],
+             "ranked_by": " ".join(words)}
+    notes = list(ev.notes)
+    if not mask.any():  # a query that can match nothing says so, and which of its terms no document has
+        absent = [e.term for e in ev.expansions.values() if not e.documents]
+        notes.append(f"no document matches {node.show()}" + (f": no document has {', '.join(absent)}" if absent
+                                                                else ""))
+    return mask, entry, " ".join(words), notes
+
+
+def resolve(query: Query, docs: DocStore, resources: Any = None) -> Resolved:
+    """Resolve ``query`` against the doc store (see the module doc); sets and returns ``query.resolved``.
+    ``resources`` (:class:`service.retrieval.resources.IndexResources`): the index's analyzers and translation
+    tables, which translate the words of a query in the query language (None: untranslated, and a note says so)."""
     text = query.text
     if not isinstance(text, str) or not text.strip():
         raise QueryError("empty query: give text or a publication number")
+    if query.syntax not in SYNTAXES:
+        raise QueryError(f"unknown syntax {query.syntax!r}; valid: {', '.join(SYNTAXES)}")
     if query.lang is not None and query.lang not in SUPPORTED_LANGS:
         raise QueryError(f"unsupported language {query.lang!r}; valid: {', '.join(SUPPORTED_LANGS)}")
     if query.query_form not in QUERY_FORMS:
@@ -163,9 +234,12 @@ def resolve(query: Query, docs: DocStore) -> Resolved:
     query_doc: str | None = None
     query_row: int | None = None
     filter_codes = list(codes) if level else []
+    before, before_from = query.before, None
     if is_number_query(docs, text):
         rec, query_row, lang, text = _number_query(docs, text, lang, query.query_form)
         query_doc = rec.id
+        if before is None and query.priority_cutoff:
+            before, before_from = _cutoff(rec)
         doc_codes = record_codes(rec)
         if not codes and doc_codes:
             codes, codes_from = list(dict.fromkeys(doc_codes)), "query document"
@@ -174,6 +248,15 @@ def resolve(query: Query, docs: DocStore) -> Resolved:
             level = level or "subclass"
     elif query.query_form != "text":
         raise QueryError(f"query_form={query.query_form!r} needs a publication number as the query")
+    language: tuple[np.ndarray, dict[str, Any], str, list[str]] | None = None
+    if query_doc is None and query.syntax != "text":
+        from service.querylang.syntax import looks_like_query
+
+        if query.syntax == "query" or looks_like_query(text):
+            language = _language(query, docs, resources)
+            text = language[2]
+            for note in language[3]:
+                query.note(note)
     detected = lang is None
     if lang is None:
         lang = detect_language(text)
@@ -188,10 +271,18 @@ def resolve(query: Query, docs: DocStore) -> Resolved:
             raise QueryError(str(exc)) from exc
         filters["code_level"] = level
         mask = filter_masks["codes"]
-    if query.before is not None:
-        dmask = filter_masks["before"] = docs.date_mask(query.before)
+    if language is not None:
+        qmask = filter_masks["query"] = language[0]
+        mask = qmask if mask is None else mask & qmask
+        filters["query"] = language[1]
+    if before is not None:
+        dmask = filter_masks["before"] = docs.date_mask(before)
         mask = dmask if mask is None else mask & dmask
-        filters["before"] = query.before.isoformat()
+        filters["before"] = before.isoformat()
+        if before_from is not None:
+            filters["before_from"] = before_from
+            query.note(f"prior art of {query_doc}: documents published before its {before_from} {before.isoformat()} "
+                       "(give before, or priority_cutoff false, to change it)")
     base: np.ndarray | None = None
     if query_row is not None:
         base = np.ones(len(docs), dtype=bool)
@@ -211,4 +302,4 @@ def resolve(query: Query, docs: DocStore) -> Resolved:
     return query.resolved
 
 
-__all__ = ["FORM_FIELDS", "QUERY_FORMS", "Query", "QueryError", "Resolved", "is_number_query", "resolve"]
+__all__ = ["FORM_FIELDS", "QUERY_FORMS", "SYNTAXES", "Query", "QueryError", "Resolved", "is_number_query", "resolve"]

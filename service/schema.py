@@ -58,16 +58,35 @@ class FeedbackRequest(BaseModel):
     terms: int = Field(10, ge=1, le=50, strict=True, description="expansion terms added per language")
 
 
+Syntax = Literal["auto", "query", "text"]
+"""How /search reads its query: auto (the query language where the text shows its signs: a field clause, NEAR/n, an
+operator in capitals between words that are not, a truncation; three of them in a text of over 40 words), query
+(always the language), text (free text)."""
+
+
 class SearchRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    query: NonBlank = Field(..., min_length=1, description="claims, title+abstract text, or a publication number")
+    query: NonBlank = Field(..., min_length=1, description="claims, title+abstract text, a publication number, or a "
+                            "query in the query language: AND OR NOT, \"phrases\", NEAR/n ADJ/n SENT PARA, transform* "
+                            "colo?r, fields ti= ab= cl= desc= pa= in= pn= pc= kind= cpc= ipc=, dates pd ad prd "
+                            "(pd<2001); see docs/QUERY_LANGUAGE.md")
+    syntax: Syntax = Field("auto", description="auto: the query language where the query shows its signs (a field "
+                           "clause, NEAR/n, AND/OR/NOT in capitals between words that are not, a truncation; three in "
+                           "a text of over 40 words), else free text; query: always the language; text: always free "
+                           "text. query.filters.query says how it was read")
+    drop_translations: list[str] = Field(default_factory=list, max_length=100, description="query language: "
+                                         "translations of the query's words to leave out, by word")
     lang: Lang = Field("auto", description="query language; auto detects en/de/fr")
     codes: QueryCodes = Field(default_factory=list, max_length=50, description="IPC/CPC codes of the query")
     code_filter: CodeFilter = Field(
         "none", description="keep only documents sharing a code with `codes` at this level"
     )
-    before: date | None = Field(None, description="keep only documents published before this date")
+    before: date | None = Field(None, description="keep only documents published before this date (a publication "
+                                "number as the query: its priority date unless priority_cutoff is false)")
+    priority_cutoff: bool = Field(True, description="a publication number as the query, without before: keep only "
+                                  "documents published before its earliest priority date (else its filing date); "
+                                  "query.filters.before_from says which")
     k: int = Field(10, ge=1, strict=True, description="results to return")
     depth: int | None = Field(None, ge=1, strict=True, description="first-stage candidates (default from settings)")
     weights: dict[str, float] | None = Field(

@@ -89,6 +89,9 @@ class Settings(BaseSettings):
     database_url: str | None = Field(None, description="PostgreSQL database of the watches (postgresql://user@host/"
                                      "db), shared by every replica and `priorart add`/`watch`; unset: SQLite in the "
                                      "state folder (one host). One database per index")
+    webhook_allow: str = Field("", description="host names and networks a watch's webhook may reach although not "
+                               "public (comma-separated: hooks.internal, 10.1.0.0/16, 127.0.0.1); by default webhooks "
+                               "reach public addresses only (service/watch/webhooks.py)")
     webhook_backoff_s: float = Field(30.0, gt=0, description="a watch webhook's first retry after a failed delivery; "
                                      "doubled at each failure up to an hour (service/watch/webhooks.py)")
     state_dir: Path | None = Field(None, description="folder of the saved searches (watches: SQLite), beside the "

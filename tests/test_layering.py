@@ -18,6 +18,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("evaluation", ("service.evaluation",)),
     ("schema", ("service.schema",)),
     ("index", ("service.index",)),
+    ("query language", ("service.querylang",)),
     ("passages", ("service.passages",)),
     ("retrieval", ("service.retrieval", "service.query")),
     ("indexing", ("service.index.live", "service.index.components")),

@@ -509,8 +509,32 @@ class RerankComponent(Component):
         return load_encodings(folder, folder.n_rows, mmap=options.get("mmap", True))
 
 
+class WordsComponent(Component):
+    """Every word of every field with its position, the dates, the codes: what the query language (Boolean,
+    proximity, field queries) evaluates: :mod:`service.querylang.words`."""
+
+    name = "words"
+
+    @property
+    def version(self) -> int:
+        from service.querylang.words import WORDS_VERSION
+
+        return WORDS_VERSION
+
+    def writer(self, out: Path, ctx: WriteContext) -> ComponentWriter:
+        from service.querylang.words import WordIndexWriter
+
+        return WordIndexWriter(out)
+
+    def open(self, folder: IndexFolder, **options: Any) -> Any:
+        from service.querylang.words import WordSegment
+
+        return WordSegment(folder.root)
+
+
 COMPONENTS: dict[str, Component] = {c.name: c for c in (
-    DocStoreComponent(), SparseComponent(), PassagesComponent(), DenseComponent(), RerankComponent(),
+    DocStoreComponent(), SparseComponent(), WordsComponent(), PassagesComponent(), DenseComponent(),
+    RerankComponent(),
 )}
 """Every per-document component, in write order (the doc store first: the others may read it back)."""
 
@@ -570,5 +594,5 @@ def open_component(name: str, folder: IndexFolder, **options: Any) -> Any:
 
 __all__ = ["COMPONENTS", "ENCODE_BATCH", "INDEX_PARTS", "Component", "ComponentWriter", "DenseComponent",
            "DocStoreComponent", "EmptyBatchError", "IndexPart", "PassagesComponent", "RerankComponent",
-           "SparseComponent", "WriteContext", "copy_part", "encode_documents", "merge_components", "open_component",
-           "open_part", "write_components", "write_part"]
+           "SparseComponent", "WordsComponent", "WriteContext", "copy_part", "encode_documents",
+           "merge_components", "open_component", "open_part", "write_components", "write_part"]

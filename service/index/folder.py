@@ -263,7 +263,9 @@ def sha256_file(path: str | Path) -> str:
 
 
 def _now() -> str:
-    return datetime.now(UTC).isoformat(timespec="seconds")
+    """UTC now to the microsecond: a build's ``created`` is its identity for the watches (two rebuilds in one second
+    are two builds)."""
+    return datetime.now(UTC).isoformat(timespec="microseconds")
 
 
 @dataclass(frozen=True)

@@ -288,6 +288,8 @@ class DocStore:
             ids.extend(table.ids)
             starts.append(starts[-1] + len(table.ids))
         self._starts = np.asarray(starts, dtype=np.int64)
+        self.segment_dirs: list[Path] = [Path(seg_dir) for seg_dir, _ in parts]
+        self.segment_starts: list[int] = starts[:-1]  # each segment's first row
         self._offsets = [t.offsets for t in self._tables]
         self._header_offsets = [t.header_offsets for t in self._tables]
         self._codes_parts = [t.codes for t in self._tables]

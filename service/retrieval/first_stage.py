@@ -339,6 +339,7 @@ class FirstStage:
         use_doc_codes: bool = False,
         explain: bool = True,
         pseudo_feedback: int = 0,
+        priority_cutoff: bool = True,
     ) -> FirstStageResult:
         """Search the index; returns ``depth`` (or ``k`` when no depth) hits, best first.
 
@@ -351,15 +352,16 @@ class FirstStage:
         0 = no reduction. ``codes`` keeps documents sharing a code at ``code_level``; ``before``
         keeps documents published strictly before that date. ``explain``: list each hit's matched terms.
         ``pseudo_feedback``: take the top this many documents as relevant and search again with the Rocchio expansion
-        of every route (pseudo-relevance feedback, :meth:`run_pseudo_feedback`; 0: none).
+        of every route (pseudo-relevance feedback, :meth:`run_pseudo_feedback`; 0: none). ``priority_cutoff``: a
+        publication number without ``before`` searches what was published before its priority date (as /search).
         """
         q = Query(text=query, lang=lang, codes=list(codes), code_level=code_level if codes or use_doc_codes else None,
                   before=before, k=k, depth=depth if depth is not None else k, translate=translate,
                   query_form=query_form, use_doc_codes=use_doc_codes, max_query_terms=max_query_terms,
-                  explain=explain)
+                  explain=explain, priority_cutoff=priority_cutoff)
         if code_level not in CODE_LEVELS:
             raise QueryError(f"unknown code level {code_level!r}; valid: {', '.join(CODE_LEVELS)}")
-        resolve(q, self.docs)
+        resolve(q, self.docs, self.resources)
         return self.run_pseudo_feedback(q, pseudo_feedback) if pseudo_feedback > 0 else self.run(q)
 
     def run_pseudo_feedback(self, query: Query, docs: int, *, skip: Sequence[int] = ()) -> FirstStageResult:

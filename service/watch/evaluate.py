@@ -209,7 +209,7 @@ class Evaluator:
                 query = self.engine.query(req)
                 query.explain = False
                 query.k = query.depth = reach
-                resolve(query, self.docs)
+                resolve(query, self.docs, self.engine.resources)
                 found = cut.run(query)
                 rows = found.rows
                 if len(rows) == reach and not is_new[rows].any():
@@ -305,7 +305,12 @@ def save_watch(engine: Engine, store: WatchStore, owner: str, request: WatchRequ
     """Save a watch at the engine's generation: its search runs once now (a query that cannot run is refused with
     the engine's ``QueryError``), and its top k is the bound of its first evaluation. The store's record of the
     documents is brought up to this generation when no evaluation holds it (the documents of this generation and
-    before are never the watch's hits)."""
+    before are never the watch's hits). A webhook must point where the settings let webhooks go
+    (:func:`service.watch.webhooks.check_url`: ``WebhookRefusedError``)."""
+    if request.webhook is not None:
+        from service.watch.webhooks import check_url
+
+        check_url(str(request.webhook.url), engine.settings.webhook_allow)
     req = request.search_request()
     res = engine.search(req.model_copy(update={"k": engine.reach(req.k)}))  # the bound: the documents that can rank
     if not res.query.terms:

@@ -7,7 +7,7 @@ from datetime import date
 
 from pydantic import AnyHttpUrl, BaseModel, ConfigDict, Field, field_validator
 
-from service.schema import CodeFilter, Lang, NonBlank, PassageHit, QueryCodes, SearchRequest
+from service.schema import CodeFilter, Lang, NonBlank, PassageHit, QueryCodes, SearchRequest, Syntax
 
 WATCH_MAX_K = 100
 """Largest top k a watch may follow (each evaluation ranks the new documents against it)."""
@@ -44,7 +44,11 @@ class WatchRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     name: str | None = Field(None, max_length=NAME_CHARS, description="what to call it (default: the query's start)")
-    query: NonBlank = Field(..., min_length=1, description="claims, title+abstract text, or a publication number")
+    query: NonBlank = Field(..., min_length=1, description="claims, title+abstract text, a publication number, or a "
+                            "query in the query language (docs/QUERY_LANGUAGE.md)")
+    syntax: Syntax = Field("auto", description="as /search's: auto, query (the query language), text (free text)")
+    drop_translations: list[str] = Field(default_factory=list, max_length=100,
+                                         description="query language: translations to leave out, by word")
     lang: Lang = Field("auto", description="query language; auto detects en/de/fr")
     codes: QueryCodes = Field(default_factory=list, max_length=50, description="IPC/CPC codes of the query")
     code_filter: CodeFilter = Field(
@@ -63,9 +67,11 @@ class WatchRequest(BaseModel):
         return v.strip() or None if v is not None else None
 
     def search_request(self) -> SearchRequest:
-        """The search the watch runs: documents, not families (``collapse_families`` off), unexplained."""
-        return SearchRequest(query=self.query, lang=self.lang, codes=self.codes, code_filter=self.code_filter,
-                             before=self.before, k=self.k, translate=self.translate, collapse_families=False)
+        """The search the watch runs: documents, not families (``collapse_families`` off), unexplained; a publication
+        number's priority date is no cut-off (a watch looks for what is published later)."""
+        return SearchRequest(query=self.query, syntax=self.syntax, drop_translations=self.drop_translations,
+                             lang=self.lang, codes=self.codes, code_filter=self.code_filter, before=self.before,
+                             k=self.k, translate=self.translate, collapse_families=False, priority_cutoff=False)
 
     def shown(self) -> WatchRequest:
         """The request as responses show it: the webhook's secret masked."""

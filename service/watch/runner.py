@@ -28,8 +28,9 @@ class WatchRunner:
     """Evaluates the watches of the state folder ``root`` when :meth:`notify` is called."""
 
     def __init__(self, root: Path, acquire: Callable[[], Engine | None], release: Callable[[Engine], None], *,
-                 url: str | None = None, backoff_s: float | None = None) -> None:
+                 url: str | None = None, backoff_s: float | None = None, allow: str | None = None) -> None:
         self.root = root
+        self.allow = allow  # PRIORART_WEBHOOK_ALLOW (None: the settings' from the environment)
         self.url = url  # the PostgreSQL database of the watches (None: SQLite in root)
         self.backoff_s = backoff_s  # the webhooks' first retry wait (None: service/watch/webhooks.py's)
         self._acquire = acquire
@@ -97,7 +98,7 @@ class WatchRunner:
                     self._release(engine)
             if present:
                 try:  # each evaluation's new hits to the watches' webhooks (and the retries that are due)
-                    due = deliver(store, backoff_s=self.backoff_s or BACKOFF_S).next_due
+                    due = deliver(store, backoff_s=self.backoff_s or BACKOFF_S, allow=self.allow).next_due
                 except Exception:  # noqa: BLE001 - a database that fails now is tried again at the next wake
                     log.exception("watch webhook delivery failed")
                     due = time.time() + (self.backoff_s or BACKOFF_S)

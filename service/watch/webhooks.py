@@ -23,6 +23,15 @@ The request::
 
 The server's watch runner delivers after each evaluation and again when a retry is due; ``priorart add`` and
 ``priorart watch run`` deliver after theirs.
+
+Where a webhook may point (:func:`check_url`): a server must not be made to POST into its own network (SSRF). A
+webhook's host must resolve to public addresses only, unless ``PRIORART_WEBHOOK_ALLOW`` (comma-separated host names
+and networks: ``hooks.internal, 10.1.0.0/16, 127.0.0.1``) allows it: loopback, private, link-local (the cloud metadata
+address 169.254.169.254), multicast, reserved and unspecified addresses are refused. It is checked when the watch is
+saved (a 422) and again before each delivery (an address that changed since is refused, logged, and retried like a
+failure); redirects are not followed (a 3xx is a failed delivery), so a public receiver cannot bounce a delivery
+inward. (Between the check and urllib's own lookup a DNS answer could still change: a receiver's DNS is trusted
+that far.)
 """
 
 from __future__ import annotations
@@ -30,10 +39,13 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import hmac
+import ipaddress
 import json
 import logging
+import socket
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -74,11 +86,71 @@ Post = Callable[[str, bytes, dict[str, str], float], int]
 """``post(url, body, headers, timeout) -> HTTP status`` (raises ``OSError`` when no answer comes)."""
 
 
+class WebhookRefusedError(ValueError):
+    """A webhook URL that points where webhooks may not go (module docstring); the message says why and how to allow
+    it."""
+
+
+def allowed_targets(allow: str | None) -> tuple[set[str], list[ipaddress.IPv4Network | ipaddress.IPv6Network]]:
+    """``PRIORART_WEBHOOK_ALLOW`` (None: read from the settings) as host names and networks."""
+    if allow is None:
+        from service.settings import Settings
+
+        allow = Settings().webhook_allow
+    hosts: set[str] = set()
+    nets: list[ipaddress.IPv4Network | ipaddress.IPv6Network] = []
+    for item in (x.strip() for x in allow.split(",")):
+        if not item:
+            continue
+        try:
+            nets.append(ipaddress.ip_network(item, strict=False))
+        except ValueError:
+            hosts.add(item.lower().rstrip("."))
+    return hosts, nets
+
+
+def check_url(url: str, allow: str | None = None) -> None:
+    """Raise :class:`WebhookRefusedError` unless every address ``url``'s host resolves to is public or allowed."""
+    parts = urllib.parse.urlsplit(str(url))
+    host = (parts.hostname or "").lower().rstrip(".")
+    if parts.scheme not in ("http", "https") or not host:
+        raise WebhookRefusedError(f"webhook url {url!r}: an http(s) URL with a host")
+    hosts, nets = allowed_targets(allow)
+    if host in hosts:
+        return
+    try:
+        infos = socket.getaddrinfo(host, parts.port or (443 if parts.scheme == "https" else 80),
+                                   proto=socket.IPPROTO_TCP)
+    except (OSError, UnicodeError) as exc:
+        raise WebhookRefusedError(f"webhook url {url!r}: its host {host!r} does not resolve ({exc})") from exc
+    for info in infos:
+        addr = ipaddress.ip_address(str(info[4][0]).split("%")[0])
+        if any(addr in n for n in nets):
+            continue
+        kind = next((k for k, bad in (("loopback", addr.is_loopback), ("link-local", addr.is_link_local),
+                                      ("unspecified", addr.is_unspecified), ("multicast", addr.is_multicast),
+                                      ("reserved", addr.is_reserved), ("private", addr.is_private))
+                     if bad), None)
+        if kind is not None or not addr.is_global:
+            raise WebhookRefusedError(
+                f"webhook url {url!r}: {host} is {addr}, a {kind or 'non-public'} address; webhooks reach public "
+                f"addresses only, unless PRIORART_WEBHOOK_ALLOW names the host or a network holding it")
+
+
+class _NoRedirects(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *args: Any, **kwargs: Any) -> None:  # a 3xx is the answer: not followed
+        return None
+
+
+_OPENER = urllib.request.build_opener(_NoRedirects)
+
+
 def http_post(url: str, body: bytes, headers: dict[str, str], timeout: float) -> int:
-    """POST with the standard library; the status (an error status too), ``OSError`` without an answer."""
+    """POST with the standard library, redirects not followed; the status (an error status too), ``OSError``
+    without an answer."""
     req = urllib.request.Request(url, data=body, headers=headers, method="POST")
     try:
-        with urllib.request.urlopen(req, timeout=timeout) as resp:  # noqa: S310 - the watch's own http(s) URL
+        with _OPENER.open(req, timeout=timeout) as resp:
             return int(resp.status)
     except urllib.error.HTTPError as exc:
         return int(exc.code)
@@ -101,10 +173,15 @@ class DeliveryReport:
 
 def deliver(store: Any, *, post: Post = http_post, backoff_s: float = BACKOFF_S,
             timeout_s: float = TIMEOUT_S, now: Callable[[], float] = time.time,
-            max_attempts: int = MAX_ATTEMPTS) -> DeliveryReport:
+            max_attempts: int = MAX_ATTEMPTS, allow: str | None = None) -> DeliveryReport:
     """POST every due delivery of ``store`` (a :class:`service.watch.store.WatchStore`, which imports this module
-    for the deliveries it queues) once (module docstring); returns what happened and when the next retry is due."""
+    for the deliveries it queues) once (module docstring); returns what happened and when the next retry is due.
+    ``allow``: ``PRIORART_WEBHOOK_ALLOW``'s value (None: the settings')."""
     report = DeliveryReport()
+    if allow is None:
+        from service.settings import Settings
+
+        allow = Settings().webhook_allow
     if not store.exists:
         return report
     with store.db.lock(DELIVER_LOCK, wait=False) as got:
@@ -130,9 +207,12 @@ def deliver(store: Any, *, post: Post = http_post, backoff_s: float = BACKOFF_S,
                     status: int | None = None
                     error: str | None = None
                     try:
+                        check_url(url, allow)  # (again: the host may resolve elsewhere since the watch was saved)
                         status = post(url, body, headers, timeout_s)
                     except OSError as exc:  # refused, unreachable, timed out
                         error = f"{type(exc).__name__}: {exc}"[:500]
+                    except WebhookRefusedError as exc:
+                        error = str(exc)[:500]
                     ok = status is not None and 200 <= status < 300
                     if not ok and error is None:
                         error = f"HTTP {status}"
@@ -157,5 +237,5 @@ def deliver(store: Any, *, post: Post = http_post, backoff_s: float = BACKOFF_S,
     return report
 
 
-__all__ = ["BACKOFF_S", "MAX_ATTEMPTS", "SIGNATURE_HEADER", "DeliveryReport", "deliver", "http_post", "payload",
-           "signature"]
+__all__ = ["BACKOFF_S", "MAX_ATTEMPTS", "SIGNATURE_HEADER", "DeliveryReport", "WebhookRefusedError", "check_url",
+           "deliver", "http_post", "payload", "signature"]

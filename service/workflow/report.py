@@ -35,7 +35,8 @@ def build_report(engine: Engine, req: ReportRequest) -> ReportResponse:
     last = next((q for q in reversed(req.queries)), None)
     passages: dict[str, list] = {}
     if last is not None and req.passages and rows:
-        r = resolve(engine.query(last), engine.docs)  # a publication number becomes its document's text
+        # (a publication number becomes its document's text; a query in the language, its words)
+        r = resolve(engine.query(last), engine.docs, engine.resources)
         for row in dict.fromkeys(rows):
             hits = engine.passages_of(r.text, r.lang, [row], req.passages)
             if hits:

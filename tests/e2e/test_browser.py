@@ -302,6 +302,33 @@ def test_published_before_filter(page: Any, scenario: Scenario) -> None:
     assert all(h["date"] is not None and h["date"] < cutoff for h in hits), [(h["id"], h["date"]) for h in hits]
 
 
+def test_a_query_in_the_language_shows_how_it_was_read_and_lists_only_what_passes(
+        page: Any, scenario: Scenario, server: LiveServer, artifacts: Path) -> None:
+    """Issue 61 item 5: a field and Boolean query in the query box; the page says how it was read (the tree, how many
+    documents pass, each term's words and translations), every hit passes the filter, and a click on a translation
+    searches again without it."""
+    word = next(w for w in re.findall(r"[^\W\d_]{5,}", scenario.query.casefold()))
+    got = _search(page, f"cpc={scenario.code} AND {word}")
+    read = got["body"]["query"]["filters"]["query"]
+    assert read["parsed"].startswith(f"(cpc={scenario.code} AND ")
+    reading = page.locator("#reading")
+    expect(reading).to_contain_text(f"cpc={scenario.code}")
+    expect(reading).to_contain_text(f"{got['body']['query']['filters']['n_allowed']} documents pass")
+    hits = _hits_on_screen(page)
+    docs = {d["id"]: d for d in read_docs(server.index_dir)}
+    assert hits and all(any(c.startswith(scenario.code) for c in docs[h["id"]].get("cpc", [])) for h in hits), hits
+    page.screenshot(path=str(artifacts / "query-language.png"), full_page=True)
+    buttons = page.locator("#reading .drop-translation")
+    if buttons.count():  # the word has translations in this index: drop the first
+        dropped = buttons.first.get_attribute("data-word")
+        with page.expect_response(lambda r: r.url.endswith("/search") and r.request.method == "POST") as info:
+            buttons.first.click()
+        again = info.value
+        assert again.request.post_data_json["drop_translations"] == [dropped]
+        term = again.json()["query"]["filters"]["query"]["terms"][0]
+        assert dropped in term["dropped"]
+
+
 def test_passages_show_section_paths_and_highlights(page: Any, scenario: Scenario, artifacts: Path) -> None:
     page.fill("#query", scenario.query)
     page.fill("#k", "10")

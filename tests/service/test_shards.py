@@ -319,5 +319,22 @@ def test_real_corpus_in_three_shards_equals_one_index(real_corpus: Path, real_in
     shown = _assert_same_search(a, b, _queries(records))
     print(f"\nreal data, 3 shards ({report.shard_docs}) vs one index: {compared} hits equal in the fused order, "
           f"{shown} on the default path")
+    # the query language (issue 61 item 3): each shard's word index, read as one row space, matches what one index's
+    # matches (translations through a shard's tables: the same), and a Boolean /search ranks as one index's
+    from querylang_reference import generate
+
+    from service.query import resolve
+
+    boolean = generate([json.loads(r.model_dump_json()) for r in records], 80, seed=4)
+    for text in boolean:
+        sets = []
+        for e in (a, b):
+            r = resolve(e.query(SearchRequest(query=text, syntax="query")), e.docs, e.resources)
+            assert r.mask is not None
+            sets.append({e.docs.ids[i] for i in np.flatnonzero(r.mask)})
+        assert sets[0] == sets[1], text
+    for text in boolean[:10]:
+        got = [[h.id for h in e.search(SearchRequest(query=text, k=10)).results] for e in (a, b)]
+        assert got[0] == got[1], text
     a.close()
     b.close()

@@ -389,6 +389,26 @@ def watch_command(
     _emit(report, out, as_json, format_report)
 
 
+@bench_app.command("querylang")
+def querylang_command(
+    index: Path = typer.Option(Path.home() / ".cache" / "priorart" / "bench-watch" / "synth-100000-1000-0" / "index",
+                               "--index", help="The index to time (default: the 100k synthetic index `priorart bench "
+                               "watch` keeps; an index without words/ gets it written first)."),
+    queries: int = typer.Option(200, "--queries", min=1, help="Boolean queries drawn from the index's documents."),
+    rounds: int = typer.Option(3, "--rounds", min=1),
+    seed: int = typer.Option(0, "--seed"),
+    out: Path | None = typer.Option(None, "--out", "-o", help="Also write the result (JSON) here."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+) -> None:
+    """The query language (issue 61): a Boolean filter of 3-5 terms plus its ranking against plain /search, and the
+    word index's size (training/benchmarks/querylang.py)."""
+    from training.benchmarks.querylang import format_report, run_querylang_bench
+
+    report = run_querylang_bench(index, queries=queries, rounds=rounds, seed=seed,
+                                 log=lambda line: typer.echo(line, err=True))
+    _emit(report, out, as_json, format_report)
+
+
 def register(app: typer.Typer) -> None:
     """Add the ``bench`` command group to the CLI."""
     app.add_typer(bench_app, name="bench")

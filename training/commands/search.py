@@ -26,6 +26,10 @@ def search_command(
     index_dir: Path = typer.Argument(..., help="Index folder built by `priorart build`."),
     query: str = typer.Argument(..., help="Query text (claims, title, abstract) or a publication number."),
     lang: str = typer.Option("auto", "--lang", help="Query language en/de/fr, or auto (detected)."),
+    syntax: str = typer.Option("auto", "--syntax", help="auto (the query language where the query looks like it: "
+                               "ti=, NEAR/3, AND in capitals, transform*), query (always) or text (free text); "
+                               "docs/QUERY_LANGUAGE.md."),
+    drop: str = typer.Option("", "--drop", help="Query language: comma-separated translations to leave out."),
     k: int = typer.Option(10, "--k", min=1, help="Number of results."),
     depth: int | None = typer.Option(None, "--depth", min=1, help="Candidate depth (default: the settings')."),
     as_json: bool = typer.Option(False, "--json", help="Print the response as JSON (the body of POST /search)."),
@@ -62,7 +66,8 @@ def search_command(
     code_list = [c for c in (x.strip() for x in codes.split(",")) if c]
     try:
         req = SearchRequest.model_validate({
-            "query": query, "lang": lang, "k": k, "depth": depth, "codes": code_list, "code_filter": code_level,
+            "query": query, "syntax": syntax, "drop_translations": [d for d in drop.split(",") if d.strip()],
+            "lang": lang, "k": k, "depth": depth, "codes": code_list, "code_filter": code_level,
             "before": _parse_date(before), "translate": not no_translate, "explain": True,
             "weights": json.loads(weights) if weights else None})
         engine = Engine.load(index_dir, settings=Settings(index_dir=index_dir, device=device), verify=verify)
@@ -85,8 +90,18 @@ def search_command(
         typer.echo(resp.model_dump_json())
         return
     qi, f = resp.query, resp.fusion
+    filters = {k: v for k, v in qi.filters.items() if k != "query"}
+    read = qi.filters.get("query")
+    if read:  # the query language: how the query was read, each term's expansion
+        typer.echo(f"query: {read['parsed']}; {qi.filters.get('n_allowed', 0)} documents pass; ranked by "
+                   f"{read['ranked_by']}")
+        for t in read["terms"]:
+            more = "; ".join(f"{lang}: {', '.join(ws[:8])}{' ...' if len(ws) > 8 else ''}"
+                             for lang, ws in t["translations"].items())
+            typer.echo(f"  {t['term']}: {t['documents']} documents; {', '.join(t['words'][:8])}"
+                       + (f"; translated {more}" if more else ""))
     typer.echo(f"lang {qi.lang}{' (detected)' if qi.lang_detected else ''}; routes {', '.join(qi.routes) or 'none'}; "
-               f"{len(qi.terms)} query terms; codes {', '.join(qi.codes) or 'none'}; filters {qi.filters or 'none'}")
+               f"{len(qi.terms)} query terms; codes {', '.join(qi.codes) or 'none'}; filters {filters or 'none'}")
     typer.echo(f"ranking: {resp.ranking}")  # what ordered the results: ranked_by's words (service/notices.py)
     typer.echo(f"fusion: {f.method} over {', '.join(f'{c} {w:.2f}' for c, w in f.weights.items())} "
                f"({f.profile}; {f.source})")

@@ -220,7 +220,7 @@ def evaluate_watches(index: Path, state: Path | None = None, *, batch: int = 250
         report = evaluate(engine, store, batch=batch, chunk=chunk)
     finally:
         engine.close()
-    report.webhooks = deliver(store, backoff_s=settings.webhook_backoff_s).to_dict()
+    report.webhooks = deliver(store, backoff_s=settings.webhook_backoff_s, allow=settings.webhook_allow).to_dict()
     return report
 
 

@@ -10,6 +10,7 @@ import anyio.to_thread
 from fastapi import APIRouter, HTTPException, Response
 
 from service.api.deps import EngineDep, MetricsDep, SettingsDep
+from service.api.errors import problem
 from service.api.metrics import Metrics
 from service.query import QueryError
 from service.schema import PassageRequest, PassageResponse, SearchRequest, SearchResponse
@@ -38,6 +39,8 @@ def _answer(run: Callable[[Req], Resp], req: Req, settings: Settings, metrics: M
     try:
         result = run(req)
     except QueryError as exc:
+        if exc.extra:  # (a syntax error: where, and what was expected there)
+            return problem(422, "Unprocessable Content", str(exc), **exc.extra)
         raise HTTPException(422, str(exc)) from exc
     for stage in result.stages:
         metrics.stage_latency.labels(stage.name).observe(stage.ms / 1000.0)

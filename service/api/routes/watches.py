@@ -24,6 +24,7 @@ from service.settings import Settings
 from service.watch.feed import MEDIA_TYPE, atom_feed
 from service.watch.models import Delivery, Watch, WatchHits, WatchRequest
 from service.watch.store import StateError, WatchStore, owner_of, state_dir
+from service.watch.webhooks import WebhookRefusedError
 
 if TYPE_CHECKING:
     from service.watch.runner import WatchRunner
@@ -65,7 +66,7 @@ def start_runner(app: FastAPI) -> None:
         return
     holder = app.state.engines
     runner = WatchRunner(root, holder.acquire, holder.release, url=settings.database_url,
-                         backoff_s=settings.webhook_backoff_s)
+                         backoff_s=settings.webhook_backoff_s, allow=settings.webhook_allow)
     app.state.watch_runner = runner
     runner.start()
 
@@ -93,7 +94,7 @@ def create_watch(req: WatchRequest, request: Request, engine: EngineDep, setting
     store = _store(settings, create=True)
     try:
         return save_watch(engine, store, _owner(request, settings), req)
-    except QueryError as exc:
+    except (QueryError, WebhookRefusedError) as exc:
         raise HTTPException(422, str(exc)) from exc
     except StateError as exc:
         raise HTTPException(503, public(f"watches unavailable: {exc}", settings.index_dir)) from exc

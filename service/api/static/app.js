@@ -4,7 +4,7 @@
 const $ = (sel) => document.querySelector(sel);
 const COMPONENTS = ["bm25", "dense", "text", "meta", "joint", "wordpair", "domain", "fused"];
 const state = { codes: [], last: null, lastKind: null, suggestTimer: null,
-  marked: {}, category: {}, queries: [], chart: null, health: null };
+  marked: {}, category: {}, queries: [], chart: null, health: null, drop: [] };
 const STAGE_WORDS = { bm25: "word match (BM25)", dense: "meaning (dense)", text: "neural text ranker",
   meta: "classification ranker", joint: "joint ranker", wordpair: "word-pair model", domain: "domain model" };
 
@@ -43,6 +43,7 @@ function requestBody() {
     explain: true,
   };
   if ($("#before").value) body.before = $("#before").value;
+  if (state.drop.length) body.drop_translations = state.drop;
   body.collapse_families = !$("#show-all").checked;
   const fb = feedbackBody();
   if (fb) body.feedback = fb;
@@ -204,9 +205,25 @@ function rankingLine(data) {
     (off.length ? `<br><small>not used: ${esc(off.join("; "))}</small>` : "") + "</div>";
 }
 
+// the query language: how the query was read, each term's words and translations (a click drops a translation)
+function readingLine(data) {
+  const f = (data.query || {}).filters || {};
+  const read = f.query;
+  if (!read) return "";
+  const terms = read.terms.map((t) => {
+    const own = t.words.slice(0, 12).map((w) => `<span class="word">${esc(w)}</span>`).join(" ");
+    const tr = Object.entries(t.translations).map(([lang, ws]) => `<b>${esc(lang)}</b> ` + ws.slice(0, 12)
+      .map((w) => `<button type="button" class="drop-translation" data-word="${esc(w)}" title="leave this translation out">${esc(w)} ×</button>`).join(" ")).join(" ");
+    const dropped = t.dropped.length ? ` <small>left out: ${esc(t.dropped.join(", "))}</small>` : "";
+    return `<li><code>${esc(t.term)}</code> · ${t.documents} documents: ${own}${tr ? " · translated: " + tr : ""}${dropped}</li>`;
+  }).join("");
+  return `<div class="reading" id="reading">Read as <code>${esc(read.parsed)}</code>: ${f.n_allowed ?? 0} documents ` +
+    `pass, ranked by <i>${esc(read.ranked_by)}</i><ul>${terms}</ul></div>`;
+}
+
 function renderNotices(data) {
   const explained = data.explained || (data.notices || []).map((n) => ({ text: n, detail: "" }));
-  $("#notices").innerHTML = rankingLine(data) +
+  $("#notices").innerHTML = readingLine(data) + rankingLine(data) +
     explained.map((n) => `<div class="notice"><span class="said">${esc(n.text)}</span>` +
       (n.detail ? `<details><summary>details</summary><span class="operator">${esc(n.detail)}</span></details>` : "") +
       "</div>").join("");
@@ -457,6 +474,11 @@ document.addEventListener("DOMContentLoaded", () => {
     const sel = e.target.closest(".category");
     if (sel) { state.category[sel.dataset.id] = sel.value; state.categoryChosen = { ...(state.categoryChosen || {}), [sel.dataset.id]: true }; }
   });
+  $("#notices").addEventListener("click", (e) => {
+    const drop = e.target.closest(".drop-translation");
+    if (drop && !state.drop.includes(drop.dataset.word)) { state.drop.push(drop.dataset.word); run(state.lastKind || "search"); }
+  });
+  $("#query").addEventListener("input", () => { state.drop = []; });  // a new query: its own translations
   $("#chart-btn").addEventListener("click", runChart);
   $("#clear-marks").addEventListener("click", () => { state.marked = {}; if (state.last && state.lastKind === "search") renderHits(state.last); updateSessionButtons(); });
   $("#export-chart-csv").addEventListener("click", () => exportChart("csv"));

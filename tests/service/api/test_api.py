@@ -68,6 +68,37 @@ def test_search_by_publication_number_excludes_itself(client: TestClient) -> Non
     assert body["results"], "a real document must find some neighbours"
 
 
+def test_a_publication_number_searches_what_was_published_before_its_priority_date(client: TestClient) -> None:
+    """Issue 61: a publication number's prior art is what was published before its priority date: the default cut-off,
+    said in the response; ``priority_cutoff: false`` searches every date."""
+    body = client.post("/search", json={"query": "EP0640886B1", "k": 50}).json()
+    cut = body["query"]["filters"]["before"]
+    assert body["query"]["filters"]["before_from"] in ("priority date", "filing date")
+    assert all(h["publication_date"] < cut for h in body["results"] if h["publication_date"])
+    assert any("prior art of EP0640886B1" in n for n in body["notices"])
+    every = client.post("/search", json={"query": "EP0640886B1", "k": 50, "priority_cutoff": False}).json()
+    assert "before" not in every["query"]["filters"]
+    assert any(h["publication_date"] and h["publication_date"] >= cut for h in every["results"])
+
+
+def test_a_query_in_the_language_filters_the_ranking_and_a_syntax_error_says_where(client: TestClient) -> None:
+    body = client.post("/search", json={"query": "cl=(Dichtung AND Gehäuse) AND pd<2015", "k": 20}).json()
+    read = body["query"]["filters"]["query"]
+    assert read["parsed"] == "((cl=dichtung AND cl=gehäuse) AND pd<2015)" and read["ranked_by"] == "dichtung gehäuse"
+    assert body["results"] and all(h["publication_date"] < "2015-01-01" for h in body["results"])
+    assert len(body["results"]) <= body["query"]["filters"]["n_allowed"]
+    bad = client.post("/search", json={"query": "cl=(toner AND"})
+    assert bad.status_code == 422 and bad.headers["content-type"].startswith("application/problem+json")
+    problem = bad.json()
+    assert problem["position"] == 13 and "a word" in problem["expected"], problem
+    assert "character 14" in problem["detail"]
+    none = client.post("/search", json={"query": "cl=toner AND zzqxv", "k": 5}).json()
+    assert none["results"] == [] and none["query"]["filters"]["n_allowed"] == 0
+    assert any("no document matches" in n and "zzqxv" in n for n in none["notices"]), none["notices"]
+    free = client.post("/search", json={"query": "cl=(toner AND developing)", "syntax": "text", "k": 5}).json()
+    assert "query" not in free["query"]["filters"]  # syntax text: free text whatever it holds
+
+
 def test_german_query_is_translated_to_english(client: TestClient) -> None:
     body = client.post("/search", json={"query": "Elektrophotografisches Gerät mit einer Prozesseinheit, die eine "
                                         "Entwicklungswalze und eine Tonerschicht umfasst", "lang": "auto",
@@ -79,7 +110,7 @@ def test_german_query_is_translated_to_english(client: TestClient) -> None:
 
 
 def test_passages_skip_text_the_query_language_cannot_read(client: TestClient) -> None:
-    body = client.post("/passages", json={"query": "EP0640886B1", "k": 20}).json()
+    body = client.post("/passages", json={"query": "EP0640886B1", "k": 20, "priority_cutoff": False}).json()
     assert body["results"]
     assert {p["lang"] for p in body["results"]} == {"en"}  # not matched against French descriptions
     de = client.post("/passages", json={"query": "Entwicklungswalze mit einer Tonerschicht", "k": 20}).json()

@@ -149,6 +149,8 @@ def test_bad_input_is_a_4xx_that_says_why(built: tuple[Path, list[PatentRecord]]
             ({"query": "the of and", "lang": "en"}, "no index terms"),
             ({"query": "EP9999999A1"}, "EP9999999A1"),
             ({"query": "x" * 20_001}, "20000"),
+            ({"query": "ti=(rotor and"}, "query syntax error at character 14"),  # the query language's errors too
+            ({"query": "rotor", "syntax": "boolean"}, "syntax"),
         ]
         for body, said in cases:
             r = c.post("/watches", json=body, headers=A)
@@ -158,6 +160,10 @@ def test_bad_input_is_a_4xx_that_says_why(built: tuple[Path, list[PatentRecord]]
         assert c.post("/watches", content=b"{not json", headers={**A, "Content-Type": "application/json"}
                       ).status_code == 422
         w = c.post("/watches", json={"query": "rotor blade"}, headers=A).json()
+        boolean = c.post("/watches", json={"query": "ti=rotor* AND NOT blade", "drop_translations": ["x"]},
+                         headers=A)
+        assert boolean.status_code == 201, boolean.text
+        assert boolean.json()["request"]["syntax"] == "auto" and boolean.json()["request"]["drop_translations"] == ["x"]
         for since in ("-1", "abc"):
             r = c.get(f"/watches/{w['id']}/hits?since={since}", headers=A)
             assert r.status_code == 422 and "since" in r.json()["detail"]

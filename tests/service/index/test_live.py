@@ -20,6 +20,7 @@ from service.engine import Engine
 from service.index.folder import IndexFolder, IndexFormatError, Layout, current_generation
 from service.index.live import LiveIndexError, add_documents, compact, delete_documents
 from service.index.parts import INDEX_PARTS, open_part
+from service.query import resolve
 from service.retrieval.segments import SegmentedSparseIndex
 from service.schema import PassageRequest, SearchRequest
 from service.settings import Settings
@@ -136,6 +137,21 @@ def test_three_adds_with_replace_and_delete_equal_one_build(real_corpus: Path, r
     for pid in gone:
         assert e_live.document(pid) is None
     assert e_live.document(replaced.id).abstract["en"].startswith("A replaced abstract")  # type: ignore[union-attr]
+    # the query language (issue 61 item 3): its word index in every segment, read as one row space, matches what one
+    # build's matches, for queries of every operator and field; a Boolean /search ranks as the build's
+    from querylang_reference import generate
+
+    boolean = generate([json.loads(r.model_dump_json()) for r in final], 80, seed=3)
+    for text in boolean:
+        sets = []
+        for e in (e_live, e_full):
+            q = e.query(SearchRequest(query=text, syntax="query"))
+            r = resolve(q, e.docs, e.resources)
+            sets.append({e.docs.ids[i] for i in np.flatnonzero(r.mask if r.mask is not None else [])})
+        assert sets[0] == sets[1], text
+    for text in boolean[:10]:
+        a, b = (e.search(SearchRequest(query=text, k=10)) for e in (e_live, e_full))
+        assert [h.id for h in a.results] == [h.id for h in b.results], text
     res = e_live.search(SearchRequest(query=replacement.title.get("en") or "motor", lang="en", k=1000))
     assert not {h.id for h in res.results} & set(gone) and res.generation == 3
     # compaction: one segment, the same results

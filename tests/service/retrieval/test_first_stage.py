@@ -230,11 +230,15 @@ def test_routes_made_once_per_language_give_every_query_its_notes(tmp_path: Path
 
 
 def test_patent_number_query_uses_the_document_and_excludes_it(stage: FirstStage) -> None:
-    res = stage.search("ep 0000001 b1", k=4)
+    res = stage.search("ep 0000001 b1", k=4, priority_cutoff=False)  # (its neighbours are later: every date)
     assert res.info.query_doc == "EP0000001B1" and res.info.filters["exclude"] == "EP0000001B1"
     ids = [h.doc_id for h in res.hits]
     assert "EP0000001B1" not in ids and ids[0] == "EP0000004A1"  # shares copper winding
-    coded = stage.search("EP0000001B1", use_doc_codes=True, code_level="section")
+    prior = stage.search("ep 0000001 b1", k=4)  # by default: what was published before its priority date
+    assert prior.info.filters["before_from"] in ("priority date", "filing date", "publication date")
+    cut = date.fromisoformat(prior.info.filters["before"])
+    assert all(stage.docs.get_row(stage.docs.row(h.doc_id)).publication_date < cut for h in prior.hits)
+    coded = stage.search("EP0000001B1", use_doc_codes=True, code_level="section", priority_cutoff=False)
     assert coded.info.filters["codes"] == ["H"] and {h.doc_id for h in coded.hits} == {"EP0000004A1"}
     de = stage.search("EP0000001B1", lang="de")
     assert de.info.lang == "de"

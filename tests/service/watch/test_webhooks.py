@@ -29,7 +29,7 @@ from service.settings import Settings
 from service.watch.evaluate import evaluate, save_watch
 from service.watch.models import SECRET_SHOWN, WatchRequest, Webhook
 from service.watch.store import WatchStore, state_dir
-from service.watch.webhooks import SIGNATURE_HEADER, deliver
+from service.watch.webhooks import SIGNATURE_HEADER, WebhookRefusedError, check_url, deliver
 
 pytestmark = pytest.mark.slow  # a 300-document index built for the module
 
@@ -79,6 +79,13 @@ class Receiver:
 
     def hit_ids(self) -> list[str]:
         return [h["id"] for body in self.accepted for h in body["hits"]]
+
+
+@pytest.fixture(autouse=True)
+def receivers_on_this_machine(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The receivers here listen on 127.0.0.1, which webhooks reach only when allowed (and example.org, which does
+    not resolve on a machine without DNS): the server's setting, from the environment (processes started inherit it)."""
+    monkeypatch.setenv("PRIORART_WEBHOOK_ALLOW", "127.0.0.1, example.org")
 
 
 @pytest.fixture(scope="module")
@@ -202,3 +209,75 @@ def test_the_api_takes_a_webhook_hides_its_secret_and_shows_the_log(built: tuple
     with contextlib.closing(stored.connect()) as conn:  # the secret is kept to sign with
         request = conn.execute("SELECT request FROM watches WHERE id = ?", (wid,)).fetchone()[0]
     assert json.loads(request)["webhook"]["secret"] == SECRET
+
+
+def test_a_webhook_reaches_public_addresses_only_unless_allowed(built: tuple[Path, list[PatentRecord]],
+                                                                  tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+                                                                  ) -> None:
+    """SSRF: by default a webhook into the server's own network (loopback, private, link-local: the cloud metadata
+    address) is refused when the watch is saved, with what to set; a host allowed when saved but not when delivering
+    is refused then (logged, retried like a failure, nothing POSTed); a redirect is not followed."""
+    from service.api import create_app
+
+    monkeypatch.delenv("PRIORART_WEBHOOK_ALLOW")
+    for url, kind in (("http://127.0.0.1:9/hook", "loopback"), ("http://169.254.169.254/latest", "link-local"),
+                      ("http://10.1.2.3/x", "private"), ("http://[::1]:8080/x", "loopback"),
+                      ("http://0.0.0.0/x", "unspecified")):
+        with pytest.raises(WebhookRefusedError, match=kind):
+            check_url(url)
+    check_url("http://10.1.2.3/x", "10.1.0.0/16")  # a network allowed
+    check_url("http://hooks.internal/x", "hooks.internal")  # a host allowed by name (not resolved)
+    with pytest.raises(WebhookRefusedError, match="does not resolve"):
+        check_url("http://no-such-host.invalid/x")
+    _, records = built
+    idx = _index(built, tmp_path)
+    body = {"query": records[5].title["en"], "lang": "en", "k": 5,
+            "webhook": {"url": "http://127.0.0.1:9/hook", "secret": SECRET}}
+    with TestClient(create_app(Settings(index_dir=idx))) as client:
+        r = client.post("/watches", json=body)
+        assert r.status_code == 422 and "loopback" in r.json()["detail"], r.text
+        assert "PRIORART_WEBHOOK_ALLOW" in r.json()["detail"]
+    with TestClient(create_app(Settings(index_dir=idx, webhook_allow="127.0.0.1"))) as client:
+        assert client.post("/watches", json=body).status_code == 201
+    # saved while allowed; the server's setting changed since: the delivery is refused, nothing is sent
+    store = WatchStore.open(state_dir(idx), create=True)
+    with Receiver().running() as receiver:
+        engine = Engine.load(idx, settings=Settings(index_dir=idx, webhook_allow="127.0.0.1"), verify=False)
+        watches = [save_watch(engine, store, "", r) for r in _watched(records, receiver.url)[:4]]
+        engine.close()
+        add_documents(idx, records[N_BASE: N_BASE + 12], progress=False)
+        engine = Engine.load(idx, settings=Settings(index_dir=idx), verify=False)
+        assert evaluate(engine, store).hits >= 1
+        engine.close()
+        refused = deliver(store, backoff_s=0.01, allow="")
+        assert refused.delivered == 0 and refused.failed >= 1 and receiver.calls == 0
+        log = [d for w in watches for d in store.deliveries(None, w.id) or []]
+        assert log and all("loopback" in (d.last_error or "") for d in log)
+        time.sleep(0.05)
+        assert deliver(store, backoff_s=0.01, allow="127.0.0.1").delivered == len(log)
+    # a redirect is not followed: the 3xx is the answer (a failed delivery), the target is never called
+    target = Receiver()
+
+    class Bounce(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802
+            self.send_response(307)
+            self.send_header("Location", target.url)
+            self.end_headers()
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    from http.server import ThreadingHTTPServer as Server
+
+    from service.watch.webhooks import http_post
+
+    bouncer = Server(("127.0.0.1", 0), Bounce)
+    thread = threading.Thread(target=bouncer.serve_forever, daemon=True)
+    thread.start()
+    with target.running():
+        try:
+            status = http_post(f"http://127.0.0.1:{bouncer.server_address[1]}/x", b"{}", {}, 5.0)
+        finally:
+            bouncer.shutdown()
+            bouncer.server_close()
+        assert status == 307 and target.calls == 0
