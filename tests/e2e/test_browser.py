@@ -308,15 +308,16 @@ def test_a_query_in_the_language_shows_how_it_was_read_and_lists_only_what_passe
     documents pass, each term's words and translations), every hit passes the filter, and a click on a translation
     searches again without it."""
     word = next(w for w in re.findall(r"[^\W\d_]{5,}", scenario.query.casefold()))
-    got = _search(page, f"cpc={scenario.code} AND {word}")
+    got = _search(page, f"(cpc={scenario.code} OR ipc={scenario.code}) AND {word}")
     read = got["body"]["query"]["filters"]["query"]
-    assert read["parsed"].startswith(f"(cpc={scenario.code} AND ")
+    assert read["parsed"].startswith(f"((cpc={scenario.code} OR ipc={scenario.code}) AND ")
     reading = page.locator("#reading")
     expect(reading).to_contain_text(f"cpc={scenario.code}")
     expect(reading).to_contain_text(f"{got['body']['query']['filters']['n_allowed']} documents pass")
     hits = _hits_on_screen(page)
     docs = {d["id"]: d for d in read_docs(server.index_dir)}
-    assert hits and all(any(c.startswith(scenario.code) for c in docs[h["id"]].get("cpc", [])) for h in hits), hits
+    assert hits and all(any(c.startswith(scenario.code) for c in [*docs[h["id"]].get("cpc", []),
+                                                                 *docs[h["id"]].get("ipc", [])]) for h in hits), hits
     page.screenshot(path=str(artifacts / "query-language.png"), full_page=True)
     buttons = page.locator("#reading .drop-translation")
     if buttons.count():  # the word has translations in this index: drop the first
