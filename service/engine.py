@@ -277,6 +277,7 @@ class Engine:
         fused = cands.fused.tolist()
         scores = _order_scores(cands.fused, ordered)
         matched = self._matched_words(query, cands, [row_list[i] for i in at])
+        clauses = query.r.clauses  # (a query in the query language: the alternatives each result satisfies)
         # the components that shaped the ranking (a non-zero weight), not every score computed
         normalised = {name: cands.normalised[name].tolist() for name in COMPONENTS
                       if name in cands.normalised and cands.fusion.weights.get(name)}
@@ -294,7 +295,7 @@ class Engine:
             hits[i] = SearchHit(
                 id=rec.id, title=title_of(rec, lang), score=scores[i], components=comps, matched_terms=list(words),
                 matched_stems=words, route=cands.routes.get(row), codes=record_codes(rec)[:12],
-                publication_date=rec.publication_date)
+                publication_date=rec.publication_date, clauses=[c for c, m in clauses if m[row]])
         families = None
         if collapse:
             results, families = _collapse(hits, groups, shown)

@@ -109,6 +109,8 @@ class Resolved:
     # deleted rows; None: none): what :meth:`mask_without` recombines to say which filter emptied a search
     filter_masks: dict[str, np.ndarray] = field(default_factory=dict)
     base_mask: np.ndarray | None = None
+    # a query in the query language: the alternatives a result may satisfy, with their rows (SearchHit.clauses)
+    clauses: list[tuple[str, np.ndarray]] = field(default_factory=list)
 
     @property
     def has_codes(self) -> bool:
@@ -173,7 +175,8 @@ def is_number_query(docs: DocStore, text: str) -> bool:
 SYNTAXES: tuple[str, ...] = get_args(Syntax)
 
 
-def _language(query: Query, docs: DocStore, resources: Any) -> tuple[np.ndarray, dict[str, Any], str, list[str]]:
+def _language(query: Query, docs: DocStore,
+              resources: Any) -> tuple[np.ndarray, dict[str, Any], str, list[str], list[tuple[str, np.ndarray]]]:
     """A query in the query language: the documents it matches, how it was read (the filter's entry: the tree, each
     term's expansion), the text the product ranks them by (its words that are not negated), and notes."""
     from service.querylang.evaluate import Evaluator, QueryLanguageError, positive_words
@@ -209,7 +212,7 @@ def _language(query: Query, docs: DocStore, resources: Any) -> tuple[np.ndarray,
         absent = [e.term for e in ev.expansions.values() if not e.documents]
         notes.append(f"no document matches {node.show()}" + (f": no document has {', '.join(absent)}" if absent
                                                                 else ""))
-    return mask, entry, " ".join(words), notes
+    return mask, entry, " ".join(words), notes, ev.alternatives(node)
 
 
 def resolve(query: Query, docs: DocStore, resources: Any = None) -> Resolved:
@@ -248,7 +251,7 @@ def resolve(query: Query, docs: DocStore, resources: Any = None) -> Resolved:
             level = level or "subclass"
     elif query.query_form != "text":
         raise QueryError(f"query_form={query.query_form!r} needs a publication number as the query")
-    language: tuple[np.ndarray, dict[str, Any], str, list[str]] | None = None
+    language: tuple[np.ndarray, dict[str, Any], str, list[str], list[tuple[str, np.ndarray]]] | None = None
     if query_doc is None and query.syntax != "text":
         from service.querylang.syntax import looks_like_query
 
@@ -298,7 +301,8 @@ def resolve(query: Query, docs: DocStore, resources: Any = None) -> Resolved:
         filters["n_allowed"] = int(mask.sum())
     query.resolved = Resolved(lang=lang, lang_detected=detected, text=text, query_doc=query_doc, query_row=query_row,
                               codes=tuple(codes), codes_from=codes_from, mask=mask, filters=filters,
-                              filter_masks=filter_masks, base_mask=base)
+                              filter_masks=filter_masks, base_mask=base,
+                              clauses=language[4] if language is not None else [])
     return query.resolved
 
 

@@ -195,6 +195,9 @@ class SearchHit(BaseModel):
     )
     codes: list[str] = Field(default_factory=list)
     publication_date: date | None = None
+    clauses: list[str] = Field(default_factory=list, description="a query in the query language: the alternatives "
+                               "(the parts of an OR) this document satisfies, as query.filters.query.parsed writes "
+                               "them")
     family: list[FamilyMember] = Field(
         default_factory=list, description="other publications of its family collapsed into this result")
 
@@ -359,7 +362,11 @@ class ClaimChartRequest(BaseModel):
                               description="which numbered claim to chart (default: the first)")
     lang: Lang = "auto"
     documents: list[str] = Field(default_factory=list, max_length=20,
-                                 description="publication ids to chart; empty: the top k of a search with the claim")
+                                 description="publication ids to chart; empty: the top k of `query`, else of a search "
+                                 "with the claim")
+    query: str | None = Field(None, max_length=20_000, description="a query in the query language (docs/"
+                              "QUERY_LANGUAGE.md) whose top k documents are charted when none are given: "
+                              "'cl=(seal* NEAR/3 housing) AND pd<2001'")
     k: int = Field(5, ge=1, le=20, strict=True, description="documents charted when none are given")
     codes: QueryCodes = Field(default_factory=list, max_length=50)
     code_filter: CodeFilter = "none"
@@ -409,7 +416,8 @@ class ClaimChartResponse(BaseModel):
     cells: list[ChartCell] = Field(description="one per element and document, element-major")
     not_disclosed: list[str] = Field(description="labels of the elements no charted document discloses")
     coverage: str = Field(description="a one-line summary")
-    documents_from: str = Field(description="'request' or 'search'")
+    documents_from: str = Field(description="'request', 'query' (the request's query in the query language) or "
+                                "'search' (a search with the claim)")
     notes: list[str] = Field(default_factory=list)
     took_ms: float = 0.0
 

@@ -48,22 +48,26 @@ def _paragraphs(rec: Mapping[str, Any], field: str) -> list[str]:
 
 
 class Doc:
-    """One record's words: per field, per paragraph, the (word, sentence number) of each position."""
+    """One record's words: per field, per paragraph, the (word, sentence number) of each position; and where each
+    word occurs (field, paragraph, position, sentence), to look words up instead of reading every paragraph."""
 
     def __init__(self, rec: Mapping[str, Any]) -> None:
         self.rec = rec
         self.fields: dict[str, list[list[tuple[str, int]]]] = {}
+        self.where: dict[str, list[tuple[str, int, int, int]]] = {}
         for f in (*TEXT, "pa", "in"):
             paras = []
-            for text in _paragraphs(rec, f):
+            for p, text in enumerate(_paragraphs(rec, f)):
                 words: list[tuple[str, int]] = []
                 for s, sentence in enumerate(SENTENCE_END.split(text)):
                     words.extend((w, s) for w in WORD.findall(sentence.casefold()))
+                for i, (w, s) in enumerate(words):
+                    self.where.setdefault(w, []).append((f, p, i, s))
                 paras.append(words)
             self.fields[f] = paras
 
     def vocabulary(self) -> set[str]:
-        return {w for paras in self.fields.values() for p in paras for w, _ in p}
+        return set(self.where)
 
 
 def _wild(pattern: str) -> re.Pattern[str]:
@@ -77,6 +81,7 @@ class Reference:
         self.docs = [Doc(r) for r in records]
         self.vocab = set().union(*(d.vocabulary() for d in self.docs)) if self.docs else set()
         self.extra = {k: set(v) for k, v in (extra or {}).items()}
+        self._wild: dict[str, set[str]] = {}  # a truncation's words of the corpus
 
     def ids(self, node: Any) -> set[str]:
         return {d.rec["id"] for d in self.docs if self.matches(node, d)}
@@ -84,8 +89,10 @@ class Reference:
     # ---- one document -------------------------------------------------------------------------------
     def words(self, word: str, translate: bool) -> set[str]:
         if "*" in word or "?" in word:
-            rx = _wild(word)
-            return {w for w in self.vocab if rx.match(w)}
+            if word not in self._wild:
+                rx = _wild(word)
+                self._wild[word] = {w for w in self.vocab if rx.match(w)}
+            return self._wild[word]
         return {word} | (self.extra.get(word, set()) if translate else set())
 
     def spans(self, node: Any, doc: Doc) -> list[tuple[str, int, int, int, int]]:
@@ -95,16 +102,21 @@ class Reference:
             out = []
             single = len(node.words) == 1
             options = [self.words(w, translate=single and not node.exact) for w in node.words]
-            for f in node.fields:
-                for p, para in enumerate(doc.fields.get(f, [])):
-                    for i in range(len(para) - len(node.words) + 1):
-                        if all(para[i + j][0] in options[j] for j in range(len(node.words))):
-                            out.append((f, p, i, i + len(node.words) - 1, para[i][1]))
+            n = len(node.words)
+            for first in options[0]:
+                for f, p, i, s in doc.where.get(first, ()):
+                    if f not in node.fields:
+                        continue
+                    para = doc.fields[f][p]
+                    if i + n <= len(para) and all(para[i + j][0] in options[j] for j in range(1, n)):
+                        out.append((f, p, i, i + n - 1, s))
             return out
         if kind == "Bool" and node.op == "or":
             return [s for part in node.parts for s in self.spans(part, doc)]
         if kind == "Near":
             a, b = self.spans(node.left, doc), self.spans(node.right, doc)
+            if not a or not b:
+                return []
 
             def ok(x: tuple[str, int, int, int, int], y: tuple[str, int, int, int, int]) -> bool:
                 if x[0] != y[0] or x[1] != y[1]:

@@ -89,6 +89,17 @@ class Evaluator:
             exp.documents = int(np.concatenate([self._rows(term, seg) for seg, _ in self.segments]).sum())
         return out
 
+    def alternatives(self, node: Node) -> list[tuple[str, np.ndarray]]:
+        """The alternatives a result can say it satisfied, with their masks: the parts of the query when it is an OR,
+        else the parts of each OR among the parts of its AND (the other parts every result satisfies)."""
+        if isinstance(node, Bool) and node.op == "or":
+            chosen = list(node.parts)
+        elif isinstance(node, Bool):
+            chosen = [q for p in node.parts if isinstance(p, Bool) and p.op == "or" for q in p.parts]
+        else:
+            chosen = []
+        return [(p.show(), np.concatenate([self._rows(p, seg) for seg, _ in self.segments])) for p in chosen]
+
     # ---- expansions -----------------------------------------------------------------------------------
     def expand(self, term: Term) -> Expansion:
         """The words ``term`` (one word) matches, computed once per query."""

@@ -108,6 +108,14 @@ def claim_chart(engine: Engine, req: ClaimChartRequest) -> ClaimChartResponse:
             if row not in rows:
                 rows.append(row)
         source = "request"
+    elif req.query and req.query.strip():  # the top k of the analyst's query in the query language
+        found = engine.run(engine.query(SearchRequest(query=req.query, syntax="query", lang=req.lang, codes=req.codes,
+                                                      code_filter=req.code_filter, before=req.before, k=req.k)),
+                           collapse=True, k=req.k)
+        rows = [engine.row(h.id) or 0 for h in found.results]
+        source = "query"
+        if not rows:
+            raise QueryError(f"the query {req.query!r} found no document to chart")
     else:  # the top k of a search with the whole claim (its elements, references resolved)
         text = " ".join(e.text for e in split.elements)
         query = engine.query(req, text=text)

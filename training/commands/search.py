@@ -30,6 +30,8 @@ def search_command(
                                "ti=, NEAR/3, AND in capitals, transform*), query (always) or text (free text); "
                                "docs/QUERY_LANGUAGE.md."),
     drop: str = typer.Option("", "--drop", help="Query language: comma-separated translations to leave out."),
+    every_date: bool = typer.Option(False, "--every-date", help="A publication number as the query: search every "
+                                    "date (default: what was published before its priority date)."),
     k: int = typer.Option(10, "--k", min=1, help="Number of results."),
     depth: int | None = typer.Option(None, "--depth", min=1, help="Candidate depth (default: the settings')."),
     as_json: bool = typer.Option(False, "--json", help="Print the response as JSON (the body of POST /search)."),
@@ -66,7 +68,8 @@ def search_command(
     code_list = [c for c in (x.strip() for x in codes.split(",")) if c]
     try:
         req = SearchRequest.model_validate({
-            "query": query, "syntax": syntax, "drop_translations": [d for d in drop.split(",") if d.strip()],
+            "query": query, "syntax": syntax, "priority_cutoff": not every_date,
+            "drop_translations": [d for d in drop.split(",") if d.strip()],
             "lang": lang, "k": k, "depth": depth, "codes": code_list, "code_filter": code_level,
             "before": _parse_date(before), "translate": not no_translate, "explain": True,
             "weights": json.loads(weights) if weights else None})

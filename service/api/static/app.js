@@ -154,6 +154,7 @@ function renderHits(data) {
         <div class="meta-line"><b>${esc(h.id)}</b> · ${esc(h.publication_date || "")}
           ${(h.codes || []).slice(0, 6).map((c) => `<code>${esc(c)}</code>`).join("")}</div>
         ${matchedLine(h)}
+        ${(h.clauses || []).length ? `<div class="clauses">satisfies: ${h.clauses.map((c) => `<code>${esc(c)}</code>`).join(" ")}</div>` : ""}
         ${familyLine(h)}
         ${marks(h.id)}
       </div>

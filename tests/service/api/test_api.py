@@ -87,6 +87,10 @@ def test_a_query_in_the_language_filters_the_ranking_and_a_syntax_error_says_whe
     assert read["parsed"] == "((cl=dichtung AND cl=gehäuse) AND pd<2015)" and read["ranked_by"] == "dichtung gehäuse"
     assert body["results"] and all(h["publication_date"] < "2015-01-01" for h in body["results"])
     assert len(body["results"]) <= body["query"]["filters"]["n_allowed"]
+    either = client.post("/search", json={"query": "cl=(Dichtung OR Gehäuse) AND pd<2015", "k": 50}).json()
+    said = [set(h["clauses"]) for h in either["results"]]  # which alternative each result satisfies
+    assert said and all(s and s <= {"cl=dichtung", "cl=gehäuse"} for s in said), said
+    assert set().union(*said) == {"cl=dichtung", "cl=gehäuse"}
     bad = client.post("/search", json={"query": "cl=(toner AND"})
     assert bad.status_code == 422 and bad.headers["content-type"].startswith("application/problem+json")
     problem = bad.json()

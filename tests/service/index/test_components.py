@@ -110,7 +110,7 @@ def test_registry_names_the_build_s_components_with_their_versions(tmp_path: Pat
     build_index(tmp_path / "all.jsonl", tmp_path / "index", translation=False, compounds="", progress=False)
     folder = IndexFolder.open(tmp_path / "index")
     written = [name for name, c in COMPONENTS.items() if c.present(folder)]
-    assert written == ["docstore", "bm25", "passages", "dense"]  # no models: the pretrained encoder's vectors only
+    assert written == ["docstore", "bm25", "words", "passages", "dense"]  # no models: the pretrained encoder's vectors
     assert folder.component("passages")["version"] == COMPONENTS["passages"].version
     sparse = open_component("bm25", folder)
     assert set(sparse) == set(folder.settings.index_langs)

@@ -244,6 +244,15 @@ def test_claim_chart_json_csv_html(client: TestClient) -> None:
     assert "2.1" in chart["not_disclosed"]  # no charted document has the cooking pot lid
     top = client.post("/claimchart", json={**body, "documents": [], "k": 3}).json()
     assert top["documents_from"] == "search" and len(top["documents"]) == 3
+    # the documents of a query in the query language (issue 61): only those it matches
+    chosen = client.post("/claimchart", json={**body, "documents": [], "k": 3,
+                                             "query": "polygon AND mirror NOT cooking"}).json()
+    found = client.post("/search", json={"query": "polygon AND mirror NOT cooking", "k": 3}).json()
+    assert found["results"] and len(found["results"]) < found["query"]["filters"]["n_allowed"] + 1
+    assert chosen["documents_from"] == "query"
+    assert [d["id"] for d in chosen["documents"]] == [h["id"] for h in found["results"]]
+    bad = client.post("/claimchart", json={**body, "documents": [], "query": "polygon AND ("})
+    assert bad.status_code == 422 and "query syntax error" in bad.json()["detail"]
     csv_resp = client.post("/claimchart?format=csv", json=body)
     assert csv_resp.headers["content-type"].startswith("text/csv")
     rows = list(csv.DictReader(io.StringIO(csv_resp.text)))

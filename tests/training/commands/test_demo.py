@@ -30,9 +30,12 @@ def test_demo_builds_a_searchable_index_from_synthetic_data(demo200: Path) -> No
     pairs = {(t["src"], t["tgt"]) for t in meta["components"]["translation"]}
     # de <-> fr: its own tables, mixed at query time with the composition through English
     assert pairs == {("de", "en"), ("fr", "en"), ("en", "de"), ("en", "fr"), ("de", "fr"), ("fr", "de")}
-    out = CliRunner().invoke(app, ["search", str(work / "index"), "XS00000007", "--k", "3", "--json"])
+    out = CliRunner().invoke(app, ["search", str(work / "index"), "XS00000007", "--k", "3", "--json",
+                                   "--every-date"])
     assert out.exit_code == 0, out.output
     assert len(json.loads(out.output)["results"]) == 3
+    prior = json.loads(CliRunner().invoke(app, ["search", str(work / "index"), "XS00000007", "--json"]).output)
+    assert prior["query"]["filters"]["before_from"]  # by default: what was published before its priority date
 
 
 def test_demo_index_answers_german_french_and_english_queries_across_languages(demo200: Path) -> None:
