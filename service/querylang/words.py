@@ -34,7 +34,9 @@ from __future__ import annotations
 import bisect
 import re
 import sys
+import threading
 from array import array
+from collections import OrderedDict
 from collections.abc import Iterator
 from datetime import date
 from pathlib import Path
@@ -303,7 +305,7 @@ class WordSegment:
 def word_segments(segment_dirs: Any, starts: Any) -> list[tuple[WordSegment, int]]:
     """The word index of each segment of a generation (a doc store's ``segment_dirs`` and ``segment_starts``),
     shared while its files are unchanged (a reload after ``add`` opens only the new segment's)."""
-    from service.filecache import file_identity, load_shared
+    from service.filecache import file_identity
 
     out = []
     for d, start in zip(segment_dirs, starts, strict=True):
@@ -311,9 +313,21 @@ def word_segments(segment_dirs: Any, starts: Any) -> list[tuple[WordSegment, int
         if not vocab.is_file():
             raise FileNotFoundError(f"{d}: no word index ({WORDS_DIR}/): the query language needs it; rebuild the "
                                     "index with `priorart build`")
-        seg = load_shared(vocab, lambda p: WordSegment(p.parent.parent), *file_identity(vocab.parent / "vocab.txt"))
+        key = file_identity(vocab.parent / "vocab.txt")
+        with _held_lock:
+            seg = _HELD.pop(key, None) or WordSegment(Path(d))
+            _HELD[key] = seg  # (the most recent last)
+            while len(_HELD) > HELD_SEGMENTS:
+                _HELD.popitem(last=False)
         out.append((seg, int(start)))
     return out
+
+
+HELD_SEGMENTS = 256
+"""Word segments kept open by this process between queries (their words' stems, computed at the first translation
+into each language, are kept with them): every segment of a few generations of a live index."""
+_HELD: OrderedDict[tuple[Any, ...], WordSegment] = OrderedDict()
+_held_lock = threading.Lock()
 
 
 def write_words(out: Path, records: Any, *, progress: bool = False) -> dict[str, Any]:
