@@ -8,8 +8,11 @@ before any stage runs:
   own language) and, when the request gave no codes, the document's codes; the document itself is
   excluded from the results. A number of a known office that is not in the index is an error;
 - the language is the one given, else detected from the text;
+- a query in the query language (``syntax``; service/querylang): its filter is the ``query`` mask, and the text the
+  product ranks the passing documents by is its words that are not negated;
 - the filter mask: documents sharing a code with the query's codes at ``code_level`` (when asked),
-  published before ``before`` (when given), never the query document.
+  published before ``before`` (when given; a publication number's priority date unless ``priority_cutoff`` is
+  off), never the query document.
 
 Stages read the resolved fields (``query.resolved.text``, ``.lang``, ``.codes``, ``.mask``) and
 write what they noticed into ``query.notes``; nothing else travels between stages.
