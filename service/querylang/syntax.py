@@ -15,7 +15,8 @@ The language (docs/QUERY_LANGUAGE.md has the table and examples):
   ``kind``, ``cpc`` and ``ipc`` (a code covers the codes below it: ``cpc=H01F27`` is every H01F27/ group), dates
   ``pd`` ``ad`` (filing) ``prd`` (priority) with ``= < <= > >=`` or ``within "2000,2005"``, a year, a year and month
   or a day (``2001``, ``2001-05``, ``2001-05-17``, ``20010517``); the long names (``title=``, ``applicant=``,
-  ``publication_date=``...) are aliases.
+  ``publication_date=``...) are aliases; Espacenet's relations ``ti all "a b"`` (every word) and ``ti any "a b"``
+  (one of them).
 
 :func:`parse` gives the tree (:class:`Node` subclasses); a text that does not parse raises :class:`QuerySyntaxError`
 with the character position and what was expected there. :func:`looks_like_query` says whether a text is meant as the
@@ -68,14 +69,18 @@ GRAMMAR = rf"""
         | "=" PHRASE -> exact_phrase
 clause: FIELD OP value
       | FIELD _WITHIN PHRASE -> within
+      | FIELD _ALL PHRASE -> all_of
+      | FIELD _ANY PHRASE -> any_of
 ?value: "(" or_expr ")"
       | WORD -> word
       | PHRASE -> phrase
       | "=" WORD -> exact_word
       | "=" PHRASE -> exact_phrase
 
-FIELD.4: /(?i:{_FIELD_RE})(?=\s*(=|<|>|within\b))/
+FIELD.4: /(?i:{_FIELD_RE})(?=\s*(=|<|>|(?i:within|all|any)\b))/
 _WITHIN.3: /(?i:within)\b/
+_ALL.3: /(?i:all)\b/
+_ANY.3: /(?i:any)\b/
 OP: "<=" | ">=" | "=" | "<" | ">"
 PROX.3: /(?i:near|adj)\/\d+(?![\w*?])/ | /(?i:near|adj|sent|para)(?![\w*?\/])/
       | /(?i:prox)\/(distance\s*<=\s*\d+(\/ordered)?|unit\s*=\s*(sentence|paragraph))/
@@ -343,6 +348,31 @@ class _Tree(Transformer[Token, Node]):
             return _matches(fname, value, meta)
         return _with_fields(value, _fields_of(fname))
 
+    def all_of(self, meta: Any, children: list[Any]) -> Node:
+        return self._relation("and", meta, children)
+
+    def any_of(self, meta: Any, children: list[Any]) -> Node:
+        return self._relation("or", meta, children)
+
+    @staticmethod
+    def _relation(op: str, meta: Any, children: list[Any]) -> Node:
+        """Espacenet's ``ti all "a b"`` (every word) and ``ti any "a b"`` (one of them): an AND or an OR of the
+        words in the field (of the values: ``cpc any "H01F H02K"``)."""
+        fname, raw = canonical_field(str(children[0])), str(children[1]).strip('"')
+        if fname in DATE_FIELDS:
+            raise ValueError(f"{fname}: dates take = < <= > >= or within, not all/any")
+        if fname in ("pn", "pc", "kind", "cpc", "ipc"):
+            values = raw.split()
+            if not values:
+                raise ValueError(f'{fname} {"all" if op == "and" else "any"} "": give the values')
+            parts: list[Node] = [Match(fname, v.upper(), pos=meta.start_pos) for v in values]
+        else:
+            words = words_of(raw)
+            if not words:
+                raise ValueError(f"{raw!r} holds no word (letters or digits)")
+            parts = [Term((w,), _fields_of(fname), raw=w, pos=meta.start_pos) for w in words]
+        return parts[0] if len(parts) == 1 else Bool(op, tuple(parts), pos=meta.start_pos)
+
     def within(self, meta: Any, children: list[Any]) -> Node:
         fname = canonical_field(str(children[0]))
         if fname not in DATE_FIELDS:
@@ -393,7 +423,8 @@ def parse(text: str) -> Node:
 _DATE_RE = "|".join(f for f in FIELD_NAMES if canonical_field(f) in DATE_FIELDS)
 _FIELDS_BOTH = "|".join(sorted({v for f in FIELD_NAMES for v in (f, f.upper())}, key=len, reverse=True))
 _DATES_BOTH = "|".join(sorted({v for f in _DATE_RE.split("|") for v in (f, f.upper())}, key=len, reverse=True))
-_FIELD_CLAUSE = re.compile(rf"(?:^|[\s(])(?:(?:{_FIELDS_BOTH})\s*=(?!=)|(?:{_DATES_BOTH})\s*(?:<|>|(?i:within)\b))")
+_FIELD_CLAUSE = re.compile(rf"(?:^|[\s(])(?:(?:{_FIELDS_BOTH})\s*=(?!=)|(?:{_DATES_BOTH})\s*(?:<|>|(?i:within)\b)"
+                           rf"|(?:{_FIELDS_BOTH})\s+(?i:all|any)\s+\")")
 _DISTINCT = re.compile(r"\b(?:NEAR|ADJ)/\d+\b|(?i:\bprox/)|(?:^|[\s(])=\"")
 _TRUNCATED = re.compile(r"[^\W_]*(?:\?[^\W_]+)+|[^\W\d_]{3,}\*")
 _CAPITALS = re.compile(r"(?<![^\s(\"])(?:AND|OR|NOT|NEAR|ADJ)(?=[\s(\"])")

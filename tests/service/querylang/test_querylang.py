@@ -126,6 +126,10 @@ TABLE = [
     ("ti=(transformer and tank) and cl=(expansion prox/distance<=5 vessel) and pd<2001 and pa=siemens",
      {"EP0000001A1"}),
     ('="Dichtung"', {"DE0000004A1"}),
+    ('ti all "transformer tank"', {"EP0000001A1"}),  # Espacenet's relations: every word, one of them
+    ('ti any "cuve sensors"', {"FR0000003A1", "EP0000005A1"}),
+    ('cpc any "F16J H02K"', {"EP0000002A1", "DE0000004A1"}),
+    ('ti all "tank gasket"', set()),
     ("x-ray", set()),
 ]
 
@@ -150,7 +154,8 @@ def test_free_text_stays_free_text() -> None:
                  "parameter values and a check sum, the carbon atom designated* constituting a center of chirality"):
         assert not looks_like_query(text), text
     for text in ("transformer AND tank", "seal NEAR/3 gasket", "ti=tank", "pd<2001 tank", "transform*", "colo?r",
-                 '="Fach"', "seal prox/distance<=3 gasket", "TI=tank", "(tank OR vessel) AND seal"):
+                 '="Fach"', "seal prox/distance<=3 gasket", "TI=tank", "(tank OR vessel) AND seal",
+                 'ti all "transformer tank"'):
         assert looks_like_query(text), text
 
 
