@@ -77,6 +77,9 @@ class Evaluator:
         self.translate = translate
         self.expansions: dict[Term, Expansion] = {}
         self.notes: list[str] = []
+        # each node's rows per segment, computed once a query (the mask, the terms' counts and the alternatives
+        # each read them; the arrays are shared, never written)
+        self._memo: dict[tuple[int, Node], np.ndarray] = {}
 
     # ---- the whole query ------------------------------------------------------------------------------
     def mask(self, node: Node) -> np.ndarray:
@@ -165,6 +168,13 @@ class Evaluator:
 
     # ---- one segment ----------------------------------------------------------------------------------
     def _rows(self, node: Node, seg: WordSegment) -> np.ndarray:
+        key = (id(seg), node)
+        got = self._memo.get(key)
+        if got is None:
+            got = self._memo[key] = self._evaluate(node, seg)
+        return got
+
+    def _evaluate(self, node: Node, seg: WordSegment) -> np.ndarray:
         n = seg.n_rows
         if isinstance(node, Bool):
             masks = [self._rows(p, seg) for p in node.parts]

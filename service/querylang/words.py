@@ -46,6 +46,7 @@ import numpy as np
 from tqdm import tqdm
 
 from service.corpus.record import PatentRecord
+from service.index.store import EPOCH, MISSING_DATE  # (the doc store's day numbers: one definition)
 from service.querylang.syntax import FIELD_NUMBER
 
 WORDS_DIR = "words"
@@ -55,8 +56,6 @@ SENTENCE_END = re.compile(r"(?<=[.!?;])\s+")
 PARAGRAPH_GAP = 1000
 POS_BITS = 28
 POS_MASK = (1 << POS_BITS) - 1
-EPOCH = date(1970, 1, 1)
-MISSING_DATE = int(np.iinfo(np.int32).min)
 VALUE_FIELDS = ("pn", "pc", "kind", "cpc", "ipc")
 LANG_BITS = {"en": 1, "de": 2, "fr": 4}
 """The languages a word's text is in (``langs.npy``): a word is translated from the languages whose text has it, into
