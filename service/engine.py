@@ -277,7 +277,8 @@ class Engine:
         fused = cands.fused.tolist()
         scores = _order_scores(cands.fused, ordered)
         matched = self._matched_words(query, cands, [row_list[i] for i in at])
-        clauses = query.r.clauses  # (a query in the query language: the alternatives each result satisfies)
+        language = query.r.language  # (a query in the query language: the clauses each result satisfies, and where)
+        fields = language.fields([row_list[i] for i in at]) if language is not None else {}
         # the components that shaped the ranking (a non-zero weight), not every score computed
         normalised = {name: cands.normalised[name].tolist() for name in COMPONENTS
                       if name in cands.normalised and cands.fusion.weights.get(name)}
@@ -295,7 +296,8 @@ class Engine:
             hits[i] = SearchHit(
                 id=rec.id, title=title_of(rec, lang), score=scores[i], components=comps, matched_terms=list(words),
                 matched_stems=words, route=cands.routes.get(row), codes=record_codes(rec)[:12],
-                publication_date=rec.publication_date, clauses=[c for c, m in clauses if m[row]])
+                publication_date=rec.publication_date, clauses=language.satisfied(row) if language else [],
+                fields=fields.get(row, {}))
         families = None
         if collapse:
             results, families = _collapse(hits, groups, shown)

@@ -112,8 +112,7 @@ class Resolved:
     # deleted rows; None: none): what :meth:`mask_without` recombines to say which filter emptied a search
     filter_masks: dict[str, np.ndarray] = field(default_factory=dict)
     base_mask: np.ndarray | None = None
-    # a query in the query language: the alternatives a result may satisfy, with their rows (SearchHit.clauses)
-    clauses: list[tuple[str, np.ndarray]] = field(default_factory=list)
+    language: LanguageQuery | None = None  # a query in the query language
 
     @property
     def has_codes(self) -> bool:
@@ -178,8 +177,37 @@ def is_number_query(docs: DocStore, text: str) -> bool:
 SYNTAXES: tuple[str, ...] = get_args(Syntax)
 
 
-def _language(query: Query, docs: DocStore,
-              resources: Any) -> tuple[np.ndarray, dict[str, Any], str, list[str], list[tuple[str, np.ndarray]]]:
+@dataclass(slots=True)
+class LanguageQuery:
+    """A query in the query language, as :func:`resolve` read it."""
+
+    mask: np.ndarray  # the documents it matches
+    entry: dict[str, Any]  # how it was read (query.filters.query: the tree, each term's expansion)
+    text: str  # what the product ranks the documents by: its words that are not negated
+    notes: list[str]
+    clauses: list[tuple[str, np.ndarray]]  # the alternatives a result may satisfy, with their rows (SearchHit.clauses)
+    evaluator: Any  # (service.querylang.evaluate.Evaluator: its words, for the fields of a result's matches)
+    node: Any
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Sent to a shard (Ray pickles the query) without the evaluator: a shard reads the mask, the ingress the
+        fields."""
+        return {name: None if name == "evaluator" else getattr(self, name) for name in self.__slots__}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        for name, value in state.items():
+            object.__setattr__(self, name, value)
+
+    def satisfied(self, row: int) -> list[str]:
+        """The alternatives row ``row`` satisfies (:attr:`SearchHit.clauses`)."""
+        return [c for c, m in self.clauses if m[row]]
+
+    def fields(self, rows: list[int]) -> dict[int, dict[str, list[str]]]:
+        """Per row, its clauses of words and the fields it has them in (:attr:`SearchHit.fields`)."""
+        return self.evaluator.fields(self.node, rows)
+
+
+def _language(query: Query, docs: DocStore, resources: Any) -> LanguageQuery:
     """A query in the query language: the documents it matches, how it was read (the filter's entry: the tree, each
     term's expansion), the text the product ranks them by (its words that are not negated), and notes."""
     from service.querylang.evaluate import Evaluator, QueryLanguageError, positive_words
@@ -215,7 +243,7 @@ def _language(query: Query, docs: DocStore,
         absent = [e.term for e in ev.expansions.values() if not e.documents]
         notes.append(f"no document matches {node.show()}" + (f": no document has {', '.join(absent)}" if absent
                                                                 else ""))
-    return mask, entry, " ".join(words), notes, ev.alternatives(node)
+    return LanguageQuery(mask, entry, " ".join(words), notes, ev.alternatives(node), ev, node)
 
 
 def resolve(query: Query, docs: DocStore, resources: Any = None) -> Resolved:
@@ -254,14 +282,14 @@ def resolve(query: Query, docs: DocStore, resources: Any = None) -> Resolved:
             level = level or "subclass"
     elif query.query_form != "text":
         raise QueryError(f"query_form={query.query_form!r} needs a publication number as the query")
-    language: tuple[np.ndarray, dict[str, Any], str, list[str], list[tuple[str, np.ndarray]]] | None = None
+    language: LanguageQuery | None = None
     if query_doc is None and query.syntax != "text":
         from service.querylang.syntax import looks_like_query
 
         if query.syntax == "query" or looks_like_query(text):
             language = _language(query, docs, resources)
-            text = language[2]
-            for note in language[3]:
+            text = language.text
+            for note in language.notes:
                 query.note(note)
     detected = lang is None
     if lang is None:
@@ -278,9 +306,9 @@ def resolve(query: Query, docs: DocStore, resources: Any = None) -> Resolved:
         filters["code_level"] = level
         mask = filter_masks["codes"]
     if language is not None:
-        qmask = filter_masks["query"] = language[0]
+        qmask = filter_masks["query"] = language.mask
         mask = qmask if mask is None else mask & qmask
-        filters["query"] = language[1]
+        filters["query"] = language.entry
     if before is not None:
         dmask = filter_masks["before"] = docs.date_mask(before)
         mask = dmask if mask is None else mask & dmask
@@ -304,9 +332,9 @@ def resolve(query: Query, docs: DocStore, resources: Any = None) -> Resolved:
         filters["n_allowed"] = int(mask.sum())
     query.resolved = Resolved(lang=lang, lang_detected=detected, text=text, query_doc=query_doc, query_row=query_row,
                               codes=tuple(codes), codes_from=codes_from, mask=mask, filters=filters,
-                              filter_masks=filter_masks, base_mask=base,
-                              clauses=language[4] if language is not None else [])
+                              filter_masks=filter_masks, base_mask=base, language=language)
     return query.resolved
 
 
-__all__ = ["FORM_FIELDS", "QUERY_FORMS", "SYNTAXES", "Query", "QueryError", "Resolved", "is_number_query", "resolve"]
+__all__ = ["FORM_FIELDS", "QUERY_FORMS", "SYNTAXES", "LanguageQuery", "Query", "QueryError", "Resolved",
+           "is_number_query", "resolve"]

@@ -198,6 +198,10 @@ class SearchHit(BaseModel):
     clauses: list[str] = Field(default_factory=list, description="a query in the query language: the alternatives "
                                "(the parts of an OR) this document satisfies, as query.filters.query.parsed writes "
                                "them")
+    fields: dict[str, list[str]] = Field(
+        default_factory=dict, description="a query in the query language: each of its clauses of words that are not "
+        "negated (a word, a phrase, a proximity, as query.filters.query.parsed writes them) this document has -> the "
+        "fields it has it in (ti, ab, cl, desc, pa, in), itself or through a translation")
     family: list[FamilyMember] = Field(
         default_factory=list, description="other publications of its family collapsed into this result")
 
@@ -326,6 +330,9 @@ class PassageHit(BaseModel):
     highlights: list[tuple[int, int]]
     title: str | None = None
     lang: str | None = None
+    field: Literal["ti", "ab", "cl", "desc"] | None = Field(
+        None, description="the field the passage and each of its highlights are in, as the query language names it: "
+        "ti (title), ab (abstract), cl (a claim), desc (the description, its headings included)")
     matches: list[PassageMatch] = Field(default_factory=list, description="the highlights with what each matched")
 
 

@@ -70,8 +70,11 @@ class Doc:
         return set(self.where)
 
 
+_WILD = {"*": ".*", "?": ".?", "#": "."}  # Espacenet's: any run, zero or one, exactly one
+
+
 def _wild(pattern: str) -> re.Pattern[str]:
-    return re.compile("".join(".*" if c == "*" else "." if c == "?" else re.escape(c) for c in pattern) + r"\Z")
+    return re.compile("".join(_WILD.get(c) or re.escape(c) for c in pattern) + r"\Z")
 
 
 class Reference:
@@ -88,7 +91,7 @@ class Reference:
 
     # ---- one document -------------------------------------------------------------------------------
     def words(self, word: str, translate: bool) -> set[str]:
-        if "*" in word or "?" in word:
+        if any(c in word for c in _WILD):
             if word not in self._wild:
                 rx = _wild(word)
                 self._wild[word] = {w for w in self.vocab if rx.match(w)}

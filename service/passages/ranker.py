@@ -137,6 +137,7 @@ from service.passages.tree import (
     KIND_ABSTRACT,
     KIND_CLAIM,
     KIND_DESCRIPTION,
+    KIND_FIELDS,
     KIND_HEADING,
     KIND_TITLE,
     LANG_CODE,
@@ -805,7 +806,7 @@ def rank_passages(
             doc_id=index.doc_id(row), passage_id=f"{index.doc_id(row)}/{index.pids.text(unit)}",
             section_path=section_path(index, row, int(part.sections[i])), text=text, score=float(final[i]),
             components=comps, highlights=[(m.start, m.end) for m in matches], title=titles[row], lang=plang,
-            matches=matches,
+            field=KIND_FIELDS[int(index.unit_tag[unit]) >> 2], matches=matches,
         ))
     return PassageRanking(hits, int(sc.rows.size), skipped, best, second, share, fields)
 

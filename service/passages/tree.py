@@ -54,6 +54,9 @@ NO_LANG = len(SUPPORTED_LANGS)
 # unit kinds; passages are the kinds >= KIND_ABSTRACT
 KIND_TITLE, KIND_HEADING, KIND_ABSTRACT, KIND_DESCRIPTION, KIND_CLAIM = range(5)
 KIND_NAMES = ("title", "heading", "abstract", "description", "claim")
+KIND_FIELDS = ("ti", "desc", "ab", "desc", "cl")
+"""The query language's field of each unit kind (:data:`service.querylang.syntax.TEXT_FIELDS`; a heading is the
+description's)."""
 # section kinds
 SEC_ROOT, SEC_ABSTRACT, SEC_DESCRIPTION, SEC_CLAIMS, SEC_HEADING = range(5)
 SECTION_LABELS = (None, ABSTRACT_LABEL, DESCRIPTION_LABEL, CLAIMS_LABEL, None)  # headings: their text

@@ -25,7 +25,20 @@ from typing import Any
 
 import numpy as np
 
-from service.querylang.syntax import FIELD_NUMBER, TEXT_FIELDS, Bool, DateRange, Match, Near, Node, Not, Term
+from service.querylang.syntax import (
+    FIELD_NUMBER,
+    NAME_FIELDS,
+    TEXT_FIELDS,
+    TOKEN_FIELDS,
+    WILDCARDS,
+    Bool,
+    DateRange,
+    Match,
+    Near,
+    Node,
+    Not,
+    Term,
+)
 from service.querylang.words import EPOCH, MISSING_DATE, WordSegment
 
 MAX_EXPANSION = 1000
@@ -80,6 +93,7 @@ class Evaluator:
         # each node's rows per segment, computed once a query (the mask, the terms' counts and the alternatives
         # each read them; the arrays are shared, never written)
         self._memo: dict[tuple[int, Node], np.ndarray] = {}
+        self._spans_memo: dict[tuple[int, Node], Spans] = {}
 
     # ---- the whole query ------------------------------------------------------------------------------
     def mask(self, node: Node) -> np.ndarray:
@@ -102,6 +116,26 @@ class Evaluator:
         else:
             chosen = []
         return [(p.show(), np.concatenate([self._rows(p, seg) for seg, _ in self.segments])) for p in chosen]
+
+    def fields(self, node: Node, rows: Sequence[int]) -> dict[int, dict[str, list[str]]]:
+        """Where each of ``rows`` matched the query: its clauses of words that are not negated (a word, a phrase, a
+        proximity), as :meth:`Node.show` writes them, each with the fields (``ti``, ``ab``, ``cl``, ``desc``, ``pa``,
+        ``in``) the document has it in (through a translation too); a row that has none of them is left out."""
+        clauses = positive_clauses(node)
+        out: dict[int, dict[str, list[str]]] = {}
+        if not clauses or not len(rows):
+            return out
+        wanted = np.asarray(sorted(set(rows)), dtype=np.int64)
+        for seg, start in self.segments:
+            local = wanted[(wanted >= start) & (wanted < start + seg.n_rows)] - start
+            if not len(local):
+                continue
+            for clause in clauses:
+                keys = self._spans(clause, seg)[0]
+                at = np.isin(keys // 16, local)
+                for key in np.unique(keys[at]).tolist():  # (sorted: by row, then field number)
+                    out.setdefault(start + key // 16, {}).setdefault(clause.show(), []).append(TOKEN_FIELDS[key % 16])
+        return out
 
     # ---- expansions -----------------------------------------------------------------------------------
     def expand(self, term: Term) -> Expansion:
@@ -233,6 +267,13 @@ class Evaluator:
         return [one.words[0]]
 
     def _spans(self, node: Node, seg: WordSegment) -> Spans:
+        key = (id(seg), node)
+        got = self._spans_memo.get(key)
+        if got is None:
+            got = self._spans_memo[key] = self._compute_spans(node, seg)
+        return got
+
+    def _compute_spans(self, node: Node, seg: WordSegment) -> Spans:
         if isinstance(node, Term):
             keys, pos = self._word_spans(node, seg)
             if len(node.words) > 1:
@@ -302,14 +343,34 @@ def _near(a: Spans, b: Spans, node: Near, seg: WordSegment) -> tuple[np.ndarray,
     return ma, mb
 
 
+_NO_WILDCARDS = str.maketrans("", "", WILDCARDS)
+_WORD_FIELDS = frozenset((*TEXT_FIELDS, *NAME_FIELDS))
+
+
+def positive_clauses(node: Node) -> list[Node]:
+    """The query's clauses of words that are not negated: its terms in text or name fields, and its proximity
+    clauses whole (their words count only where near each other), in order."""
+    out: list[Node] = []
+
+    def walk(n: Node) -> None:
+        if isinstance(n, Near) or (isinstance(n, Term) and set(n.fields) & _WORD_FIELDS):
+            out.append(n)
+        elif isinstance(n, Bool):
+            for p in n.parts:
+                walk(p)
+
+    walk(node)
+    return list(dict.fromkeys(out))
+
+
 def positive_words(node: Node) -> list[str]:
     """The words of the query's terms that are not negated (wildcards without their ``*`` and ``?``), in order:
     what the product's ranking orders the matching documents by."""
     out: list[str] = []
 
     def walk(n: Node, negated: bool) -> None:
-        if isinstance(n, Term) and not negated and set(n.fields) & set((*TEXT_FIELDS, "pa", "in")):
-            out.extend(w.replace("*", "").replace("?", "") for w in n.words)
+        if isinstance(n, Term) and not negated and set(n.fields) & _WORD_FIELDS:
+            out.extend(w.translate(_NO_WILDCARDS) for w in n.words)
         elif isinstance(n, Bool):
             for p in n.parts:
                 walk(p, negated)
@@ -323,4 +384,4 @@ def positive_words(node: Node) -> list[str]:
     return [w for w in dict.fromkeys(out) if len(w) > 1]
 
 
-__all__ = ["MAX_EXPANSION", "Evaluator", "Expansion", "QueryLanguageError", "positive_words"]
+__all__ = ["MAX_EXPANSION", "Evaluator", "Expansion", "QueryLanguageError", "positive_clauses", "positive_words"]

@@ -2,7 +2,8 @@
 
 The language (docs/QUERY_LANGUAGE.md has the table and examples):
 
-- words and ``"phrases"``; ``*`` (any run of characters, none included) and ``?`` (one character) inside a word;
+- words and ``"phrases"``; inside a word Espacenet's wildcards: ``*`` (any run of characters, none included), ``?``
+  (zero or one character: ``colo?r`` is ``color`` and ``colour``) and ``#`` (exactly one character);
   ``="word"`` or ``=word``: the word as written, untranslated;
 - ``AND``, ``OR``, ``NOT`` (any case) and parentheses; two clauses side by side are joined by AND; precedence, from
   tightest: proximity, NOT, AND, OR;
@@ -82,11 +83,11 @@ _WITHIN.3: /(?i:within)\b/
 _ALL.3: /(?i:all)\b/
 _ANY.3: /(?i:any)\b/
 OP: "<=" | ">=" | "=" | "<" | ">"
-PROX.3: /(?i:near|adj)\/\d+(?![\w*?])/ | /(?i:near|adj|sent|para)(?![\w*?\/])/
+PROX.3: /(?i:near|adj)\/\d+(?![\w*?#])/ | /(?i:near|adj|sent|para)(?![\w*?#\/])/
       | /(?i:prox)\/(distance\s*<=\s*\d+(\/ordered)?|unit\s*=\s*(sentence|paragraph))/
-_AND.3: /(?i:and)(?![\w*?])/
-_OR.3: /(?i:or)(?![\w*?])/
-_NOT.3: /(?i:not)(?![\w*?])/
+_AND.3: /(?i:and)(?![\w*?#])/
+_OR.3: /(?i:or)(?![\w*?#])/
+_NOT.3: /(?i:not)(?![\w*?#])/
 PHRASE: /"[^"]*"/
 WORD: /[^\s()"=<>]+/
 
@@ -127,7 +128,8 @@ class Node:
 
 @dataclass(frozen=True)
 class Term(Node):
-    """A word (``*`` and ``?`` allowed) or a phrase (several words in a row), in ``fields``; ``exact``: untranslated."""
+    """A word (the wildcards :data:`WILDCARDS` allowed) or a phrase (several words in a row), in ``fields``;
+    ``exact``: untranslated."""
 
     words: tuple[str, ...]
     fields: tuple[str, ...] = TEXT_FIELDS
@@ -137,7 +139,7 @@ class Term(Node):
 
     @property
     def wildcard(self) -> bool:
-        return any("*" in w or "?" in w for w in self.words)
+        return any(c in w for w in self.words for c in WILDCARDS)
 
     def show(self) -> str:
         body = " ".join(self.words)
@@ -273,8 +275,18 @@ def _with_fields(node: Node, fields: tuple[str, ...]) -> Node:
 
 def words_of(text: str) -> tuple[str, ...]:
     """A query word or phrase as the index's words (:func:`service.querylang.words.tokens`: runs of letters and
-    digits, case-folded), ``*`` and ``?`` kept inside them."""
-    return tuple(re.findall(r"(?:[^\W_]|[*?])+", text.casefold()))
+    digits, case-folded), the wildcards kept inside them."""
+    return tuple(re.findall(r"(?:[^\W_]|[*?#])+", text.casefold()))
+
+
+WILDCARDS = "*?#"
+"""Espacenet's wildcards: ``*`` any run of characters (none included), ``?`` zero or one, ``#`` exactly one."""
+_WILDCARD_RE = {"*": ".*", "?": ".?", "#": "."}
+
+
+def wildcard_regex(pattern: str) -> str:
+    """The regular expression (unanchored) of a word with wildcards (:data:`WILDCARDS`)."""
+    return "".join(_WILDCARD_RE.get(c) or re.escape(c) for c in pattern)
 
 
 def _prox(token: str) -> tuple[int | None, bool, str | None]:
@@ -314,7 +326,7 @@ class _Tree(Transformer[Token, Node]):
         words = words_of(text)
         if not words:
             raise ValueError(f"{text!r} holds no word (letters or digits)")
-        if any(w.strip("*?") == "" for w in words):
+        if any(w.strip(WILDCARDS) == "" for w in words):
             raise ValueError(f"{text!r}: a wildcard needs at least one letter or digit beside it")
         return Term(words, TEXT_FIELDS, exact, quoted and len(words) == 1, text, pos=meta.start_pos)
 
@@ -426,7 +438,7 @@ _DATES_BOTH = "|".join(sorted({v for f in _DATE_RE.split("|") for v in (f, f.upp
 _FIELD_CLAUSE = re.compile(rf"(?:^|[\s(])(?:(?:{_FIELDS_BOTH})\s*=(?!=)|(?:{_DATES_BOTH})\s*(?:<|>|(?i:within)\b)"
                            rf"|(?:{_FIELDS_BOTH})\s+(?i:all|any)\s+\")")
 _DISTINCT = re.compile(r"\b(?:NEAR|ADJ)/\d+\b|(?i:\bprox/)|(?:^|[\s(])=\"")
-_TRUNCATED = re.compile(r"[^\W_]*(?:\?[^\W_]+)+|[^\W\d_]{3,}\*")
+_TRUNCATED = re.compile(r"[^\W_]*(?:\?[^\W_]+)+|[^\W\d_]+#[^\W\d_]+|[^\W\d_]{3,}\*")
 _CAPITALS = re.compile(r"(?<![^\s(\"])(?:AND|OR|NOT|NEAR|ADJ)(?=[\s(\"])")
 LONG_TEXT = 40
 """Words past which a text needs three signs of the language to be read as it (a claim may hold one: ``(Pn = P3)``)."""
@@ -443,10 +455,11 @@ def _capital_operator(text: str, m: re.Match[str]) -> bool:
 
 def looks_like_query(text: str) -> bool:
     """Whether ``text`` is meant as the language, not free text. The signs: a field clause (``ti=``, ``TI=``,
-    ``pd<``), ``NEAR/n`` or ``ADJ/n``, ``prox/``, ``="...``, a truncation (``transform*``, ``colo?r``), an operator in
-    capitals between words that are not (``tank AND seal``). One sign makes a text of at most :data:`LONG_TEXT` words
-    a query; a longer one needs three (a pasted claim with ``(Pn = P3)`` or ``designated*`` stays free text). A title
-    in capitals (``METHOD AND APPARATUS``), a symbol in capitals (``VAC*``), quotes and parentheses are no sign."""
+    ``pd<``), ``NEAR/n`` or ``ADJ/n``, ``prox/``, ``="...``, a truncation (``transform*``, ``colo?r``, ``wo#en``), an
+    operator in capitals between words that are not (``tank AND seal``). One sign makes a text of at most
+    :data:`LONG_TEXT` words a query; a longer one needs three (a pasted claim with ``(Pn = P3)`` or ``designated*``
+    stays free text). A title in capitals (``METHOD AND APPARATUS``), a symbol in capitals (``VAC*``), quotes and
+    parentheses are no sign."""
     signs = len(_FIELD_CLAUSE.findall(text)) + len(_DISTINCT.findall(text))
     signs += sum(any(c.islower() for c in m.group(0)) for m in _TRUNCATED.finditer(text))  # (not VAC*, a symbol)
     signs += sum(_capital_operator(text, m) for m in _CAPITALS.finditer(text))
@@ -454,5 +467,5 @@ def looks_like_query(text: str) -> bool:
 
 
 __all__ = ["DATE_FIELDS", "FIELD_NUMBER", "GROUPS", "MAX_DISTANCE", "NAME_FIELDS", "TEXT_FIELDS", "TOKEN_FIELDS",
-           "Bool", "DateRange", "Match", "Near", "Node", "Not", "QuerySyntaxError", "Term", "looks_like_query",
-           "parse", "words_of"]
+           "WILDCARDS", "Bool", "DateRange", "Match", "Near", "Node", "Not", "QuerySyntaxError", "Term",
+           "looks_like_query", "parse", "wildcard_regex", "words_of"]

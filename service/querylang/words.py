@@ -47,7 +47,7 @@ from tqdm import tqdm
 
 from service.corpus.record import PatentRecord
 from service.index.store import EPOCH, MISSING_DATE  # (the doc store's day numbers: one definition)
-from service.querylang.syntax import FIELD_NUMBER
+from service.querylang.syntax import FIELD_NUMBER, wildcard_regex
 
 WORDS_DIR = "words"
 WORDS_VERSION = 1
@@ -236,12 +236,13 @@ class WordSegment:
         return i if i < len(self.vocab) and self.vocab[i] == word else None
 
     def matching(self, pattern: str) -> list[tuple[str, int]]:
-        """``(word, id)`` of every word a pattern (``*``, ``?``) matches, alphabetical."""
-        head = re.split(r"[*?]", pattern, maxsplit=1)[0]
+        """``(word, id)`` of every word a pattern (the wildcards :data:`~service.querylang.syntax.WILDCARDS`)
+        matches, alphabetical."""
+        head = re.split(r"[*?#]", pattern, maxsplit=1)[0]
         if head == pattern:
             i = self.word_id(pattern)
             return [] if i is None else [(pattern, i)]
-        rx = re.compile("".join(".*" if c == "*" else "." if c == "?" else re.escape(c) for c in pattern) + r"\Z")
+        rx = re.compile(wildcard_regex(pattern) + r"\Z")
         if head:
             lo = bisect.bisect_left(self.vocab, head)
             hi = bisect.bisect_left(self.vocab, head + "\U0010ffff", lo)

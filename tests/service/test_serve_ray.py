@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -73,6 +74,9 @@ def _queries(records: list[Any]) -> list[dict[str, Any]]:
         for rec in with_claims[:2]:
             out.append({"query": " ".join(c.text for c in rec.claims[lang][:2])[:800], "lang": lang, "k": 50})
     out.append({"query": records[9].id, "k": 50})
+    # the query language (issue 61): its filter, clauses and fields, as the shards' word indexes read them
+    a, b = (re.findall(r"[^\W\d_]{4,}", next(iter(r.title.values())).casefold())[0] for r in records[3:5])
+    out.append({"query": f"ti=({a} OR {b}) OR cl=({a} NEAR/5 {b}) AND pd>1990", "k": 50})
     return out
 
 
@@ -98,6 +102,10 @@ def test_ray_build_and_serve_answer_as_the_embedded_engine(cluster: dict[str, An
             assert [h["id"] for h in res["results"]] == [h.id for h in want.results]
             for a, b in zip(res["results"], want.results, strict=True):
                 assert a["score"] == pytest.approx(b.score, rel=1e-9, abs=1e-12)
+                assert (a["clauses"], a["fields"]) == (b.clauses, b.fields)
+            assert res["query"]["filters"].get("query") == want.query.filters.get("query")
+            if "ti=" in body["query"]:  # (a language query that finds documents: the comparison can fail)
+                assert want.results and all(h.fields for h in want.results)
         bad = client.post("/search", json={"query": "EP9999999B1"})  # a bad query is a 4xx from a shard, not a fault
         assert bad.status_code == 422
     embedded.close()

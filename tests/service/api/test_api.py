@@ -87,10 +87,16 @@ def test_a_query_in_the_language_filters_the_ranking_and_a_syntax_error_says_whe
     assert read["parsed"] == "((cl=dichtung AND cl=gehäuse) AND pd<2015)" and read["ranked_by"] == "dichtung gehäuse"
     assert body["results"] and all(h["publication_date"] < "2015-01-01" for h in body["results"])
     assert len(body["results"]) <= body["query"]["filters"]["n_allowed"]
+    # where each result matched: both terms in its claims (cl=), nowhere else said
+    assert all(h["fields"] == {"cl=dichtung": ["cl"], "cl=gehäuse": ["cl"]} for h in body["results"]), body["results"]
     either = client.post("/search", json={"query": "cl=(Dichtung OR Gehäuse) AND pd<2015", "k": 50}).json()
     said = [set(h["clauses"]) for h in either["results"]]  # which alternative each result satisfies
     assert said and all(s and s <= {"cl=dichtung", "cl=gehäuse"} for s in said), said
     assert set().union(*said) == {"cl=dichtung", "cl=gehäuse"}
+    assert all(set(h["fields"]) == set(h["clauses"]) for h in either["results"])  # (each word clause it has, in cl)
+    anywhere = client.post("/search", json={"query": "toner AND roller", "k": 10}).json()["results"]
+    assert anywhere and all(set(h["fields"]) == {"toner", "roller"} for h in anywhere)
+    assert {f for h in anywhere for f in h["fields"]["toner"]} == {"cl", "desc"}  # (each field, the real data's)
     bad = client.post("/search", json={"query": "cl=(toner AND"})
     assert bad.status_code == 422 and bad.headers["content-type"].startswith("application/problem+json")
     problem = bad.json()
@@ -165,6 +171,20 @@ def test_documents_endpoint(client: TestClient) -> None:
 def test_code_suggestions(client: TestClient) -> None:
     res = client.get("/codes", params={"q": "G03G"}).json()["results"]
     assert res and all(r["code"].startswith("G03G") for r in res)
+
+
+def test_each_passage_says_its_field(client: TestClient) -> None:
+    """Issue 61 item 3: a passage (and so each of its highlights) names its field as the query language does."""
+    body = client.post("/passages", json={"query": "developing roller toner layer thickness regulating blade",
+                                          "k": 50}).json()
+    label = {"Claims": "cl", "Abstract": "ab", "Description": "desc"}
+    seen = set()
+    for p in body["results"]:
+        assert p["field"] in ("ti", "ab", "cl", "desc")
+        if p["section_path"] and p["section_path"][0] in label:
+            assert p["field"] == label[p["section_path"][0]], p
+        seen.add(p["field"])
+    assert {"cl", "desc"} <= seen, seen
 
 
 def test_passages_all_variants(client: TestClient) -> None:

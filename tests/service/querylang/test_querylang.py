@@ -77,6 +77,10 @@ TABLE = [
     ("transform*", {"EP0000001A1", "FR0000003A1", "DE0000004A1"}),  # transformateur, Transformatorkessel
     ("colo?r", {"EP0000005A1"}),
     ("colo*r", {"EP0000005A1"}),
+    ("cl=colo?r", {"EP0000005A1"}),  # ? is zero or one character: "colour" (one) ...
+    ("cl=colou?r", {"EP0000005A1"}),  # ... and "colour" again (none)
+    ("cl=col#r", set()),  # # is exactly one character: not "colour"
+    ("ti=col#r", {"EP0000005A1"}),  # "color"
     ("seal NEAR/3 gasket", {"EP0000001A1"}),  # claim 2: "the seal is a gasket"
     ("gasket NEAR/3 seal", {"EP0000001A1"}),
     ("gasket ADJ/3 seal", set()),  # ordered: gasket comes after seal
@@ -154,7 +158,7 @@ def test_free_text_stays_free_text() -> None:
                  "parameter values and a check sum, the carbon atom designated* constituting a center of chirality"):
         assert not looks_like_query(text), text
     for text in ("transformer AND tank", "seal NEAR/3 gasket", "ti=tank", "pd<2001 tank", "transform*", "colo?r",
-                 '="Fach"', "seal prox/distance<=3 gasket", "TI=tank", "(tank OR vessel) AND seal",
+                 "wo#en", '="Fach"', "seal prox/distance<=3 gasket", "TI=tank", "(tank OR vessel) AND seal",
                  'ti all "transformer tank"'):
         assert looks_like_query(text), text
 

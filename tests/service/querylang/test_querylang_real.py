@@ -39,7 +39,8 @@ def test_no_title_abstract_or_claim_of_the_real_data_reads_as_a_query(real_corpu
 def test_generated_queries_match_the_reference_on_the_real_data(real_index: Path, real_corpus: Path) -> None:
     from service.engine import Engine
     from service.query import resolve
-    from service.querylang.syntax import parse
+    from service.querylang.evaluate import positive_clauses
+    from service.querylang.syntax import TOKEN_FIELDS, WILDCARDS, parse
     from service.schema import SearchRequest
 
     records = _records(real_corpus)
@@ -51,23 +52,37 @@ def test_generated_queries_match_the_reference_on_the_real_data(real_index: Path
         reference = Reference(records)
         kinds_nonempty = 0
         translated = 0
+        checked_fields = 0
+        by_id = {d.rec["id"]: d for d in reference.docs}
         for text in queries:
             q = engine.query(SearchRequest(query=text, syntax="query"))
             r = resolve(q, engine.docs, engine.resources)
             got = {ids[i] for i in np.flatnonzero(r.filter_masks["query"])}
             entry = r.filters["query"]
             extra = {t["words"][0]: [w for ws in t["translations"].values() for w in ws] for t in entry["terms"]
-                     if len(t["words"]) == 1 and not t["term"].startswith("=") and "*" not in t["term"]
-                     and "?" not in t["term"]}
+                     if len(t["words"]) == 1 and not t["term"].startswith("=")
+                     and not any(c in t["term"] for c in WILDCARDS)}
             translated += any(extra.values())
             reference.extra = {k: set(v) for k, v in extra.items()}
             node = parse(text)
             expected = reference.ids(node)
             assert got == expected, (text, sorted(got ^ expected)[:5])
+            # the field of each match (SearchHit.fields) of a few of its documents, as the reference finds them
+            rows = np.flatnonzero(r.filter_masks["query"])[:4].tolist()
+            assert r.language is not None
+            fields = r.language.fields(rows)
+            for row in rows:
+                doc = by_id[ids[row]]
+                want = {c.show(): sorted({f for f, *_ in reference.spans(c, doc)}, key=TOKEN_FIELDS.index)
+                        for c in positive_clauses(node)}
+                want = {c: f for c, f in want.items() if f}
+                assert fields.get(row, {}) == want, (text, ids[row])
+                checked_fields += bool(want)
             kinds_nonempty += bool(got)
             assert entry["parsed"] == node.show()
         assert kinds_nonempty > N_QUERIES * 0.6  # most generated queries find documents: the test can fail
         assert translated > 20  # the words were translated through the index's tables
+        assert checked_fields > N_QUERIES  # (documents whose matches have fields: the check can fail)
     finally:
         engine.close()
 
