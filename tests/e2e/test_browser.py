@@ -318,6 +318,12 @@ def test_a_query_in_the_language_shows_how_it_was_read_and_lists_only_what_passe
     docs = {d["id"]: d for d in read_docs(server.index_dir)}
     assert hits and all(any(c.startswith(scenario.code) for c in [*docs[h["id"]].get("cpc", []),
                                                                  *docs[h["id"]].get("ipc", [])]) for h in hits), hits
+    # where each hit has the word: the fields the response names, on its card
+    where = page.locator("#results .hit .fields")
+    expect(where).to_have_count(len(hits))
+    for i, h in enumerate(got["body"]["results"]):
+        assert list(h["fields"]) == [word] and h["fields"][word], h
+        expect(where.nth(i)).to_have_text(f"where: {word} in {', '.join(h['fields'][word])}")
     page.screenshot(path=str(artifacts / "query-language.png"), full_page=True)
     buttons = page.locator("#reading .drop-translation")
     if buttons.count():  # the word has translations in this index: drop the first
@@ -328,6 +334,88 @@ def test_a_query_in_the_language_shows_how_it_was_read_and_lists_only_what_passe
         assert again.request.post_data_json["drop_translations"] == [dropped]
         term = again.json()["query"]["filters"]["query"]["terms"][0]
         assert dropped in term["dropped"]
+
+
+def test_the_query_box_completes_field_names_operators_and_codes(page: Any, scenario: Scenario, server: LiveServer,
+                                                                 artifacts: Path) -> None:
+    """Issue 61 item 5: while the analyst types, the query box offers field names (with what each searches),
+    operators and classification codes (from /codes, with their titles); arrow keys choose, Enter or Tab takes,
+    a click takes, Escape closes; with nothing chosen Enter is still a new line. The completed query then searches."""
+    box, listbox = page.locator("#query"), page.locator("#query-suggestions")
+    options = listbox.locator("li")
+    docs = {d["id"]: d for d in read_docs(server.index_dir)}
+    claim = " ".join(docs[scenario.code_doc]["claims"]["en"][0]["text"].split()[:30])
+    word = max(re.findall(r"[^\W\d_]{5,}", claim.casefold()), key=len)  # in the claims of the document with the code
+    field = "cpc" if any(c.startswith(scenario.code) for c in docs[scenario.code_doc].get("cpc") or []) else "ipc"
+
+    # a field name's prefix: the fields it starts, nothing chosen, so Enter is a new line as before
+    box.click()
+    box.press_sequentially("ti", delay=40)
+    expect(options).to_have_text(["ti=title"])
+    expect(listbox).to_have_attribute("role", "listbox")
+    expect(options.first).to_have_attribute("aria-selected", "false")
+    box.press("Enter")
+    expect(box).to_have_value("ti\n")
+    expect(listbox).to_be_hidden()
+    box.fill("")
+
+    # "c": cl= and cpc=, each with what it searches; ArrowDown chooses, Enter takes
+    box.press_sequentially("c", delay=40)
+    expect(options).to_have_text(["cl=claims", "cpc=CPC code, with its subgroups"])
+    expect(options.nth(1)).to_have_attribute("role", "option")
+    assert box.get_attribute("aria-activedescendant") is None
+    box.press("ArrowDown")
+    expect(options.first).to_have_attribute("aria-selected", "true")
+    expect(box).to_have_attribute("aria-activedescendant", options.first.get_attribute("id"))
+    page.screenshot(path=str(artifacts / "query-completion-fields.png"), full_page=False)
+    box.press("Enter")
+    expect(box).to_have_value("cl=")
+    expect(listbox).to_be_hidden()
+    box.press_sequentially(word, delay=20)
+    expect(listbox).to_be_hidden()  # a field's value is no place for field names
+
+    # an operator in capitals: Escape closes the list, typing on opens it again, a click takes the operator
+    box.press_sequentially(" A", delay=40)
+    expect(options.filter(has_text=re.compile(r"^ANDboth$"))).to_have_count(1)
+    box.press("Escape")
+    expect(listbox).to_be_hidden()
+    expect(box).to_have_value(f"cl={word} A")
+    box.press_sequentially("N", delay=40)
+    expect(options).to_have_text(["ANDboth"])
+    options.first.click()
+    expect(box).to_have_value(f"cl={word} AND ")
+    expect(box).to_be_focused()
+    expect(listbox).to_be_hidden()
+
+    # a partial code after cpc= (ipc= where the document has the code there): the codes /codes gives, with their
+    # titles, the first chosen; arrow keys to the subclass, Tab takes it
+    partial = scenario.code[:3]
+    box.press_sequentially(f"{field}={partial}", delay=40)
+    api = httpx.get(f"{server.url}/codes", params={"q": partial, "limit": 12}, timeout=30).json()["results"]
+    codes = [r["code"] for r in api]
+    assert scenario.code in codes and all(c.startswith(partial) for c in codes), codes
+    assert any(r["title"] for r in api), "the scheme gives the codes titles"
+    expect(options).to_have_text([f"{r['code']}{r['title'] or ''}" for r in api])
+    expect(options.first).to_have_attribute("aria-selected", "true")
+    page.screenshot(path=str(artifacts / "query-completion-codes.png"), full_page=False)
+    for _ in range(codes.index(scenario.code)):
+        box.press("ArrowDown")
+    expect(options.nth(codes.index(scenario.code))).to_have_attribute("aria-selected", "true")
+    box.press("Tab")
+    expect(box).to_have_value(f"cl={word} AND {field}={scenario.code}")
+    expect(box).to_be_focused()
+    expect(listbox).to_be_hidden()
+
+    # the completed query searches: read as typed, every hit carries the code
+    got = _submit(page)
+    assert got["request"]["query"] == f"cl={word} AND {field}={scenario.code}"
+    read = got["body"]["query"]["filters"]["query"]
+    assert read["parsed"] == f"(cl={word} AND {field}={scenario.code})", read["parsed"]
+    expect(page.locator("#reading")).to_contain_text(f"{field}={scenario.code}")
+    hits = _hits_on_screen(page)
+    assert hits and all(any(c.startswith(scenario.code) for c in docs[h["id"]].get(field) or []) for h in hits), hits
+    if got["body"]["query"]["filters"]["n_allowed"] <= 20:
+        assert scenario.code_doc in [h["id"] for h in hits]
 
 
 def test_passages_show_section_paths_and_highlights(page: Any, scenario: Scenario, artifacts: Path) -> None:
@@ -343,6 +431,7 @@ def test_passages_show_section_paths_and_highlights(page: Any, scenario: Scenari
         path_text = card.locator(".path").inner_text()
         assert p["doc_id"] in path_text and " › ".join(p["section_path"]) in path_text, path_text
         assert p["section_path"], f"passage {p['passage_id']} has no section path"
+        assert card.locator(".path .field").inner_text() == p["field"]  # the field of the passage and its marks
         marks = card.locator("mark")
         want = sorted({(s, e) for s, e in p["highlights"]})
         # every highlight span is drawn as <mark> around exactly that text (overlaps are merged away)

@@ -3,8 +3,8 @@
 
 const $ = (sel) => document.querySelector(sel);
 const COMPONENTS = ["bm25", "dense", "text", "meta", "joint", "wordpair", "domain", "fused"];
-const state = { codes: [], last: null, lastKind: null, suggestTimer: null,
-  marked: {}, category: {}, queries: [], chart: null, health: null, drop: [] };
+const state = { codes: [], last: null, lastKind: null, suggestTimer: null, completeTimer: null,
+  completion: { items: [], active: -1 }, marked: {}, category: {}, queries: [], chart: null, health: null, drop: [] };
 const STAGE_WORDS = { bm25: "word match (BM25)", dense: "meaning (dense)", text: "neural text ranker",
   meta: "classification ranker", joint: "joint ranker", wordpair: "word-pair model", domain: "domain model" };
 
@@ -145,6 +145,14 @@ function matchedLine(h) {
   return `<div class="terms" title="${esc("index terms matched — " + hover)}">matched: ${esc(words.join(", "))}</div>`;
 }
 
+// A query in the query language: where the document has each clause of its words ("toner in cl, desc").
+const FIELD_WORDS = { ti: "title", ab: "abstract", cl: "claims", desc: "description", pa: "applicant", in: "inventor" };
+function fieldsLine(h) {
+  const parts = Object.entries(h.fields || {}).map(([clause, fields]) =>
+    `<code>${esc(clause)}</code> in <span title="${esc(fields.map((f) => FIELD_WORDS[f] || f).join(", "))}">${esc(fields.join(", "))}</span>`);
+  return parts.length ? `<div class="fields">where: ${parts.join("; ")}</div>` : "";
+}
+
 function renderHits(data) {
   const out = data.results.map((h, i) => `
     <article class="hit ${state.marked[h.id] === "rel" ? "relevant" : state.marked[h.id] === "non" ? "nonrelevant" : ""}" data-id="${esc(h.id)}">
@@ -155,6 +163,7 @@ function renderHits(data) {
           ${(h.codes || []).slice(0, 6).map((c) => `<code>${esc(c)}</code>`).join("")}</div>
         ${matchedLine(h)}
         ${(h.clauses || []).length ? `<div class="clauses">satisfies: ${h.clauses.map((c) => `<code>${esc(c)}</code>`).join(" ")}</div>` : ""}
+        ${fieldsLine(h)}
         ${familyLine(h)}
         ${marks(h.id)}
       </div>
@@ -168,6 +177,7 @@ function renderPassages(data) {
     <article class="passage" data-id="${esc(p.passage_id)}">
       <div class="path">${i + 1}. <b><a href="#" class="doc-link" data-id="${esc(p.doc_id)}">${esc(p.doc_id)}</a></b>
         ${esc(p.title || "")} › ${esc(p.section_path.join(" › "))} · <span class="lang">${esc(p.lang || "")}</span>
+        ${p.field ? `· <span class="field" title="${esc(FIELD_WORDS[p.field] || p.field)}">${esc(p.field)}</span>` : ""}
         · score ${p.score.toFixed(3)}</div>
       <p>${highlight(p.text, p.highlights, p.matches)}</p>
     </article>`).join("");
@@ -423,6 +433,104 @@ async function suggest() {
   }
 }
 
+// ---------- query box: completion of field names, operators and codes ----------
+const FIELDS = [  // [what is inserted, what it searches, the longer names that complete to it from 2 letters]
+  ["ti=", "title", ["title"]], ["ab=", "abstract", ["abstract"]], ["cl=", "claims", ["claims", "claim"]],
+  ["desc=", "description", ["description"]], ["txt=", "title, abstract and claims", ["text"]],
+  ["pa=", "applicant", ["applicant"]], ["in=", "inventor", ["inventor"]],
+  ["pn=", "publication number, from its start (EP064)", ["num", "publication", "publication_number"]],
+  ["pc=", "publishing office (DE)", ["country"]], ["kind=", "kind code (B1)", ["kd"]],
+  ["cpc=", "CPC code, with its subgroups", []], ["ipc=", "IPC code, with its subgroups", ["ic"]],
+  ["pd<", "publication date (also = <= > >= within)", ["publication_date"]],
+  ["ad<", "filing date", ["filing_date", "application_date"]], ["prd<", "priority date", ["priority_date"]],
+];
+const OPERATORS = [["AND", "both"], ["OR", "either"], ["NOT", "the first and not the second"],
+  ["NEAR/3", "at most 3 words apart, either order"], ["ADJ/2", "the right one 1 to 2 words after the left one"],
+  ["SENT", "in one sentence"], ["PARA", "in one paragraph"]];
+// a partial code after cpc= / ipc= / ic=, cpc=( ..., or Espacenet's cpc any "...
+const CODE_AT = /(?:^|[\s(])(?:cpc|ipc|ic)\s*(?:=\s*\(?\s*|=\s*\([^()"]*\s|\s+(?:any|all)\s+"(?:[^"]*\s)?)([A-Za-z0-9][A-Za-z0-9/]*)$/i;
+// where a field can begin: at the start, after "(" or an operator in capitals, or anywhere once the query has a
+// field clause (not after a pasted claim's "and": its words are no place for a list)
+const CLAUSE_START = /(?:^|\()\s*$|\b(?:AND|OR|NOT|NEAR|ADJ|SENT|PARA)(?:\/\d+)?\s+$/;
+const FIELD_CLAUSE = /(?:^|[\s(])[a-z_]+\s*(?:[=<>]|\s(?:all|any)\s+")/i;
+
+// What the query box can complete at the caret (pure): {from, to, code} (a partial code, to ask /codes about) or
+// {from, to, items} (operators and fields for the word being typed); null: nothing. text[from, to) is replaced.
+function queryCompletions(text, caret) {
+  const before = text.slice(0, caret);
+  if (/^[\w/]/.test(text.slice(caret))) return null;  // the caret is inside a word
+  const code = before.match(CODE_AT);
+  if (code) return { from: caret - code[1].length, to: caret, code: code[1] };
+  const word = (before.match(/(?:^|[\s(])([A-Za-z_]+)$/) || [])[1];
+  if (!word || (before.match(/"/g) || []).length % 2) return null;  // no word here, or inside a "phrase"
+  const head = before.slice(0, -word.length), lower = word.toLowerCase();
+  const ops = /^[A-Z]+$/.test(word) ? OPERATORS.filter(([op]) => op.startsWith(word)) : [];
+  const fields = CLAUSE_START.test(head) || FIELD_CLAUSE.test(head)
+    ? FIELDS.filter(([f, , names]) => [f, ...(lower.length > 1 ? names : [])].some((n) => n.startsWith(lower))) : [];
+  const items = [...ops.map(([op, text]) => ({ value: `${op} `, label: op, text })),
+    ...fields.map(([f, text]) => ({ value: f, label: f, text }))];
+  return items.length ? { from: caret - word.length, to: caret, items } : null;
+}
+
+function renderCompletions(items, active = -1) {
+  const list = $("#query-suggestions"), box = $("#query");
+  if (active >= items.length) active = -1;  // an empty list chooses nothing
+  state.completion = { items, active };
+  list.innerHTML = items.map((it, i) => `<li role="option" id="query-option-${i}" data-i="${i}" aria-selected="${i === active}"` +
+    `${i === active ? ' class="active"' : ""}><code>${esc(it.label)}</code>${esc(it.text || "")}</li>`).join("");
+  list.hidden = items.length === 0;
+  if (active >= 0) { box.setAttribute("aria-activedescendant", `query-option-${active}`); list.children[active].scrollIntoView({ block: "nearest" }); }
+  else box.removeAttribute("aria-activedescendant");
+}
+
+// On each edit: operators and fields at once; codes from /codes, debounced. Only a code is chosen in advance (after
+// cpc= nothing else is meant): elsewhere Enter and Tab keep their meaning until an arrow key picks an entry.
+function complete() {
+  const box = $("#query");
+  const c = box.selectionStart === box.selectionEnd ? queryCompletions(box.value, box.selectionEnd) : null;
+  clearTimeout(state.completeTimer);
+  if (!c || c.items) { renderCompletions(c ? c.items : []); return; }
+  const partial = c.code.toUpperCase();  // until /codes answers, the codes listed that still fit (none go stale)
+  renderCompletions(state.completion.items.filter((it) => it.value.toUpperCase().startsWith(partial)), 0);
+  state.completeTimer = setTimeout(async () => {
+    try {
+      const data = await api(`/codes?q=${encodeURIComponent(c.code)}&limit=12`);
+      const now = queryCompletions(box.value, box.selectionEnd);
+      if (document.activeElement !== box || !now || now.code !== c.code) return;  // typed on, or left the box
+      renderCompletions(data.results.map((r) => ({ value: r.code, label: r.code, text: r.title })), 0);
+    } catch (err) {
+      renderCompletions([]);
+    }
+  }, 150);
+}
+
+function acceptCompletion(i) {
+  const box = $("#query"), item = state.completion.items[i];
+  const c = item && queryCompletions(box.value, box.selectionEnd);
+  if (c) {
+    box.value = box.value.slice(0, c.from) + item.value + box.value.slice(c.to);
+    box.selectionStart = box.selectionEnd = c.from + item.value.length;
+    state.drop = [];  // a new query: its own translations
+  }
+  renderCompletions([]);
+}
+
+function completionKeys(e) {
+  const { items, active } = state.completion;
+  if ($("#query-suggestions").hidden) return;
+  if (e.key === "ArrowDown" || e.key === "ArrowUp") {
+    e.preventDefault();
+    const n = items.length;
+    renderCompletions(items, e.key === "ArrowDown" ? (active + 1) % n : (active <= 0 ? n : active) - 1);
+  } else if ((e.key === "Enter" || e.key === "Tab") && active >= 0) {
+    e.preventDefault();
+    acceptCompletion(active);
+  } else if (e.key === "Escape") {
+    e.preventDefault();
+    renderCompletions([]);
+  }
+}
+
 // ---------- export ----------
 function download(name, type, content) {
   const a = document.createElement("a");
@@ -479,7 +587,11 @@ document.addEventListener("DOMContentLoaded", () => {
     const drop = e.target.closest(".drop-translation");
     if (drop && !state.drop.includes(drop.dataset.word)) { state.drop.push(drop.dataset.word); run(state.lastKind || "search"); }
   });
-  $("#query").addEventListener("input", () => { state.drop = []; });  // a new query: its own translations
+  $("#query").addEventListener("input", () => { state.drop = []; complete(); });  // a new query: its own translations
+  $("#query").addEventListener("keydown", completionKeys);
+  $("#query").addEventListener("blur", () => { clearTimeout(state.completeTimer); renderCompletions([]); });
+  $("#query-suggestions").addEventListener("mousedown", (e) => e.preventDefault());  // the box keeps the focus
+  $("#query-suggestions").addEventListener("click", (e) => { const li = e.target.closest("li"); if (li) acceptCompletion(Number(li.dataset.i)); });
   $("#chart-btn").addEventListener("click", runChart);
   $("#clear-marks").addEventListener("click", () => { state.marked = {}; if (state.last && state.lastKind === "search") renderHits(state.last); updateSessionButtons(); });
   $("#export-chart-csv").addEventListener("click", () => exportChart("csv"));
