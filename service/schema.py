@@ -69,8 +69,9 @@ class SearchRequest(BaseModel):
 
     query: NonBlank = Field(..., min_length=1, description="claims, title+abstract text, a publication number, or a "
                             "query in the query language: AND OR NOT, \"phrases\", NEAR/n ADJ/n SENT PARA, transform* "
-                            "colo?r, fields ti= ab= cl= desc= pa= in= pn= pc= kind= cpc= ipc=, dates pd ad prd "
-                            "(pd<2001); see docs/QUERY_LANGUAGE.md")
+                            "colo?r wo#en, fields ti= ab= cl= desc= txt= ta= ftxt= pa= in= ia= pn= pc= kind= cpc= "
+                            "ipc=, dates pd ad prd (pd<2001), Espacenet's prox/distance<=n, all, any, within; see "
+                            "docs/QUERY_LANGUAGE.md")
     syntax: Syntax = Field("auto", description="auto: the query language where the query shows its signs (a field "
                            "clause, NEAR/n, AND/OR/NOT in capitals between words that are not, a truncation; three in "
                            "a text of over 40 words), else free text; query: always the language; text: always free "

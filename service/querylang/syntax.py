@@ -11,13 +11,15 @@ The language (docs/QUERY_LANGUAGE.md has the table and examples):
   ``ADJ/n`` (the right one 1 to n words after the left), ``NEAR`` and ``ADJ`` alone (n = 10 and 1), ``SENT`` (in one
   sentence), ``PARA`` (in one paragraph), and Espacenet's spellings ``prox/distance<=n``, ``prox/distance<=n/ordered``,
   ``prox/unit=sentence``, ``prox/unit=paragraph``;
-- fields, as ``field=value`` (``field=(...)`` for a group): text ``ti`` ``ab`` ``cl`` ``desc`` ``txt`` (title,
-  abstract and claims), names ``pa`` ``in``, ``pn`` (publication number, any prefix: ``pn=EP064``), ``pc`` (country),
-  ``kind``, ``cpc`` and ``ipc`` (a code covers the codes below it: ``cpc=H01F27`` is every H01F27/ group), dates
-  ``pd`` ``ad`` (filing) ``prd`` (priority) with ``= < <= > >=`` or ``within "2000,2005"``, a year, a year and month
-  or a day (``2001``, ``2001-05``, ``2001-05-17``, ``20010517``); the long names (``title=``, ``applicant=``,
-  ``publication_date=``...) are aliases; Espacenet's relations ``ti all "a b"`` (every word) and ``ti any "a b"``
-  (one of them).
+- fields, as ``field=value`` (``field=(...)`` for a group): text ``ti`` ``ab`` ``cl`` ``desc`` and Espacenet's groups
+  of them (:data:`GROUPS`: ``txt`` ``ta`` ``ia`` ``ftxt`` ``nftxt``), names ``pa`` ``in``, ``pn`` (publication number,
+  any prefix: ``pn=EP064``), ``pc`` (country), ``kind``, ``cpc`` and ``ipc`` (a code covers the codes below it:
+  ``cpc=H01F27`` is every H01F27/ group; ``cl=`` with a classification symbol is Espacenet's ``cl``, CPC or IPC),
+  dates ``pd`` ``ad`` (filing) ``prd`` (priority) with ``= < <= > >=`` or ``within "2000,2005"``, a year, a year and
+  month or a day (``2001``, ``2001-05``, ``2001-05-17``, ``20010517``, ``17/05/2001``); the long names
+  (``title=``, ``applicant=``, ``publication_date=``...) are aliases; Espacenet's relations ``ti all "a b"`` (every
+  word) and ``ti any "a b"`` (one of them), and its proximity ``prox/distance<n`` (fewer than n words apart) and
+  ``prox/ordered``.
 
 :func:`parse` gives the tree (:class:`Node` subclasses); a text that does not parse raises :class:`QuerySyntaxError`
 with the character position and what was expected there. :func:`looks_like_query` says whether a text is meant as the
@@ -40,13 +42,16 @@ TOKEN_FIELDS = (*TEXT_FIELDS, *NAME_FIELDS, "pn", "pc", "kind", "cpc", "ipc")
 """The fields of the word index, in the order of their numbers (:data:`FIELD_NUMBER`)."""
 FIELD_NUMBER = {f: i for i, f in enumerate(TOKEN_FIELDS)}
 DATE_FIELDS = ("pd", "ad", "prd")
-GROUPS = {"txt": ("ti", "ab", "cl"), "all": TEXT_FIELDS}
-"""Fields that stand for several: an unfielded word searches ``all``."""
+GROUPS = {"all": TEXT_FIELDS, "txt": ("ti", "ab", "pa", "in"), "ta": ("ti", "ab"), "ia": ("pa", "in"),
+          "ftxt": ("cl", "desc"), "nftxt": (*TEXT_FIELDS, *NAME_FIELDS)}
+"""Fields that stand for several, Espacenet's: ``txt`` title, abstract and names, ``ta`` title or abstract, ``ia``
+inventor or applicant, ``ftxt`` claims or description, ``nftxt`` every text field or name; an unfielded word
+searches ``all`` (every text field: Espacenet's ``extftxt``)."""
 ALIASES = {
     "title": "ti", "abstract": "ab", "claims": "cl", "claim": "cl", "description": "desc",
     "text": "txt", "applicant": "pa", "inventor": "in", "num": "pn", "publication": "pn", "publication_number": "pn",
     "country": "pc", "kd": "kind", "publication_date": "pd", "filing_date": "ad", "application_date": "ad",
-    "priority_date": "prd", "ic": "ipc",
+    "priority_date": "prd", "ic": "ipc", "extftxt": "all", "ntxt": "txt",
 }
 FIELD_NAMES = (*TOKEN_FIELDS, *DATE_FIELDS, *GROUPS, *ALIASES)
 NEAR_DEFAULT = 10
@@ -84,7 +89,7 @@ _ALL.3: /(?i:all)\b/
 _ANY.3: /(?i:any)\b/
 OP: "<=" | ">=" | "=" | "<" | ">"
 PROX.3: /(?i:near|adj)\/\d+(?![\w*?#])/ | /(?i:near|adj|sent|para)(?![\w*?#\/])/
-      | /(?i:prox)\/(distance\s*<=\s*\d+(\/ordered)?|unit\s*=\s*(sentence|paragraph))/
+      | /(?i:prox)\/(distance\s*<=?\s*\d+(\/ordered)?|ordered|unit\s*=\s*(sentence|paragraph))/
 _AND.3: /(?i:and)(?![\w*?#])/
 _OR.3: /(?i:or)(?![\w*?#])/
 _NOT.3: /(?i:not)(?![\w*?#])/
@@ -220,9 +225,14 @@ def _date_span(text: str) -> tuple[date, date]:
     """The days a date as written covers: ``[first, after last)``."""
     t = text.strip().strip('"')
     m = re.fullmatch(r"(\d{4})(?:-?(\d{2})(?:-?(\d{2}))?)?", t)
-    if not m:
-        raise ValueError(f"not a date: {text!r} (write 2001, 2001-05, 2001-05-17 or 20010517)")
-    y, mo, d = int(m.group(1)), m.group(2), m.group(3)
+    dmy = re.fullmatch(r"(\d{1,2})([/.])(\d{1,2})\2(\d{4})", t)  # Espacenet's 07/01/2008 and 07.01.2008: day first
+    if not m and not dmy:
+        raise ValueError(f"not a date: {text!r} (write 2001, 2001-05, 2001-05-17, 20010517 or 17/05/2001)")
+    if dmy:
+        y, mo, d = int(dmy.group(4)), dmy.group(3).zfill(2), dmy.group(1).zfill(2)
+    else:
+        assert m is not None
+        y, mo, d = int(m.group(1)), m.group(2), m.group(3)
     if mo is None:
         return date(y, 1, 1), date(y + 1, 1, 1)
     first = date(y, int(mo), int(d) if d else 1)
@@ -294,9 +304,12 @@ def _prox(token: str) -> tuple[int | None, bool, str | None]:
     if t.startswith("prox/"):
         if "unit=" in t:
             return None, False, t.split("=", 1)[1]
-        found = re.search(r"<=(\d+)", t)
+        if t == "prox/ordered":  # Espacenet's order alone: within NEAR's default distance
+            return NEAR_DEFAULT, True, None
+        found = re.search(r"<(=?)(\d+)", t)
         assert found is not None  # (the grammar's PROX)
-        return int(found.group(1)), t.endswith("/ordered"), None
+        n = int(found.group(2)) - (not found.group(1))  # (Espacenet's "<n": fewer than n words apart)
+        return n, t.endswith("/ordered"), None
     name, _, digits = t.partition("/")
     if name in ("sent", "para"):
         return None, False, {"sent": "sentence", "para": "paragraph"}[name]
@@ -358,6 +371,8 @@ class _Tree(Transformer[Token, Node]):
             raise ValueError(f"{fname}{op}: only dates (pd, ad, prd) take < <= > >=; write {fname}=")
         if fname in ("pn", "pc", "kind", "cpc", "ipc"):
             return _matches(fname, value, meta)
+        if fname == "cl" and _codes_only(value):  # Espacenet's cl=H01F27: its classification, CPC or IPC
+            return Bool("or", (_matches("cpc", value, meta), _matches("ipc", value, meta)), pos=meta.start_pos)
         return _with_fields(value, _fields_of(fname))
 
     def all_of(self, meta: Any, children: list[Any]) -> Node:
@@ -394,6 +409,17 @@ class _Tree(Transformer[Token, Node]):
             raise ValueError(f'{fname} within "A,B": give two dates separated by a comma')
         lo, hi = _date_span(parts[0])[0], _date_span(parts[1])[1]
         return DateRange(fname, lo, hi, f'{fname} within "{parts[0]},{parts[1]}"', pos=meta.start_pos)
+
+
+CODE_SYMBOL = re.compile(r"[A-HY]\d\d[A-Z](?:\d{1,4}(?:/\d{1,6})?)?")
+"""A classification symbol (a subclass, a main group, a subgroup: ``H01F``, ``H01F27``, ``H01F27/12``)."""
+
+
+def _codes_only(value: Node) -> bool:
+    """A value of classification symbols only (one, or an OR-group of them), written as symbols (capitals)."""
+    if isinstance(value, Bool) and value.op == "or":
+        return all(_codes_only(p) for p in value.parts)
+    return isinstance(value, Term) and not value.exact and CODE_SYMBOL.fullmatch(value.raw.strip()) is not None
 
 
 def _matches(fname: str, value: Node, meta: Any) -> Node:

@@ -436,7 +436,8 @@ async function suggest() {
 // ---------- query box: completion of field names, operators and codes ----------
 const FIELDS = [  // [what is inserted, what it searches, the longer names that complete to it from 2 letters]
   ["ti=", "title", ["title"]], ["ab=", "abstract", ["abstract"]], ["cl=", "claims", ["claims", "claim"]],
-  ["desc=", "description", ["description"]], ["txt=", "title, abstract and claims", ["text"]],
+  ["desc=", "description", ["description"]], ["txt=", "title, abstract and names", ["text"]],
+  ["ta=", "title or abstract", []], ["ftxt=", "claims or description", []], ["ia=", "inventor or applicant", []],
   ["pa=", "applicant", ["applicant"]], ["in=", "inventor", ["inventor"]],
   ["pn=", "publication number, from its start (EP064)", ["num", "publication", "publication_number"]],
   ["pc=", "publishing office (DE)", ["country"]], ["kind=", "kind code (B1)", ["kd"]],

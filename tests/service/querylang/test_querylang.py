@@ -87,6 +87,10 @@ TABLE = [
     ("seal ADJ/3 gasket", {"EP0000001A1"}),
     ("seal prox/distance<=3 gasket", {"EP0000001A1"}),
     ("seal prox/distance<=3/ordered gasket", {"EP0000001A1"}),
+    ("seal prox/distance<4 gasket", {"EP0000001A1"}),  # Espacenet's "<n": fewer than n words apart
+    ("seal prox/distance<3 gasket", set()),
+    ("transformer prox/ordered tank", {"EP0000001A1"}),  # order alone: within NEAR's default distance
+    ("tank prox/ordered transformer", set()),
     ("tank NEAR/2 seal", set()),  # different claims are different paragraphs
     ("oil SENT expands", {"EP0000001A1"}),
     ("oil prox/unit=sentence conservator", {"EP0000001A1"}),
@@ -101,7 +105,15 @@ TABLE = [
     ("ab=gasket", {"EP0000001A1"}),
     ("cl=gasket", {"EP0000001A1", "EP0000002A1"}),
     ("desc=conservator", {"EP0000001A1"}),
-    ("txt=conservator", set()),
+    ("txt=conservator", set()),  # txt: title, abstract and names (Espacenet's)
+    ("txt=siemens", {"EP0000001A1", "DE0000004A1"}),
+    ("ta=gasket", {"EP0000001A1", "EP0000002A1"}),  # title or abstract
+    ("ia=müller", {"EP0000001A1"}),  # inventor or applicant
+    ("ftxt=conservator", {"EP0000001A1"}),  # claims or description
+    ("ftxt=steel", {"EP0000002A1"}),
+    ("extftxt=conservator", {"EP0000001A1"}),  # every text field
+    ("cl=H01F27", {"EP0000001A1", "FR0000003A1"}),  # a classification symbol: Espacenet's cl, CPC or IPC
+    ("cl=(F16J OR H02K)", {"EP0000002A1", "DE0000004A1"}),
     ("pa=siemens", {"EP0000001A1", "DE0000004A1"}),
     ("in=müller", {"EP0000001A1"}),
     ("in=MÜLLER", {"EP0000001A1"}),
@@ -123,6 +135,8 @@ TABLE = [
     ("pd>=2000-12-01", {"FR0000003A1", "EP0000002A1", "DE0000004A1"}),
     ("pd=1999-05", {"EP0000001A1"}),
     ("pd=19990517", {"EP0000001A1"}),
+    ("pd=17/05/1999", {"EP0000001A1"}),  # Espacenet's day first
+    ("pd<01.12.2000", {"EP0000001A1"}),
     ('pd within "2000,2003"', {"FR0000003A1", "EP0000002A1"}),
     ("ad<1998", {"EP0000001A1"}),
     ("prd<1997", {"EP0000001A1"}),
