@@ -26,6 +26,7 @@ from service.corpus.families import KEYS as FAMILY_KEYS
 from service.corpus.families import Group as FamilyGroup
 from service.corpus.families import group as family_groups
 from service.corpus.record import PatentRecord
+from service.filecache import load_shared
 from service.fusion import COMPONENTS
 from service.index.components import open_component
 from service.index.folder import IndexFolder, IndexFormatError, Layout, ShardSet, is_sharded
@@ -671,10 +672,11 @@ def title_of(rec: PatentRecord, lang: str | None) -> str | None:
 
 
 def _load_scheme(settings: Settings, docs: DocStore) -> ClassificationScheme:
-    """The CPC scheme from settings (titles), else a title-less tree of the codes seen in the index."""
+    """The CPC scheme from settings (titles), else a title-less tree of the codes seen in the index. The titles are
+    read once while an engine holds them (a reload after each add shares them: their parse took 1.5 s a reload)."""
     if settings.cpc_titles is not None:
         try:
-            return ClassificationScheme.load(settings.cpc_titles)
+            return load_shared(settings.cpc_titles, ClassificationScheme.load)
         except (OSError, ValueError) as exc:
             log.warning("CPC titles %s unreadable (%s): code suggestions without titles", settings.cpc_titles, exc)
     codes: set[str] = set()
