@@ -122,12 +122,14 @@ def term_counts(part: PassageArrays, rows: npt.ArrayLike) -> tuple[IntArray, Int
     postings, _ = _expand(d0[:, 3], cnt[:, 3])
     if not entries.size:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64)
-    # each posting's entry: the postings of a row lie in its entries' order, each entry ending at term_end (within the
-    # row); positions in the rows' postings taken one after another
+    # each entry's postings: the postings of a row lie in its entries' order, each entry ending at term_end (within
+    # the row); an entry's are those from the previous entry's end to its own, in the rows' postings taken one after
+    # another, summed as differences of their running total (integers: exact)
     start = np.cumsum(cnt[:, 3]) - cnt[:, 3]
     ends = start[entry_doc] + part.term_end[entries].astype(np.int64)
-    entry_of = np.searchsorted(ends, np.arange(postings.size), side="right")
-    per_entry = np.bincount(entry_of, weights=part.post_count[postings].astype(np.float64), minlength=entries.size)
+    total = np.zeros(postings.size + 1, dtype=np.int64)
+    np.cumsum(part.post_count[postings], out=total[1:])
+    per_entry = total[ends] - total[np.concatenate(([0], ends[:-1]))]
     return entry_doc, part.term_id[entries].astype(np.int64), per_entry.astype(np.float64)
 
 
