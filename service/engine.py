@@ -210,9 +210,11 @@ class Engine:
         except UnknownDocumentError:
             return None
 
-    def search(self, req: SearchRequest) -> SearchResponse:
-        """Run the pipeline; the result is the body of ``POST /search``."""
+    def search(self, req: SearchRequest, *, remember_vector: bool = False) -> SearchResponse:
+        """Run the pipeline; the result is the body of ``POST /search``. ``remember_vector``: the query's vector is
+        kept in the vector cache (a query that will run again and again: a watch)."""
         query = self.query(req)
+        query.remember_vector = remember_vector
         # the matched words are shown with every result: a sharded index's shards send their candidates' (the
         # ingress has no sparse index to look them up in), one index looks them up for the rows returned
         query.explain = req.explain or self._first_stage() is None

@@ -80,6 +80,9 @@ class Query:
     # text whatever it holds); translations to leave out, by word
     syntax: str = "auto"
     drop_translations: tuple[str, ...] = ()
+    # a query that runs again and again (a watch, at every generation): its vector is kept in the vector cache
+    # (service/retrieval/vector_cache.py), so the encoder reads it once
+    remember_vector: bool = False
     resolved: Resolved | None = None
     notes: list[str] = field(default_factory=list)
 

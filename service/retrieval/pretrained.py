@@ -284,9 +284,17 @@ class PretrainedEncoder:
     def on_cuda(self) -> bool:
         return self.device == "cuda"
 
-    def encode_query(self, text: str, lang: str) -> np.ndarray:
-        """A query's vector (float32 [dim]); ``lang`` is not needed (the model is multilingual)."""
-        return self.encode([text], "query", max_tokens=QUERY_TOKENS)[0]
+    def encode_query(self, text: str, lang: str, *, remember: bool = False) -> np.ndarray:
+        """A query's vector (float32 [dim]); ``lang`` is not needed (the model is multilingual). ``remember``: kept in
+        the vector cache (a query alone in its run: its vector depends only on its text), for a query that runs
+        again and again (a watch at every generation)."""
+        def run(_: list[int]) -> np.ndarray:
+            return self.encode([text], "query", max_tokens=QUERY_TOKENS)
+
+        cache = vector_cache(self.graph_id, self.dim) if remember else None
+        if cache is None:
+            return run([0])[0]
+        return cache.vectors([text_key("query", QUERY_TOKENS, text)], run)[0]
 
     def encode_documents(self, records: Sequence[PatentRecord], *, batch_size: int = 1) -> np.ndarray:
         """The documents' vectors (float32 [n, dim]) of :func:`document_text`'s first :data:`DOCUMENT_TOKENS`.

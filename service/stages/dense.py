@@ -38,7 +38,7 @@ class QueryEncoder(Protocol):
     @property
     def providers(self) -> list[str]: ...
 
-    def encode_query(self, text: str, lang: str) -> np.ndarray: ...
+    def encode_query(self, text: str, lang: str, *, remember: bool = False) -> np.ndarray: ...
 
 
 class DualQueries:
@@ -55,8 +55,8 @@ class DualQueries:
     def providers(self) -> list[str]:
         return list(self.models.providers)
 
-    def encode_query(self, text: str, lang: str) -> np.ndarray:
-        return self.models.encode_query(text, lang)
+    def encode_query(self, text: str, lang: str, *, remember: bool = False) -> np.ndarray:
+        return self.models.encode_query(text, lang)  # (a models folder's graphs: nothing kept)
 
 
 class DenseStep:
@@ -78,7 +78,7 @@ class DenseStep:
         if r.lang not in self.encoder.query_languages:
             cands.skip("dense", f"no {self.kind} encoder for {r.lang} queries in this index")
             return cands
-        qv = self.encoder.encode_query(r.text, r.lang)
+        qv = self.encoder.encode_query(r.text, r.lang, remember=query.remember_vector)
         fb = query.feedback
         if fb is not None and not fb.empty:
             rel, non = np.asarray(fb.relevant, dtype=np.int64), np.asarray(fb.nonrelevant, dtype=np.int64)

@@ -23,8 +23,15 @@ generation's document frequencies, lengths and idf, the same query analysis, rou
 a row's score is bit for bit its score in a search. The rows are those of a chunk of watches (:data:`CHUNK`):
 the new documents and each watch's stored top k, so that one cut serves many watches. The rows' first stage is a
 search's ranking when the pipeline ranks by the first stage alone (an index without models: stages ``bm25`` and
-``fusion``; BM25-only fusion is a min-max of those scores, which keeps their order); any other pipeline (models,
-learning-to-rank stages, a sharded index) runs every watch's search.
+``fusion``; BM25-only fusion is a min-max of those scores, which keeps their order).
+
+Any other pipeline (the default build's dense stage, models, a sharded index) takes the **fused-order bound**: the
+watch's pipeline without the evidence step (:meth:`Engine.rank` with ``evidence_docs`` 0), its query's vector
+remembered (:attr:`Query.remember_vector`: encoded once, at its first evaluation). The evidence orders only the fused
+order's first ``reach`` documents, so when none of those is new, no new document is in the search's top k: no hit,
+without the evidence step and without encoding the query again. Else the watch runs its search. (A new document's
+cosine is not bounded by its first-stage score, and fusion's min-max depends on every candidate: this bound runs the
+pipeline, the first-stage bound a cut of it.)
 
 Evaluation is idempotent per (watch, generation) (service/watch/store.py): batches of :data:`BATCH` watches are
 committed together, and a watch evaluated at a generation is never evaluated at it again.
@@ -75,7 +82,9 @@ class EvaluationReport:
     seconds: float = 0.0
     stale: bool = False  # the store already describes a newer generation: nothing to do here
     busy: bool = False  # another process was evaluating (only when not waiting for it)
-    fast_path: bool = True  # the bound applies to this pipeline
+    # which bound settled watches without a search: "first stage" (a cut of the sparse indexes, a pipeline that ranks
+    # by the first stage alone) or "fused order" (each watch's pipeline without the evidence step)
+    bound: str = "first stage"
     webhooks: dict[str, Any] | None = None  # the deliveries made after it (service/watch/webhooks.py; CLI)
 
     def to_dict(self) -> dict[str, Any]:
@@ -93,8 +102,8 @@ class EvaluationReport:
             how += f", {self.nothing_new} with no new document"
         if self.errors:
             how += f", {self.errors} failed"
-        if not self.fast_path:
-            how += " (this pipeline ranks with more than the first stage: every watch searched)"
+        if self.by_bound:
+            how += f" (the {self.bound} bound)"
         pushed = ""
         if self.webhooks and (self.webhooks["delivered"] or self.webhooks["failed"]):
             pushed = (f"; webhooks: {self.webhooks['delivered']} deliveries made, {self.webhooks['failed']} failed "
@@ -215,14 +224,30 @@ class Evaluator:
                 if len(rows) == reach and not is_new[rows].any():
                     return Outcome(w.id, self.generation, n_new, "bound", (time.perf_counter() - started) * 1000.0,
                                    topk=[self.docs.ids[r] for r in rows.tolist()], kth_score=float(found.scores[-1]))
+            else:
+                rows = self._fused_top(req, reach)
+                if not is_new[rows].any():
+                    return Outcome(w.id, self.generation, n_new, "bound", (time.perf_counter() - started) * 1000.0,
+                                   topk=[self.docs.ids[r] for r in rows.tolist()])
             return self._search(w, req, is_new, n_new, started)
         except QueryError as exc:
             return Outcome(w.id, self.generation, n_new, "error", (time.perf_counter() - started) * 1000.0,
                            error=str(exc))
 
+    def _fused_top(self, req: Any, reach: int) -> np.ndarray:
+        """The rows of the fused order's first ``reach`` (the pipeline without the evidence step, the query's vector
+        remembered): the only documents the search's top k can hold."""
+        query = self.engine.query(req)
+        query.explain = False
+        query.k = reach
+        query.remember_vector = True
+        cands, _, _ = self.engine.rank(query, evidence_docs=0)
+        return cands.rows[:reach]
+
     def _search(self, w: Pending, req: Any, is_new: np.ndarray, n_new: int, started: float) -> Outcome:
         query = self.engine.query(req)
         query.explain = False
+        query.remember_vector = True
         query.k = reach = self.engine.reach(req.k)
         res = self.engine.run(query, explain=False, collapse=False, k=reach)
         hits: list[WatchHit] = []
@@ -272,7 +297,7 @@ def evaluate(engine: Engine, store: WatchStore, *, wait: bool = True, batch: int
             if not pending:
                 return report
             evaluator = Evaluator(engine, chunk=chunk)
-            report.fast_path = evaluator.first is not None
+            report.bound = "first stage" if evaluator.first is not None else "fused order"
             oldest = min(w.evaluated_generation for w in pending)
             report.new_documents = int(np.count_nonzero(brought > oldest))
             log.info("watches: evaluating %d at generation %d (%d documents new since generation %d)", len(pending),
@@ -312,7 +337,8 @@ def save_watch(engine: Engine, store: WatchStore, owner: str, request: WatchRequ
 
         check_url(str(request.webhook.url), engine.settings.webhook_allow)
     req = request.search_request()
-    res = engine.search(req.model_copy(update={"k": engine.reach(req.k)}))  # the bound: the documents that can rank
+    # the bound: the documents that can rank; the query's vector kept for its evaluations
+    res = engine.search(req.model_copy(update={"k": engine.reach(req.k)}), remember_vector=True)
     if not res.query.terms:
         raise QueryError("the query has no index terms after analysis (only stop words or punctuation?): no document "
                          "could ever match it")

@@ -7,6 +7,7 @@ from __future__ import annotations
 import random
 import re
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -159,7 +160,7 @@ def test_hits_equal_what_rerunning_each_search_shows_as_new(built: tuple[Path, l
         assert engine.ranker is not None and engine.settings.evidence_by == evidence_by
         assert engine.generation >= gen
         report = evaluate(engine, store)
-        assert report.watches == len(watches) and report.errors == 0 and report.fast_path
+        assert report.watches == len(watches) and report.errors == 0 and report.bound == "first stage"
         expected = _expected(engine, watches, {r.id for r in batch})
         got = _got(store, engine.generation)
         assert got == expected, f"generation {engine.generation}"
@@ -198,7 +199,7 @@ def test_a_new_document_that_passage_evidence_lifts_into_the_top_k_is_a_hit(buil
     assert rule.reach(1) == engine.settings.evidence_docs == 10
     rule.close()
     report = evaluate(engine, store)
-    assert report.fast_path  # (each query is an added document's claim: a new document is in nearly every first 20)
+    assert report.bound == "first stage"  # (each query an added document's claim: a new one is in nearly every 20)
     expected = _expected(engine, watches, {r.id for r in added})
     assert _got(store, engine.generation) == expected
     lifted = [wid for wid, req in watches.items()
@@ -213,20 +214,30 @@ def _fused_rank(engine: Engine, req: WatchRequest, doc_id: str) -> int:
     return fused.index(doc_id) + 1 if doc_id in fused else 0
 
 
-def test_every_watch_searched_gives_the_same_hits(built: tuple[Path, list[PatentRecord]], tmp_path: Path,
-                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    """A pipeline the bound does not apply to (models, learning to rank) runs every watch's search: same hits."""
+def test_the_fused_order_bound_gives_the_same_hits(built: tuple[Path, list[PatentRecord]], tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """A pipeline the first-stage bound does not apply to (models, learning to rank) takes the fused-order bound (the
+    pipeline without the evidence step): the same hits as re-running every search, some watches settled without one,
+    and with that bound proving nothing (every watch searched) the same hits again."""
     idx, records = built
     idx, store = _copy(built, tmp_path)
     engine = _load(idx)
     watches = {save_watch(engine, store, "", r).id: r for r in _requests(records, random.Random(2), 30)}
     engine.close()
-    add_documents(idx, records[N_BASE:], progress=False)
+    add_documents(idx, records[N_BASE : N_BASE + 20], progress=False)
     engine = _load(idx)
     monkeypatch.setattr(evaluation, "ranking_first_stage", lambda engine: None)
     report = evaluate(engine, store)
-    assert not report.fast_path and report.searched == len(watches) and report.by_bound == 0
-    assert _got(store, engine.generation) == _expected(engine, watches, {r.id for r in records[N_BASE:]})
+    assert report.bound == "fused order" and report.by_bound > 0 and report.by_bound + report.searched == len(watches)
+    assert _got(store, engine.generation) == _expected(engine, watches, {r.id for r in records[N_BASE : N_BASE + 20]})
+    engine.close()
+    add_documents(idx, records[N_BASE + 20 :], progress=False)
+    engine = _load(idx)
+    monkeypatch.setattr(evaluation.Evaluator, "_fused_top", lambda self, req, reach: np.arange(len(self.docs.ids)))
+    report = evaluate(engine, store)
+    assert report.searched == len(watches) and report.by_bound == 0
+    assert _got(store, engine.generation) == _expected(engine, watches, {r.id for r in records[N_BASE + 20 :]})
+    engine.close()
 
 
 def test_deleted_documents_drop_out_and_replaced_ones_are_new(built: tuple[Path, list[PatentRecord]],
@@ -303,10 +314,26 @@ def test_watch_ids_never_read_as_a_command_line_option(tmp_path: Path) -> None:
     assert all(re.fullmatch(r"[0-9a-f]+", i) for i in ids)
 
 
-def test_the_default_build_s_watches_search_in_full(built: tuple[Path, list[PatentRecord]], tmp_path: Path) -> None:
-    """With the dense stage (the default build) the bound does not apply (a new document's cosine is not bounded by
-    its first-stage score): every watch is searched, and its hits are still the new documents of its top k, as
-    re-running its search shows."""
+def _count_encodings(encoder: Any) -> list[str]:
+    """The kinds ("query", "passage") of the encoder's runs from now on."""
+    encoded: list[str] = []
+    real = encoder.encode
+
+    def counted(texts: Any, kind: str = "query", **kw: Any) -> Any:
+        encoded.append(kind)
+        return real(texts, kind, **kw)
+
+    encoder.encode = counted
+    return encoded
+
+
+def test_the_default_build_s_watches_take_the_fused_order_bound(built: tuple[Path, list[PatentRecord]],
+                                                                tmp_path: Path) -> None:
+    """With the dense stage (the default build) the first-stage bound does not apply (a new document's cosine is not
+    bounded by its first-stage score): the fused-order bound settles the watches whose pipeline, without the evidence
+    step, puts no new document among its first 20 (their query vectors remembered when saved, never encoded again),
+    the others are searched, and every watch's hits are the new documents of its top k, as re-running its search
+    shows."""
     from training.build import build_index
 
     _, records = built
@@ -317,11 +344,14 @@ def test_the_default_build_s_watches_search_in_full(built: tuple[Path, list[Pate
     assert "dense" in engine.pipeline.names
     watches = {save_watch(engine, store, "", r).id: r for r in _requests(records, random.Random(5), 30)}
     engine.close()
-    batch = records[N_BASE : N_BASE + 40]
-    add_documents(idx, batch, progress=False)
-    engine = _load(idx, "auto")
-    report = evaluate(engine, store)
-    assert report.watches == len(watches) and report.errors == 0 and not report.fast_path
-    assert report.searched == len(watches) and report.by_bound == 0
-    assert _got(store, engine.generation) == _expected(engine, watches, {r.id for r in batch})
-    engine.close()
+    for batch in (records[N_BASE : N_BASE + 40], records[N_BASE + 40 : N_BASE + 60]):
+        add_documents(idx, batch, progress=False)
+        engine = _load(idx, "auto")
+        encoder = next(s.encoder for s in engine.pipeline.stages if s.name == "dense")
+        encoded = _count_encodings(encoder)
+        report = evaluate(engine, store)
+        assert "query" not in encoded, len(encoded)  # every query's vector remembered since the watch was saved
+        assert report.watches == len(watches) and report.errors == 0 and report.bound == "fused order"
+        assert report.by_bound > 0 and report.by_bound + report.searched == len(watches)
+        assert _got(store, engine.generation) == _expected(engine, watches, {r.id for r in batch})
+        engine.close()
