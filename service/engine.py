@@ -225,11 +225,14 @@ class Engine:
                         evidence_by=req.evidence_by)
 
     def rank(self, query: Query, *, evidence_docs: int | None = None, evidence_weight: float | None = None,
-             evidence_by: str | None = None) -> tuple[Candidates, list[StageTrace], np.ndarray | None]:
+             evidence_by: str | None = None, ran: tuple[Candidates, list[StageTrace]] | None = None,
+             ) -> tuple[Candidates, list[StageTrace], np.ndarray | None]:
         """The order ``/search`` returns, without the response: the pipeline's top ``query.k`` candidates with the
         first ``evidence_docs`` ordered by their evidence (:meth:`run` says how), each stage's trace, and the
         ordering score of the documents the evidence ordered (None: the fused order). ``priorart evaluate`` and
-        the experiments rank through it, so that they measure what ``/search`` serves."""
+        the experiments rank through it, so that they measure what ``/search`` serves. ``ran``: what the pipeline
+        gave this query already (its candidates and trace, from a ``rank`` with ``evidence_docs`` 0 at the same
+        ``k``: the watches' bound), used instead of running it again where the evidence needs nothing more."""
         if evidence_docs is None:
             evidence_docs = self.settings.evidence_docs
         if evidence_weight is None:
@@ -245,7 +248,10 @@ class Engine:
         query.k = max(query.k, min(evidence_docs, query.depth))
         if evidence_docs and ranker is not None and reads_models(ranker.features):
             query.every_component = True  # its features are the rankers' scores, weighed by the fusion or not
-        cands, trace = self.pipeline.run(query)
+        if ran is not None and not query.every_component and len(ran[0]) <= query.k:
+            cands, trace = ran
+        else:
+            cands, trace = self.pipeline.run(query)
         ordered: np.ndarray | None = None  # the ordering score of the first documents the evidence ordered
         if evidence_docs:
             ordered = self.order_by_evidence(query, cands, trace, evidence_docs, evidence_weight, ranker)
@@ -255,16 +261,16 @@ class Engine:
 
     def run(self, query: Query, *, explain: bool = False, collapse: bool = False, k: int | None = None,
             evidence_docs: int | None = None, evidence_weight: float | None = None,
-            evidence_by: str | None = None) -> SearchResponse:
+            evidence_by: str | None = None, ran: tuple[Candidates, list[StageTrace]] | None = None) -> SearchResponse:
         """Run a pipeline query (:meth:`query` of a request, possibly with first-stage options set); ``evidence_docs``:
         the first so many documents ordered by their evidence (:meth:`order_by_evidence`), where the index has
         passages: by the learned ranker (``evidence_by`` ``ranker``, or ``auto`` in an index that has one: the first
         documents it learned on) or by their best passage (``passage``); None: the settings' (as ``evidence_weight``
         and ``evidence_by``), so ``priorart search`` and the claim chart's search rank as ``/search`` does. A request
-        for the ranker in an index without one is refused (``QueryError``)."""
+        for the ranker in an index without one is refused (``QueryError``). ``ran``: as :meth:`rank`'s."""
         started = time.perf_counter()
         cands, trace, ordered = self.rank(query, evidence_docs=evidence_docs, evidence_weight=evidence_weight,
-                                          evidence_by=evidence_by)
+                                          evidence_by=evidence_by, ran=ran)
         lang = query.r.lang
         row_list = cands.rows.tolist()
         shown = len(row_list) if k is None else min(k, len(row_list))

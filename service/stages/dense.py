@@ -93,7 +93,14 @@ class DenseStep:
         if "bm25" in cands.scores:
             cands.scores["bm25"][before:] = 0.0  # not in BM25's top depth: 0 is a lower bound of its BM25 score
         cands.in_dense = np.isin(cands.rows, hits.rows)
-        cands.scores["dense"] = self.dense.scores(qv, cands.rows)
+        # the hits' scores are exact already (a row's score does not depend on the rows scored beside it): only the
+        # other candidates' vectors are read
+        scores = np.empty(len(cands), dtype=np.float64)
+        by_row = np.argsort(hits.rows, kind="stable")
+        scores[cands.in_dense] = hits.scores[by_row[np.searchsorted(hits.rows[by_row], cands.rows[cands.in_dense])]]
+        rest = ~cands.in_dense
+        scores[rest] = self.dense.scores(qv, cands.rows[rest])
+        cands.scores["dense"] = scores
         cands.details[self.name] = {"hits": len(hits), "new": len(cands) - before, "overlap": overlap}
         return cands
 

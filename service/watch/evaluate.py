@@ -51,11 +51,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from service.index.folder import Layout, generation_numbers
-from service.query import QueryError, resolve
+from service.query import Query, QueryError, resolve
 from service.watch.models import Watch, WatchHit, WatchRequest
 from service.watch.store import Outcome, Pending, Snapshot, WatchStore, now
 
 if TYPE_CHECKING:
+    from service.candidates import Candidates, StageTrace
     from service.engine import Engine
     from service.retrieval.first_stage import FirstStage
 
@@ -221,35 +222,49 @@ class Evaluator:
                 resolve(query, self.docs, self.engine.resources)
                 found = cut.run(query)
                 rows = found.rows
-                if len(rows) == reach and not is_new[rows].any():
+                if len(rows) == reach and self._settled(rows, is_new):
                     return Outcome(w.id, self.generation, n_new, "bound", (time.perf_counter() - started) * 1000.0,
                                    topk=[self.docs.ids[r] for r in rows.tolist()], kth_score=float(found.scores[-1]))
             else:
-                rows = self._fused_top(req, reach)
-                if not is_new[rows].any():
+                query, cands, trace = self._fused_top(req, reach)
+                rows = cands.rows[:reach]
+                if self._settled(rows, is_new):
                     return Outcome(w.id, self.generation, n_new, "bound", (time.perf_counter() - started) * 1000.0,
                                    topk=[self.docs.ids[r] for r in rows.tolist()])
+                return self._search(w, req, is_new, n_new, started, ran=(query, cands, trace))
             return self._search(w, req, is_new, n_new, started)
         except QueryError as exc:
             return Outcome(w.id, self.generation, n_new, "error", (time.perf_counter() - started) * 1000.0,
                            error=str(exc))
 
-    def _fused_top(self, req: Any, reach: int) -> np.ndarray:
-        """The rows of the fused order's first ``reach`` (the pipeline without the evidence step, the query's vector
-        remembered): the only documents the search's top k can hold."""
+    @staticmethod
+    def _settled(rows: np.ndarray, is_new: np.ndarray) -> bool:
+        """The proof: no new document among the rows that can reach the top k."""
+        return not is_new[rows].any()
+
+    def _fused_top(self, req: Any, reach: int) -> tuple[Query, Candidates, list[StageTrace]]:
+        """The fused order's first ``reach`` (the pipeline without the evidence step, the query's vector remembered):
+        the only documents the search's top k can hold; with the query and the trace, for the search to go on from."""
         query = self.engine.query(req)
         query.explain = False
         query.k = reach
         query.remember_vector = True
-        cands, _, _ = self.engine.rank(query, evidence_docs=0)
-        return cands.rows[:reach]
+        cands, trace, _ = self.engine.rank(query, evidence_docs=0)
+        return query, cands, trace
 
-    def _search(self, w: Pending, req: Any, is_new: np.ndarray, n_new: int, started: float) -> Outcome:
-        query = self.engine.query(req)
-        query.explain = False
-        query.remember_vector = True
-        query.k = reach = self.engine.reach(req.k)
-        res = self.engine.run(query, explain=False, collapse=False, k=reach)
+    def _search(self, w: Pending, req: Any, is_new: np.ndarray, n_new: int, started: float,
+                ran: tuple[Query, Candidates, list[StageTrace]] | None = None) -> Outcome:
+        """The watch's search (from the fused order the bound ran, ``ran``, where it did)."""
+        reach = self.engine.reach(req.k)
+        if ran is not None:
+            query, cands, trace = ran
+            res = self.engine.run(query, explain=False, collapse=False, k=reach, ran=(cands, trace))
+        else:
+            query = self.engine.query(req)
+            query.explain = False
+            query.remember_vector = True
+            query.k = reach
+            res = self.engine.run(query, explain=False, collapse=False, k=reach)
         hits: list[WatchHit] = []
         found_at = now()
         for rank, h in enumerate(res.results[: req.k], 1):

@@ -233,7 +233,7 @@ def test_the_fused_order_bound_gives_the_same_hits(built: tuple[Path, list[Paten
     engine.close()
     add_documents(idx, records[N_BASE + 20 :], progress=False)
     engine = _load(idx)
-    monkeypatch.setattr(evaluation.Evaluator, "_fused_top", lambda self, req, reach: np.arange(len(self.docs.ids)))
+    monkeypatch.setattr(evaluation.Evaluator, "_settled", staticmethod(lambda rows, is_new: False))
     report = evaluate(engine, store)
     assert report.searched == len(watches) and report.by_bound == 0
     assert _got(store, engine.generation) == _expected(engine, watches, {r.id for r in records[N_BASE + 20 :]})
