@@ -171,7 +171,7 @@ def test_kill_9_during_evaluation_loses_and_duplicates_nothing(built: tuple[Path
     t0 = time.perf_counter()
     subprocess.run(cmd, env=_env(), check=True, capture_output=True, timeout=300)
     took = time.perf_counter() - t0  # (on the reference state: nothing pending, the load and the sync)
-    trials, midway = 4, 0  # each trial is two evaluations in a new process (the suite's time)
+    trials, midway = 2, 0  # each trial is two evaluations in a new process (the suite's time): one of each kind
     for trial in range(trials):
         shutil.rmtree(store.root)
         copy_index(pristine, store.root)
