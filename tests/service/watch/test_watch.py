@@ -344,14 +344,14 @@ def test_the_default_build_s_watches_take_the_fused_order_bound(built: tuple[Pat
     assert "dense" in engine.pipeline.names
     watches = {save_watch(engine, store, "", r).id: r for r in _requests(records, random.Random(5), 30)}
     engine.close()
-    for batch in (records[N_BASE : N_BASE + 40], records[N_BASE + 40 : N_BASE + 60]):
-        add_documents(idx, batch, progress=False)
-        engine = _load(idx, "auto")
-        encoder = next(s.encoder for s in engine.pipeline.stages if s.name == "dense")
-        encoded = _count_encodings(encoder)
-        report = evaluate(engine, store)
-        assert "query" not in encoded, len(encoded)  # every query's vector remembered since the watch was saved
-        assert report.watches == len(watches) and report.errors == 0 and report.bound == "fused order"
-        assert report.by_bound > 0 and report.by_bound + report.searched == len(watches)
-        assert _got(store, engine.generation) == _expected(engine, watches, {r.id for r in batch})
-        engine.close()
+    batch = records[N_BASE : N_BASE + 40]
+    add_documents(idx, batch, progress=False)
+    engine = _load(idx, "auto")
+    encoder = next(s.encoder for s in engine.pipeline.stages if s.name == "dense")
+    encoded = _count_encodings(encoder)
+    report = evaluate(engine, store)
+    assert "query" not in encoded, len(encoded)  # every query's vector remembered since the watch was saved
+    assert report.watches == len(watches) and report.errors == 0 and report.bound == "fused order"
+    assert report.by_bound > 0 and report.by_bound + report.searched == len(watches)
+    assert _got(store, engine.generation) == _expected(engine, watches, {r.id for r in batch})
+    engine.close()
