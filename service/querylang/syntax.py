@@ -38,7 +38,9 @@ from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput
 
 TEXT_FIELDS = ("ti", "ab", "cl", "desc")
 NAME_FIELDS = ("pa", "in")
-TOKEN_FIELDS = (*TEXT_FIELDS, *NAME_FIELDS, "pn", "pc", "kind", "cpc", "ipc")
+VALUE_FIELDS = ("pn", "pc", "kind", "cpc", "ipc")
+"""The fields matched by value (a number's prefix, a country, a kind, a code and those below it), not by words."""
+TOKEN_FIELDS = (*TEXT_FIELDS, *NAME_FIELDS, *VALUE_FIELDS)
 """The fields of the word index, in the order of their numbers (:data:`FIELD_NUMBER`)."""
 FIELD_NUMBER = {f: i for i, f in enumerate(TOKEN_FIELDS)}
 DATE_FIELDS = ("pd", "ad", "prd")
@@ -286,11 +288,13 @@ def _with_fields(node: Node, fields: tuple[str, ...]) -> Node:
 def words_of(text: str) -> tuple[str, ...]:
     """A query word or phrase as the index's words (:func:`service.querylang.words.tokens`: runs of letters and
     digits, case-folded), the wildcards kept inside them."""
-    return tuple(re.findall(r"(?:[^\W_]|[*?#])+", text.casefold()))
+    return tuple(re.findall(rf"(?:[^\W_]|{WILDCARD_CLASS})+", text.casefold()))
 
 
 WILDCARDS = "*?#"
 """Espacenet's wildcards: ``*`` any run of characters (none included), ``?`` zero or one, ``#`` exactly one."""
+WILDCARD_CLASS = f"[{re.escape(WILDCARDS)}]"
+"""A regular expression's class of one wildcard."""
 _WILDCARD_RE = {"*": ".*", "?": ".?", "#": "."}
 
 
@@ -369,7 +373,7 @@ class _Tree(Transformer[Token, Node]):
             return _date_range(fname, op, value.raw)
         if op != "=":
             raise ValueError(f"{fname}{op}: only dates (pd, ad, prd) take < <= > >=; write {fname}=")
-        if fname in ("pn", "pc", "kind", "cpc", "ipc"):
+        if fname in VALUE_FIELDS:
             return _matches(fname, value, meta)
         if fname == "cl" and _codes_only(value):  # Espacenet's cl=H01F27: its classification, CPC or IPC
             return Bool("or", (_matches("cpc", value, meta), _matches("ipc", value, meta)), pos=meta.start_pos)
@@ -388,7 +392,7 @@ class _Tree(Transformer[Token, Node]):
         fname, raw = canonical_field(str(children[0])), str(children[1]).strip('"')
         if fname in DATE_FIELDS:
             raise ValueError(f"{fname}: dates take = < <= > >= or within, not all/any")
-        if fname in ("pn", "pc", "kind", "cpc", "ipc"):
+        if fname in VALUE_FIELDS:
             values = raw.split()
             if not values:
                 raise ValueError(f'{fname} {"all" if op == "and" else "any"} "": give the values')
@@ -493,5 +497,5 @@ def looks_like_query(text: str) -> bool:
 
 
 __all__ = ["DATE_FIELDS", "FIELD_NUMBER", "GROUPS", "MAX_DISTANCE", "NAME_FIELDS", "TEXT_FIELDS", "TOKEN_FIELDS",
-           "WILDCARDS", "Bool", "DateRange", "Match", "Near", "Node", "Not", "QuerySyntaxError", "Term",
-           "looks_like_query", "parse", "wildcard_regex", "words_of"]
+           "VALUE_FIELDS", "WILDCARDS", "WILDCARD_CLASS", "Bool", "DateRange", "Match", "Near", "Node", "Not",
+           "QuerySyntaxError", "Term", "looks_like_query", "parse", "wildcard_regex", "words_of"]

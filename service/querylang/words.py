@@ -47,7 +47,7 @@ from tqdm import tqdm
 
 from service.corpus.record import PatentRecord
 from service.index.store import EPOCH, MISSING_DATE  # (the doc store's day numbers: one definition)
-from service.querylang.syntax import FIELD_NUMBER, wildcard_regex
+from service.querylang.syntax import FIELD_NUMBER, WILDCARD_CLASS, wildcard_regex
 
 WORDS_DIR = "words"
 WORDS_VERSION = 1
@@ -56,7 +56,6 @@ SENTENCE_END = re.compile(r"(?<=[.!?;])\s+")
 PARAGRAPH_GAP = 1000
 POS_BITS = 28
 POS_MASK = (1 << POS_BITS) - 1
-VALUE_FIELDS = ("pn", "pc", "kind", "cpc", "ipc")
 LANG_BITS = {"en": 1, "de": 2, "fr": 4}
 """The languages a word's text is in (``langs.npy``): a word is translated from the languages whose text has it, into
 the words of the other languages' text."""
@@ -238,7 +237,7 @@ class WordSegment:
     def matching(self, pattern: str) -> list[tuple[str, int]]:
         """``(word, id)`` of every word a pattern (the wildcards :data:`~service.querylang.syntax.WILDCARDS`)
         matches, alphabetical."""
-        head = re.split(r"[*?#]", pattern, maxsplit=1)[0]
+        head = re.split(WILDCARD_CLASS, pattern, maxsplit=1)[0]
         if head == pattern:
             i = self.word_id(pattern)
             return [] if i is None else [(pattern, i)]
