@@ -27,7 +27,7 @@ search's ranking when the pipeline ranks by the first stage alone (an index with
 
 Any other pipeline (the default build's dense stage, models, a sharded index) takes the **fused-order bound**: the
 watch's pipeline without the evidence step (:meth:`Engine.rank` with ``evidence_docs`` 0), its query's vector
-remembered (:attr:`Query.remember_vector`: encoded once, at its first evaluation). The evidence orders only the fused
+remembered (:attr:`Query.remember_vector`: encoded once, when the watch was saved). The evidence orders only the fused
 order's first ``reach`` documents, so when none of those is new, no new document is in the search's top k: no hit,
 without the evidence step and without encoding the query again. Else the watch runs its search. (A new document's
 cosine is not bounded by its first-stage score, and fusion's min-max depends on every candidate: this bound runs the
@@ -216,9 +216,8 @@ class Evaluator:
         reach = self.engine.reach(w.request.k)
         try:
             if cut is not None:
-                query = self.engine.query(req)
-                query.explain = False
-                query.k = query.depth = reach
+                query = self._query(req, reach)
+                query.depth = reach
                 resolve(query, self.docs, self.engine.resources)
                 found = cut.run(query)
                 rows = found.rows
@@ -245,12 +244,17 @@ class Evaluator:
     def _fused_top(self, req: Any, reach: int) -> tuple[Query, Candidates, list[StageTrace]]:
         """The fused order's first ``reach`` (the pipeline without the evidence step, the query's vector remembered):
         the only documents the search's top k can hold; with the query and the trace, for the search to go on from."""
+        query = self._query(req, reach)
+        cands, trace, _ = self.engine.rank(query, evidence_docs=0)
+        return query, cands, trace
+
+    def _query(self, req: Any, reach: int) -> Query:
+        """A watch's query: its first ``reach`` documents, unexplained, its vector remembered."""
         query = self.engine.query(req)
         query.explain = False
         query.k = reach
         query.remember_vector = True
-        cands, trace, _ = self.engine.rank(query, evidence_docs=0)
-        return query, cands, trace
+        return query
 
     def _search(self, w: Pending, req: Any, is_new: np.ndarray, n_new: int, started: float,
                 ran: tuple[Query, Candidates, list[StageTrace]] | None = None) -> Outcome:
@@ -260,10 +264,7 @@ class Evaluator:
             query, cands, trace = ran
             res = self.engine.run(query, explain=False, collapse=False, k=reach, ran=(cands, trace))
         else:
-            query = self.engine.query(req)
-            query.explain = False
-            query.remember_vector = True
-            query.k = reach
+            query = self._query(req, reach)
             res = self.engine.run(query, explain=False, collapse=False, k=reach)
         hits: list[WatchHit] = []
         found_at = now()
