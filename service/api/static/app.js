@@ -420,14 +420,19 @@ function addCode(code) {
   $("#code-suggestions").hidden = true;
 }
 
+// Codes (with their titles) whose symbol or title matches q: the classification box's and the query box's lists.
+async function codeMatches(q) {
+  return (await api(`/codes?q=${encodeURIComponent(q)}&limit=12`)).results;
+}
+
 async function suggest() {
   const q = $("#code-input").value.trim();
   const list = $("#code-suggestions");
   if (q.length < 2) { list.hidden = true; return; }
   try {
-    const data = await api(`/codes?q=${encodeURIComponent(q)}&limit=12`);
-    list.innerHTML = data.results.map((r) => `<li data-code="${esc(r.code)}"><code>${esc(r.code)}</code>${esc(r.title || "")}</li>`).join("");
-    list.hidden = data.results.length === 0;
+    const results = await codeMatches(q);
+    list.innerHTML = results.map((r) => `<li data-code="${esc(r.code)}"><code>${esc(r.code)}</code>${esc(r.title || "")}</li>`).join("");
+    list.hidden = results.length === 0;
   } catch (err) {
     list.hidden = true;
   }
@@ -495,10 +500,10 @@ function complete() {
   renderCompletions(state.completion.items.filter((it) => it.value.toUpperCase().startsWith(partial)), 0);
   state.completeTimer = setTimeout(async () => {
     try {
-      const data = await api(`/codes?q=${encodeURIComponent(c.code)}&limit=12`);
+      const results = await codeMatches(c.code);
       const now = queryCompletions(box.value, box.selectionEnd);
       if (document.activeElement !== box || !now || now.code !== c.code) return;  // typed on, or left the box
-      renderCompletions(data.results.map((r) => ({ value: r.code, label: r.code, text: r.title })), 0);
+      renderCompletions(results.map((r) => ({ value: r.code, label: r.code, text: r.title })), 0);
     } catch (err) {
       renderCompletions([]);
     }
