@@ -13,6 +13,7 @@ their counts, so every EM step is a handful of vectorised numpy operations.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import math
 from collections import Counter
@@ -235,6 +236,26 @@ def train_ibm1(
     )
 
 
+def trained_once(
+    pairs: Sequence[SentencePair],
+    *,
+    iterations: int,
+    progress: bool | None,
+    models: dict[tuple[int, bytes], IBM1Model] | None,
+) -> IBM1Model:
+    """``train_ibm1`` on ``pairs``, or the model already trained on the same pairs (the same terms in the same
+    order, found by a digest of them) with the same iterations in ``models``, which keeps what it trains."""
+    if models is None:
+        return train_ibm1(pairs, iterations=iterations, progress=progress)
+    digest = hashlib.blake2b(repr(pairs).encode("utf-8"), digest_size=20).digest()
+    key = (iterations, digest)
+    if key not in models:
+        models[key] = train_ibm1(pairs, iterations=iterations, progress=progress)
+    else:
+        log.info("IBM1: %d sentence pairs: the model trained for the other direction", len(pairs))
+    return models[key]
+
+
 def symmetrise(
     forward: dict[str, dict[str, float]],
     reverse: dict[str, dict[str, float]],
@@ -275,10 +296,13 @@ def train_aligned_table(
     min_content: float = 0.5,
     progress: bool | None = None,
     splitters: Mapping[str, CompoundSplitter] | None = None,
+    models: dict[tuple[int, bytes], IBM1Model] | None = None,
 ) -> tuple[dict[str, dict[str, float]], dict[str, Any]]:
     """p(tgt term | src term) from the aligned claims of ``records``; returns the table and a summary.
 
     With ``symmetric`` a reverse model t(src|tgt) is trained too and combined (``symmetrise``).
+    ``models``: the models trained so far (``trained_once``), shared by a build's directions: the reverse model of
+    de-en is the forward model of en-de, trained once for both.
     With ``function_words`` the model is trained with stop words kept; the table then drops the rows
     of source stop words (queries never contain them), removes stop-word translations from the other
     rows, and drops a row altogether when less than ``min_content`` of its mass is left: the model
@@ -292,11 +316,11 @@ def train_aligned_table(
             f"no {src}-{tgt} aligned claims found (need records with claims in both languages"
             f"{', after excluding ' + str(len(exclude_ids)) + ' ids' if exclude_ids else ''})"
         )
-    fwd_model = train_ibm1(pairs, iterations=iterations, progress=progress)
+    fwd_model = trained_once(pairs, iterations=iterations, progress=progress, models=models)
     floor = min(min_prob, 1e-4)  # pairs this improbable in one direction cannot survive the combination
     table = fwd_model.table(min_prob=floor)
     if symmetric:
-        rev_model = train_ibm1([(e, f) for f, e in pairs], iterations=iterations, progress=progress)
+        rev_model = trained_once([(e, f) for f, e in pairs], iterations=iterations, progress=progress, models=models)
         table = symmetrise(table, rev_model.table(min_prob=floor))
     n_function = 0
     if function_words:

@@ -37,6 +37,7 @@ from service.text.analysis import SUPPORTED_LANGS, tokenize
 from service.text.compounds import CompoundSplitter
 from service.text.translation import PIVOT_LANG, TranslationTable
 from training.translation.compounds import COMPOUND_LANGS, MIN_PART, splitter_from_counts
+from training.translation.ibm1 import IBM1Model
 from training.translation.lexicons import (
     DEFAULT_LEXICONS,
     DEFAULT_SPLITTER_LEXICONS,
@@ -252,6 +253,7 @@ def build_index_tables(
     if not options.use_aligned:
         settings = TableSettings(**{**settings.__dict__, "use_aligned": False})
     built: dict[tuple[str, str], TranslationTable] = {}
+    models: dict[tuple[int, bytes], IBM1Model] = {}  # de-en's reverse model is en-de's forward one: trained once
     for src, tgt in direct:
         lexicon = Lexicon(src, tgt, None)
         if settings.use_dict:
@@ -274,6 +276,7 @@ def build_index_tables(
                 lexicon_sources=lexicon.sources,
                 target_vocab=target_vocabs.get(tgt, ()),
                 progress=progress,
+                models=models,
             )
         except ValueError as exc:
             report["warnings"].append(f"no {src}-{tgt} table: {exc}")

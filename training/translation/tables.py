@@ -23,7 +23,7 @@ from service.corpus.record import PatentRecord
 from service.text.analysis import get_analyzer
 from service.text.translation import TranslationTable
 from training.translation.freedict import DICTD_DIR, LEXICON_NAMES, cached_lexicon, lexicon_paths
-from training.translation.ibm1 import train_aligned_table
+from training.translation.ibm1 import IBM1Model, train_aligned_table
 
 if TYPE_CHECKING:
     from service.text.compounds import CompoundSplitter
@@ -246,10 +246,12 @@ def build_direction(
     target_vocab: Collection[str] = (),
     splitters: Mapping[str, CompoundSplitter] | None = None,
     progress: bool | None = None,
+    models: dict[tuple[int, bytes], IBM1Model] | None = None,
 ) -> tuple[TranslationTable, dict[str, Any]]:
     """One direct table ``src``-``tgt``: IBM-1 on the aligned claims of ``records`` (read in that direction)
     merged with the dictionary ``lexicon`` (``None``: not available; ``lexicon_sources``: the names of the
-    dictionaries it combines, for the table's ``sources``), pruned, cognates self-translated.
+    dictionaries it combines, for the table's ``sources``), pruned, cognates self-translated. ``models``: the
+    alignment models a build's directions share (``ibm1.trained_once``).
 
     Raises ``ValueError`` when neither resource gives anything.
     """
@@ -271,6 +273,7 @@ def build_direction(
                 min_content=settings.min_content,
                 progress=progress,
                 splitters=splitters,
+                models=models,
             )
         except ValueError as exc:
             log.warning("%s-%s aligned-claims model not trained: %s", src, tgt, exc)
