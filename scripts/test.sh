@@ -25,21 +25,10 @@ echo "== pytest"
 set +e
 # two workers (the CI machine's two cores), whole test files per worker, handed out longest first (tests/conftest.py);
 # -m "": every test (real data, slow, servers, e2e, load, ray), not the fast set a bare `pytest` runs (pyproject's
-# addopts); a -m among the extra arguments comes later and wins.
-# The tests marked `solo` time the product against a figure the docs quote (the README's demo time): they run after the
-# others, alone, since beside the other worker they measured the machine's load (265 s for the quoted 120 s).
-if [ $# -eq 0 ]; then
-  python -m pytest -q -n "${PRIORART_TEST_WORKERS:-2}" --dist loadfile --no-loadscope-reorder -m "not solo"
-  rc=$?
-  wait "$mypy_pid"; mypy_rc=$?; mypy_pid=""  # nothing else running while the timed tests time
-  echo "== pytest: the timed tests, alone"
-  python -m pytest -q -m "solo" $(grep -rl "mark.solo" tests --include="test_*.py")  # (only their files collected)
-  solo_rc=$?
-  if [ "$rc" -eq 0 ]; then rc=$solo_rc; fi
-else
-  python -m pytest -q -n "${PRIORART_TEST_WORKERS:-2}" --dist loadfile --no-loadscope-reorder -m "" "$@"
-  rc=$?
-fi
+# addopts); a -m among the extra arguments comes later and wins. No test times the product: the figures the docs quote
+# are printed by `priorart bench ...` (the README's demo time: `priorart bench demo`).
+python -m pytest -q -n "${PRIORART_TEST_WORKERS:-2}" --dist loadfile --no-loadscope-reorder -m "" "$@"
+rc=$?
 if [ -n "$mypy_pid" ]; then wait "$mypy_pid"; mypy_rc=$?; fi
 set -e
 echo "== mypy"; cat "$mypy_log"; rm -f "$mypy_log"

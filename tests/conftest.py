@@ -17,36 +17,36 @@ SHARED_DATA = Path(os.environ.get("PRIORART_DATA", REPO.parent / "shared" / "dat
 
 
 # The suite runs on two workers (scripts/test.sh: pytest-xdist, whole files per worker, in collection order). Files are
-# handed out longest first, so that no long file starts last and holds up the end (each file's seconds in a full run
-# of 860 tests from a fresh clone of 094c32f, -n 2 on the 2-core machine, from its 80 longest durations: a file's
-# other tests are short); every other file keeps its place after these.
+# handed out longest first, so that no long file starts last and holds up the end (each file's seconds, the sum of its
+# tests', in a full run of 1,209 tests in a new worktree of 8ef732a, -n 2 on the 2-core machine:
+# `PRIORART_TEST_TIMELINE=FILE bash scripts/test.sh`, then `python scripts/test_timeline.py FILE`); every other file
+# keeps its place after these.
 LONGEST_FIRST = (
-    "tests/service/index/test_live.py",  # 194
-    "tests/service/test_serve_ray.py",  # 149
-    "tests/training/commands/test_demo.py",  # 149
-    "tests/test_readme.py",  # 140 (the real-data examples; the timed demo runs alone, after: scripts/test.sh)
-    "tests/load/test_load.py",  # 139
-    "tests/training/commands/test_watch_cli.py",  # 118 (its kill -9 test: 6 trials on 300 watches then; 4 on 100 now)
-    "tests/deploy/test_fresh_install.py",  # 106 (two CPU levels of kernels warmed, as the Dockerfile does)
-    "tests/training/experiments/test_xling_routes.py",  # 102
-    "tests/training/test_build_all_data.py",  # 100 (the whole shared data set ingested, built, searched)
-    "tests/training/test_build.py",  # 73
-    "tests/service/index/test_live_failures.py",  # 73
-    "tests/test_docs_results.py",  # 65
-    "tests/e2e/test_schemathesis.py",  # 64
-    "tests/service/test_shards.py",  # 60
-    "tests/service/passages/test_passage_regression.py",  # 57
-    "tests/load/test_bench_load.py",  # 56
-    "tests/training/test_fusion.py",  # 50
-    "tests/e2e/test_browser.py",  # 46
-    "tests/training/commands/test_evaluate.py",  # 45
-    "tests/training/test_passage_tuning.py",  # 38
-    "tests/training/experiments/test_xling.py",  # 37
-    "tests/service/passages/test_passage_index.py",  # 37
-    "tests/training/test_build_models.py",  # 33
-    "tests/training/commands/test_serve_cli.py",  # 27
-    "tests/service/watch/test_watch.py",  # 27
-    "tests/service/api/test_reload_memory.py",  # 27
+    "tests/service/index/test_live.py",  # 182
+    "tests/service/test_serve_ray.py",  # 114
+    "tests/training/commands/test_demo.py",  # 112 (with the new machine's demo on 200 documents, 24 s)
+    "tests/load/test_load.py",  # 108
+    "tests/service/index/test_live_failures.py",  # 98
+    "tests/training/test_build_all_data.py",  # 93 (the whole shared data set ingested, built, searched)
+    "tests/service/watch/test_watch_shared.py",  # 85
+    "tests/training/experiments/test_ranking.py",  # 72
+    "tests/service/watch/test_watch.py",  # 69
+    "tests/service/test_shards.py",  # 69
+    "tests/training/experiments/test_xling_routes.py",  # 69
+    "tests/deploy/test_fresh_install.py",  # 68 (two CPU levels of kernels warmed, as the Dockerfile does)
+    "tests/service/stages/test_dense_pretrained.py",  # 62
+    "tests/training/test_ranker.py",  # 58
+    "tests/training/commands/test_watch_cli.py",  # 56
+    "tests/training/commands/test_evaluate.py",  # 55
+    "tests/training/test_build.py",  # 54
+    "tests/e2e/test_browser.py",  # 45
+    "tests/training/translation/test_index_step.py",  # 45
+    "tests/load/test_bench_load.py",  # 42
+    "tests/service/passages/test_passage_regression.py",  # 40
+    "tests/training/experiments/test_experiment_code_prediction.py",  # 38
+    "tests/test_docs_results.py",  # 33
+    "tests/training/test_fusion.py",  # 30
+    "tests/e2e/test_schemathesis.py",  # 28
 )
 
 

@@ -328,6 +328,24 @@ def start_command(
     typer.echo(format_table(summary(starts)))
 
 
+@bench_app.command("demo")
+def demo_command(
+    args: list[str] = typer.Argument(None, help="Arguments for `priorart demo` (default: none, the README's run: 5,000 "
+                                     "synthetic patents)."),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Show the demo's own output."),
+    out: Path | None = typer.Option(None, "--out", "-o", help="Also write the report (JSON) there."),
+    as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
+) -> None:
+    """The README's demo as a new machine runs it (empty caches), timed to its `ready` line, beside the time the
+    README quotes (docs/RESULTS.md, The test suite and the demo)."""
+    from training.benchmarks.demo import demo_report, format_report
+
+    report = demo_report(list(args or []), log=(lambda line: typer.echo(line, err=True)) if verbose else lambda _: None)
+    _emit(report, out, as_json, format_report)
+    if report["ready_s"] is None:
+        raise typer.Exit(1)
+
+
 @bench_app.command("dump")
 def dump_command(
     index: Path = typer.Argument(..., help="Index folder built from the shared data (`priorart build`)."),

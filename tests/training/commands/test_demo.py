@@ -228,3 +228,17 @@ def test_a_server_stopped_by_a_signal_is_not_a_failed_step(demo200: Path) -> Non
     finally:
         demo.close()
     assert demo.proc.returncode == 0 and "server stopped (SIGTERM)" in out and "error:" not in out
+
+
+@pytest.mark.server
+def test_a_new_machine_s_demo_serves_with_the_kernels_it_compiled_beside_its_build() -> None:
+    """Issue 57 item 1: the demo's first serve compiled 59 of 61 kernel variants before it answered. The demo compiles
+    them beside its build, and the server reads them from numba's cache: run as ``priorart bench demo`` runs the
+    README's demo (a new work folder, numba's cache and the vector cache empty), on 200 documents."""
+    res = CliRunner().invoke(app, ["bench", "demo", "--json", "--", "-n", "200"])
+    assert res.exit_code == 0, res.output
+    run = json.loads(res.output)
+    assert run["args"] == ["-n", "200"] and run["ready_s"] > 0, run["output_tail"]
+    assert run["kernels_from_cache"], run["output_tail"]
+    assert run["readme_quote_s"] and run["quoted_over_measured"] == round(run["readme_quote_s"] / run["ready_s"], 2)
+
