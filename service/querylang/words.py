@@ -34,9 +34,7 @@ from __future__ import annotations
 import bisect
 import re
 import sys
-import threading
 from array import array
-from collections import OrderedDict
 from collections.abc import Iterator
 from datetime import date
 from pathlib import Path
@@ -302,31 +300,24 @@ class WordSegment:
 
 
 def word_segments(segment_dirs: Any, starts: Any) -> list[tuple[WordSegment, int]]:
-    """The word index of each segment of a generation (a doc store's ``segment_dirs`` and ``segment_starts``),
-    shared while its files are unchanged (a reload after ``add`` opens only the new segment's)."""
-    from service.filecache import file_identity
+    """The word index of each segment of a generation (a doc store's ``segment_dirs`` and ``segment_starts``; the doc
+    store keeps them, :meth:`DocStore.word_segments`). A segment is read once while something holds it
+    (:func:`service.filecache.load_shared`): a reload after ``add`` opens only the new segment's, and the stems of its
+    words, computed at the first translation into each language, stay with it."""
+    from service.filecache import load_shared
 
     out = []
     for d, start in zip(segment_dirs, starts, strict=True):
-        vocab = Path(d) / WORDS_DIR / "vocab.offsets.npy"
+        vocab = Path(d) / WORDS_DIR / "vocab.txt"
         if not vocab.is_file():
             raise FileNotFoundError(f"{d}: no word index ({WORDS_DIR}/): the query language needs it; rebuild the "
                                     "index with `priorart build`")
-        key = file_identity(vocab.parent / "vocab.txt")
-        with _held_lock:
-            seg = _HELD.pop(key, None) or WordSegment(Path(d))
-            _HELD[key] = seg  # (the most recent last)
-            while len(_HELD) > HELD_SEGMENTS:
-                _HELD.popitem(last=False)
-        out.append((seg, int(start)))
+        out.append((load_shared(vocab, _open_segment), int(start)))
     return out
 
 
-HELD_SEGMENTS = 256
-"""Word segments kept open by this process between queries (their words' stems, computed at the first translation
-into each language, are kept with them): every segment of a few generations of a live index."""
-_HELD: OrderedDict[tuple[Any, ...], WordSegment] = OrderedDict()
-_held_lock = threading.Lock()
+def _open_segment(vocab: Path) -> WordSegment:
+    return WordSegment(vocab.parent.parent)
 
 
 def write_words(out: Path, records: Any, *, progress: bool = False) -> dict[str, Any]:

@@ -85,7 +85,8 @@ def demo_report(args: list[str], *, log: Callable[[str], None] = lambda _: None)
 def format_report(r: dict[str, Any]) -> str:
     if r["ready_s"] is None:
         return "the demo did not get ready:\n" + r["output_tail"]
-    lines = [f"{' '.join(['priorart demo', *r['args']])}: ready {r['ready_s']:.0f} s after it started (new work folder, "
+    command = " ".join(["priorart demo", *r["args"]])
+    lines = [f"{command}: ready {r['ready_s']:.0f} s after it started (new work folder, "
              f"numba's cache and the vector cache empty; load average {r['load_average']:.2f} before, "
              f"{r['cpus']} CPUs)",
              f"  kernels: {r['kernels'] or 'no start-up line'}"]
