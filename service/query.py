@@ -215,12 +215,14 @@ def _language(query: Query, docs: DocStore, resources: Any) -> LanguageQuery:
     term's expansion), the text the product ranks them by (its words that are not negated), and notes."""
     from service.querylang.evaluate import Evaluator, QueryLanguageError, positive_words
     from service.querylang.syntax import QuerySyntaxError, parse
+    from service.querylang.words import word_segments
+
     try:
         node = parse(query.text)
     except QuerySyntaxError as exc:
         raise QueryError(str(exc), position=exc.position, expected=exc.expected) from exc
     try:
-        segments = docs.word_segments()
+        segments = word_segments(docs)
     except FileNotFoundError as exc:
         raise QueryError(str(exc)) from exc
     analyzers = tables = None

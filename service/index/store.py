@@ -258,7 +258,6 @@ class DocStore:
 
     def __init__(self, index_dir: str | Path, *, segments: Sequence[tuple[Path, np.ndarray]] | None = None) -> None:
         self._fds: list[int] = []
-        self._words: list[tuple[Any, int]] | None = None
         self._header_fds: list[int | None] = []
         # parsed header records of recently shown rows (read-only for callers): the same documents recur in hit
         # lists, and parsing a header (pydantic, codes normalised) was the largest part of a /search's hit list
@@ -422,15 +421,6 @@ class DocStore:
         err = DamagedRecordError(self.ids[row], row, self._segment_names[seg], file, exc)
         log.error("%s (%s): %s", err, self.index_dir, exc)
         return err
-
-    def word_segments(self) -> list[tuple[Any, int]]:
-        """The word index of each segment with its first row (:func:`service.querylang.words.word_segments`, for the
-        query language), opened at the first query that needs it and kept while this store is."""
-        if self._words is None:
-            from service.querylang.words import word_segments
-
-            self._words = word_segments(self.segment_dirs, self.segment_starts)
-        return self._words
 
     def close(self) -> None:
         """Release the records files (also done when the store is garbage-collected)."""

@@ -34,6 +34,8 @@ from __future__ import annotations
 import bisect
 import re
 import sys
+import threading
+import weakref
 from array import array
 from collections.abc import Iterator
 from datetime import date
@@ -44,7 +46,7 @@ import numpy as np
 from tqdm import tqdm
 
 from service.corpus.record import PatentRecord
-from service.index.store import EPOCH, MISSING_DATE  # (the doc store's day numbers: one definition)
+from service.index.store import EPOCH, MISSING_DATE, DocStore  # (the doc store's day numbers: one definition)
 from service.querylang.syntax import FIELD_NUMBER, WILDCARD_CLASS, wildcard_regex
 
 WORDS_DIR = "words"
@@ -299,21 +301,30 @@ class WordSegment:
         return self._stems[lang]
 
 
-def word_segments(segment_dirs: Any, starts: Any) -> list[tuple[WordSegment, int]]:
-    """The word index of each segment of a generation (a doc store's ``segment_dirs`` and ``segment_starts``; the doc
-    store keeps them, :meth:`DocStore.word_segments`). A segment is read once while something holds it
-    (:func:`service.filecache.load_shared`): a reload after ``add`` opens only the new segment's, and the stems of its
-    words, computed at the first translation into each language, stay with it."""
+def word_segments(docs: DocStore) -> list[tuple[WordSegment, int]]:
+    """The word index of each segment of a doc store's generation with the segment's first row, kept while the doc
+    store is. A segment is read once while something holds it (:func:`service.filecache.load_shared`): a reload after
+    ``add`` opens only the new segment's, and the stems of its words, computed at the first translation into each
+    language, stay with it."""
     from service.filecache import load_shared
 
+    with _of_store_lock:
+        found = _of_store.get(docs)
+    if found is not None:
+        return found
     out = []
-    for d, start in zip(segment_dirs, starts, strict=True):
+    for d, start in zip(docs.segment_dirs, docs.segment_starts, strict=True):
         vocab = Path(d) / WORDS_DIR / "vocab.txt"
         if not vocab.is_file():
             raise FileNotFoundError(f"{d}: no word index ({WORDS_DIR}/): the query language needs it; rebuild the "
                                     "index with `priorart build`")
         out.append((load_shared(vocab, _open_segment), int(start)))
-    return out
+    with _of_store_lock:
+        return _of_store.setdefault(docs, out)
+
+
+_of_store: weakref.WeakKeyDictionary[DocStore, list[tuple[WordSegment, int]]] = weakref.WeakKeyDictionary()
+_of_store_lock = threading.Lock()
 
 
 def _open_segment(vocab: Path) -> WordSegment:
