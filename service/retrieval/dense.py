@@ -102,6 +102,16 @@ def prepare_vectors(vectors: np.ndarray, metric: str) -> np.ndarray:
     return np.ascontiguousarray(out, dtype=np.float32)
 
 
+EXACT_KEPT_BYTES = 64 << 20
+"""The most memory an added segment's vectors take when kept as scored (float64): 21,845 vectors of 384 dimensions;
+a larger one is read from its memory map at each search, as the build's segment is."""
+
+
+def _is_all(rows: np.ndarray) -> bool:
+    """Whether ``rows`` (as many as the segment has) are 0, 1, ..., n - 1."""
+    return bool(rows[0] == 0 and rows[-1] == len(rows) - 1 and np.all(np.diff(rows) == 1))
+
+
 def ivf_nlist(n: int) -> int:
     """IVF lists for ``n`` vectors: ~4 sqrt(n), at most n / 39 (FAISS wants >= 39 training points a list)."""
     return max(1, min(int(4 * np.sqrt(max(n, 1))), n // 39))
@@ -197,6 +207,8 @@ class DenseIndex:
         self.exact_filter_max = exact_filter_max
         self.notes = list(notes or [])
         self._gpu_resources = gpu_resources  # keep alive as long as the GPU index
+        self._rows = np.asarray(vectors)  # (a memory map's rows gathered without np.memmap's per-call overhead)
+        self._exact: np.ndarray | None = None  # an added segment's vectors as scored, once (:meth:`_scored_rows`)
         if index is not None and int(index.ntotal) != len(vectors):
             raise DenseIndexError(f"FAISS index holds {index.ntotal} vectors, {Layout.DENSE_VECTORS} {len(vectors)}")
 
@@ -324,20 +336,30 @@ class DenseIndex:
         if len(rows) == 0:
             return np.zeros(0, dtype=np.float64)
         q = self._query(query_vec)
-        if len(rows) < 2 or bool(np.all(np.diff(rows) > 0)):
-            docs = np.asarray(self.vectors[rows])
-        else:  # fancy indexing of a memory map reads fastest in row order
-            order = np.argsort(rows, kind="stable")
-            docs = np.empty((len(rows), self.dim), dtype=np.float32)
-            docs[order] = self.vectors[rows[order]]
-        # in float64: a float32 product's last bits depend on how many rows are multiplied at once (BLAS blocking), and
-        # a row's score must not depend on the rows beside it (a shard's, a segment's, a live index's candidates)
-        docs = prepare_vectors(docs, self.metric).astype(np.float64)
+        docs = self._scored_rows(rows)
         q64 = q.astype(np.float64)
         if self.metric == "l2":
             diff = docs - q64[None, :]
             return -np.einsum("ij,ij->i", diff, diff)
         return docs @ q64
+
+    def _scored_rows(self, rows: np.ndarray) -> np.ndarray:
+        """The vectors of ``rows`` as they are scored: normalised for the metric, in float64 (a float32 product's last
+        bits depend on how many rows are multiplied at once, BLAS blocking, and a row's score must not depend on the
+        rows beside it: a shard's, a segment's, a live index's candidates). Each row's values depend on that row
+        alone, so the vectors of a segment searched exactly (an added one: no FAISS index, at most
+        :data:`EXACT_KEPT_BYTES` as scored) are prepared once and their rows taken from that copy, the same values."""
+        if self._exact is None and self.index is None and len(self) * self.dim * 8 <= EXACT_KEPT_BYTES:
+            self._exact = prepare_vectors(self._rows, self.metric).astype(np.float64)
+        if self._exact is not None:
+            return self._exact if len(rows) == len(self._exact) and _is_all(rows) else self._exact[rows]
+        if len(rows) < 2 or bool(np.all(np.diff(rows) > 0)):
+            docs = self._rows[rows]
+        else:  # fancy indexing of a memory map reads fastest in row order
+            order = np.argsort(rows, kind="stable")
+            docs = np.empty((len(rows), self.dim), dtype=np.float32)
+            docs[order] = self._rows[rows[order]]
+        return prepare_vectors(docs, self.metric).astype(np.float64)
 
     def _exact_top(self, q: np.ndarray, rows: np.ndarray, k: int) -> DenseHits:
         s = self.scores(q, rows)

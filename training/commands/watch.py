@@ -176,14 +176,16 @@ def run_command(index: Path = _INDEX, state: Path | None = _STATE, as_json: bool
                 batch: int = typer.Option(250, "--batch", min=1, help="Watches whose evaluations are committed "
                                           "together (one transaction)."),
                 chunk: int = typer.Option(250, "--chunk", min=1, help="Watches that share one cut of the index "
-                                          "(the new documents and their top k).")) -> None:
+                                          "(the new documents and their top k)."),
+                threads: int | None = typer.Option(None, "--threads", min=1, help="Watches evaluated at once "
+                                                   "(default: one per core).")) -> None:
     """Evaluate the watches not yet evaluated at the index's newest generation (what `priorart add` and a server
     do by themselves); a rerun after a crash finishes what was left, once."""
     from service.index.folder import IndexFormatError
     from service.watch.store import StateError
 
     try:
-        report = evaluate_watches(index, state, batch=batch, chunk=chunk)
+        report = evaluate_watches(index, state, batch=batch, chunk=chunk, threads=threads)
     except (StateError, IndexFormatError) as exc:
         _fail(str(exc))
     if report is None:
@@ -201,13 +203,14 @@ def delete_command(index: Path = _INDEX, watch_id: str = typer.Argument(..., hel
     typer.echo(f"watch {watch_id} deleted")
 
 
-def evaluate_watches(index: Path, state: Path | None = None, *, batch: int = 250,
-                     chunk: int = 250) -> EvaluationReport | None:
+def evaluate_watches(index: Path, state: Path | None = None, *, batch: int = 250, chunk: int = 250,
+                     threads: int | None = None) -> EvaluationReport | None:
     """Evaluate the watches of ``index`` at its newest generation (None: no watch was ever saved there), then push
-    the hits to the watches' webhooks (with the retries that are due). Raises ``StateError`` (an unusable state
-    folder) or ``IndexFormatError`` (an index that does not load)."""
+    the hits to the watches' webhooks (with the retries that are due). ``threads``: watches evaluated at once (None:
+    one per core: the writer has the machine). Raises ``StateError`` (an unusable state folder) or
+    ``IndexFormatError`` (an index that does not load)."""
     from service.engine import Engine
-    from service.watch.evaluate import evaluate
+    from service.watch.evaluate import all_cores, evaluate
     from service.watch.store import WatchStore
     from service.watch.webhooks import deliver
 
@@ -217,7 +220,7 @@ def evaluate_watches(index: Path, state: Path | None = None, *, batch: int = 250
         return None
     engine = Engine.load(index, settings=settings, verify=False)
     try:
-        report = evaluate(engine, store, batch=batch, chunk=chunk)
+        report = evaluate(engine, store, batch=batch, chunk=chunk, threads=threads or all_cores())
     finally:
         engine.close()
     report.webhooks = deliver(store, backoff_s=settings.webhook_backoff_s, allow=settings.webhook_allow).to_dict()

@@ -139,7 +139,9 @@ def test_hits_equal_what_rerunning_each_search_shows_as_new(built: tuple[Path, l
     """Three generations: an add, an add with a replaced publication and an add that compacts; every watch's hits at
     each generation are the new documents in its top k, as re-running its search shows, ranks included; with the
     learned ranker (the index's, ``auto``) and with the passage rule. Many watches are settled by the bound, without
-    a search: most with the rule (it reaches the first 10 of the fused order), fewer with the ranker (its 20)."""
+    a search: most with the rule (it reaches the first 10 of the fused order), fewer with the ranker (its 20). The
+    first and the last generations are evaluated in 3 threads (as a writer on a 3-core machine does), the second in
+    one."""
     idx, records = built
     idx, store = _copy(built, tmp_path, database)
     rng = random.Random(11)
@@ -159,7 +161,7 @@ def test_hits_equal_what_rerunning_each_search_shows_as_new(built: tuple[Path, l
         engine = _load(idx, evidence_by)
         assert engine.ranker is not None and engine.settings.evidence_by == evidence_by
         assert engine.generation >= gen
-        report = evaluate(engine, store)
+        report = evaluate(engine, store, threads=3 if gen != 2 else 1)
         assert report.watches == len(watches) and report.errors == 0 and report.bound == "first stage"
         expected = _expected(engine, watches, {r.id for r in batch})
         got = _got(store, engine.generation)
@@ -333,7 +335,7 @@ def test_the_default_build_s_watches_take_the_fused_order_bound(built: tuple[Pat
     bounded by its first-stage score): the fused-order bound settles the watches whose pipeline, without the evidence
     step, puts no new document among its first 20 (their query vectors remembered when saved, never encoded again),
     the others are searched, and every watch's hits are the new documents of its top k, as re-running its search
-    shows."""
+    shows. Evaluated in 2 threads, as ``priorart add`` on the 2-core machine."""
     from training.build import build_index
 
     _, records = built
@@ -349,7 +351,7 @@ def test_the_default_build_s_watches_take_the_fused_order_bound(built: tuple[Pat
     engine = _load(idx, "auto")
     encoder = next(s.encoder for s in engine.pipeline.stages if s.name == "dense")
     encoded = _count_encodings(encoder)
-    report = evaluate(engine, store)
+    report = evaluate(engine, store, threads=2)
     assert "query" not in encoded, len(encoded)  # every query's vector remembered since the watch was saved
     assert report.watches == len(watches) and report.errors == 0 and report.bound == "fused order"
     assert report.by_bound > 0 and report.by_bound + report.searched == len(watches)
