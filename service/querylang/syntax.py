@@ -491,7 +491,8 @@ def looks_like_query(text: str) -> bool:
     stays free text). A title in capitals (``METHOD AND APPARATUS``), a symbol in capitals (``VAC*``), quotes and
     parentheses are no sign."""
     signs = len(_FIELD_CLAUSE.findall(text)) + len(_DISTINCT.findall(text))
-    signs += sum(any(c.islower() for c in m.group(0)) for m in _TRUNCATED.finditer(text))  # (not VAC*, a symbol)
+    if any(c in text for c in "?#*"):  # (a truncation needs one; the pattern is slow on a long claim without)
+        signs += sum(any(c.islower() for c in m.group(0)) for m in _TRUNCATED.finditer(text))  # (not VAC*, a symbol)
     signs += sum(_capital_operator(text, m) for m in _CAPITALS.finditer(text))
     return signs >= (1 if len(text.split()) <= LONG_TEXT else 3)
 

@@ -145,6 +145,19 @@ _open_lock = threading.Lock()
 
 def vector_cache(graph: str, dim: int) -> VectorCache | None:
     """The machine's cache for ``graph`` (None: turned off, or it cannot be used here; logged once)."""
+    env = (os.environ.get(ENV), os.environ.get("PRIORART_CACHE_DIR"), os.environ.get("HOME"), graph)
+    found = _BY_ENV.get(env, _UNSEEN)  # (asked once per query that is remembered: the path is not worked out again)
+    if found is not _UNSEEN:
+        return found  # type: ignore[return-value]
+    _BY_ENV[env] = cache = _vector_cache(graph, dim)
+    return cache
+
+
+_UNSEEN = object()
+_BY_ENV: dict[tuple[str | None, ...], VectorCache | None] = {}
+
+
+def _vector_cache(graph: str, dim: int) -> VectorCache | None:
     path = cache_path()
     if path is None:
         return None
