@@ -24,7 +24,9 @@ EXIT_AFTER_COMMIT = 3
 
 
 def _records(corpus: Path) -> Iterable[PatentRecord]:
-    """A corpus JSONL (.gz), or a folder / file of publication XML through the ingest readers."""
+    """A corpus JSONL (.gz), or a folder / file of publication XML through the ingest readers, a publication found in
+    several of its files (an office's XML and its MAREC or OPS full text) merged into one record as ``priorart ingest``
+    merges them (:func:`training.ingest.merge.merge_all`; said on stderr)."""
     from service.corpus.jsonl import read_corpus
 
     name = corpus.name.lower()
@@ -33,8 +35,12 @@ def _records(corpus: Path) -> Iterable[PatentRecord]:
     if not corpus.exists():
         raise FileNotFoundError(f"{corpus} does not exist")
     from training.ingest import iter_records
+    from training.ingest.merge import merge_all
 
-    return iter_records([corpus])
+    records, merged = merge_all(iter_records([corpus]))  # (a week's batch: held in memory, as the add holds it)
+    for key, sources in merged.items():
+        typer.echo(f"{key}: in {len(sources)} files ({', '.join(sources)}), merged into one record", err=True)
+    return records
 
 
 def _print(report: LiveReport, as_json: bool) -> None:

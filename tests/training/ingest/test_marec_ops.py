@@ -259,6 +259,43 @@ def test_ep_grant_from_epo_xml_and_marec_is_one_record(marec_dir: Path, tmp_path
     assert rec.provenance["priority_ids"] == "marec" and rec.priority_ids == ["JP2000005637", "JP2000005638"]
 
 
+def test_priorart_add_of_a_folder_with_one_publication_in_two_files_adds_one_merged_record(
+        marec_dir: Path, tmp_path: Path) -> None:
+    """``priorart add INDEX FOLDER`` where the folder holds the EPO file and the MAREC file of one grant: one record
+    added, merged as ``priorart ingest`` merges them, and said (it failed before: the publication came twice in the
+    batch, nothing added)."""
+    import shutil
+
+    from typer.testing import CliRunner
+
+    from service.index.folder import IndexFolder
+    from service.index.store import DocStore
+    from training.build import build_index
+    from training.cli import app
+    from training.synth import generate
+
+    index = tmp_path / "index"
+    build_index(list(generate(12, seed=4)), index, translation=False, compounds="", progress=False)
+    week = tmp_path / "week"
+    (week / "ep").mkdir(parents=True)
+    epo = _ep_bibliographic("1116605", "B1", {"en": "PNEUMATIC TIRE"}, "B60C 9/02 20060101ALI20051008",
+                            "EP-A- 0 997 325")
+    (week / "ep" / "EP1116605B1.xml").write_text(epo, encoding="utf-8")
+    (week / "marec").mkdir()
+    shutil.copy(marec_dir / "EP-1116605-B1.xml", week / "marec")
+    res = CliRunner().invoke(app, ["add", str(index), str(week), "--json", "--no-progress", "--no-watches"])
+    assert res.exit_code == 0, res.output
+    assert "EP1116605B1: in 2 files (ep, marec), merged into one record" in res.stderr
+    docs = DocStore.of_folder(IndexFolder.open(index))
+    try:
+        assert len(docs) == 13
+        rec = docs.get("EP1116605B1")
+        assert rec.title["en"] == "PNEUMATIC TIRE" and rec.title["de"].startswith("Luftreifen")
+        assert {lang: len(c) for lang, c in rec.claims.items()} == {"de": 3, "en": 3, "fr": 3}
+    finally:
+        docs.close()
+
+
 def test_ops_full_text_joins_a_bibliographic_ep_record(ep_dir: Path, tmp_path: Path) -> None:
     """The real EP1605745A1 (ep-bulletin: title and IPC, no text) and an OPS full text of it: one record."""
     ops_file = tmp_path / "EP1605745.xml"
