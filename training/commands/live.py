@@ -78,7 +78,8 @@ def _committed(exc: AfterCommitError, as_json: bool) -> NoReturn:
 
 def add_command(
     index: Path = typer.Argument(..., help="Index folder built by `priorart build`."),
-    corpus: Path = typer.Argument(..., help="Records to add: corpus JSONL (.gz), or a folder of EP/US XML."),
+    corpus: Path = typer.Argument(..., help="Records to add: corpus JSONL (.gz), or a folder of publication XML "
+                                  "(EP, US, MAREC, OPS: a publication in several files becomes one record)."),
     device: str = typer.Option("auto", "--device", help="Where the document encoders run (index with models)."),
     max_segments: int = typer.Option(10, "--max-segments", min=1, help="Merge the newest segments when a "
                                      "generation would still hold more after the tiered merges."),
