@@ -141,12 +141,15 @@ class Engine:
 
     # ------------------------------------------------------------------ loading
     @classmethod
-    def load(cls, index_dir: str | Path, *, settings: Settings | None = None, verify: bool = True) -> Engine:
-        """Open and verify an index folder; raises ``IndexFormatError`` with a clear message if unusable."""
+    def load(cls, index_dir: str | Path, *, settings: Settings | None = None, verify: bool = True,
+             generation: int | None = None) -> Engine:
+        """Open and verify an index folder (at its newest generation, or at ``generation``); raises
+        ``IndexFormatError`` with a clear message if unusable."""
         settings = settings or Settings(index_dir=Path(index_dir))
         if is_sharded(index_dir):  # every shard in this process, weighted with the global statistics
             return cls.sharded(index_dir, settings=settings, verify=verify)
-        folder = IndexFolder.open(index_dir, verify=verify)
+        folder = (IndexFolder.open(index_dir, verify=verify) if generation is None else
+                  IndexFolder.at(index_dir, generation, verify=verify))
         pipeline = compose(folder, settings)
         return cls(folder, settings, pipeline, _load_scheme(settings, pipeline.docs))
 

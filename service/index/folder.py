@@ -497,6 +497,12 @@ class IndexFolder:
         raise AssertionError("unreachable")
 
     @classmethod
+    def at(cls, root: str | Path, generation: int, *, verify: bool = True) -> IndexFolder:
+        """Open the folder at ``generation`` (one that is still on disk: a process that works beside the one that
+        opened it, on the same documents)."""
+        return cls._open_generation(root, generation, verify=verify)
+
+    @classmethod
     def _open_generation(cls, root: str | Path, gen: int, *, verify: bool) -> IndexFolder:
         folder = cls(root, load_meta(root, verify=verify))
         if gen == 0:

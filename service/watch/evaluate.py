@@ -35,6 +35,12 @@ pipeline, the first-stage bound a cut of it.)
 
 Evaluation is idempotent per (watch, generation) (service/watch/store.py): batches of :data:`BATCH` watches are
 committed together, and a watch evaluated at a generation is never evaluated at it again.
+
+Each watch's evaluation is independent of the others', so a writer evaluates several at once (``workers``: one per
+core for ``priorart add`` and ``priorart watch run``): in processes that each load the index at the generation being
+evaluated (:func:`in_processes`, from :data:`PROCESS_MIN` watches per worker), or in threads of this process (fewer
+watches; a sharded index). A server evaluates in one thread beside its requests. The outcomes and their order are
+the same whatever the workers; this process alone writes them.
 """
 
 from __future__ import annotations
@@ -46,14 +52,14 @@ import os
 import time
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from itertools import groupby, islice
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from service.index.folder import Layout, generation_numbers
+from service.index.folder import Layout, generation_numbers, is_sharded
 from service.query import Query, QueryError, resolve
 from service.watch.models import Watch, WatchHit, WatchRequest
 from service.watch.store import Outcome, Pending, Snapshot, WatchStore, now
@@ -69,6 +75,13 @@ BATCH = 250
 """Watches whose evaluations are committed in one transaction."""
 CHUNK = 250
 """Watches that share one cut of the sparse indexes (the new documents and their stored top k)."""
+
+
+PROCESS_MIN = 1000
+"""Watches per worker from which a writer evaluates them in processes rather than threads: a process starts in a few
+seconds (the interpreter, the imports, the index at the generation mapped again), which 1,000 watches' evaluations
+outweigh; threads share the GIL, and each watch holds it for most of its Python (docs/RESULTS.md, "Prior-art
+watch")."""
 
 
 def all_cores() -> int:
@@ -95,6 +108,7 @@ class EvaluationReport:
     # which bound settled watches without a search: "first stage" (a cut of the sparse indexes, a pipeline that ranks
     # by the first stage alone) or "fused order" (each watch's pipeline without the evidence step)
     bound: str = "first stage"
+    workers: str = "1 thread"  # how many watches were evaluated at once, and in what ("2 processes", "2 threads")
     webhooks: dict[str, Any] | None = None  # the deliveries made after it (service/watch/webhooks.py; CLI)
 
     def to_dict(self) -> dict[str, Any]:
@@ -320,16 +334,51 @@ class Evaluator:
         return best[0] if best else None
 
 
+def in_processes(engine: Engine, pending: Sequence[Pending], brought: np.ndarray, workers: int,
+                 chunk: int = CHUNK) -> Iterator[Outcome]:
+    """:meth:`Evaluator.run`'s outcomes, in its order, from ``workers`` processes: each loads the engine's generation
+    of the index (the same files, mapped again: :meth:`Engine.load` at ``generation``) and evaluates chunks of the
+    watches as :class:`Evaluator` does here. Processes are started afresh (``spawn``: nothing of this one's threads
+    or thread pools is inherited); an evaluation stopped cancels the chunks not started."""
+    import multiprocessing
+
+    ordered = sorted(pending, key=lambda w: (w.evaluated_generation, w.id))
+    parts = [ordered[lo : lo + chunk] for lo in range(0, len(ordered), chunk)]
+    pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"), initializer=_worker_start,
+                               initargs=(str(engine.index_dir), engine.generation, engine.settings, brought))
+    try:
+        for outcomes in pool.map(_worker_run, parts):
+            yield from outcomes
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+_WORKER: dict[str, Any] = {}  # a worker process's engine and the rows each generation brought
+
+
+def _worker_start(index_dir: str, generation: int, settings: Any, brought: np.ndarray) -> None:
+    from service.engine import Engine
+
+    _WORKER.update(engine=Engine.load(index_dir, settings=settings, verify=False, generation=generation),
+                   brought=brought)
+
+
+def _worker_run(watches: list[Pending]) -> list[Outcome]:
+    return list(Evaluator(_WORKER["engine"]).run(watches, _WORKER["brought"]))
+
+
 def evaluate(engine: Engine, store: WatchStore, *, wait: bool = True, batch: int = BATCH, chunk: int = CHUNK,
-             stop: Callable[[], bool] | None = None, threads: int = 1) -> EvaluationReport:
+             stop: Callable[[], bool] | None = None, workers: int = 1,
+             processes: bool | None = None) -> EvaluationReport:
     """Evaluate every watch of ``store`` not yet evaluated at the engine's generation (see the module doc).
 
     ``wait``: wait for another process's evaluation to end (else return at once, ``busy``). A store that
     already describes a newer generation than the engine's is left as it is (``stale``). ``stop``: asked between
     watches; True ends the evaluation there (the evaluated watches are committed, the others stay pending).
-    ``threads``: watches evaluated at once (the same outcomes, in the same order; 1.4-1.6x faster in 2 threads on
-    the 2-core machine, docs/RESULTS.md): the writer's ``priorart add`` and ``priorart watch run`` use every core, a
-    server one thread beside the requests it answers."""
+    ``workers``: watches evaluated at once, the same outcomes whatever their number: the writer's ``priorart add`` and
+    ``priorart watch run`` use every core, a server one thread beside the requests it answers. They are processes
+    (``processes`` True, or None and at least :data:`PROCESS_MIN` watches per worker: each loads the engine's
+    generation of the index itself) or threads of this one (a sharded index, fewer watches)."""
     started = time.perf_counter()
     report = EvaluationReport(engine.generation)
     if not store.exists:
@@ -347,15 +396,22 @@ def evaluate(engine: Engine, store: WatchStore, *, wait: bool = True, batch: int
             pending = store.pending(conn, engine.generation)
             if not pending:
                 return report
-            evaluator = Evaluator(engine, chunk=chunk, threads=threads)
+            workers = max(1, workers)
+            if processes is None:
+                processes = workers > 1 and len(pending) >= PROCESS_MIN * workers
+            processes = processes and not is_sharded(engine.index_dir)
+            evaluator = Evaluator(engine, chunk=chunk, threads=1 if processes else workers)
             report.bound = "first stage" if evaluator.first is not None else "fused order"
+            report.workers = f"{workers} {'processes' if processes else 'threads'}" if workers > 1 else "1 thread"
             oldest = min(w.evaluated_generation for w in pending)
             report.new_documents = int(np.count_nonzero(brought > oldest))
-            log.info("watches: evaluating %d at generation %d (%d documents new since generation %d) in %d thread(s)",
-                     len(pending), engine.generation, report.new_documents, oldest, evaluator.threads)
+            log.info("watches: evaluating %d at generation %d (%d documents new since generation %d) in %s",
+                     len(pending), engine.generation, report.new_documents, oldest, report.workers)
             buffer: list[Outcome] = []
             by_id = {w.id: w for w in pending}
-            for outcome in evaluator.run(pending, brought):
+            outcomes = (in_processes(engine, pending, brought, workers, chunk) if processes else
+                        evaluator.run(pending, brought))
+            for outcome in outcomes:
                 if stop is not None and stop():
                     break
                 watch = by_id[outcome.watch_id]  # (its hits are pushed to its webhook, queued with them)

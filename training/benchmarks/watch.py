@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import os
 import random
+import resource
 import shutil
 import statistics
 import time
@@ -105,8 +106,8 @@ def synthetic_claims(records: list[PatentRecord], n: int, rng: random.Random) ->
 def run_watch_bench(*, n_base: int = 100_000, n_add: int = 1_000, n_watches: int = 10_000, real_share: float = 0.3,
                     data: Path | None = None, cache_dir: Path, work_dir: Path | None = None, seed: int = 0,
                     verify: bool = True, chunk: int | None = None, log: Any = print,
-                    database_url: str | None = None, threads: int | None = None) -> dict[str, Any]:
-    """Run the benchmark (see the module doc); the result as a dict. ``threads``: the evaluation's (None: one per core,
+                    database_url: str | None = None, workers: int | None = None) -> dict[str, Any]:
+    """Run the benchmark (see the module doc); the result as a dict. ``workers``: the evaluation's (None: one per core,
     as ``priorart add`` evaluates)."""
     from service.engine import Engine
     from service.index.live import add_documents
@@ -157,10 +158,10 @@ def run_watch_bench(*, n_base: int = 100_000, n_add: int = 1_000, n_watches: int
         rss_before = _rss_mb()
         _reset_peak()
         t0 = time.perf_counter()
-        threads = threads or all_cores()
-        report = evaluate(engine, store, chunk=chunk or CHUNK, threads=threads)
+        report = evaluate(engine, store, chunk=chunk or CHUNK, workers=workers or all_cores())
         eval_s = time.perf_counter() - t0
         rss_peak = _rss_mb("VmHWM")
+        workers_peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024  # (KB on Linux; the largest)
         load_after = os.getloadavg()[0]
         per_watch = _per_watch_ms(store)
         result: dict[str, Any] = {
@@ -172,7 +173,8 @@ def run_watch_bench(*, n_base: int = 100_000, n_add: int = 1_000, n_watches: int
             "save_s": save_s, "add_s": add_s, "added": added.added, "generation": engine.generation,
             "load_s": load_s, "evaluation": report.to_dict(), "evaluation_s": eval_s,
             "per_watch_ms": per_watch, "mean_ms_per_watch": eval_s * 1000 / max(1, len(requests)),
-            "rss_before_mb": rss_before, "rss_peak_mb": rss_peak, "chunk": chunk or CHUNK, "threads": threads,
+            "rss_before_mb": rss_before, "rss_peak_mb": rss_peak, "chunk": chunk or CHUNK,
+            "worker_rss_peak_mb": workers_peak if report.workers.endswith("processes") else None,
             "store_mb": (sum(p.stat().st_size for p in store.root.iterdir() if p.is_file()) / 1e6
                          if database_url is None else None),
             "database": "sqlite" if database_url is None else "postgresql",
@@ -224,15 +226,18 @@ def format_report(r: dict[str, Any]) -> str:
         f"{', '.join(f'{k}: {n}' for k, n in r['k'].items())}) on {r['n_base']} synthetic documents, then an add of "
         f"{r['added']} ({r['n_add'] / r['n_base']:.0%}); {r['cpus']} CPUs, load average (1 min) {r['load_before']} as "
         f"the evaluation started, {r['load_after']} as it ended",
-        f"evaluation in {r.get('threads', 1)} thread(s): {r['evaluation_s']:.1f} s in all, "
-        f"{r['mean_ms_per_watch']:.2f} ms per watch (the times below are each watch's own, in its thread); "
+        f"evaluation in {e.get('workers', '1 thread')}: {r['evaluation_s']:.1f} s in all, "
+        f"{r['mean_ms_per_watch']:.2f} ms per watch (the times below are each watch's own, in its worker); "
         f"{e['by_bound']} settled by the bound, {e['searched']} searched, {e['hits']} hits, {e['errors']} failed",
     ]
     for how, s in pw.items():
         lines.append(f"  {how}: {s['count']} watches, p50 {s['p50']:.2f} ms, p99 {s['p99']:.2f} ms, mean "
                      f"{s['mean']:.2f} ms")
     lines.append(f"memory: {r['rss_before_mb']:.0f} MB resident before the evaluation (the index loaded), peak "
-                 f"{r['rss_peak_mb']:.0f} MB during it; the state database ({r.get('database', 'sqlite')}) "
+                 f"{r['rss_peak_mb']:.0f} MB during it"
+                 + (f", each worker process at most {r['worker_rss_peak_mb']:.0f} MB"
+                    if r.get("worker_rss_peak_mb") else "")
+                 + f"; the state database ({r.get('database', 'sqlite')}) "
                  + (f"{r['store_mb']:.1f} MB" if r.get("store_mb") is not None else "on the server"))
     lines.append(f"not counted: saving the watches {r['save_s']:.1f} s (a search each), the add {r['add_s']:.1f} s, "
                  f"loading generation {r['generation']} {r['load_s']:.1f} s")

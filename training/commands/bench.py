@@ -386,7 +386,7 @@ def watch_command(
     cache_dir: Path = typer.Option(Path.home() / ".cache" / "priorart" / "bench-watch", "--cache-dir",
                                    help="Keeps the synthetic corpus and index for the next run."),
     chunk: int | None = typer.Option(None, "--chunk", min=1, help="Watches sharing one cut of the index."),
-    threads: int | None = typer.Option(None, "--threads", min=1, help="Watches evaluated at once (default: one per "
+    workers: int | None = typer.Option(None, "--workers", min=1, help="Watches evaluated at once (default: one per "
                                        "core, as `priorart add` evaluates them)."),
     verify: bool = typer.Option(True, "--verify/--no-verify", help="Run every watch's search again after the add "
                                 "and compare its new top-k documents with its hits."),
@@ -406,7 +406,7 @@ def watch_command(
     report = run_watch_bench(n_base=n_base, n_add=n_add, n_watches=watches, real_share=real_share, data=data,
                              cache_dir=cache_dir, seed=seed, verify=verify, chunk=chunk,
                              log=lambda line: typer.echo(line, err=True), database_url=database_url,
-                             threads=threads)
+                             workers=workers)
     _emit(report, out, as_json, format_report)
 
 

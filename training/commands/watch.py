@@ -177,15 +177,16 @@ def run_command(index: Path = _INDEX, state: Path | None = _STATE, as_json: bool
                                           "together (one transaction)."),
                 chunk: int = typer.Option(250, "--chunk", min=1, help="Watches that share one cut of the index "
                                           "(the new documents and their top k)."),
-                threads: int | None = typer.Option(None, "--threads", min=1, help="Watches evaluated at once "
-                                                   "(default: one per core).")) -> None:
+                workers: int | None = typer.Option(None, "--workers", min=1, help="Watches evaluated at once, in "
+                                                   "processes (1,000 or more a worker) or threads (default: one per "
+                                                   "core).")) -> None:
     """Evaluate the watches not yet evaluated at the index's newest generation (what `priorart add` and a server
     do by themselves); a rerun after a crash finishes what was left, once."""
     from service.index.folder import IndexFormatError
     from service.watch.store import StateError
 
     try:
-        report = evaluate_watches(index, state, batch=batch, chunk=chunk, threads=threads)
+        report = evaluate_watches(index, state, batch=batch, chunk=chunk, workers=workers)
     except (StateError, IndexFormatError) as exc:
         _fail(str(exc))
     if report is None:
@@ -204,9 +205,9 @@ def delete_command(index: Path = _INDEX, watch_id: str = typer.Argument(..., hel
 
 
 def evaluate_watches(index: Path, state: Path | None = None, *, batch: int = 250, chunk: int = 250,
-                     threads: int | None = None) -> EvaluationReport | None:
+                     workers: int | None = None) -> EvaluationReport | None:
     """Evaluate the watches of ``index`` at its newest generation (None: no watch was ever saved there), then push
-    the hits to the watches' webhooks (with the retries that are due). ``threads``: watches evaluated at once (None:
+    the hits to the watches' webhooks (with the retries that are due). ``workers``: watches evaluated at once (None:
     one per core: the writer has the machine). Raises ``StateError`` (an unusable state folder) or
     ``IndexFormatError`` (an index that does not load)."""
     from service.engine import Engine
@@ -220,7 +221,7 @@ def evaluate_watches(index: Path, state: Path | None = None, *, batch: int = 250
         return None
     engine = Engine.load(index, settings=settings, verify=False)
     try:
-        report = evaluate(engine, store, batch=batch, chunk=chunk, threads=threads or all_cores())
+        report = evaluate(engine, store, batch=batch, chunk=chunk, workers=workers or all_cores())
     finally:
         engine.close()
     report.webhooks = deliver(store, backoff_s=settings.webhook_backoff_s, allow=settings.webhook_allow).to_dict()

@@ -161,7 +161,7 @@ def test_hits_equal_what_rerunning_each_search_shows_as_new(built: tuple[Path, l
         engine = _load(idx, evidence_by)
         assert engine.ranker is not None and engine.settings.evidence_by == evidence_by
         assert engine.generation >= gen
-        report = evaluate(engine, store, threads=3 if gen != 2 else 1)
+        report = evaluate(engine, store, workers=3 if gen != 2 else 1)  # (90 watches: threads)
         assert report.watches == len(watches) and report.errors == 0 and report.bound == "first stage"
         expected = _expected(engine, watches, {r.id for r in batch})
         got = _got(store, engine.generation)
@@ -239,6 +239,26 @@ def test_the_fused_order_bound_gives_the_same_hits(built: tuple[Path, list[Paten
     report = evaluate(engine, store)
     assert report.searched == len(watches) and report.by_bound == 0
     assert _got(store, engine.generation) == _expected(engine, watches, {r.id for r in records[N_BASE + 20 :]})
+    engine.close()
+
+
+def test_a_writer_s_worker_processes_evaluate_the_engine_s_generation(built: tuple[Path, list[PatentRecord]],
+                                                                     tmp_path: Path) -> None:
+    """A writer's evaluation in worker processes (``priorart add`` with 1,000 watches or more per core): each loads
+    the index at the engine's generation, not the newest one (here an add committed after the engine was loaded), and
+    the hits are those of re-running every search at that generation, as in this process."""
+    idx, records = built
+    idx, store = _copy(built, tmp_path)
+    engine = _load(idx)
+    watches = {save_watch(engine, store, "", r).id: r for r in _requests(records, random.Random(3), 40)}
+    engine.close()
+    add_documents(idx, records[N_BASE : N_BASE + 40], progress=False)
+    engine = _load(idx)
+    add_documents(idx, records[N_BASE + 40 : N_BASE + 80], progress=False)  # newer: the workers must not read it
+    report = evaluate(engine, store, workers=2, processes=True)
+    assert report.workers == "2 processes" and report.watches == len(watches) and report.errors == 0
+    assert report.by_bound > 0 and report.by_bound + report.searched == len(watches)
+    assert _got(store, engine.generation) == _expected(engine, watches, {r.id for r in records[N_BASE : N_BASE + 40]})
     engine.close()
 
 
@@ -351,7 +371,7 @@ def test_the_default_build_s_watches_take_the_fused_order_bound(built: tuple[Pat
     engine = _load(idx, "auto")
     encoder = next(s.encoder for s in engine.pipeline.stages if s.name == "dense")
     encoded = _count_encodings(encoder)
-    report = evaluate(engine, store, threads=2)
+    report = evaluate(engine, store, workers=2)  # (30 watches: threads)
     assert "query" not in encoded, len(encoded)  # every query's vector remembered since the watch was saved
     assert report.watches == len(watches) and report.errors == 0 and report.bound == "fused order"
     assert report.by_bound > 0 and report.by_bound + report.searched == len(watches)
