@@ -85,9 +85,28 @@ watch")."""
 
 
 def all_cores() -> int:
-    """The cores this process may run on: the threads of a writer's evaluation (``priorart add``, ``priorart watch
-    run``, the benchmark)."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    """The cores this process may use: the workers of a writer's evaluation (``priorart add``, ``priorart watch
+    run``, the benchmark). Those it may run on, at most its control group's CPU quota (a container's CPU limit, as the
+    weekly add's Kubernetes Job sets: a node's 16 cores are not its own)."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    quota = cgroup_cpus()
+    return max(1, min(cores, quota)) if quota is not None else max(1, cores)
+
+
+def cgroup_cpus(root: str = "/sys/fs/cgroup") -> int | None:
+    """The CPU quota of this process's control group, rounded up (cgroup v2 ``cpu.max``, else v1's
+    ``cpu.cfs_quota_us`` / ``cpu.cfs_period_us``); None without one."""
+    import math
+    from pathlib import Path
+
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        quota, period = Path(root, "cpu.max").read_text().split()[:2]
+        return None if quota == "max" else max(1, math.ceil(int(quota) / int(period)))
+    with contextlib.suppress(OSError, ValueError):
+        q = int(Path(root, "cpu", "cpu.cfs_quota_us").read_text())
+        period_us = int(Path(root, "cpu", "cpu.cfs_period_us").read_text())
+        return None if q <= 0 else max(1, math.ceil(q / period_us))
+    return None
 
 
 @dataclass
