@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import re
-import socket
 import subprocess
 import sys
 import tempfile
@@ -18,6 +17,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from training.benchmarks.service import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 README_QUOTE = re.compile(r"The first run generates 5,000 synthetic patents, builds the index and serves it in about "
@@ -31,12 +32,6 @@ def readme_seconds(readme: Path = REPO / "README.md") -> int | None:
     return int(m.group("seconds")) if m else None
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def run_demo(args: list[str], *, timeout_s: float = 900.0, log: Callable[[str], None] = lambda _: None
              ) -> dict[str, Any]:
     """``priorart demo ARGS`` in a new temporary work folder with empty caches, stopped once it is ready; the
@@ -45,7 +40,7 @@ def run_demo(args: list[str], *, timeout_s: float = 900.0, log: Callable[[str], 
         env = {**os.environ, "NUMBA_CACHE_DIR": str(Path(tmp) / "numba"),
                "PRIORART_VECTOR_CACHE": str(Path(tmp) / "vectors.sqlite")}  # (a new machine's)
         cmd = [sys.executable, "-m", "training.cli", "demo", "--workdir", str(Path(tmp) / "demo"),
-               "--port", str(_free_port()), *args]
+               "--port", str(free_port()), *args]
         began = time.monotonic()
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=REPO)
         said: float | None = None

@@ -30,7 +30,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-def _free_port() -> int:
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that is free now (the benchmarks' servers and demos listen there)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
@@ -45,7 +46,7 @@ def served(index_dir: str | Path, *, poll_s: float = 0.1, timeout_s: float = 900
     a server of a commit older than ``/ready`` (404 there) is ready when ``/health`` answers 200."""
     import httpx
 
-    port = _free_port()
+    port = free_port()
     env = {**os.environ, "PRIORART_LOG_LEVEL": "WARNING"}
     if code is not None:
         env["PYTHONPATH"] = str(code)

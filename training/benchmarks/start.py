@@ -24,7 +24,6 @@ from __future__ import annotations
 import os
 import re
 import signal
-import socket
 import statistics
 import subprocess
 import tempfile
@@ -34,6 +33,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+
+from training.benchmarks.service import free_port
 
 PHASES = ("python", "kernels", "checksums", "index files", "page-in", "first query")
 _PHASE = re.compile(r"start-up: (python|kernels|checksums|index files|page-in|first query) ([0-9.]+) s")
@@ -52,12 +53,6 @@ class Start:
     cpu: str = ""  # the CPU level of the kernel cache's code the server read ("": no kernel cache used)
     first_search_ms: float = float("nan")
     second_search_ms: float = float("nan")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def evict(paths: Iterable[Path]) -> int:
@@ -96,7 +91,7 @@ def time_start(priorart: Path, index: Path, env: dict[str, str], *, kind: str, l
     """One ``priorart serve`` from spawn to ready, its phases, two searches; the server is stopped after."""
     import json
 
-    port = _free_port()
+    port = free_port()
     lines: list[str] = []
     started = time.perf_counter()
     proc = subprocess.Popen([str(priorart), "serve", str(index), "--port", str(port)], env=env,
