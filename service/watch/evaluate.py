@@ -207,6 +207,12 @@ def restricted_first_stage(fs: FirstStage, allowed: np.ndarray) -> FirstStage:
                       knee=fs.knee)
 
 
+def in_order(pending: Sequence[Pending]) -> list[Pending]:
+    """The order watches are evaluated and their outcomes given in: by the generation each was last evaluated at (the
+    documents new to it), then by id."""
+    return sorted(pending, key=lambda w: (w.evaluated_generation, w.id))
+
+
 class Evaluator:
     """Evaluates pending watches against one engine (one generation)."""
 
@@ -221,7 +227,7 @@ class Evaluator:
     def run(self, pending: Sequence[Pending], brought: np.ndarray) -> Iterator[Outcome]:
         """An outcome per pending watch: the watches grouped by the generation they were last evaluated at (the
         documents new to them), each group in chunks that share one cut of the indexes."""
-        ordered = sorted(pending, key=lambda w: (w.evaluated_generation, w.id))
+        ordered = in_order(pending)
         pool = ThreadPoolExecutor(self.threads, thread_name_prefix="watch") if self.threads > 1 else None
         try:
             yield from self._groups(ordered, brought, pool)
@@ -361,10 +367,10 @@ def in_processes(engine: Engine, pending: Sequence[Pending], brought: np.ndarray
     or thread pools is inherited); an evaluation stopped cancels the chunks not started."""
     import multiprocessing
 
-    ordered = sorted(pending, key=lambda w: (w.evaluated_generation, w.id))
-    parts = [ordered[lo : lo + chunk] for lo in range(0, len(ordered), chunk)]
+    ordered = in_order(pending)
+    parts = [ordered[lo : lo + chunk] for lo in range(0, len(ordered), chunk)]  # (each a chunk of the Evaluator's)
     pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"), initializer=_worker_start,
-                               initargs=(str(engine.index_dir), engine.generation, engine.settings, brought))
+                               initargs=(str(engine.index_dir), engine.generation, engine.settings, brought, chunk))
     try:
         for outcomes in pool.map(_worker_run, parts):
             yield from outcomes
@@ -372,18 +378,18 @@ def in_processes(engine: Engine, pending: Sequence[Pending], brought: np.ndarray
         pool.shutdown(wait=True, cancel_futures=True)
 
 
-_WORKER: dict[str, Any] = {}  # a worker process's engine and the rows each generation brought
+_WORKER: dict[str, Any] = {}  # a worker process's evaluator (its engine) and the rows each generation brought
 
 
-def _worker_start(index_dir: str, generation: int, settings: Any, brought: np.ndarray) -> None:
+def _worker_start(index_dir: str, generation: int, settings: Any, brought: np.ndarray, chunk: int) -> None:
     from service.engine import Engine
 
-    _WORKER.update(engine=Engine.load(index_dir, settings=settings, verify=False, generation=generation),
-                   brought=brought)
+    engine = Engine.load(index_dir, settings=settings, verify=False, generation=generation)
+    _WORKER.update(evaluator=Evaluator(engine, chunk=chunk), brought=brought)
 
 
 def _worker_run(watches: list[Pending]) -> list[Outcome]:
-    return list(Evaluator(_WORKER["engine"]).run(watches, _WORKER["brought"]))
+    return list(_WORKER["evaluator"].run(watches, _WORKER["brought"]))
 
 
 def evaluate(engine: Engine, store: WatchStore, *, wait: bool = True, batch: int = BATCH, chunk: int = CHUNK,
