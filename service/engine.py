@@ -392,7 +392,8 @@ class Engine:
         betas = betas_of(params["beta"], given["beta_translated"], lang)  # per passage language, defaults unless given
         beta_translated = {pl: b for pl, b in zip(SUPPORTED_LANGS, betas, strict=True) if pl != lang}
         variant = req.variant if req is not None else DEFAULT_VARIANT
-        images, words = self.passage_query(query.r.text, lang, translate=query.translate is not False)
+        images, words = self.passage_query(query.r.text, lang, translate=query.translate is not False,
+                                           words=highlight)
         readable = set(images)
         try:
             ranking = self._passages.rank(
@@ -539,13 +540,14 @@ class Engine:
                                       analyzers=self._resources().analyzers, words=words, k=k, langs=set(images))
         return list(ranking.hits)
 
-    def passage_query(self, text: str, lang: str, *,
-                      translate: bool = True) -> tuple[dict[str, QueryImage], dict[str, list[str]]]:
+    def passage_query(self, text: str, lang: str, *, translate: bool = True,
+                      words: bool = True) -> tuple[dict[str, QueryImage], dict[str, list[str]] | None]:
         """What the passage ranker reads of a query: its image in every language it reaches, rendered as the first
         stage's routes render it (the index's analysis and translation tables), and the query words behind each
         of its terms (for the highlights). Raises ``QueryError`` when the query has no index term. The analysis and
         the translation are the first stage's of the same query (:meth:`IndexResources.query_units`, kept for the
-        last queries): a search's passages do not analyse or translate it again."""
+        last queries): a search's passages do not analyse or translate it again. ``words``: False where no passage is
+        highlighted (the evidence step): None for them."""
         res = self._resources()
         units = res.query_units(text, lang, translate=translate)
         if not units.get(lang):
@@ -554,7 +556,7 @@ class Engine:
                   if any(w > 0 for _, (_, w) in u)}
         if lang in images:  # its own terms in their order: a passage that says them word for word ranks first
             images[lang] = images[lang].with_terms(res.terms(text, lang))
-        return images, res.words(text, lang)
+        return images, res.words(text, lang) if words else None
 
     def _resources(self) -> IndexResources:
         if self.resources is None:

@@ -16,15 +16,18 @@ The first kernel (``mu`` 1, K-NRM's width 1e-3: computed as the indicator of the
 the others, matches of similar words: what BM25 and the passages cannot see. Bilingual through the tables: a German
 query meets an English document as its English image, compared in the English vectors' space.
 
-The similarities and the sums are compiled loops (numba, cached on disk, warmed at a server's start-up:
-service/startup.py ``KERNEL_MODULES``), summed in the order they are written: the numpy products with BLAS they
-replaced (issue 63) give the same features to float32's precision (tests/service/test_kernel_pooling.py), not the same
-bits (a BLAS product's order of summation is its own, by CPU).
+The similarities are a BLAS product of the terms' vectors in float32, in one BLAS thread (:func:`one_blas_thread`);
+the kernels' values and the sums are compiled loops (numba, cached on disk, warmed at a server's start-up:
+service/startup.py ``KERNEL_MODULES``), the sums in the order they are written. A document's distinct terms with no
+vector that are no query term share one row (the same values). The numpy arithmetic of the first version gives the
+same features to float32's precision (tests/service/test_kernel_pooling.py), not the same bits (a BLAS product's
+order of summation is its own, by CPU).
 """
 
 from __future__ import annotations
 
 import heapq
+import logging
 from collections.abc import Collection, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -58,7 +61,13 @@ def reads_kernels(features: Collection[str]) -> bool:
 QUERY_TERMS = 48
 """The most probable terms of a query's image that are compared."""
 
+log = logging.getLogger(__name__)
+
 SCALE = 1000.0  # soft counts per thousand terms of the document
+
+NO_TERM = np.iinfo(np.int64).min
+"""The id of the row that the terms with no vector share (no term's id: not even a query term missing from the
+vocabulary, -1)."""
 
 
 class KernelPooling:
@@ -67,6 +76,7 @@ class KernelPooling:
 
     def __init__(self, passages: PassageArrays | SegmentedPassageIndex, vectors: WordVectors) -> None:
         self.passages, self.vectors = passages, vectors
+        one_blas_thread()
         self._maps: dict[int, tuple[npt.NDArray[np.int64], npt.NDArray[np.int8]]] = {}
 
     def _map(self, part: PassageArrays) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int8]]:
@@ -82,10 +92,9 @@ class KernelPooling:
 
     def features(self, images: Mapping[str, QueryImage], rows: npt.ArrayLike) -> np.ndarray:
         """The :data:`KERNEL_FEATURES` of ``rows`` (one row each; 0 for a document with no text in a language the
-        query reaches). Cost: the distinct terms of the documents against the query's terms, their similarities and
-        each document's sums in compiled loops (no BLAS call: on a busy 2-core machine its threads made the numpy
-        products 80-340 ms a search, the loops 7-11 ms), one exponential per kernel (numpy's, vectorised): ~7 ms of
-        CPU for 20 long patents (27,000 distinct terms) and a claim's terms."""
+        query reaches). Cost: the distinct terms of the documents against the query's terms, their similarities (a
+        BLAS product), each document's sums (compiled loops), one exponential per kernel (numpy's, vectorised): 2.9
+        ms a search of the load mix on the real corpus, 20 documents, up to 23,000 distinct terms a language."""
         r = np.asarray(rows, dtype=np.int64).reshape(-1)
         out = np.zeros((len(r), len(KERNELS)))
         if not len(r) or not images:
@@ -99,95 +108,131 @@ class KernelPooling:
             out[at] = self._part_features(part, images, local[at])
         return out
 
+    def _cosines(self, rows: np.ndarray) -> np.ndarray:
+        """The word vectors of ``rows`` (unit length), 0 where a row is -1 (no vector)."""
+        out = np.take(self.vectors.vectors, np.maximum(rows, 0), axis=0)
+        out[rows < 0] = 0.0
+        return out
+
     def _part_features(self, part: PassageArrays, images: Mapping[str, QueryImage], rows: np.ndarray) -> np.ndarray:
         vec_row, term_lang = self._map(part)
-        doc_of, all_ids, all_counts = term_counts(part, rows)
+        doc_of, ids, counts = term_counts(part, rows)
+        # the documents' distinct terms, once for every language (each term is of one language)
+        uniq, u_of = np.unique(ids, return_inverse=True)
+        u_lang, u_row = term_lang[uniq], vec_row[uniq]
         best = np.zeros((len(rows), len(KERNELS)))
         for lang, image in images.items():
-            phi = self._language(part, lang, image, vec_row, term_lang, doc_of, all_ids, all_counts, len(rows))
-            if phi is not None:
-                best = np.maximum(best, phi)
+            code = SUPPORTED_LANGS.index(lang)
+            if not (u_lang == code).any():
+                continue
+            terms = heapq.nsmallest(QUERY_TERMS, image.probs.items(), key=lambda kv: (-kv[1], kv[0]))
+            p = np.array([w for _, w in terms])
+            p = p / p.sum()
+            q_id = np.array([part.vocab.lookup(lang, term) for term, _ in terms], dtype=np.int64)
+            q_row = self.vectors.rows([f"{lang}\0{term}" for term, _ in terms])
+            # the language's entries, their terms renumbered: those with a vector or that are a query term, then
+            # one row that the others share (no vector, no query term: similarity 0 to every query term, the same
+            # values; a quarter of a document's distinct terms); the same features, bit for bit
+            entries, t_id, t_row, t_of = _language_terms(u_of, u_lang, u_row, uniq, q_id, code)
+            # (terms, query terms): 1 for the same term, else the cosine of their vectors (0 without); per term each
+            # soft kernel's value (the exact kernel: the query term it is, if any)
+            sim = self._cosines(t_row) @ self._cosines(q_row).T
+            values, exact = _exponents(sim, t_id, q_id, MUS, SLOPES)
+            np.exp(values, out=values)
+            phi = _pooled(doc_of[entries], t_of, counts[entries], values, exact, len(rows), p, SCALE)
+            best = np.maximum(best, phi)
         return best
 
-    def _language(self, part: PassageArrays, lang: str, image: QueryImage, vec_row: np.ndarray,
-                  term_lang: np.ndarray, doc_of: np.ndarray, ids: np.ndarray, counts: np.ndarray,
-                  n: int) -> np.ndarray | None:
-        sel = term_lang[ids] == SUPPORTED_LANGS.index(lang)
-        if not sel.any():
-            return None
-        d, t, c = doc_of[sel], ids[sel], counts[sel]
-        terms = heapq.nsmallest(QUERY_TERMS, image.probs.items(), key=lambda kv: (-kv[1], kv[0]))
-        p = np.array([w for _, w in terms])
-        p = p / p.sum()
-        q_id = np.array([part.vocab.lookup(lang, term) for term, _ in terms], dtype=np.int64)
-        q_row = self.vectors.rows([f"{lang}\0{term}" for term, _ in terms])
-        uniq, u_of = np.unique(t, return_inverse=True)
-        # (distinct document terms, query terms): 1 for the same term, else the cosine of their vectors (0 without);
-        # per kernel each one's value, the exact kernel the same term (its width 1e-3 makes it that)
-        sim = _similarities(self.vectors.vectors, vec_row[uniq], q_row, uniq, q_id)
-        values = _exponents(sim, uniq, q_id, MUS, SLOPES)
-        np.exp(values[1:], out=values[1:])
-        return _pooled(d.astype(np.int64), u_of.astype(np.int64), c.astype(np.float64), values, n, p, SCALE)
 
-
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract"})
-def _similarities(vectors: np.ndarray, u_row: np.ndarray, q_row: np.ndarray, u_id: np.ndarray,
-                  q_id: np.ndarray) -> np.ndarray:
-    """(distinct document terms, query terms): 1 where the term is the query term, else the dot product of their
-    word vectors (unit length: the cosine; 0 where either has none) in float32, its sum vectorised over the
-    dimensions (as a BLAS product sums them; compiled: no BLAS call, whose threads stalled on a busy machine)."""
-    n_u, n_q, dim = len(u_row), len(q_row), vectors.shape[1]
-    sim = np.zeros((n_u, n_q), dtype=np.float32)
+@njit(cache=True, nogil=True)
+def _language_terms(u_of: np.ndarray, u_lang: np.ndarray, u_row: np.ndarray, u_id: np.ndarray, q_id: np.ndarray,
+                    code: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The entries (``u_of``: each one's distinct term) of the terms of language ``code``, in their order, and those
+    terms renumbered: the ids and vector rows of the terms that have a vector or are a query term, in their order,
+    then one row (id :data:`NO_TERM`, no vector) for all the others; each entry's new term."""
+    n_u = len(u_lang)
+    slot = np.full(n_u, -1, dtype=np.int64)
+    kept = 0
+    shared = False
     for u in range(n_u):
-        r = u_row[u]
-        for j in range(n_q):
-            if u_id[u] == q_id[j]:
-                sim[u, j] = np.float32(1.0)
-            elif r >= 0 and q_row[j] >= 0:
-                qr = q_row[j]
-                acc = np.float32(0.0)
-                for k in range(dim):
-                    acc += vectors[r, k] * vectors[qr, k]
-                sim[u, j] = acc
-    return sim
+        if u_lang[u] != code:
+            continue
+        if u_row[u] >= 0:
+            slot[u] = kept
+            kept += 1
+            continue
+        for j in range(len(q_id)):
+            if q_id[j] == u_id[u]:
+                slot[u] = kept
+                kept += 1
+                break
+        if slot[u] < 0:
+            shared = True
+    n_t = kept + 1 if shared else kept
+    t_id = np.full(n_t, NO_TERM, dtype=np.int64)
+    t_row = np.full(n_t, -1, dtype=np.int64)
+    for u in range(n_u):
+        if slot[u] >= 0:
+            t_id[slot[u]], t_row[slot[u]] = u_id[u], u_row[u]
+        elif u_lang[u] == code:
+            slot[u] = kept
+    n_e = 0
+    for e in range(len(u_of)):
+        if u_lang[u_of[e]] == code:
+            n_e += 1
+    entries = np.empty(n_e, dtype=np.int64)
+    t_of = np.empty(n_e, dtype=np.int64)
+    i = 0
+    for e in range(len(u_of)):
+        u = u_of[e]
+        if u_lang[u] == code:
+            entries[i], t_of[i] = e, slot[u]
+            i += 1
+    return entries, t_id, t_row, t_of
 
 
 @njit(cache=True, nogil=True)
 def _exponents(sim: np.ndarray, u_id: np.ndarray, q_id: np.ndarray, mus: np.ndarray,
-               slopes: np.ndarray) -> np.ndarray:
-    """(kernels, distinct document terms, query terms): the exact kernel's value (1 for the same term, else 0) and
-    each soft kernel's exponent ``(sim - mu)^2 * slope``, in float32 (the caller takes their exponential, over the
-    soft kernels' contiguous block). Written kernel by kernel in the array's order: half the time of the (term,
-    kernel, query term) layout it replaced, the same values (issue 63)."""
+               slopes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(distinct document terms, soft kernels, query terms): each soft kernel's exponent ``(sim - mu)^2 * slope``, in
+    float32 (the caller takes their exponential, over the whole array), a term's values together (its entries add
+    them to their documents); and each term's place among the query terms (-1: none; the exact kernel's value is 1
+    there, else 0). Half the time of the (kernel, term, query term) layout it replaced in the pooling, the same
+    values (issue 63)."""
     n_u, n_q, n_k = sim.shape[0], sim.shape[1], len(mus)
-    out = np.empty((n_k + 1, n_u, n_q), dtype=np.float32)
+    out = np.empty((n_u, n_k, n_q), dtype=np.float32)
+    exact = np.full(n_u, -1, dtype=np.int64)
     for u in range(n_u):
         for j in range(n_q):
-            out[0, u, j] = np.float32(1.0) if u_id[u] == q_id[j] else np.float32(0.0)
-    for k in range(n_k):
-        mu, slope = mus[k], slopes[k]
-        for u in range(n_u):
+            if u_id[u] == q_id[j]:
+                exact[u] = j
+                sim[u, j] = np.float32(1.0)
+        for k in range(n_k):
+            mu, slope = mus[k], slopes[k]
             for j in range(n_q):
                 x = sim[u, j] - mu
-                out[k + 1, u, j] = (x * x) * slope
-    return out
+                out[u, k, j] = (x * x) * slope
+    return out, exact
 
 
 @njit(cache=True, nogil=True)
-def _pooled(doc_of: np.ndarray, u_of: np.ndarray, counts: np.ndarray, values: np.ndarray, n: int, p: np.ndarray,
-            scale: float) -> np.ndarray:
+def _pooled(doc_of: np.ndarray, u_of: np.ndarray, counts: np.ndarray, values: np.ndarray, exact: np.ndarray, n: int,
+            p: np.ndarray, scale: float) -> np.ndarray:
     """Each document's kernel features: its terms' soft counts (each entry's count times its distinct term's
-    ``values[:, u]``, (kernels, query terms)), summed per document in float64 over its entries in order, over its
-    length (the sum of its counts), ``sum_q p(q) log(1 + scale * soft / len)`` per kernel."""
-    n_k, n_q = values.shape[0], values.shape[2]
+    ``values[u]``, (soft kernels, query terms), and its count for the query term it is, ``exact[u]``), summed per
+    document in float64 over its entries in order, over its length (the sum of its counts), ``sum_q p(q) log(1 +
+    scale * soft / len)`` per kernel. (The exact kernel's zeros are not added: adding 0 changes no sum.)"""
+    n_k, n_q = values.shape[1] + 1, values.shape[2]
     soft = np.zeros((n, n_k, n_q))
     doc_len = np.zeros(n)
     for e in range(len(doc_of)):
         d, c, u = doc_of[e], counts[e], u_of[e]
         doc_len[d] += c
-        for k in range(n_k):
+        if exact[u] >= 0:
+            soft[d, 0, exact[u]] += c
+        for k in range(n_k - 1):
             for j in range(n_q):
-                soft[d, k, j] += c * values[k, u, j]
+                soft[d, k + 1, j] += c * values[u, k, j]
     out = np.zeros((n, n_k))
     for d in range(n):
         length = doc_len[d] if doc_len[d] > 0 else 1.0
@@ -197,6 +242,26 @@ def _pooled(doc_of: np.ndarray, u_of: np.ndarray, counts: np.ndarray, values: np
                 total += p[j] * np.log1p(scale * soft[d, k, j] / length)
             out[d, k] = total
     return out
+
+
+_one_thread = False
+
+
+def one_blas_thread() -> None:
+    """numpy's BLAS in one thread in this process, from now on (once per process; logged): the similarities are a
+    BLAS product, and a searching process runs its searches side by side (requests, a writer's evaluation threads),
+    not one search on every core. With a thread per core, OpenBLAS's threads waited on each other whenever the cores
+    were busy: the products took 80-340 ms a search on a busy 2-core machine, 1-2 ms in one thread (issue 63)."""
+    global _one_thread
+    if _one_thread:
+        return
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    blas = [lib for lib in threadpool_info() if lib.get("user_api") == "blas"]
+    threadpool_limits(1, user_api="blas")
+    log.info("BLAS: one thread in this process (%s)", ", ".join(
+        f"{lib['internal_api']} {lib.get('version')}: {lib['num_threads']} before" for lib in blas) or "none loaded")
+    _one_thread = True
 
 
 _warm = False
@@ -210,8 +275,9 @@ def warm() -> None:
     if _warm:
         return
     ids = np.zeros(1, dtype=np.int64)
-    values = _exponents(_similarities(np.ones((1, 2), dtype=np.float32), ids, ids, ids, ids), ids, ids, MUS, SLOPES)
-    _pooled(ids, ids, np.ones(1), values, 1, np.ones(1), SCALE)
+    _language_terms(ids, np.zeros(1, dtype=np.int8), ids, ids, ids, 0)
+    values, exact = _exponents(np.ones((1, 1), dtype=np.float32), ids, ids, MUS, SLOPES)
+    _pooled(ids, ids, np.ones(1), values, exact, 1, np.ones(1), SCALE)
     _warm = True
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from threadpoolctl import threadpool_info
 
 from service.corpus.record import PatentRecord
 from service.kernel_pooling import KERNEL_FEATURES, KernelPooling
@@ -133,9 +134,9 @@ def _numpy_features(pooling: KernelPooling, images: dict[str, QueryImage], rows:
 
 
 def test_the_compiled_features_are_the_numpy_arithmetics_they_replaced() -> None:
-    """The compiled loops (no BLAS call: its threads stalled a busy server, 80-340 ms a search against 7-11 ms) give
-    the dense numpy arithmetic's features on documents of many words, most with vectors, some repeated, in two
-    languages, to float32's precision."""
+    """The compiled loops, the terms without a vector sharing a row, give the dense numpy arithmetic's features on
+    documents of many words, most with vectors, some repeated, in two languages, to float32's precision; and the
+    process's BLAS runs in one thread from then on (its threads stalled a busy server: 80-340 ms a search)."""
     from service.kernel_pooling import warm
 
     rng = np.random.default_rng(3)
@@ -152,3 +153,5 @@ def test_the_compiled_features_are_the_numpy_arithmetics_they_replaced() -> None
     got, want = pooling.features(images, rows), _numpy_features(pooling, images, rows)
     assert got.shape == (20, len(KERNEL_FEATURES)) and (want[:, EXACT] > 0).sum() >= 10 and (want[:, SOFT] > 0).all()
     np.testing.assert_allclose(got, want, rtol=2e-6, atol=1e-6)
+    blas = [lib for lib in threadpool_info() if lib["user_api"] == "blas"]
+    assert blas and all(lib["num_threads"] == 1 for lib in blas), blas
