@@ -96,6 +96,9 @@ class CodeClassifier:
         hit = np.flatnonzero(scores > 0)
         if not hit.size:
             return []
+        if hit.size > top:  # the codes of the best ``top`` scores, every tie of the last included, before the sort
+            s = scores[hit]
+            hit = hit[s >= np.partition(s, hit.size - top)[hit.size - top]]
         best = hit[np.lexsort((hit, -scores[hit]))][:top]
         total = float(scores[best].sum())
         return [(codes[i], float(scores[i]) / total) for i in best]

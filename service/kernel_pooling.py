@@ -26,15 +26,16 @@ order of summation is its own, by CPU).
 
 from __future__ import annotations
 
-import heapq
 import logging
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
 from numba import njit
 
+from service.index.arrays import readonly
+from service.passages.ranker import term_table
 from service.passages.segments import SegmentedPassageIndex, term_counts
 from service.text.analysis import SUPPORTED_LANGS
 
@@ -61,6 +62,21 @@ def reads_kernels(features: Collection[str]) -> bool:
 QUERY_TERMS = 48
 """The most probable terms of a query's image that are compared."""
 
+TERMS_KEPT = 100_000
+"""The query terms' ids and vector rows remembered per segment and language (:meth:`KernelPooling._terms`)."""
+
+
+def query_terms(probs: Mapping[str, float]) -> list[tuple[str, float]]:
+    """The :data:`QUERY_TERMS` most probable terms of an image with their probabilities, most probable first, ties in
+    term order (``sorted(probs.items(), key=(-p, term))[:QUERY_TERMS]``, sorting only the candidates: the terms at
+    least as probable as the one at the cut)."""
+    items = list(probs.items())
+    if len(items) > QUERY_TERMS:
+        ps = np.fromiter((p for _, p in items), dtype=np.float64, count=len(items))
+        cut = np.partition(ps, len(ps) - QUERY_TERMS)[len(ps) - QUERY_TERMS]
+        items = [kv for kv in items if kv[1] >= cut]
+    return sorted(items, key=lambda kv: (-kv[1], kv[0]))[:QUERY_TERMS]
+
 log = logging.getLogger(__name__)
 
 SCALE = 1000.0  # soft counts per thousand terms of the document
@@ -78,6 +94,7 @@ class KernelPooling:
         self.passages, self.vectors = passages, vectors
         one_blas_thread()
         self._maps: dict[int, tuple[npt.NDArray[np.int64], npt.NDArray[np.int8]]] = {}
+        self._known: dict[tuple[int, str], dict[str, tuple[int, int]]] = {}
 
     def _map(self, part: PassageArrays) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int8]]:
         """The segment's joint term ids -> vector rows (-1: none) and languages (index in SUPPORTED_LANGS)."""
@@ -108,6 +125,21 @@ class KernelPooling:
             out[at] = self._part_features(part, images, local[at])
         return out
 
+    def _terms(self, part: PassageArrays, lang: str) -> Callable[[str], tuple[int, int]]:
+        """A query term of ``lang``'s joint id in the segment (-1: none) and vector row (-1: none), remembered for the
+        segment (at most :data:`TERMS_KEPT` terms; then forgotten all at once)."""
+        key = (id(part), lang)
+        known = self._known.get(key)
+        if known is None or len(known) > TERMS_KEPT:
+            known = self._known[key] = {}
+
+        def ids(term: str) -> tuple[int, int]:
+            got = known.get(term)
+            if got is None:
+                got = known[term] = (part.vocab.lookup(lang, term), self.vectors.row(f"{lang}\0{term}"))
+            return got
+        return ids
+
     def _cosines(self, rows: np.ndarray) -> np.ndarray:
         """The word vectors of ``rows`` (unit length), 0 where a row is -1 (no vector)."""
         out = np.take(self.vectors.vectors, np.maximum(rows, 0), axis=0)
@@ -116,20 +148,19 @@ class KernelPooling:
 
     def _part_features(self, part: PassageArrays, images: Mapping[str, QueryImage], rows: np.ndarray) -> np.ndarray:
         vec_row, term_lang = self._map(part)
-        doc_of, ids, counts = term_counts(part, rows)
-        # the documents' distinct terms, once for every language (each term is of one language)
-        uniq, u_of = np.unique(ids, return_inverse=True)
+        doc_of, u_of, counts, uniq = _entries(part, rows)
         u_lang, u_row = term_lang[uniq], vec_row[uniq]
         best = np.zeros((len(rows), len(KERNELS)))
         for lang, image in images.items():
             code = SUPPORTED_LANGS.index(lang)
             if not (u_lang == code).any():
                 continue
-            terms = heapq.nsmallest(QUERY_TERMS, image.probs.items(), key=lambda kv: (-kv[1], kv[0]))
+            terms = query_terms(image.probs)
             p = np.array([w for _, w in terms])
             p = p / p.sum()
-            q_id = np.array([part.vocab.lookup(lang, term) for term, _ in terms], dtype=np.int64)
-            q_row = self.vectors.rows([f"{lang}\0{term}" for term, _ in terms])
+            known = self._terms(part, lang)
+            q_id, q_row = (np.array(ids, dtype=np.int64) for ids in zip(*(known(term) for term, _ in terms),
+                                                                         strict=True))
             # the language's entries, their terms renumbered: those with a vector or that are a query term, then
             # one row that the others share (no vector, no query term: similarity 0 to every query term, the same
             # values; a quarter of a document's distinct terms); the same features, bit for bit
@@ -142,6 +173,60 @@ class KernelPooling:
             phi = _pooled(doc_of[entries], t_of, counts[entries], values, exact, len(rows), p, SCALE)
             best = np.maximum(best, phi)
         return best
+
+
+def _entries(part: PassageArrays, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Every term entry of the ``rows`` of a segment, rows in their order: the entry's row (its index in ``rows``),
+    its distinct term (an index into the last array, the distinct terms' joint ids: once for every language, each
+    term being of one) and its count in the row's text (the sum of its postings). In one compiled pass with this
+    thread's term table (:func:`service.passages.ranker.term_table`); above its vocabulary size,
+    :func:`service.passages.segments.term_counts` and ``np.unique`` (the terms then in id order: the same features)."""
+    table = term_table(len(part.vocab))
+    if table is None:
+        doc_of, ids, counts = term_counts(part, rows)
+        uniq, u_of = np.unique(ids, return_inverse=True)
+        return doc_of, u_of.astype(np.int64), counts, uniq
+    return _entries_in(readonly(part.docs), rows.astype(np.int64), readonly(part.term_id), readonly(part.term_end),
+                       readonly(part.post_count), table)
+
+
+@njit(cache=True, nogil=True)
+def _entries_in(docs: np.ndarray, rows: np.ndarray, term_id: np.ndarray, term_end: np.ndarray,
+                post_count: np.ndarray, table: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`_entries`' loop: a row's entries are ``docs[r, 2]`` to ``docs[r + 1, 2]``, its postings from
+    ``docs[r, 3]``, an entry's those from the previous entry's ``term_end`` (0 for the first) to its own; ``table``
+    (term id -> distinct term, all -1) gives each term its number at its first entry, and is all -1 again after."""
+    n_e = 0
+    for r in rows:
+        n_e += docs[r + 1, 2] - docs[r, 2]
+    doc_of = np.empty(n_e, dtype=np.int64)
+    u_of = np.empty(n_e, dtype=np.int64)
+    counts = np.empty(n_e, dtype=np.float64)
+    uniq = np.empty(n_e, dtype=np.int64)
+    n_u = 0
+    i = 0
+    for d in range(len(rows)):
+        r = rows[d]
+        base = docs[r, 3]
+        prev = 0
+        for e in range(docs[r, 2], docs[r + 1, 2]):
+            end = term_end[e]
+            total = 0
+            for q in range(base + prev, base + end):
+                total += post_count[q]
+            prev = end
+            t = term_id[e]
+            u = table[t]
+            if u < 0:
+                u = n_u
+                table[t] = u
+                uniq[u] = t
+                n_u += 1
+            doc_of[i], u_of[i], counts[i] = d, u, total
+            i += 1
+    for u in range(n_u):
+        table[uniq[u]] = -1
+    return doc_of, u_of, counts, uniq[:n_u]
 
 
 @njit(cache=True, nogil=True)
@@ -248,10 +333,11 @@ _one_thread = False
 
 
 def one_blas_thread() -> None:
-    """numpy's BLAS in one thread in this process, from now on (once per process; logged): the similarities are a
-    BLAS product, and a searching process runs its searches side by side (requests, a writer's evaluation threads),
-    not one search on every core. With a thread per core, OpenBLAS's threads waited on each other whenever the cores
-    were busy: the products took 80-340 ms a search on a busy 2-core machine, 1-2 ms in one thread (issue 63)."""
+    """numpy's BLAS in one thread in this process, from now on (once per process; logged), and every other BLAS
+    library loaded by then (FAISS's, in an index with the dense stage): the similarities are a BLAS product, and a
+    searching process runs its searches side by side (requests, a writer's evaluation threads), not one search on
+    every core. With a thread per core, OpenBLAS's threads waited on each other whenever the cores were busy: the
+    products took 80-340 ms a search on a busy 2-core machine, about 0.3 ms in one thread (issue 63)."""
     global _one_thread
     if _one_thread:
         return

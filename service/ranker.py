@@ -129,17 +129,17 @@ def _component(scores: np.ndarray) -> np.ndarray:
     return out
 
 
-def _code_shares(codes: Sequence[Sequence[str]], level: str) -> np.ndarray:
+def _code_shares(at_level: Sequence[Sequence[str]]) -> np.ndarray:
     """Per document, the share of the other voters' votes (the first :data:`VOTERS`, ``1 / rank`` each, once per code
-    at ``level``) that go to codes it holds: how well it agrees with the codes the query is predicted to have."""
-    at_level = [codes_at(c, level) for c in codes]  # (distinct, in order: a set's order, and so the sums' last bit,
-    # would change with the process's string hashing, and a learned model with it)
+    at a level) that go to codes it holds: how well it agrees with the codes the query is predicted to have.
+    ``at_level``: each document's codes at the level (:func:`service.codes.codes_at`: distinct, in order: a set's
+    order, and so the sums' last bit, would change with the process's string hashing, and a learned model with it)."""
     votes: dict[str, float] = {}
     for rank, held in enumerate(at_level[:VOTERS], 1):
         for c in held:
             votes[c] = votes.get(c, 0.0) + 1.0 / rank
     total = sum(votes.values())
-    out = np.zeros(len(codes))
+    out = np.zeros(len(at_level))
     for i, held in enumerate(at_level):
         own = 1.0 / (i + 1) if i < VOTERS else 0.0  # its own vote is left out
         rest = total - own * len(held)
@@ -196,9 +196,10 @@ def evidence_features(fs: FirstStage | None, docs: DocStore, query: Query, cands
     if matched is not None and "passage_matched" in want:
         X[:, col["passage_matched"]] = matched
     codes = [record_codes(docs.header_row(int(r))) for r in rows]  # (the predicted codes are the response's too)
+    at = {level: [codes_at(c, level) for c in codes] for level in ("subclass", "main_group")}
     for name, level in (("code_subclass", "subclass"), ("code_group", "main_group")):
         if name in want:
-            X[:, col[name]] = _code_shares(codes, level)
+            X[:, col[name]] = _code_shares(at[level])
     feedback_ms = 0.0
     if fs is not None and len(rows) and "feedback" in want:
         started = time.perf_counter()
@@ -224,7 +225,7 @@ def evidence_features(fs: FirstStage | None, docs: DocStore, query: Query, cands
     if classified:
         for name, level in (("class_subclass", "subclass"), ("class_group", "main_group")):
             if name in want and classified.get(level):
-                X[:, col[name]] = code_agreement(classified[level], [codes_at(c, level) for c in codes])
+                X[:, col[name]] = code_agreement(classified[level], at[level])
     return Evidence(X, list(classified["subclass"]) if classified and classified.get("subclass") else voted,
                     feedback_ms, computed=tuple(computed))
 

@@ -184,6 +184,19 @@ def _expand(starts: IntArray, counts: IntArray) -> tuple[IntArray, IntArray]:
 _QMAP_MAX_TERMS = 1 << 22  # above this vocabulary size, no per-thread lookup array (4 bytes per term)
 
 
+def term_table(vocab_size: int) -> npt.NDArray[np.int32] | None:
+    """This thread's array over the term ids of a vocabulary of ``vocab_size`` terms, all -1 (a caller sets the
+    entries it needs and restores them to -1 before it returns); None above :data:`_QMAP_MAX_TERMS` terms (the
+    caller searches instead)."""
+    if vocab_size > _QMAP_MAX_TERMS:
+        return None
+    table: npt.NDArray[np.int32] | None = getattr(_scratch, "qmap", None)
+    if table is None or table.size < vocab_size:
+        table = np.full(max(vocab_size, 1), -1, dtype=np.int32)
+        _scratch.qmap = table
+    return table
+
+
 def _query_entries(index: PassageArrays, starts: IntArray, counts: IntArray,
                    qj: IntArray) -> tuple[IntArray, IntArray, IntArray]:
     """The candidates' term entries (``[starts[d], starts[d] + counts[d])``) of the query terms ``qj``: their
@@ -192,13 +205,9 @@ def _query_entries(index: PassageArrays, starts: IntArray, counts: IntArray,
     A per-thread array ``term id -> query term`` (all -1; restored after use) makes each look-up one read; for very
     large vocabularies a binary search over the sorted query ids keeps memory bounded.
     """
-    vocab_size = len(index.vocab)
-    if vocab_size > _QMAP_MAX_TERMS:
+    qmap = term_table(len(index.vocab))
+    if qmap is None:
         return query_entries(index.term_id, starts, counts, None, qj)
-    qmap: npt.NDArray[np.int32] | None = getattr(_scratch, "qmap", None)
-    if qmap is None or qmap.size < vocab_size:
-        qmap = np.full(max(vocab_size, 1), -1, dtype=np.int32)
-        _scratch.qmap = qmap
     qmap[qj] = np.arange(qj.size, dtype=np.int32)
     try:
         return query_entries(index.term_id, starts, counts, qmap, qj)
@@ -657,9 +666,7 @@ def holds_all_terms(rows: IntArray, q: IntArray, counts: IntArray | FloatArray, 
     if not n_own:
         return np.zeros(n, dtype=bool)
     hit = own[q] & (ideal[q] > 0) & (counts >= ideal[q])
-    width = int(q.max()) + 1 if q.size else 1
-    held = np.unique(rows[hit] * width + q[hit]) // width  # each (text, term) once
-    return np.bincount(held, minlength=n) >= n_own
+    return np.bincount(rows[hit], minlength=n) >= n_own  # (each text's terms held: its entries hit)
 
 
 def _section_context(variant: str, sigma: float, st: FloatArray, p_sec: IntArray, s_parent: IntArray,

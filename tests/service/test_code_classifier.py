@@ -86,6 +86,26 @@ def test_the_classifier_reads_back_what_it_wrote(scheme: ClassificationScheme, t
         CodeClassifier.load(tmp_path)
 
 
+def test_the_best_codes_are_those_of_a_full_sort_ties_in_code_order() -> None:
+    """The prediction picks its best codes among the many that score (a partition, then a sort of those): the same
+    codes, in the same order, as a sort of every score, with ties -- many, across the cut -- in code order."""
+    from scipy import sparse
+
+    from service.code_classifier import TOP
+
+    rng = np.random.default_rng(5)
+    n_codes, terms = 300, ["alpha", "beta", "gamma"]
+    codes = [f"H{i:03d}" for i in range(n_codes)]
+    weights = rng.choice([0.0, 0.5, 1.0, 1.5], size=(n_codes, len(terms)))  # few distinct scores: ties everywhere
+    clf = CodeClassifier(terms, {"subclass": (codes, sparse.csr_matrix(weights))})
+    for probs in ({"alpha": 1.0}, {"alpha": 0.2, "beta": 0.3, "gamma": 0.5}, {"beta": 0.7, "gamma": 0.3}):
+        scores = weights @ np.array([probs.get(t, 0.0) for t in terms])
+        want = sorted((i for i in range(n_codes) if scores[i] > 0), key=lambda i: (-scores[i], i))[:TOP]
+        got = clf.predict(probs, "subclass")
+        assert [c for c, _ in got] == [codes[i] for i in want]
+        assert sum(share for _, share in got) == pytest.approx(1.0)
+
+
 def test_code_agreement_is_the_predicted_share_a_document_holds() -> None:
     got = code_agreement([("A01B", 0.5), ("H01F", 0.3), ("G06F", 0.2)], [["H01F", "G06F"], [], ["H01F", "H01F"]])
     assert np.allclose(got, [0.5, 0.0, 0.3])

@@ -153,5 +153,20 @@ def test_the_compiled_features_are_the_numpy_arithmetics_they_replaced() -> None
     got, want = pooling.features(images, rows), _numpy_features(pooling, images, rows)
     assert got.shape == (20, len(KERNEL_FEATURES)) and (want[:, EXACT] > 0).sum() >= 10 and (want[:, SOFT] > 0).all()
     np.testing.assert_allclose(got, want, rtol=2e-6, atol=1e-6)
-    blas = [lib for lib in threadpool_info() if lib["user_api"] == "blas"]
-    assert blas and all(lib["num_threads"] == 1 for lib in blas), blas
+    with pytest.MonkeyPatch.context() as mp:  # a vocabulary too large for the thread's term table: np.unique instead
+        mp.setattr("service.passages.ranker._QMAP_MAX_TERMS", 0)
+        np.testing.assert_allclose(pooling.features(images, rows), got, rtol=1e-6, atol=1e-9)
+    blas = [lib for lib in threadpool_info() if lib["user_api"] == "blas" and "numpy" in lib["filepath"]]
+    assert blas and all(lib["num_threads"] == 1 for lib in blas), blas  # numpy's: the similarities' product
+
+
+def test_the_query_terms_are_the_most_probable_ties_in_term_order() -> None:
+    """The compared terms are those of a sort of the whole image by (-p, term), cut at QUERY_TERMS: with many ties
+    across the cut (only the candidates at least as probable as the cut are sorted)."""
+    from service.kernel_pooling import QUERY_TERMS, query_terms
+
+    rng = np.random.default_rng(11)
+    for n in (10, QUERY_TERMS, QUERY_TERMS + 1, 300):
+        probs = {f"t{int(i):04d}": float(p) for i, p in zip(rng.permutation(n), rng.choice([0.1, 0.2, 0.3], n),
+                                                             strict=True)}
+        assert query_terms(probs) == sorted(probs.items(), key=lambda kv: (-kv[1], kv[0]))[:QUERY_TERMS]

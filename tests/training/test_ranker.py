@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from index_copy import copy_index
 
+from service.codes import codes_at
 from service.kernel_pooling import KERNEL_FEATURES
 from service.query import QueryError
 from service.ranker import FEATURES, FIELD_FEATURES, RankerModel, TreeEnsemble, _code_shares
@@ -101,12 +102,12 @@ def test_the_networks_onnx_graph_gives_its_scores(tmp_path: Path) -> None:
 
 def test_code_agreement_leaves_each_documents_own_vote_out() -> None:
     codes = [["H01F 27/14"], ["H01F 27/20"], ["H01F 1/00"], ["B65D 5/00"]]
-    shares = _code_shares(codes, "subclass")
+    shares = _code_shares([codes_at(c, "subclass") for c in codes])
     # the first three share H01F: each gets the other two's votes of H01F over the other three's votes
     votes = [1.0, 1 / 2, 1 / 3, 1 / 4]
     assert shares[0] == pytest.approx((votes[1] + votes[2]) / (votes[1] + votes[2] + votes[3]))
     assert shares[3] == 0.0  # its subclass is voted by nobody else
-    assert _code_shares([["H01F 27/14"]], "subclass")[0] == 0.0  # alone: no other vote
+    assert _code_shares([codes_at(["H01F 27/14"], "subclass")])[0] == 0.0  # alone: no other vote
 
 
 def test_code_agreement_is_the_same_to_the_last_bit_in_every_process() -> None:
@@ -117,12 +118,13 @@ def test_code_agreement_is_the_same_to_the_last_bit_in_every_process() -> None:
     import sys
 
     program = (
-        "import random; from service.ranker import _code_shares\n"
+        "import random; from service.codes import codes_at; from service.ranker import _code_shares\n"
         "rng = random.Random(3)\n"
         "pool = [f'{s}{c} {g}/{d:02d}' for s in 'ABCGH' for c in ('01F', '04L', '21K') for g in (1, 27, 33)"
         " for d in (0, 14)]\n"
         "docs = [rng.sample(pool, rng.randint(1, 9)) for _ in range(20)]\n"
-        "print(_code_shares(docs, 'subclass').tobytes().hex(), _code_shares(docs, 'main_group').tobytes().hex())\n")
+        "print(*(_code_shares([codes_at(d, level) for d in docs]).tobytes().hex() for level in ('subclass',"
+        " 'main_group')))\n")
     outs = {subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, check=True,
                            env={**os.environ, "PYTHONHASHSEED": str(seed)}).stdout for seed in range(6)}
     assert len(outs) == 1, outs
