@@ -119,9 +119,12 @@ def _without_dense(engine: Any) -> Any:
 
 
 def run_service_bench(index_dir: Path, *, queries: int = 200, depth: int = 1000, k: int = 10, seed: int = 0,
-                      http: bool = True, passages: bool = False, compare_no_dense: bool = False) -> dict[str, Any]:
+                      http: bool = True, passages: bool = False, compare_no_dense: bool = False,
+                      compare_fused: bool = False) -> dict[str, Any]:
     """Measure; returns a dict of figures (milliseconds). ``compare_no_dense``: also time each query, interleaved, on
-    the same index without the dense stage (:func:`_without_dense`), reported as ``without_dense``."""
+    the same index without the dense stage (:func:`_without_dense`), reported as ``without_dense``;
+    ``compare_fused``: also time each query, interleaved, in the fused order (``evidence_docs: 0``: no evidence
+    step, the learned ranker's), reported as ``fused``."""
     from service import heap
     from service.engine import Engine
     from service.schema import PassageRequest, SearchRequest
@@ -143,6 +146,7 @@ def run_service_bench(index_dir: Path, *, queries: int = 200, depth: int = 1000,
     stage_ms: dict[str, list[float]] = {}
     e2e: list[float] = []
     bare_ms: list[float] = []
+    fused_ms: list[float] = []
     cands: list[int] = []
     own_first = bare_first = 0  # queries whose own document (the claim's) comes first: the known-item figure
     for own, t in known:
@@ -151,6 +155,10 @@ def run_service_bench(index_dir: Path, *, queries: int = 200, depth: int = 1000,
             got = bare.search(SearchRequest(query=t, k=k, depth=depth))
             bare_ms.append((time.perf_counter() - started) * 1000.0)
             bare_first += bool(got.results) and got.results[0].id == own
+        if compare_fused:
+            started = time.perf_counter()
+            engine.search(SearchRequest(query=t, k=k, depth=depth, evidence_docs=0))
+            fused_ms.append((time.perf_counter() - started) * 1000.0)
         started = time.perf_counter()
         res = engine.search(SearchRequest(query=t, k=k, depth=depth))
         e2e.append((time.perf_counter() - started) * 1000.0)
@@ -181,6 +189,9 @@ def run_service_bench(index_dir: Path, *, queries: int = 200, depth: int = 1000,
                                 "stages": bare.pipeline.names, "own_first": bare_first / max(1, len(known))}
         out["dense_ratio_p50"] = out["engine"]["p50"] / out["without_dense"]["p50"]
         bare.close()
+    if fused_ms:
+        out["fused"] = {"p50": _pct(fused_ms, 50), "p99": _pct(fused_ms, 99), "mean": float(np.mean(fused_ms))}
+        out["fused_ratio_p50"] = out["engine"]["p50"] / out["fused"]["p50"]
     if passages:
         elat: list[float] = []
         for t in texts:
@@ -237,6 +248,10 @@ def format_report(r: dict[str, Any]) -> str:
         lines.append(f"{'no dense':<12}{w['p50']:>10.2f}{w['p99']:>10.2f}{w['mean']:>10.2f}   (same index, "
                      f"interleaved; with the dense stage {r['dense_ratio_p50']:.2f}x at p50; own document first "
                      f"for {w['own_first']:.0%})")
+    if "fused" in r:
+        f = r["fused"]
+        lines.append(f"{'fused order':<12}{f['p50']:>10.2f}{f['p99']:>10.2f}{f['mean']:>10.2f}   (evidence_docs 0, "
+                     f"interleaved; the default path {r['fused_ratio_p50']:.2f}x at p50)")
     if "http" in r:
         h = r["http"]
         lines.append(f"{'HTTP e2e':<12}{h['p50']:>10.2f}{h['p99']:>10.2f}{h['mean']:>10.2f}")

@@ -95,13 +95,15 @@ def service_command(
     passages: bool = typer.Option(False, "--passages/--no-passages", help="Also time /passages (same queries)."),
     compare_no_dense: bool = typer.Option(False, "--compare-no-dense", help="Also time every query, interleaved, on "
                                           "the same index without its dense stage."),
+    compare_fused: bool = typer.Option(False, "--compare-fused", help="Also time every query, interleaved, in the "
+                                       "fused order (evidence_docs 0: without the evidence step)."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
     """Per-stage latency, end-to-end p50/p99 in-process and over HTTP, and the API overhead."""
     from training.benchmarks.service import format_report, run_service_bench
 
     report = run_service_bench(index_dir, queries=queries, depth=depth, http=http, passages=passages,
-                               compare_no_dense=compare_no_dense)
+                               compare_no_dense=compare_no_dense, compare_fused=compare_fused)
     typer.echo(json.dumps(report, indent=1) if as_json else format_report(report))
 
 

@@ -1,4 +1,5 @@
-"""``priorart bench passages`` and ``bench service --passages`` on a small synthetic index (figures not asserted)."""
+"""``priorart bench passages`` and ``bench service --passages --compare-fused`` on a small synthetic index (figures not
+asserted)."""
 
 from __future__ import annotations
 
@@ -48,6 +49,9 @@ def test_bench_cli_refuses_bad_options(synth_index: Path) -> None:
 def test_service_bench_times_passages(synth_index: Path) -> None:
     from training.benchmarks.service import format_report, run_service_bench
 
-    report = run_service_bench(synth_index, queries=5, depth=200, http=False, passages=True)
+    report = run_service_bench(synth_index, queries=5, depth=200, http=False, passages=True, compare_fused=True)
     assert report["passages_engine"]["p50"] > 0
     assert "passages e2e" in format_report(report)
+    # the fused order, timed beside the default path (issue 63's goal: its p50 at most 1.3x)
+    assert report["fused"]["p50"] > 0 and report["fused_ratio_p50"] == report["engine"]["p50"] / report["fused"]["p50"]
+    assert "evidence" in report["per_stage"] and "fused order" in format_report(report)
