@@ -350,6 +350,9 @@ def one_blas_thread() -> None:
     _one_thread = True
 
 
+COMPACT_TYPES = (np.uint8, np.uint16, np.uint32)
+"""The types a passage index's ``term_end`` and ``post_count`` come in (service/passages/builder.py ``compact``)."""
+
 _warm = False
 
 
@@ -361,6 +364,12 @@ def warm() -> None:
     if _warm:
         return
     ids = np.zeros(1, dtype=np.int64)
+    docs = readonly(np.array([[0, 0, 0, 0], [1, 1, 1, 1]], dtype=np.int64))
+    term_id = readonly(np.zeros(1, dtype=np.int32))
+    for end_type in COMPACT_TYPES:  # (a passage index keeps these two in the smallest type that holds them)
+        for count_type in COMPACT_TYPES:
+            _entries_in(docs, ids, term_id, readonly(np.ones(1, dtype=end_type)),
+                        readonly(np.ones(1, dtype=count_type)), np.full(1, -1, dtype=np.int32))
     _language_terms(ids, np.zeros(1, dtype=np.int8), ids, ids, ids, 0)
     values, exact = _exponents(np.ones((1, 1), dtype=np.float32), ids, ids, MUS, SLOPES)
     _pooled(ids, ids, np.ones(1), values, exact, 1, np.ones(1), SCALE)
