@@ -58,6 +58,14 @@ class Vocabulary(Blob):
         self._cache: dict[tuple[str, str], int] = {}
         self._lock = threading.Lock()
 
+    def lookup_all(self, lang: str, terms: Collection[str]) -> list[int]:
+        """:meth:`lookup` of each of ``terms`` (one call for a query's terms: most are remembered)."""
+        get = self._cache.get
+        found = [get((lang, term), -2) for term in terms]
+        if -2 in found:
+            found = [self.lookup(lang, term) if j == -2 else j for term, j in zip(terms, found, strict=True)]
+        return found
+
     def lookup(self, lang: str, term: str) -> int:
         """Joint id of ``term`` in ``lang``, ``-1`` when absent."""
         key = (lang, term)

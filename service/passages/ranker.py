@@ -486,8 +486,7 @@ def score_passages(
         code = LANG_CODE[plang]
         reached[code] = True
         ref_len[code] = sum(image.ideal.values())
-        for term, p in image.probs.items():
-            j = index.vocab.lookup(plang, term)
+        for (term, p), j in zip(image.probs.items(), index.vocab.lookup_all(plang, image.probs), strict=True):
             if j >= 0:
                 q_jid.append(j)
                 q_prob.append(p)

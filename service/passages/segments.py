@@ -67,6 +67,9 @@ class _Keys:
     def lookup(self, lang: str, term: str) -> int:
         return self._ids.get((lang, term), -1)
 
+    def lookup_all(self, lang: str, terms: Collection[str]) -> list[int]:
+        return [self._ids.get((lang, term), -1) for term in terms]
+
 
 class _Strings:
     """Strings of the view (a row's publication id, a unit's text or passage id), read from their segment's blob."""
