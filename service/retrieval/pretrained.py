@@ -38,6 +38,7 @@ CPU and a warning; the fp32 graph on CUDA, the int8 graph on CPU unless ``precis
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 import re
@@ -362,8 +363,11 @@ def load_pretrained(root: str | Path, *, device: str = "auto", precision: str | 
     key = (str(src.get("sha256")), str(meta.get("conversion")), str(precision), device, str(threads),
            str(sorted((meta.get("files") or {}).items())))
     enc = _LOADED.get(key)
-    if enc is None or not enc.root.is_dir():
+    if enc is None:
         enc = _LOADED[key] = PretrainedEncoder(root, device=device, precision=precision, threads=threads)
+    elif enc.root != Path(root):  # the same graph, tokenizer and maps (all in memory), named by this folder: a build's
+        enc = copy.copy(enc)  # copy of the encoder moves with its index, and the next build's is another copy
+        enc.root = Path(root)
     return enc
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import logging
+import operator
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -106,6 +107,9 @@ def merge(
     return out
 
 
+_probability = operator.itemgetter(1)
+
+
 def prune(entries: Mapping[str, Mapping[str, float]], *, min_prob: float = 0.005, max_per_term: int = 20) -> Entries:
     """Keep the ``max_per_term`` most probable translations with p >= ``min_prob`` (at least the best); renormalise."""
     out: Entries = {}
@@ -115,7 +119,9 @@ def prune(entries: Mapping[str, Mapping[str, float]], *, min_prob: float = 0.005
             if p > 0:
                 out[s] = {t: p / p}
             continue
-        ranked = sorted(row.items(), key=lambda kv: (-kv[1], kv[0]))
+        # most probable first, ties in term order: a sort by term, then a stable one by p, highest first (two sorts
+        # in C, without a key function per entry: the same order as the key (-p, term))
+        ranked = sorted(sorted(row.items()), key=_probability, reverse=True)
         kept = [(t, p) for t, p in ranked[:max_per_term] if p >= min_prob] or ranked[:1]
         total = sum(p for _, p in kept)
         if total > 0:
