@@ -87,6 +87,21 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     items.sort(key=lambda item: rank.get(item.nodeid.split("::", 1)[0], len(rank)))  # stable: the rest as collected
 
 
+@pytest.fixture()
+def own_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """``$PRIORART_CACHE_DIR`` set to a folder of the test's own (parsed lexicons, headwords, vectors: what the test
+    varies), which shares the machine's converted pretrained encoder (its conversion takes 18 s and depends on nothing
+    a test varies; a default build's dense stage needs it)."""
+    from service.settings import cache_dir
+
+    machine, own = cache_dir() / "encoders", tmp_path / "cache"
+    own.mkdir()
+    if machine.is_dir():
+        (own / "encoders").symlink_to(machine, target_is_directory=True)
+    monkeypatch.setenv("PRIORART_CACHE_DIR", str(own))
+    return own
+
+
 def _need(path: Path) -> Path:
     if not path.exists():
         pytest.skip(f"real data not found at {path} (set PRIORART_DATA or put ../shared beside the repo)")

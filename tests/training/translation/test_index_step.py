@@ -193,7 +193,7 @@ def test_no_translation_and_reused_tables(corpus: Path, tmp_path: Path) -> None:
 
 
 def test_missing_lexicons_fall_back_to_aligned_claims_with_a_warning(
-    corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+    corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, own_cache: Path
 ) -> None:
     import dataclasses
 
@@ -205,7 +205,6 @@ def test_missing_lexicons_fall_back_to_aligned_claims_with_a_warning(
 
     for name in ("freedict", "pivot"):  # the pivot composes FreeDict's files: absent with them
         monkeypatch.setitem(lexicons.SOURCES, name, dataclasses.replace(lexicons.SOURCES[name], table=absent))
-    monkeypatch.setenv("PRIORART_CACHE_DIR", str(tmp_path / "cache"))
     with caplog.at_level(logging.WARNING):
         report = build_index(corpus, tmp_path / "idx", compounds="", progress=False)
     warnings = report.translation_report["warnings"]

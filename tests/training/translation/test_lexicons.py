@@ -58,8 +58,8 @@ def trans_dir(tmp_path: Path) -> Path:
 
 
 @pytest.fixture(autouse=True)
-def _private_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("PRIORART_CACHE_DIR", str(tmp_path / "cache"))
+def _private_cache(own_cache: Path) -> None:
+    """Each test's lexicons parsed into a cache of its own (tests/conftest.py ``own_cache``)."""
 
 
 # ----------------------------------------------------------------------------- Ding format
