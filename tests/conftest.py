@@ -201,6 +201,22 @@ def real_translation(real_corpus: Path, tmp_path_factory: pytest.TempPathFactory
 
 
 @pytest.fixture(scope="session")
+def real_plain_index(real_corpus: Path, tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Path:
+    """The real corpus through ``build_index`` with every default (tables of every direction trained from it,
+    compounds, the dense stage, the passages) but the learned ranker (``ranker="none"``: what the code-prediction
+    experiment builds; nothing of the first stage depends on it), once per run and read-only (a test that writes to
+    an index copies it); the build's report beside it (``report.json``)."""
+
+    def build(folder: Path) -> None:
+        from training.build import build_index
+
+        report = build_index(real_corpus, folder / "index", ranker="none", progress=False)
+        (folder / "report.json").write_text(json.dumps(report.to_dict()), encoding="utf-8")
+
+    return _once_per_run(tmp_path_factory, worker_id, "real-plain", build) / "index"
+
+
+@pytest.fixture(scope="session")
 def real_index(real_corpus: Path, real_translation: Path, tmp_path_factory: pytest.TempPathFactory,
                worker_id: str) -> Path:
     """A BM25 index (en, de, fr) with translation tables over the real corpus, built once per test run; each worker

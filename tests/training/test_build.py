@@ -224,14 +224,13 @@ def test_cli_search_refuses_a_tampered_index(corpus: Path, tmp_path: Path) -> No
 
 
 @pytest.mark.realdata
-def test_build_real_patents(ep_dir: Path, us_dir: Path, tmp_path: Path) -> None:
-    ingest = pytest.importorskip("training.ingest")
-    corpus = tmp_path / "real.jsonl"
-    n = write_corpus(ingest.iter_records([ep_dir, us_dir]), corpus)
-    report = build_index(corpus, tmp_path / "idx")
-    assert report.n_docs == n > 400
-    assert report.langs["en"]["n_docs"] > 400 and report.langs["de"]["n_docs"] >= 25
-    stage = FirstStage.load(tmp_path / "idx")
+def test_build_real_patents(real_corpus: Path, real_plain_index: Path) -> None:
+    """The shared data's patents ingested and built (the run's one default build of them, tests/conftest.py)."""
+    n = len(real_corpus.read_text(encoding="utf-8").splitlines())
+    report = json.loads((real_plain_index.parent / "report.json").read_text(encoding="utf-8"))
+    assert report["n_docs"] == n > 400
+    assert report["langs"]["en"]["n_docs"] > 400 and report["langs"]["de"]["n_docs"] >= 25
+    stage = FirstStage.load(real_plain_index)
     res = stage.search("EP0640886B1", k=10, priority_cutoff=False)  # (every date: its prior art is one document)
     assert len(res.hits) == 10 and "EP0640886B1" not in [h.doc_id for h in res.hits]
     rec = stage.docs.get("EP0640886B1")

@@ -24,8 +24,8 @@ def test_top_documents_predict_the_subclass_better_than_the_prior(real_corpus: P
     assert table.splitlines()[0].startswith("| prediction | all (") and "subclass top 10" in table
 
 
-def test_the_cpc_titles_classify_a_claim_better_than_its_first_documents_vote(real_corpus: Path,
-                                                                             real_index: Path) -> None:
+def test_the_cpc_titles_classify_a_claim_better_than_its_first_documents_vote(real_corpus: Path, real_index: Path,
+                                                                             real_plain_index: Path) -> None:
     """An index built from the real corpus has the code classifier (the shared data's CPC title list knows its
     codes). Against the vote of the fused order's first documents (the experiment's own index, without a ranker),
     it finds one of a claim's codes in its first three more often in every claims language, though nothing of the
@@ -35,7 +35,8 @@ def test_the_cpc_titles_classify_a_claim_better_than_its_first_documents_vote(re
     from training.experiments.code_prediction import run_code_prediction
 
     assert IndexFolder.open(real_index).has("code_classifier")
-    r = run_code_prediction(list(read_corpus(real_corpus)), depths=(10,), progress=False)
+    # (the experiment's own index: the build it makes without index_dir, made once per run, tests/conftest.py)
+    r = run_code_prediction(list(read_corpus(real_corpus)), index_dir=real_plain_index, depths=(10,), progress=False)
     for level in ("subclass", "main_group"):
         voted, classified = r.rows[f"{level} top 10"], r.rows[f"{level} classifier"]
         assert classified["all"]["P@1"] > voted["all"]["P@1"] + 0.05
