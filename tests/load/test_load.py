@@ -136,20 +136,20 @@ LIVE_MIN_RUN_S, LIVE_MAX_RUN_S, PICKUP_TIMEOUT_S = 20, 300, 30  # the test stops
 
 @pytest.fixture
 def live_index(tmp_path: Path) -> tuple[Path, list[Path]]:
-    """A BM25 index of 1000 synthetic documents (its own folder) and three add batches of 100 (the second
-    replaces 10 of the indexed documents)."""
+    """An index of 400 synthetic documents (its own folder; BM25 and the dense stage) and three add batches of 100
+    (the second replaces 10 of the indexed documents)."""
     from service.corpus.jsonl import read_corpus, write_corpus
     from training.build import build_index
     from training.synth import SynthConfig, write_synthetic
 
-    write_synthetic(tmp_path / "all.jsonl", SynthConfig(n=1300, seed=11), progress=False)
+    write_synthetic(tmp_path / "all.jsonl", SynthConfig(n=700, seed=11), progress=False)
     records = list(read_corpus(tmp_path / "all.jsonl"))
     index = tmp_path / "index"
-    build_index(records[:1000], index, translation=False, compounds="", progress=False)
+    build_index(records[:400], index, translation=False, compounds="", progress=False)
     replaced = [r.model_copy(update={"abstract": {**r.abstract, "en": "A replaced abstract: a rotor and a stator."}})
-                for r in records[:1000:100]]
+                for r in records[:400:40]]
     batches = []
-    for i, batch in enumerate((records[1000:1100], [*records[1100:1190], *replaced], records[1200:1300])):
+    for i, batch in enumerate((records[400:500], [*records[500:590], *replaced], records[600:700])):
         path = tmp_path / f"batch-{i + 1}.jsonl"
         write_corpus(batch, path)
         batches.append(path)
