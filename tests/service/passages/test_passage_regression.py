@@ -29,11 +29,13 @@ TOL = 1e-9
 
 @pytest.fixture(scope="module")
 def real_index(real_corpus: Path, real_translation: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The session's real index, but with the plain analyzers (no compound splitting)."""
+    """The session's real index, but with the plain analyzers (no compound splitting); without the dense stage, the
+    learned ranker and the code classifier (the passages and the first stage are all this module reads)."""
     from training.build import build_index
 
     out = tmp_path_factory.mktemp("real-index-plain") / "index"
-    build_index(real_corpus, out, translation_dir=real_translation, compounds=(), progress=False)
+    build_index(real_corpus, out, translation_dir=real_translation, compounds=(), progress=False, dense=False,
+                ranker="none", cpc=None)
     return out
 
 

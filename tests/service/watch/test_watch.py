@@ -358,9 +358,10 @@ def test_the_default_build_s_watches_take_the_fused_order_bound(built: tuple[Pat
     shows. Evaluated in 2 threads, as ``priorart add`` on the 2-core machine."""
     from training.build import build_index
 
-    _, records = built
+    base, records = built
     idx = tmp_path / "index"
-    build_index(records[:N_BASE], idx, progress=False)
+    # the default build, its translation tables those the module's build trained from the same documents
+    build_index(records[:N_BASE], idx, progress=False, translation_dir=base / "translation")
     store = WatchStore.open(state_dir(idx), create=True)
     engine = _load(idx, "auto")
     assert "dense" in engine.pipeline.names
