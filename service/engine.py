@@ -541,13 +541,13 @@ class Engine:
         return list(ranking.hits)
 
     def passage_query(self, text: str, lang: str, *, translate: bool = True,
-                      words: bool = True) -> tuple[dict[str, QueryImage], dict[str, list[str]] | None]:
+                      words: bool = True) -> tuple[dict[str, QueryImage], dict[str, list[str]]]:
         """What the passage ranker reads of a query: its image in every language it reaches, rendered as the first
         stage's routes render it (the index's analysis and translation tables), and the query words behind each
         of its terms (for the highlights). Raises ``QueryError`` when the query has no index term. The analysis and
         the translation are the first stage's of the same query (:meth:`IndexResources.query_units`, kept for the
         last queries): a search's passages do not analyse or translate it again. ``words``: False where no passage is
-        highlighted (the evidence step): None for them."""
+        highlighted (the evidence step): none are looked up (empty)."""
         res = self._resources()
         units = res.query_units(text, lang, translate=translate)
         if not units.get(lang):
@@ -556,7 +556,7 @@ class Engine:
                   if any(w > 0 for _, (_, w) in u)}
         if lang in images:  # its own terms in their order: a passage that says them word for word ranks first
             images[lang] = images[lang].with_terms(res.terms(text, lang))
-        return images, res.words(text, lang) if words else None
+        return images, res.words(text, lang) if words else {}
 
     def _resources(self) -> IndexResources:
         if self.resources is None:
