@@ -27,7 +27,7 @@ order of summation is its own, by CPU).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Collection, Mapping
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -62,9 +62,6 @@ def reads_kernels(features: Collection[str]) -> bool:
 QUERY_TERMS = 48
 """The most probable terms of a query's image that are compared."""
 
-TERMS_KEPT = 100_000
-"""The query terms' ids and vector rows remembered per segment and language (:meth:`KernelPooling._terms`)."""
-
 
 def query_terms(probs: Mapping[str, float]) -> list[tuple[str, float]]:
     """The :data:`QUERY_TERMS` most probable terms of an image with their probabilities, most probable first, ties in
@@ -94,7 +91,6 @@ class KernelPooling:
         self.passages, self.vectors = passages, vectors
         one_blas_thread()
         self._maps: dict[int, tuple[npt.NDArray[np.int64], npt.NDArray[np.int8]]] = {}
-        self._known: dict[tuple[int, str], dict[str, tuple[int, int]]] = {}
 
     def _map(self, part: PassageArrays) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int8]]:
         """The segment's joint term ids -> vector rows (-1: none) and languages (index in SUPPORTED_LANGS)."""
@@ -125,21 +121,6 @@ class KernelPooling:
             out[at] = self._part_features(part, images, local[at])
         return out
 
-    def _terms(self, part: PassageArrays, lang: str) -> Callable[[str], tuple[int, int]]:
-        """A query term of ``lang``'s joint id in the segment (-1: none) and vector row (-1: none), remembered for the
-        segment (at most :data:`TERMS_KEPT` terms; then forgotten all at once)."""
-        key = (id(part), lang)
-        known = self._known.get(key)
-        if known is None or len(known) > TERMS_KEPT:
-            known = self._known[key] = {}
-
-        def ids(term: str) -> tuple[int, int]:
-            got = known.get(term)
-            if got is None:
-                got = known[term] = (part.vocab.lookup(lang, term), self.vectors.row(f"{lang}\0{term}"))
-            return got
-        return ids
-
     def _cosines(self, rows: np.ndarray) -> np.ndarray:
         """The word vectors of ``rows`` (unit length), 0 where a row is -1 (no vector)."""
         out = np.take(self.vectors.vectors, np.maximum(rows, 0), axis=0)
@@ -158,9 +139,8 @@ class KernelPooling:
             terms = query_terms(image.probs)
             p = np.array([w for _, w in terms])
             p = p / p.sum()
-            known = self._terms(part, lang)
-            q_id, q_row = (np.array(ids, dtype=np.int64) for ids in zip(*(known(term) for term, _ in terms),
-                                                                         strict=True))
+            q_id = np.array(part.vocab.lookup_all(lang, [term for term, _ in terms]), dtype=np.int64)
+            q_row = self.vectors.rows([f"{lang}\0{term}" for term, _ in terms])
             # the language's entries, their terms renumbered: those with a vector or that are a query term, then
             # one row that the others share (no vector, no query term: similarity 0 to every query term, the same
             # values; a quarter of a document's distinct terms); the same features, bit for bit

@@ -48,10 +48,6 @@ class WordVectors:
         """Each key's row (-1: no vector)."""
         return np.array([self._index.get(k, -1) for k in keys], dtype=np.int64)
 
-    def row(self, key: str) -> int:
-        """A key's row (-1: no vector)."""
-        return self._index.get(key, -1)
-
     def save(self, folder: str | Path) -> None:
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
