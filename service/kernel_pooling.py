@@ -123,9 +123,7 @@ class KernelPooling:
 
     def _cosines(self, rows: np.ndarray) -> np.ndarray:
         """The word vectors of ``rows`` (unit length), 0 where a row is -1 (no vector)."""
-        out = np.take(self.vectors.vectors, np.maximum(rows, 0), axis=0)
-        out[rows < 0] = 0.0
-        return out
+        return _gathered(self.vectors.vectors, rows)
 
     def _part_features(self, part: PassageArrays, images: Mapping[str, QueryImage], rows: np.ndarray) -> np.ndarray:
         vec_row, term_lang = self._map(part)
@@ -282,30 +280,53 @@ def _exponents(sim: np.ndarray, u_id: np.ndarray, q_id: np.ndarray, mus: np.ndar
 
 
 @njit(cache=True, nogil=True)
+def _gathered(vectors: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """The rows ``rows`` of ``vectors``, zeros where a row is -1 (in one pass: ``np.take`` and a masked write took
+    twice as long, 0.29 ms a search of the English claims on the real corpus)."""
+    dim = vectors.shape[1]
+    out = np.zeros((len(rows), dim), dtype=vectors.dtype)
+    for i in range(len(rows)):
+        r = rows[i]
+        if r >= 0:
+            for j in range(dim):
+                out[i, j] = vectors[r, j]
+    return out
+
+
+@njit(cache=True, nogil=True)
 def _pooled(doc_of: np.ndarray, u_of: np.ndarray, counts: np.ndarray, values: np.ndarray, exact: np.ndarray, n: int,
             p: np.ndarray, scale: float) -> np.ndarray:
     """Each document's kernel features: its terms' soft counts (each entry's count times its distinct term's
     ``values[u]``, (soft kernels, query terms), and its count for the query term it is, ``exact[u]``), summed per
     document in float64 over its entries in order, over its length (the sum of its counts), ``sum_q p(q) log(1 +
-    scale * soft / len)`` per kernel. (The exact kernel's zeros are not added: adding 0 changes no sum.)"""
+    scale * soft / len)`` per kernel. (The exact kernel's zeros are not added: adding 0 changes no sum.) A term's
+    values are read as one row of (soft kernels x query terms), added to its document's row in one contiguous loop
+    (the compiler's vector instructions; the same sums, in the same order, as the (kernel, query term) loops this
+    replaced, at less than half their time)."""
     n_k, n_q = values.shape[1] + 1, values.shape[2]
-    soft = np.zeros((n, n_k, n_q))
+    width = (n_k - 1) * n_q
+    flat = values.reshape(values.shape[0], width)
+    soft = np.zeros((n, width))
+    hits = np.zeros((n, n_q))
     doc_len = np.zeros(n)
     for e in range(len(doc_of)):
         d, c, u = doc_of[e], counts[e], u_of[e]
         doc_len[d] += c
         if exact[u] >= 0:
-            soft[d, 0, exact[u]] += c
-        for k in range(n_k - 1):
-            for j in range(n_q):
-                soft[d, k + 1, j] += c * values[u, k, j]
+            hits[d, exact[u]] += c
+        for i in range(width):
+            soft[d, i] += c * flat[u, i]
     out = np.zeros((n, n_k))
     for d in range(n):
         length = doc_len[d] if doc_len[d] > 0 else 1.0
-        for k in range(n_k):
+        total = 0.0
+        for j in range(n_q):
+            total += p[j] * np.log1p(scale * hits[d, j] / length)
+        out[d, 0] = total
+        for k in range(1, n_k):
             total = 0.0
             for j in range(n_q):
-                total += p[j] * np.log1p(scale * soft[d, k, j] / length)
+                total += p[j] * np.log1p(scale * soft[d, (k - 1) * n_q + j] / length)
             out[d, k] = total
     return out
 
@@ -352,6 +373,7 @@ def warm() -> None:
             _entries_in(docs, ids, term_id, readonly(np.ones(1, dtype=end_type)),
                         readonly(np.ones(1, dtype=count_type)), np.full(1, -1, dtype=np.int32))
     _language_terms(ids, np.zeros(1, dtype=np.int8), ids, ids, ids, 0)
+    _gathered(np.zeros((1, 1), dtype=np.float32), ids)
     values, exact = _exponents(np.ones((1, 1), dtype=np.float32), ids, ids, MUS, SLOPES)
     _pooled(ids, ids, np.ones(1), values, exact, 1, np.ones(1), SCALE)
     _warm = True
