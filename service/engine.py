@@ -21,6 +21,7 @@ from service import __version__
 from service.candidates import Candidates, StageTrace
 from service.classification import ClassificationScheme
 from service.code_classifier import CodeClassifier
+from service.code_vectors import CodeVectors
 from service.codes import record_codes
 from service.corpus.families import KEYS as FAMILY_KEYS
 from service.corpus.families import Group as FamilyGroup
@@ -111,6 +112,8 @@ class Engine:
         self.kernels: KernelPooling | None = kernel_pooling(self._passages, vectors)
         # the codes of a query from the CPC titles (service/code_classifier.py), where the build had the title list
         self.code_classifier: CodeClassifier | None = open_part("code_classifier", folder)
+        # vectors of the index's codes (service/code_vectors.py), where a ranker that reads them was installed
+        self.code_vectors: CodeVectors | None = open_part("code_vectors", folder)
         # the learned ranker of the first documents, where one won held out and was installed (service/ranker.py)
         self.ranker: RankerModel | None = None
         part = open_part("ranker", folder)
@@ -130,6 +133,11 @@ class Engine:
         """Compute the kernel-pooling features of the first documents (:mod:`service.kernel_pooling`) with
         ``vectors``, word vectors of this index's terms (:func:`training.word_vectors.train_word_vectors`)."""
         self.kernels = kernel_pooling(self._passages, vectors)
+
+    def use_code_vectors(self, vectors: CodeVectors) -> None:
+        """Compute the code-embedding feature of the first documents (:mod:`service.code_vectors`) with ``vectors``,
+        vectors of this index's codes (:func:`training.code_vectors.index_code_vectors`)."""
+        self.code_vectors = vectors
 
     def close(self) -> None:
         """Release the doc store's descriptors (memory maps go with the object); only once no request uses it."""
@@ -462,7 +470,7 @@ class Engine:
                            if self.kernels is not None and reads_kernels(ranker.features) else None)
                 ev = evidence_features(self._first_stage(), self.docs, query, cands, n, best, ranker.features,
                                        second, ranking.matched, kernels, ranking.field_evidence(),
-                                       self.classify(images))
+                                       self.classify(images), self.code_vectors)
                 learned = ranker.score(ev.X)
                 key = learned
                 if not cands.predicted_codes:  # (the rerank stage's, where it predicted them, are the ones shown)
@@ -505,7 +513,7 @@ class Engine:
         kernels_ms = (time.perf_counter() - started) * 1000.0
         ev = evidence_features(self._first_stage(), self.docs, query, cands, n, best, second=second,
                                matched=ranking.matched, kernels=kernels, fields=ranking.field_evidence(),
-                               classified=self.classify(images))
+                               classified=self.classify(images), code_vectors=self.code_vectors)
         ev.kernels_ms = kernels_ms
         return cands, ev
 

@@ -28,6 +28,8 @@ collection (so that a model learned on some indexes applies to another):
 - of the query: its index terms (log) and whether it was searched through translation;
 - kernel pooling of the query's and the document's word vectors (issue 33 item 4, :mod:`service.kernel_pooling`:
   exact and soft matches, through the translation tables), where the index has word vectors;
+- the cosine of the query's predicted codes' vectors and the document's codes' (``code_embedding``: seed 000's
+  classification-code embeddings, :mod:`service.code_vectors`; 0 where the index has no code vectors);
 - the neural components' scores (:data:`MODEL_FEATURES`: the dense cosine and the text, meta and joint rankers',
   min-max over the ``N`` that they scored, 0 where one did not apply), where the index has models: the rerank stage
   then scores every ranker for a query, whatever the fusion weighs (:func:`reads_models`).
@@ -60,6 +62,7 @@ from service.retrieval.feedback import Feedback
 
 if TYPE_CHECKING:
     from service.candidates import Candidates
+    from service.code_vectors import CodeVectors
     from service.index.store import DocStore
     from service.query import Query
     from service.retrieval.first_stage import FirstStage
@@ -74,10 +77,13 @@ components are."""
 CLASSIFIER_FEATURES: tuple[str, ...] = ("class_subclass", "class_group")
 """The code classifier's share of the document's subclasses and main groups (:mod:`service.code_classifier`)."""
 
+CODE_EMBEDDING = "code_embedding"
+"""The cosine of the query's predicted codes' vectors and the document's (:mod:`service.code_vectors`)."""
+
 FEATURES: tuple[str, ...] = (
     "fused", "rank", "bm25", "own_route", "doc_query_lang", "passage", "passage_rank", "passage_second",
     "passage_matched", "code_subclass", "code_group", "feedback", "query_terms", "translated", *KERNEL_FEATURES,
-    *FIELD_FEATURES, *MODEL_FEATURES, *CLASSIFIER_FEATURES,
+    *FIELD_FEATURES, *MODEL_FEATURES, *CLASSIFIER_FEATURES, CODE_EMBEDDING,
 )
 """The features of a document, in the model's column order (see the module docstring)."""
 
@@ -152,7 +158,8 @@ def evidence_features(fs: FirstStage | None, docs: DocStore, query: Query, cands
                       passage: np.ndarray, features: Collection[str] = FEATURES, second: np.ndarray | None = None,
                       matched: np.ndarray | None = None, kernels: np.ndarray | None = None,
                       fields: np.ndarray | None = None,
-                      classified: Mapping[str, Sequence[tuple[str, float]]] | None = None) -> Evidence:
+                      classified: Mapping[str, Sequence[tuple[str, float]]] | None = None,
+                      code_vectors: CodeVectors | None = None) -> Evidence:
     """The :data:`FEATURES` of the first ``n`` candidates (the fused order) that ``features`` names (those a model
     reads; default all, as learning reads them): ``X`` has every :data:`FEATURES` column, those not named 0, and
     ``computed`` says which were. ``passage``: their best passage's scores in [0, 1], ``second`` their second-best's
@@ -160,7 +167,8 @@ def evidence_features(fs: FirstStage | None, docs: DocStore, query: Query, cands
     (:class:`service.passages.PassageRanking`; None: 0), ``kernels`` their
     :data:`~service.kernel_pooling.KERNEL_FEATURES` (None: 0), ``fields`` their best passage's score in each field
     (:meth:`service.passages.PassageRanking.field_evidence`, :data:`FIELD_FEATURES`; None: 0), ``classified`` the
-    code classifier's prediction per level (:meth:`service.engine.Engine.classify`; None: 0). ``fs``: the first
+    code classifier's prediction per level (:meth:`service.engine.Engine.classify`; None: 0), ``code_vectors`` the
+    index's code vectors (:mod:`service.code_vectors`; None: the code-embedding feature is 0). ``fs``: the first
     stage, for the features that read the index (None: a sharded pipeline, those are 0). The feedback search, the
     costly feature, runs only when ``feedback`` is named. The predicted codes are the response's whatever is named."""
     assert cands.fused is not None
@@ -226,6 +234,9 @@ def evidence_features(fs: FirstStage | None, docs: DocStore, query: Query, cands
         for name, level in (("class_subclass", "subclass"), ("class_group", "main_group")):
             if name in want and classified.get(level):
                 X[:, col[name]] = code_agreement(classified[level], at[level])
+    if code_vectors is not None and CODE_EMBEDDING in want:  # the classifier's main groups, else the vote
+        query_codes = (classified.get("main_group") or classified.get("subclass") if classified else None) or voted
+        X[:, col[CODE_EMBEDDING]] = code_vectors.similarity(query_codes, codes)
     return Evidence(X, list(classified["subclass"]) if classified and classified.get("subclass") else voted,
                     feedback_ms, computed=tuple(computed))
 
@@ -404,5 +415,5 @@ class RankerModel:
                    {k: v for k, v in meta.items() if k not in ("trees",)})
 
 
-__all__ = ["CLASSIFIER_FEATURES", "FEATURES", "FIELD_FEATURES", "FEEDBACK_DOCS", "MODEL_FEATURES", "RANKER_KINDS",
-           "Evidence", "RankerModel", "TreeEnsemble", "evidence_features", "reads_models"]
+__all__ = ["CLASSIFIER_FEATURES", "CODE_EMBEDDING", "FEATURES", "FIELD_FEATURES", "FEEDBACK_DOCS", "MODEL_FEATURES",
+           "RANKER_KINDS", "Evidence", "RankerModel", "TreeEnsemble", "evidence_features", "reads_models"]

@@ -14,7 +14,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("foundation", ("service", "service.settings", "service.versioned", "service.phases", "service.heap",
                     "service.filecache")),
     ("text, codes, corpus", ("service.text", "service.codes", "service.classification", "service.code_classifier",
-                              "service.corpus")),
+                              "service.code_vectors", "service.corpus")),
     ("evaluation", ("service.evaluation",)),
     ("schema", ("service.schema",)),
     ("index", ("service.index",)),

@@ -38,12 +38,14 @@ from service.index.folder import FIELDS, SCORINGS, BuildSettings, IndexFolder, L
 from service.index.parts import INDEX_PARTS, copy_part, open_part, write_part
 from service.kernel_pooling import reads_kernels
 from service.passages.arrays import PassageArrays
+from service.ranker import CODE_EMBEDDING
 from service.retrieval.dense import INDEX_KINDS
 from service.retrieval.encoders import ModelsLayout
 from service.text.analysis import SUPPORTED_LANGS, Analyzer, CachedAnalyzer, get_analyzer
 from service.text.compounds import CompoundSplitter
 from service.text.word_vectors import WordVectors
 from training.code_classifier import default_cpc_path, index_classifier
+from training.code_vectors import NoCodes, train_code_vectors
 from training.translation.compounds import COMPOUND_LANGS
 from training.translation.index_step import (
     DEFAULT_COMPOUND_LANGS,
@@ -158,13 +160,20 @@ def learn_corpus_parts(passages: Sequence[Any], analyzers: Mapping[str, Any], co
                        word_vectors: WordVectors | None = None) -> tuple[dict[str, Any], str]:
     """The index-level parts that an index's documents teach, learned once for the whole index (one folder, or every
     shard of a sharded one: ``passages`` each shard's, read in ``doc_order``, the corpus' order): the word vectors
-    that ``ranker``'s kernel features read (``word_vectors``: ready-made instead) and the code classifier of the
-    ``cpc`` title list; returns ``{part name: value}`` and the line that says what the classifier is or why none."""
+    that ``ranker``'s kernel features read (``word_vectors``: ready-made instead), the code vectors its
+    code-embedding feature reads and the code classifier of the ``cpc`` title list; returns ``{part name: value}``
+    and the line that says what the classifier is or why none."""
     out: dict[str, Any] = {}
     if ranker is not None and reads_kernels(ranker["body"]["features"]):
         vectors = word_vectors or _word_vectors(passages, analyzers, progress, doc_order)
         if vectors is not None:
             out["word_vectors"] = vectors
+    corpus_codes = sorted(set(corpus_codes))
+    if ranker is not None and CODE_EMBEDDING in ranker["body"]["features"]:
+        try:  # the code-embedding feature's vectors (service/code_vectors.py)
+            out["code_vectors"] = train_code_vectors(corpus_codes, _cpc(cpc), progress=progress)
+        except NoCodes as exc:
+            log.info("%s", exc)
     classifier, said = index_classifier(_cpc(cpc), analyzers.get("en"), corpus_codes)
     log.info("%s", said)
     if classifier is not None:  # the codes of a query without any, from the CPC titles
@@ -427,7 +436,7 @@ PRETRAINED_COMPONENT_VERSION = 1
 
 
 # the index-level parts `build --like` copies after the build (the compound lists and the tables are read before it)
-LIKE_PARTS = ("ranker", "word_vectors", "code_classifier", "fusion")
+LIKE_PARTS = ("ranker", "word_vectors", "code_classifier", "code_vectors", "fusion")
 
 
 def _like(like: str | Path) -> IndexFolder:

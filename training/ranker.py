@@ -22,6 +22,7 @@ import numpy as np
 from service.kernel_pooling import KERNEL_FEATURES
 from service.ranker import (
     CLASSIFIER_FEATURES,
+    CODE_EMBEDDING,
     FEATURES,
     FIELD_FEATURES,
     MODEL_FEATURES,
@@ -39,12 +40,14 @@ EXTRA_FEATURES: dict[str, tuple[str, ...]] = {
     "feedback": ("feedback",),
     "language": ("own_route", "doc_query_lang"),
     "models": tuple(f for f in MODEL_FEATURES if f != "dense"),
+    "codes": (CODE_EMBEDDING,),
 }
 """Features measured but left out of the rankers that are installed (docs/RESULTS.md, "Passage evidence in
 /search"): the feedback search costs ~30 ms a query and adds nothing held out; whether a document matched in the
 query's own language lets a model learn how two of the tasks are built (their relevant grant holds only the other
 language) rather than what makes a document relevant; the neural components' scores exist only in an index built
-with models (``priorart experiment ranking --models`` measures them on indexes with models trained per fold)."""
+with models (``priorart experiment ranking --models`` measures them on indexes with models trained per fold); the
+code-embedding similarity (seed 000's code vectors, issue 59 item 4) until it wins held out."""
 
 RANKER_FEATURES: tuple[str, ...] = tuple(f for f in FEATURES if not any(f in g for g in EXTRA_FEATURES.values()))
 """The features of an installed ranker."""

@@ -124,6 +124,7 @@ class Layout:
     RANKER_META = "ranker/ranker.json"
     CODE_CLASSIFIER = "code_classifier"  # the CPC titles' profiles a query's codes are predicted from
     WORD_VECTORS = "word_vectors"  # word vectors of the index's terms: the ranker's kernel features read them
+    CODE_VECTORS = "code_vectors"  # vectors of the index's classification codes: the code-embedding feature reads them
     GENERATIONS = "generations"
     SEGMENTS = "segments"
     LOCK = ".lock"

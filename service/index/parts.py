@@ -1,13 +1,13 @@
 """The parts of an index as a whole (the index-level half of the component registry, service/index/components.py).
 
 The translation tables, the compound word lists, the fusion weights, the learned ranker, the word vectors its kernel
-features read and the code classifier are learned once from the whole corpus by the training package's steps and shared
-by every segment of the index (a segment is analysed with the index's word lists). Each is one class with its ``name``
-(its key in ``meta.json``) and format ``version``: ``write(out, value)`` writes what a training step learned at the top
-of a folder and returns its ``meta.json`` entry, ``open(folder)`` reads it back (a file's object is reused while the
-file is unchanged: service/filecache.py), ``copy(src, out)`` gives another folder of the same index (a shard) the same
-part. They are never merged: a merge or a compaction writes segments, and the index-level files stay at the top of the
-folder. This module sits in the index layer, below the first stage and the fusion that open them.
+features read, the code classifier and the code vectors are learned once from the whole corpus by the training package's
+steps and shared by every segment of the index (a segment is analysed with the index's word lists). Each is one class
+with its ``name`` (its key in ``meta.json``) and format ``version``: ``write(out, value)`` writes what a training step
+learned at the top of a folder and returns its ``meta.json`` entry, ``open(folder)`` reads it back (a file's object is
+reused while the file is unchanged: service/filecache.py), ``copy(src, out)`` gives another folder of the same index (a
+shard) the same part. They are never merged: a merge or a compaction writes segments, and the index-level files stay at
+the top of the folder. This module sits in the index layer, below the first stage and the fusion that open them.
 
 Adding an index-level part is one class here and its line in :data:`INDEX_PARTS`.
 """
@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from service.code_classifier import CodeClassifier
+from service.code_vectors import CodeVectors
 from service.filecache import load_shared
 from service.index.folder import IndexFolder, IndexFormatError, Layout
 from service.text.analysis import Analyzer
@@ -269,8 +270,43 @@ class CodeClassifierPart(IndexPart):
             raise IndexFormatError(f"{folder.path(Layout.CODE_CLASSIFIER)}: {exc}") from exc
 
 
+CODE_VECTORS_VERSION = 1
+
+
+class CodeVectorsPart(IndexPart):
+    """Vectors of the index's classification codes (``code_vectors/``, :class:`service.code_vectors.CodeVectors`),
+    learned by DeepWalk over their tree where a ranker that reads the code-embedding feature is installed
+    (:func:`training.code_vectors.index_code_vectors`)."""
+
+    name = "code_vectors"
+
+    @property
+    def version(self) -> int:
+        return CODE_VECTORS_VERSION
+
+    def write(self, out: Path, value: Any) -> dict[str, Any]:
+        vectors: CodeVectors = value
+        vectors.save(out / Layout.CODE_VECTORS)
+        return {"version": CODE_VECTORS_VERSION, "dir": Layout.CODE_VECTORS, "codes": len(vectors),
+                "dim": vectors.dim}
+
+    def open(self, folder: IndexFolder, **options: Any) -> CodeVectors | None:
+        """The vectors (None when the index has none)."""
+        if not self.present(folder):
+            return None
+        entry = folder.components[self.name]
+        if entry.get("version") != CODE_VECTORS_VERSION:
+            raise IndexFormatError(f"{folder.path(Layout.META)}: code vectors of version {entry.get('version')}, "
+                                   f"this code reads {CODE_VECTORS_VERSION}; build the index again")
+        try:
+            return CodeVectors.load(folder.path(entry["dir"]))
+        except (KeyError, OSError, ValueError) as exc:
+            raise IndexFormatError(f"{folder.path(Layout.CODE_VECTORS)}: {exc}") from exc
+
+
 INDEX_PARTS: dict[str, IndexPart] = {p.name: p for p in (TranslationPart(), AnalysisPart(), FusionPart(),
-                                                         RankerPart(), WordVectorsPart(), CodeClassifierPart())}
+                                                         RankerPart(), WordVectorsPart(), CodeClassifierPart(),
+                                                         CodeVectorsPart())}
 """Every part of the index as a whole (see the module doc)."""
 
 

@@ -90,6 +90,8 @@ def first_stage_command(
 def service_command(
     index_dir: Path = typer.Argument(..., help="Index folder (built with --models for the full pipeline)."),
     queries: int = typer.Option(200, "--queries", help="Queries to time (English first claims of the index)."),
+    words: int = typer.Option(60, "--words", help="The first claims' first words taken as the query (0: the whole "
+                              "claim)."),
     depth: int = typer.Option(1000, "--depth", help="Candidates per query (reranked when the index has models)."),
     http: bool = typer.Option(True, "--http/--no-http", help="Also time POST /search on a live priorart serve."),
     passages: bool = typer.Option(False, "--passages/--no-passages", help="Also time /passages (same queries)."),
@@ -103,7 +105,7 @@ def service_command(
     from training.benchmarks.service import format_report, run_service_bench
 
     report = run_service_bench(index_dir, queries=queries, depth=depth, http=http, passages=passages,
-                               compare_no_dense=compare_no_dense, compare_fused=compare_fused)
+                               compare_no_dense=compare_no_dense, compare_fused=compare_fused, words=words)
     typer.echo(json.dumps(report, indent=1) if as_json else format_report(report))
 
 

@@ -75,7 +75,7 @@ from service.evaluation.measures import evaluate_run
 from service.evaluation.significance import format_p, randomisation_test
 from service.index.folder import Layout
 from service.kernel_pooling import KERNEL_FEATURES, reads_kernels
-from service.ranker import FEATURES, RANKER_KINDS
+from service.ranker import CODE_EMBEDDING, FEATURES, RANKER_KINDS
 from training.experiments import ExperimentError
 from training.experiments.output import commit, write_result
 from training.experiments.xling import first_claim, trilingual_grants
@@ -96,6 +96,7 @@ from training.ranker import (
 )
 
 if TYPE_CHECKING:
+    from service.code_vectors import CodeVectors
     from service.engine import Engine
     from service.query import Query
     from service.text.word_vectors import WordVectors
@@ -331,6 +332,8 @@ def run_ranking(
                    if any(reads_kernels(features) for _, features in learners.values()) else None)
         if vectors is not None:
             engine.use_word_vectors(vectors)
+        if any(CODE_EMBEDDING in features for _, features in learners.values()):
+            engine.use_code_vectors(code_vectors(engine))
         t_start = time.perf_counter()
         for topic in tqdm(todo, desc=desc, file=sys.stderr, leave=False,
                           disable=None if progress is None else not progress):
@@ -515,6 +518,16 @@ def with_models(engine: Engine, models: Path, folder: Path, progress: bool | Non
         yield out
     finally:
         out.close()
+
+
+def code_vectors(engine: Engine) -> CodeVectors:
+    """Code vectors of the engine's documents (:func:`training.code_vectors.train_code_vectors`: their codes, no
+    topic), over the synthetic corpus' own scheme beside its index, else the CPC title list's hierarchy."""
+    from training.code_classifier import default_cpc_path
+    from training.code_vectors import store_codes, train_code_vectors
+
+    own = engine.index_dir.parent / SCHEME
+    return train_code_vectors(store_codes(engine.docs), own if own.is_file() else default_cpc_path())
 
 
 def word_vectors(engine: Engine, keep: bool, progress: bool | None) -> WordVectors | None:

@@ -218,8 +218,10 @@ def build_code_graph(
     scheme: ClassificationScheme | None = None,
     *,
     max_nodes: int = 60_000,
+    subtrees: bool = True,
 ) -> CodeGraph:
-    """The DeepWalk graph: corpus codes + ancestors + main-group subtrees of the scheme (see module doc).
+    """The DeepWalk graph: corpus codes + ancestors + main-group subtrees of the scheme (see module doc; ``subtrees``
+    False: the codes and their ancestors only).
 
     Without a scheme the tree is purely syntactic (``ClassificationScheme.from_codes``).
     """
@@ -258,7 +260,7 @@ def build_code_graph(
             mg = scheme.truncate(code, "main_group")  # the scheme's main group, by shape for unknown codes
             if mg in scheme:
                 mg_counts[mg] += n
-    for mg, _ in sorted(mg_counts.items(), key=lambda kv: (-kv[1], kv[0])):
+    for mg, _ in sorted(mg_counts.items(), key=lambda kv: (-kv[1], kv[0])) if subtrees else ():
         stack = [mg]
         sub: list[tuple[str, str]] = []
         while stack:

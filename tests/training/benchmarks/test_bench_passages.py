@@ -55,3 +55,18 @@ def test_service_bench_times_passages(synth_index: Path) -> None:
     # the fused order, timed beside the default path (issue 63's goal: its p50 at most 1.3x)
     assert report["fused"]["p50"] > 0 and report["fused_ratio_p50"] == report["engine"]["p50"] / report["fused"]["p50"]
     assert "evidence" in report["per_stage"] and "fused order" in format_report(report)
+    assert 0 <= report["fused"]["own_first"] <= 1 and "first claims, their first 60 words" in format_report(report)
+
+
+def test_service_bench_takes_whole_first_claims_or_their_first_words(synth_index: Path) -> None:
+    """``--words``: the known-item queries are the first claims' first N words, or (0) the whole claims."""
+    from service.engine import Engine
+    from training.benchmarks.service import _queries
+
+    engine = Engine.load(synth_index)
+    cut, whole = _queries(engine, 5, 0, 8), _queries(engine, 5, 0, 0)
+    engine.close()
+    assert [d for d, _ in cut] == [d for d, _ in whole]
+    assert all(len(t.split()) == 8 for _, t in cut)
+    assert any(len(t.split()) > 8 for _, t in whole)
+    assert all(w.startswith(c) for (_, c), (_, w) in zip(cut, whole, strict=True))

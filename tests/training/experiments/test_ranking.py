@@ -84,7 +84,7 @@ def test_the_experiment_runs_every_system_through_the_engine_and_cross_fits_the_
     res = run_ranking(None, s, records=records, work=tmp_path / "work", out=tmp_path / "out.json", progress=False)
     assert set(res.rows) == {"claims", "titles", "own language"}
     learned = {f"learned {k}{x}" for k in ("gbm", "mlp")
-               for x in ("", " with feedback", " with language", " without kernels", " without fields",
+               for x in ("", " with feedback", " with language", " with codes", " without kernels", " without fields",
                          " without classifier", " without dense")} | {"knrm"}
     assert set(res.rows["claims"]["all"]) == {FUSION, "N=5 w=1", CROSS_FITTED, *learned}
     assert len(res.chosen) == 2 and set(res.chosen) <= {FUSION, "N=5 w=1", "learned gbm", "learned mlp"}
