@@ -139,3 +139,23 @@ def test_the_models_extra_needs_indexes_with_models() -> None:
     with pytest.raises(ExperimentError, match="models"):
         RankingSettings(extra=("models",))
     assert "models" not in RankingSettings().extra and "models" in RankingSettings(models=True).extra
+
+
+def test_first_claims_keeps_claim_one_of_the_claims_topics() -> None:
+    """scripts/first_claims.py: the claim-1 topics of a result's claims task, per direction and together."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("first_claims", Path(__file__).parents[3] / "scripts" /
+                                                  "first_claims.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    per_query = {"fusion": {"claims:EP1-1-de-en": {"mrr": 0.5, "success@1": 0.0},
+                            "claims:EP1-2-de-en": {"mrr": 1.0, "success@1": 1.0},
+                            "claims:EP2-1-fr-en": {"mrr": 1.0, "success@1": 1.0},
+                            "claims:EP3-10-fr-en": {"mrr": 0.0, "success@1": 0.0},
+                            "titles:EP1-de-en": {"mrr": 0.0, "success@1": 0.0}}}
+    got = mod.first_claims(per_query, ["fusion"])["fusion"]
+    assert set(got) == {"all", "de-en", "fr-en"}
+    assert got["all"] == {"topics": 2, "mrr": 0.75, "first": 0.5}
+    assert got["de-en"]["mrr"] == 0.5 and got["fr-en"]["mrr"] == 1.0
