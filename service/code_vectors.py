@@ -2,7 +2,7 @@
 meta-text embeddings paper, as a feature of the learned ranker: issue 59 item 4).
 
 A code's vector is learned by DeepWalk over the classification tree of an index's codes (the CPC list's hierarchy
-where the build has it, else the codes' own shapes; :func:`training.code_vectors.index_code_vectors`): codes close in
+where the build has it, else the codes' own shapes; :func:`training.code_vectors.train_code_vectors`): codes close in
 the tree get close vectors, so two documents in sibling main groups are similar where the code features that count
 shared subclasses or main groups (service/ranker.py ``code_subclass``, ``class_group``...) see nothing in common.
 

@@ -42,7 +42,7 @@ from service.passages.ranker import PassageRanking
 from service.passages.segments import SegmentedPassageIndex
 from service.pipeline import Pipeline, compose
 from service.query import Query, QueryError
-from service.ranker import RankerModel, evidence_features, reads_models
+from service.ranker import CODE_EMBEDDING, RankerModel, evidence_features, reads_models
 from service.retrieval.feedback import Feedback
 from service.schema import (
     DEFAULT_VARIANT,
@@ -128,6 +128,11 @@ class Engine:
                 self.notices.append("the learned ranker reads kernel features of word vectors this index does not "
                                     "have (too little text, or no passages): its first documents are ordered by "
                                     "their best passage; `priorart install-ranker INDEX` trains the vectors")
+            elif self.ranker is not None and CODE_EMBEDDING in self.ranker.features and self.code_vectors is None:
+                self.ranker = None  # likewise for the code-embedding feature (service/code_vectors.py)
+                self.notices.append("the learned ranker reads the code-embedding feature of code vectors this index "
+                                    "does not have (its documents hold no code): its first documents are ordered by "
+                                    "their best passage; `priorart install-ranker INDEX` learns the vectors")
 
     def use_word_vectors(self, vectors: WordVectors) -> None:
         """Compute the kernel-pooling features of the first documents (:mod:`service.kernel_pooling`) with
@@ -136,7 +141,7 @@ class Engine:
 
     def use_code_vectors(self, vectors: CodeVectors) -> None:
         """Compute the code-embedding feature of the first documents (:mod:`service.code_vectors`) with ``vectors``,
-        vectors of this index's codes (:func:`training.code_vectors.index_code_vectors`)."""
+        vectors of this index's codes (:func:`training.code_vectors.train_code_vectors`)."""
         self.code_vectors = vectors
 
     def close(self) -> None:

@@ -321,10 +321,28 @@ def resolve(ranker: str | Path | None, *, dense: bool = True) -> tuple[str, dict
     return str(ranker), read_ranker(Path(ranker))
 
 
+def _code_vectors(folder: Any) -> Any:
+    """The code vectors of an index built already (its documents' codes, the settings' CPC title list; None where
+    its documents hold no code)."""
+    from service.index.store import DocStore
+    from service.settings import Settings
+    from training.code_classifier import default_cpc_path
+    from training.code_vectors import NoCodes, store_codes, train_code_vectors
+
+    docs = DocStore.load(folder.root)
+    try:
+        return train_code_vectors(store_codes(docs), Settings().cpc_titles or default_cpc_path())
+    except NoCodes:
+        return None
+    finally:
+        docs.close()
+
+
 def install_into(index_dir: str | Path, ranker: str | Path = "default") -> list[dict[str, Any]]:
     """Write the ranker ``ranker`` names (:func:`resolve`) into an index already built, every shard of a sharded one
     (and, for a ranker that reads the kernel features, the index's word vectors where it has none: trained on its
-    passages, training/word_vectors.py), each under its writers' lock (refused while an add, delete or compact runs
+    passages, training/word_vectors.py; for one that reads the code-embedding feature, its code vectors likewise:
+    training/code_vectors.py), each under its writers' lock (refused while an add, delete or compact runs
     there); a running server orders by it from its next load (``POST /admin/reload``, or the reload of the next
     generation). Returns the entries written; ``ValueError`` when there is no ranker to write."""
     from service.index.folder import IndexFolder, Layout, ShardSet, is_sharded
@@ -349,11 +367,17 @@ def install_into(index_dir: str | Path, ranker: str | Path = "default") -> list[
                     vectors = index_word_vectors(root)
                 except NoWordVectors as exc:  # the engine orders by the passage rule, and says so
                     none_why = f"none ({exc}): the first documents are ordered by their best passage"
+            codes = None
+            if CODE_EMBEDDING in part["body"]["features"] and not folder.has("code_vectors"):
+                codes = _code_vectors(folder)
             entry = {**write_part("ranker", folder.root, part), "source": source}
             parts, changed = {"ranker": entry}, [Layout.RANKER]
             if vectors is not None:
                 parts["word_vectors"] = write_part("word_vectors", folder.root, vectors)
                 changed.append(Layout.WORD_VECTORS)
+            if codes is not None:
+                parts["code_vectors"] = write_part("code_vectors", folder.root, codes)
+                changed.append(Layout.CODE_VECTORS)
             if none_why is not None:
                 entry["word_vectors"] = none_why
             folder.register(parts, changed=changed)

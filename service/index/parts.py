@@ -276,7 +276,7 @@ CODE_VECTORS_VERSION = 1
 class CodeVectorsPart(IndexPart):
     """Vectors of the index's classification codes (``code_vectors/``, :class:`service.code_vectors.CodeVectors`),
     learned by DeepWalk over their tree where a ranker that reads the code-embedding feature is installed
-    (:func:`training.code_vectors.index_code_vectors`)."""
+    (:func:`training.code_vectors.train_code_vectors`)."""
 
     name = "code_vectors"
 

@@ -74,7 +74,7 @@ def test_a_build_whose_ranker_reads_the_feature_has_the_vectors_and_search_reads
     from service.schema import SearchRequest
     from service.settings import Settings
     from training.build import build_index
-    from training.ranker import RANKER_FEATURES, TopicEvidence, learn, ranker_part, write_ranker
+    from training.ranker import RANKER_FEATURES, TopicEvidence, install_into, learn, ranker_part, write_ranker
     from training.synth import SynthConfig, write_synthetic
 
     scheme = tmp_path / "scheme.tsv.gz"
@@ -109,4 +109,15 @@ def test_a_build_whose_ranker_reads_the_feature_has_the_vectors_and_search_reads
     plain = Engine.load(tmp_path / "plain", settings=Settings(index_dir=tmp_path / "plain"))
     _, ev = plain.evidence(plain.query(SearchRequest(query=text, lang="en", k=20)), 20)
     assert ev is not None and not ev.X[:, FEATURES.index(CODE_EMBEDDING)].any()
+    plain.close()
+    # `priorart install-ranker`: the ranker goes in with the vectors it reads; an index whose ranker reads them but
+    # has none is ordered by the passage rule, and says so
+    install_into(tmp_path / "plain", folder)
+    assert IndexFolder.open(tmp_path / "plain").components["code_vectors"]["codes"] > 0
+    plain = Engine.load(tmp_path / "plain", settings=Settings(index_dir=tmp_path / "plain"))
+    assert plain.ranker is not None and plain.code_vectors is not None
+    plain.close()
+    IndexFolder.open(tmp_path / "plain").register({}, remove=["code_vectors"])
+    plain = Engine.load(tmp_path / "plain", settings=Settings(index_dir=tmp_path / "plain"))
+    assert plain.ranker is None and any("code-embedding feature" in n for n in plain.notices)
     plain.close()
