@@ -623,6 +623,7 @@ TABLES: dict[str, Table] = {
     "ranking-frozen": Table(_file(ranking_table, "ranking-frozen.json"), ("ranking-frozen.json",)),
     "ranking-bm25": Table(_file(ranking_table, "ranking-bm25.json"), ("ranking-bm25.json",)),
     "ranking-models": Table(_file(ranking_table, "ranking-models.json"), ("ranking-models.json",)),
+    "ranking-codes": Table(_file(ranking_table, "ranking-codes.json"), ("ranking-codes.json",)),
     "adapter": Table(_file(adapter_table, "adapter.json"), ("adapter.json",)),
     "add": Table(_file(add_table, "live/add-100k.json"), ("live/add-100k.json",)),
     "xling-passages-tops": Table(_file(xling_passages_tops_table, "xling-passages.json"), ("xling-passages.json",)),
