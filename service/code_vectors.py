@@ -3,8 +3,9 @@ meta-text embeddings paper, as a feature of the learned ranker: issue 59 item 4)
 
 A code's vector is learned by DeepWalk over the classification tree of an index's codes (the CPC list's hierarchy
 where the build has it, else the codes' own shapes; :func:`training.code_vectors.train_code_vectors`): codes close in
-the tree get close vectors, so two documents in sibling main groups are similar where the code features that count
-shared subclasses or main groups (service/ranker.py ``code_subclass``, ``class_group``...) see nothing in common.
+the tree get close vectors, so two documents whose main groups share a class but no subclass are similar where the
+code features that count shared subclasses or main groups (service/ranker.py ``code_subclass``, ``class_group``...)
+see nothing in common.
 
 - A document's vector: the mean of its main groups' vectors (a main group the vectors lack counts as its nearest
   ancestor that they hold), unit length.
