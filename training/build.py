@@ -44,7 +44,7 @@ from service.retrieval.encoders import ModelsLayout
 from service.text.analysis import SUPPORTED_LANGS, Analyzer, CachedAnalyzer, get_analyzer
 from service.text.compounds import CompoundSplitter
 from service.text.word_vectors import WordVectors
-from training.code_classifier import default_cpc_path, index_classifier
+from training.code_classifier import cpc_list, index_classifier
 from training.code_vectors import NoCodes, train_code_vectors
 from training.translation.compounds import COMPOUND_LANGS
 from training.translation.index_step import (
@@ -168,13 +168,13 @@ def learn_corpus_parts(passages: Sequence[Any], analyzers: Mapping[str, Any], co
         vectors = word_vectors or _word_vectors(passages, analyzers, progress, doc_order)
         if vectors is not None:
             out["word_vectors"] = vectors
-    corpus_codes = sorted(set(corpus_codes))
+    corpus_codes, titles = sorted(set(corpus_codes)), cpc_list(cpc)
     if ranker is not None and CODE_EMBEDDING in ranker["body"]["features"]:
         try:  # the code-embedding feature's vectors (service/code_vectors.py)
-            out["code_vectors"] = train_code_vectors(corpus_codes, _cpc(cpc), progress=progress)
+            out["code_vectors"] = train_code_vectors(corpus_codes, titles, progress=progress)
         except NoCodes as exc:
             log.info("%s", exc)
-    classifier, said = index_classifier(_cpc(cpc), analyzers.get("en"), corpus_codes)
+    classifier, said = index_classifier(titles, analyzers.get("en"), corpus_codes)
     log.info("%s", said)
     if classifier is not None:  # the codes of a query without any, from the CPC titles
         out["code_classifier"] = classifier
@@ -514,17 +514,6 @@ def add_pretrained_dense(out: Path, ctx: WriteContext, dense_index: str = "auto"
         ctx.encode_with = partial(encode_on_ray, address=ray, device=device)
     return {"version": PRETRAINED_VERSION, "folder": Layout.ENCODER, "component": PRETRAINED_COMPONENT_VERSION,
             **copied}
-
-
-def _cpc(cpc: str | Path | None) -> Path | None:
-    """The CPC title list of ``build_index(cpc=...)``."""
-    if cpc is None:
-        return None
-    if cpc != "auto":
-        return Path(cpc)
-    from service.settings import Settings
-
-    return Settings().cpc_titles or default_cpc_path()
 
 
 # ------------------------------------------------------------------------------------------ models

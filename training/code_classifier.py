@@ -37,6 +37,18 @@ def default_cpc_path() -> Path | None:
     return path if path.is_file() else None
 
 
+def cpc_list(cpc: str | Path | None = "auto") -> Path | None:
+    """The CPC title list ``cpc`` names: None for none, ``"auto"`` for the service's ``PRIORART_CPC_TITLES`` or else
+    the shared data folder's (:func:`default_cpc_path`), else the path given (``priorart build --cpc``)."""
+    if cpc is None:
+        return None
+    if cpc != "auto":
+        return Path(cpc)
+    from service.settings import Settings
+
+    return Settings().cpc_titles or default_cpc_path()
+
+
 def profile_counts(scheme: ClassificationScheme,
                    analyzer: Callable[[str], list[str]]) -> dict[str, dict[str, dict[str, int]]]:
     """``{level: {code: {term: count}}}``: every entry's title, analysed, counted in the profile of its subclass
@@ -92,5 +104,5 @@ def index_classifier(cpc: Path | None, analyzer: Callable[[str], list[str]] | No
                  "known)")
 
 
-__all__ = ["MIN_KNOWN", "cached_profiles", "cached_subclasses", "default_cpc_path", "index_classifier",
+__all__ = ["MIN_KNOWN", "cached_profiles", "cached_subclasses", "cpc_list", "default_cpc_path", "index_classifier",
            "profile_counts"]

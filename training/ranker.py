@@ -321,30 +321,33 @@ def resolve(ranker: str | Path | None, *, dense: bool = True) -> tuple[str, dict
     return str(ranker), read_ranker(Path(ranker))
 
 
-def _code_vectors(folder: Any) -> Any:
-    """The code vectors of an index built already (its documents' codes, the settings' CPC title list; None where
-    its documents hold no code)."""
+def _code_vectors(roots: Sequence[Path]) -> Any:
+    """The code vectors of an index built already, one set for every shard of a sharded one (the codes of all its
+    documents, the settings' CPC title list; None where its documents hold no code)."""
     from service.index.store import DocStore
-    from service.settings import Settings
-    from training.code_classifier import default_cpc_path
+    from training.code_classifier import cpc_list
     from training.code_vectors import NoCodes, store_codes, train_code_vectors
 
-    docs = DocStore.load(folder.root)
+    codes: set[str] = set()
+    for root in roots:
+        docs = DocStore.load(root)
+        try:
+            codes.update(store_codes(docs))
+        finally:
+            docs.close()
     try:
-        return train_code_vectors(store_codes(docs), Settings().cpc_titles or default_cpc_path())
+        return train_code_vectors(sorted(codes), cpc_list())
     except NoCodes:
         return None
-    finally:
-        docs.close()
 
 
 def install_into(index_dir: str | Path, ranker: str | Path = "default") -> list[dict[str, Any]]:
     """Write the ranker ``ranker`` names (:func:`resolve`) into an index already built, every shard of a sharded one
     (and, for a ranker that reads the kernel features, the index's word vectors where it has none: trained on its
-    passages, training/word_vectors.py; for one that reads the code-embedding feature, its code vectors likewise:
-    training/code_vectors.py), each under its writers' lock (refused while an add, delete or compact runs
-    there); a running server orders by it from its next load (``POST /admin/reload``, or the reload of the next
-    generation). Returns the entries written; ``ValueError`` when there is no ranker to write."""
+    passages, training/word_vectors.py; for one that reads the code-embedding feature, its code vectors likewise,
+    learned once from every shard's documents: training/code_vectors.py), each under its writers' lock (refused while an
+    add, delete or compact runs there); a running server orders by it from its next load (``POST /admin/reload``, or the
+    reload of the next generation). Returns the entries written; ``ValueError`` when there is no ranker to write."""
     from service.index.folder import IndexFolder, Layout, ShardSet, is_sharded
     from service.index.parts import open_part, write_part
     from service.kernel_pooling import reads_kernels
@@ -358,6 +361,7 @@ def install_into(index_dir: str | Path, ranker: str | Path = "default") -> list[
                          "--ranker-out")
     source, part = got
     written: list[dict[str, Any]] = []
+    shared_codes: list[Any] | None = None
     for root in roots:
         with IndexFolder.open(root, verify=False).writer_lock(wait=False):
             folder = IndexFolder.open(root, verify=False)  # as it is under the lock
@@ -369,7 +373,9 @@ def install_into(index_dir: str | Path, ranker: str | Path = "default") -> list[
                     none_why = f"none ({exc}): the first documents are ordered by their best passage"
             codes = None
             if CODE_EMBEDDING in part["body"]["features"] and not folder.has("code_vectors"):
-                codes = _code_vectors(folder)
+                if shared_codes is None:  # (once, from every shard's documents: the same vectors in each)
+                    shared_codes = [_code_vectors(roots)]
+                codes = shared_codes[0]
             entry = {**write_part("ranker", folder.root, part), "source": source}
             parts, changed = {"ranker": entry}, [Layout.RANKER]
             if vectors is not None:

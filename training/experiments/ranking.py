@@ -522,12 +522,12 @@ def with_models(engine: Engine, models: Path, folder: Path, progress: bool | Non
 
 def code_vectors(engine: Engine) -> CodeVectors:
     """Code vectors of the engine's documents (:func:`training.code_vectors.train_code_vectors`: their codes, no
-    topic), over the synthetic corpus' own scheme beside its index, else the CPC title list's hierarchy."""
-    from training.code_classifier import default_cpc_path
+    topic), over the synthetic corpus' own scheme beside its index, else the CPC title list a build reads."""
+    from training.code_classifier import cpc_list
     from training.code_vectors import store_codes, train_code_vectors
 
     own = engine.index_dir.parent / SCHEME
-    return train_code_vectors(store_codes(engine.docs), own if own.is_file() else default_cpc_path())
+    return train_code_vectors(store_codes(engine.docs), own if own.is_file() else cpc_list())
 
 
 def word_vectors(engine: Engine, keep: bool, progress: bool | None) -> WordVectors | None:
