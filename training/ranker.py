@@ -343,11 +343,12 @@ def _code_vectors(roots: Sequence[Path]) -> Any:
 
 def install_into(index_dir: str | Path, ranker: str | Path = "default") -> list[dict[str, Any]]:
     """Write the ranker ``ranker`` names (:func:`resolve`) into an index already built, every shard of a sharded one
-    (and, for a ranker that reads the kernel features, the index's word vectors where it has none: trained on its
-    passages, training/word_vectors.py; for one that reads the code-embedding feature, its code vectors likewise,
-    learned once from every shard's documents: training/code_vectors.py), each under its writers' lock (refused while an
-    add, delete or compact runs there); a running server orders by it from its next load (``POST /admin/reload``, or the
-    reload of the next generation). Returns the entries written; ``ValueError`` when there is no ranker to write."""
+    (and, for a ranker that reads the kernel features, the index's word vectors where it has none: trained once on
+    every shard's passages, training/word_vectors.py; for one that reads the code-embedding feature, its code
+    vectors likewise, learned once from every shard's documents: training/code_vectors.py), each under its writers'
+    lock (refused while an add, delete or compact runs there); a running server orders by it from its next load
+    (``POST /admin/reload``, or the reload of the next generation). Returns the entries written; ``ValueError`` when
+    there is no ranker to write."""
     from service.index.folder import IndexFolder, Layout, ShardSet, is_sharded
     from service.index.parts import open_part, write_part
     from service.kernel_pooling import reads_kernels
@@ -362,15 +363,18 @@ def install_into(index_dir: str | Path, ranker: str | Path = "default") -> list[
     source, part = got
     written: list[dict[str, Any]] = []
     shared_codes: list[Any] | None = None
+    shared_words: list[Any] | None = None
     for root in roots:
         with IndexFolder.open(root, verify=False).writer_lock(wait=False):
             folder = IndexFolder.open(root, verify=False)  # as it is under the lock
             vectors, none_why = None, None
             if reads_kernels(part["body"]["features"]) and not folder.has("word_vectors"):
-                try:  # (from the index as it is, before the ranker's files change)
-                    vectors = index_word_vectors(root)
-                except NoWordVectors as exc:  # the engine orders by the passage rule, and says so
-                    none_why = f"none ({exc}): the first documents are ordered by their best passage"
+                if shared_words is None:  # (once, from every shard's passages: the same vectors in each)
+                    try:  # (from the index as it is, before the ranker's files change)
+                        shared_words = [index_word_vectors(*roots), None]
+                    except NoWordVectors as exc:  # the engine orders by the passage rule, and says so
+                        shared_words = [None, f"none ({exc}): the first documents are ordered by their best passage"]
+                vectors, none_why = shared_words
             codes = None
             if CODE_EMBEDDING in part["body"]["features"] and not folder.has("code_vectors"):
                 if shared_codes is None:  # (once, from every shard's documents: the same vectors in each)

@@ -139,14 +139,19 @@ def _write_sentences(parts: Sequence[PassageArrays], runs: Sequence[tuple[int, i
             bar.update(end - first)
 
 
-def index_word_vectors(root: str | Path, *, progress: bool | None = None) -> WordVectors:
-    """Word vectors of an index built already (every segment's passages, analysed with the index's analyzers)."""
+def index_word_vectors(root: str | Path, *more: str | Path, progress: bool | None = None) -> WordVectors:
+    """Word vectors of an index built already (every segment's passages, analysed with the index's analyzers); with
+    ``more`` roots (the other shards of a sharded index), one set learned from all of them, shard after shard."""
     from service.index.components import open_component
     from service.index.folder import IndexFolder
     from service.index.parts import open_part
+    from service.passages.segments import SegmentedPassageIndex
 
-    folder = IndexFolder.open(root, verify=False)
-    return train_word_vectors(open_component("passages", folder), open_part("analysis", folder), progress=progress)
+    parts: list[PassageArrays] = []
+    for r in (root, *more):
+        passages = open_component("passages", IndexFolder.open(r, verify=False))
+        parts += passages.parts if isinstance(passages, SegmentedPassageIndex) else [passages]
+    return train_word_vectors(parts, open_part("analysis", IndexFolder.open(root, verify=False)), progress=progress)
 
 
 __all__ = ["NoWordVectors", "TooLittleText", "WordVectorSettings", "index_word_vectors", "train_word_vectors"]

@@ -271,7 +271,7 @@ def test_install_ranker_puts_the_ranker_into_an_index_built_without_it(tmp_path:
 
     from service.corpus.jsonl import read_corpus
     from service.engine import Engine
-    from service.index.folder import IndexFolder
+    from service.index.folder import IndexFolder, Layout
     from service.index.live import add_documents, compact
     from service.schema import SearchRequest
     from service.settings import Settings
@@ -322,6 +322,13 @@ def test_install_ranker_puts_the_ranker_into_an_index_built_without_it(tmp_path:
     engine = Engine.load(sharded, settings=Settings(index_dir=sharded))
     assert engine.ranker is not None
     engine.close()
+    # one set of word vectors, learned from both shards' passages, in each shard (as the sharded build learns them):
+    # the kernel features of a document do not depend on the shard it lands in
+    shard_dirs = [sharded / Layout.shard(i) for i in range(2)]
+    entries = [IndexFolder.open(p).components["word_vectors"] for p in shard_dirs]
+    assert entries[0]["terms"] > 0 and entries[0] == entries[1], entries
+    files = [{f.name: f.read_bytes() for f in sorted((p / entries[0]["dir"]).iterdir())} for p in shard_dirs]
+    assert files[0] and files[0] == files[1]
 
 
 def test_install_ranker_without_word2vec_installs_the_ranker_and_says_it_has_no_vectors(

@@ -20,6 +20,7 @@ def demo200(tmp_path_factory: pytest.TempPathFactory) -> Path:
     work = tmp_path_factory.mktemp("demo200") / "demo"
     res = CliRunner().invoke(app, ["demo", "-n", "200", "--workdir", str(work), "--no-train", "--no-serve"])
     assert res.exit_code == 0, res.output
+    (work.parent / "output.txt").write_text(res.output, encoding="utf-8")  # what the first demo said
     return work
 
 
@@ -70,15 +71,19 @@ def _ids(index: Path) -> set[str]:
         docs.close()
 
 
-def test_each_demo_serves_its_own_index_and_says_what_it_reuses(tmp_path: Path) -> None:
+def test_each_demo_serves_its_own_index_and_says_what_it_reuses(demo200: Path, tmp_path: Path) -> None:
     """Issue 30: after one demo, another one with other data served the old index (its corpus overwritten, the
     build skipped) and said nothing. Each data source has its own work folder, and a work folder reuses an output
-    only when it was made from the same inputs."""
+    only when it was made from the same inputs. (The first demo is the module's ``-n 200``, in a copy of its work
+    folder: the inputs ``demo.json`` records are the source, its size and seed, not the folder's path.)"""
+    import shutil
+
     from training.commands.demo import NO_TRAIN_LINE, NO_TRAIN_WHY, default_workdir
 
     assert default_workdir(None) != default_workdir(Path("../shared/data"))
     work = str(tmp_path / "demo")
-    out = _demo("-n", "200", "--workdir", work)
+    shutil.copytree(demo200, work, symlinks=True)
+    out = (demo200.parent / "output.txt").read_text(encoding="utf-8")
     assert NO_TRAIN_LINE.format(why=NO_TRAIN_WHY["synthetic"]) in out  # no training by default, and why, in one line
     meta = json.loads((tmp_path / "demo" / "index" / "meta.json").read_text())
     assert "models" not in meta["components"]
