@@ -15,7 +15,6 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
                     "service.filecache")),
     ("text, codes, corpus", ("service.text", "service.codes", "service.classification", "service.code_classifier",
                               "service.code_vectors", "service.corpus")),
-    ("evaluation", ("service.evaluation",)),
     ("schema", ("service.schema",)),
     ("index", ("service.index",)),
     ("query language", ("service.querylang",)),

@@ -95,7 +95,7 @@ def figure(experiment: str, result: Result, row: str, measure: str) -> float:
 def _p(p: float | None) -> str:
     if p is None:
         return "–"
-    from service.evaluation.significance import format_p
+    from training.evaluation.significance import format_p
 
     return format_p(p)
 
@@ -479,7 +479,7 @@ def add_table(name: str, results_dir: Path = RESULTS_DIR) -> str:
 def passage_evidence_table(name: str, results_dir: Path = RESULTS_DIR) -> str:
     """Documents ordered by their best passage against ``/search`` (``priorart experiment xling-passages``'s
     ``evidence_mrr`` against ``search_mrr`` per topic; paired randomisation tests on MRR and on @1)."""
-    from service.evaluation.significance import randomisation_test
+    from training.evaluation.significance import randomisation_test
 
     r = load(name, results_dir)
     variant = "qsf_passage_propagate"

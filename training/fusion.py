@@ -63,8 +63,6 @@ from typing import Any
 
 import numpy as np
 
-from service.evaluation.significance import randomisation_test
-from service.evaluation.trec import Qrels, Topic
 from service.fusion import (
     BM25_ONLY,
     PROFILES,
@@ -81,6 +79,8 @@ from service.query import Query
 from service.retrieval.encoders import ModelsLayout
 from service.settings import Settings
 from service.text.analysis import SUPPORTED_LANGS
+from training.evaluation.significance import randomisation_test
+from training.evaluation.trec import Qrels, Topic
 
 log = logging.getLogger(__name__)
 

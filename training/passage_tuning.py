@@ -7,7 +7,7 @@ Grid search (the paper's Table 1): alpha and beta from 0 to 1 in steps of 0.1, s
 that use it, sigma only for the propagation variants. Every (query, sigma) is scored once by the
 array ranker (:meth:`service.passages.PassageIndex.score`); each (alpha, beta) is then a linear
 combination of the stored components, and MAP(D) is computed on arrays (equal to
-:func:`service.evaluation.passages.evaluate_passages`, which a custom ``metric`` uses instead).
+:func:`training.evaluation.passages.evaluate_passages`, which a custom ``metric`` uses instead).
 
 Proxy judgments (no passage qrels exist in the shared data)
 -----------------------------------------------------------

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from service.engine import Engine
-    from service.evaluation.trec import Run, Topic
+    from training.evaluation.trec import Run, Topic
 
 SEARCH = "search"  # the system /search serves (the default)
 

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from service.corpus.record import PatentRecord
-from service.evaluation.trec import Qrels, Topic, write_qrels, write_topics
+from training.evaluation.trec import Qrels, Topic, write_qrels, write_topics
 
 KNOWN_ITEM_FIELDS = ("claims", "description")
 """Fields the index for the known-item task must be limited to."""

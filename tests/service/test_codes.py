@@ -23,7 +23,7 @@ from service.codes import (
     truncate_code,
 )
 from service.corpus.record import PatentRecord
-from service.evaluation.trec import Topic
+from training.evaluation.trec import Topic
 
 
 def _record(ipc: list[str], cpc: list[str]) -> PatentRecord:

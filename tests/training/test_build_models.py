@@ -117,8 +117,8 @@ def test_cli_build_with_models(tmp_path: Path) -> None:
 
 def test_evaluate_systems_through_the_pipeline(tmp_path: Path) -> None:
     from service.corpus.jsonl import read_corpus
-    from service.evaluation.trec import Topic, read_run, write_qrels, write_topics
     from training.commands import evaluate as evaluate_command
+    from training.evaluation.trec import Topic, read_run, write_qrels, write_topics
     from training.synth import synth_topics
 
     corpus, _ = tiny_models()

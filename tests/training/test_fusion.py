@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 from index_copy import copy_index
 
-from service.evaluation.measures import evaluate_run
-from service.evaluation.trec import Topic
 from service.fusion import fuse_linear
 from training import fusion as fu
+from training.evaluation.measures import evaluate_run
+from training.evaluation.trec import Topic
 
 
 def _features(rng: np.random.Generator, n: int, *, signal: float, task: str = "t", group: str | None = None,
@@ -117,10 +117,10 @@ def test_fuse_command_with_given_topics(tmp_path: Path) -> None:
 
     from service.corpus.jsonl import read_corpus
     from service.engine import Engine
-    from service.evaluation.trec import write_qrels, write_topics
     from service.index.folder import load_meta
     from service.settings import Settings
     from training.cli import app
+    from training.evaluation.trec import write_qrels, write_topics
     from training.synth import synth_topics
 
     corpus, _ = tiny_models()

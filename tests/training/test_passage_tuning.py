@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from service.corpus.record import Claim, PatentRecord, Section
-from service.evaluation.passages import evaluate_passages
 from service.passages import PassageIndex
+from training.evaluation.passages import evaluate_passages
 from training.passage_tuning import (
     TuningQuery,
     _Judged,

@@ -11,8 +11,8 @@ from typer.testing import CliRunner
 
 from service.corpus.jsonl import write_corpus
 from service.corpus.record import Claim, PatentRecord, Section
-from service.evaluation.trec import read_qrels, read_topics
 from training.commands import tasks as tasks_command
+from training.evaluation.trec import read_qrels, read_topics
 from training.tasks import is_known_item_candidate, known_item_task, xling_task
 
 

@@ -270,8 +270,8 @@ def fuse_command(
     """Learn fusion weights on dev topics, leak-free and cross-validated; install them only where they beat BM25."""
     import sys
 
-    from service.evaluation.trec import TrecFormatError, read_qrels, read_topics
     from service.index.folder import IndexFormatError, Layout
+    from training.evaluation.trec import TrecFormatError, read_qrels, read_topics
     from training.fusion import FusionError, format_cells, learn_fusion, parse_depths
 
     try:

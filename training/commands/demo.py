@@ -205,7 +205,7 @@ def _run(step: str, args: list[str], *, ready_url: str | None = None, serving: s
 def _synthetic_dev_task(corpus: Path, split_path: Path, out: Path, seed: int) -> tuple[Path, Path]:
     """Dev-split topics of the synthetic corpus (title+abstract or de/fr claim -> cited documents)."""
     from service.corpus.jsonl import read_corpus
-    from service.evaluation.trec import Topic, write_qrels, write_topics
+    from training.evaluation.trec import Topic, write_qrels, write_topics
     from training.synth import synth_topics
 
     records = list(read_corpus(corpus))

@@ -27,8 +27,8 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 if TYPE_CHECKING:
-    from service.evaluation.measures import EvalReport
-    from service.evaluation.trec import Qrels
+    from training.evaluation.measures import EvalReport
+    from training.evaluation.trec import Qrels
 
 
 def _run_names(paths: Iterable[Path]) -> list[str]:
@@ -42,9 +42,9 @@ def _run_names(paths: Iterable[Path]) -> list[str]:
 def _comparisons(
     report: EvalReport, others: Sequence[Path], qrels: Qrels, permutations: int, seed: int
 ) -> dict[str, dict[str, Any]]:
-    from service.evaluation.measures import evaluate_run
-    from service.evaluation.significance import compare_reports
-    from service.evaluation.trec import read_run
+    from training.evaluation.measures import evaluate_run
+    from training.evaluation.significance import compare_reports
+    from training.evaluation.trec import read_run
 
     out: dict[str, dict[str, Any]] = {}
     for name, path in zip(_run_names(others), others, strict=True):
@@ -136,10 +136,10 @@ def register(app: typer.Typer) -> None:
         """Rank each topic as /search does (or as --system says) and evaluate (nDCG, MAP, MRR, P, recall, PRES,
         success)."""
         from service.engine import Engine
-        from service.evaluation.measures import evaluate_run
-        from service.evaluation.trec import TrecFormatError, read_qrels, read_topics, write_run
         from service.index.folder import IndexFormatError
         from service.settings import Settings
+        from training.evaluation.measures import evaluate_run
+        from training.evaluation.trec import TrecFormatError, read_qrels, read_topics, write_run
 
         try:
             topics = read_topics(topics_path)
@@ -185,11 +185,11 @@ def register(app: typer.Typer) -> None:
                                             "relevant documents that have retrieved passages only."),
     ) -> None:
         """Evaluate an existing TREC run file against qrels (no index needed)."""
-        from service.evaluation.measures import evaluate_run
-        from service.evaluation.trec import TrecFormatError, read_qrels, read_run
+        from training.evaluation.measures import evaluate_run
+        from training.evaluation.trec import TrecFormatError, read_qrels, read_run
 
         if passages:
-            from service.evaluation.passages import evaluate_passages, read_passage_qrels, read_passage_run
+            from training.evaluation.passages import evaluate_passages, read_passage_qrels, read_passage_run
 
             try:
                 prep = evaluate_passages(read_passage_run(run_path), read_passage_qrels(qrels_path),

@@ -82,7 +82,7 @@ def orthogonality_command(
     kappa: float = typer.Option(0.5, "--kappa", min=0.0, max=1.0, help="Borda weight of the first run of a pair."),
 ) -> None:
     """Pearson / Kendall / Jaccard orthogonality and Borda combination of every pair of runs."""
-    from service.evaluation.trec import TrecFormatError, read_qrels, read_run
+    from training.evaluation.trec import TrecFormatError, read_qrels, read_run
     from training.ltr.orthogonality import markdown_table, orthogonality, write_report
 
     try:

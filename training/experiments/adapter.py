@@ -35,7 +35,7 @@ from tqdm import tqdm
 
 from service.codes import codes_at, record_codes
 from service.corpus.record import PatentRecord
-from service.evaluation.significance import randomisation_test
+from training.evaluation.significance import randomisation_test
 from training.experiments import ExperimentError
 from training.experiments.output import commit, write_result
 from training.experiments.xling import first_claim, trilingual_grants

@@ -26,8 +26,8 @@ from typing import Any
 
 from service.codes import record_codes
 from service.corpus.record import PatentRecord
-from service.evaluation import randomisation_test
 from service.schema import FeedbackRequest, SearchRequest
+from training.evaluation import randomisation_test
 from training.tasks import strip_reference_signs
 
 

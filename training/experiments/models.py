@@ -42,11 +42,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from service.evaluation.measures import evaluate_run
-from service.evaluation.significance import randomisation_test
-from service.evaluation.trec import Qrels, Run, Topic, write_qrels, write_run, write_topics
 from service.fusion import PROFILES
 from service.retrieval.encoders import ModelsLayout
+from training.evaluation.measures import evaluate_run
+from training.evaluation.significance import randomisation_test
+from training.evaluation.trec import Qrels, Run, Topic, write_qrels, write_run, write_topics
 from training.experiments import ExperimentError
 
 log = logging.getLogger(__name__)

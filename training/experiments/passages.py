@@ -25,9 +25,9 @@ from typing import Any
 from tqdm import tqdm
 
 from service.corpus.record import PatentRecord
-from service.evaluation.significance import randomisation_test
 from service.passages import DEFAULT_PARAMS, PAPER_PARAMS, PAPER_SIGMAS, VARIANTS, PassageIndex
 from service.text.translation import TranslationTable
+from training.evaluation.significance import randomisation_test
 from training.experiments import ExperimentError
 from training.passage_tuning import TuningQuery, evaluate_params, proxy_tuning_queries, tune
 

@@ -25,7 +25,7 @@ The grant tasks run on the held-out indexes of the cross-lingual experiments
 (:func:`training.experiments.xling_passages.fold_engines`: per fold and target language, the fold's trilingual grants
 hold only their target text, and no table or compound list saw them). Reference signs are stripped from the claims.
 Rankings are of publications (``collapse_families`` off), the top ``depth``. Measures per topic from
-:func:`service.evaluation.measures.evaluate_run`: MRR, nDCG, recall@100, S@1.
+:func:`training.evaluation.measures.evaluate_run`: MRR, nDCG, recall@100, S@1.
 
 The system chosen held out (row ``cross-fitted``): the topics' folds are their grants' (other tasks: topic ``i`` in
 fold ``i % folds``); for each fold, a system is chosen on the other folds (:func:`_choose`: the largest mean MRR gain
@@ -71,11 +71,11 @@ import numpy as np
 from tqdm import tqdm
 
 from service.corpus.record import PatentRecord, family_key
-from service.evaluation.measures import evaluate_run
-from service.evaluation.significance import format_p, randomisation_test
 from service.index.folder import Layout
 from service.kernel_pooling import KERNEL_FEATURES, reads_kernels
 from service.ranker import CODE_EMBEDDING, FEATURES, RANKER_KINDS
+from training.evaluation.measures import evaluate_run
+from training.evaluation.significance import format_p, randomisation_test
 from training.experiments import ExperimentError
 from training.experiments.output import commit, write_result
 from training.experiments.xling import first_claim, trilingual_grants

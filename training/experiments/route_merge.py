@@ -35,8 +35,8 @@ from typing import Any
 from tqdm import tqdm
 
 from service.corpus.record import PatentRecord
-from service.evaluation.significance import randomisation_test
 from service.text.analysis import SUPPORTED_LANGS
+from training.evaluation.significance import randomisation_test
 from training.experiments import ExperimentError
 
 log = logging.getLogger(__name__)

@@ -27,9 +27,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from service.evaluation.trec import Qrels, Topic
 from service.fusion import PROFILES
 from service.retrieval.encoders import ModelsLayout
+from training.evaluation.trec import Qrels, Topic
 from training.experiments.models import Block, ModelsSettings, evaluate_rows, format_blocks
 
 log = logging.getLogger(__name__)
@@ -72,10 +72,10 @@ def run_synthetic_experiment(s: SyntheticSettings, *, work_dir: str | Path | Non
                              out_dir: str | Path | None = None, progress: bool | None = None) -> SyntheticResult:
     from service.corpus.jsonl import read_corpus
     from service.engine import Engine
-    from service.evaluation.trec import write_qrels, write_topics
     from service.index.folder import Layout
     from service.settings import Settings
     from training.build import build_index
+    from training.evaluation.trec import write_qrels, write_topics
     from training.fusion import format_cells, learn_fusion
     from training.models.pairs import Split
     from training.models.train import TrainConfig, train_models

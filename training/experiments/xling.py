@@ -33,12 +33,12 @@ from typing import Any
 from tqdm import tqdm
 
 from service.corpus.record import PatentRecord
-from service.evaluation.measures import evaluate_run
-from service.evaluation.significance import randomisation_test
-from service.evaluation.trec import write_qrels, write_run
 from service.retrieval.first_stage import FirstStage
 from service.text.analysis import get_analyzer, tokenize
 from service.text.translation import TranslationTable
+from training.evaluation.measures import evaluate_run
+from training.evaluation.significance import randomisation_test
+from training.evaluation.trec import write_qrels, write_run
 from training.experiments import ExperimentError
 from training.experiments.output import write_result
 from training.translation.freedict import DICTD_DIR, load_lexicon

@@ -56,9 +56,9 @@ from typing import TYPE_CHECKING, Any
 from tqdm import tqdm
 
 from service.corpus.record import PatentRecord
-from service.evaluation.significance import randomisation_test
 from service.passages.lm import VARIANTS
 from service.schema import PassageHit
+from training.evaluation.significance import randomisation_test
 from training.experiments import ExperimentError
 from training.experiments.output import commit, write_result
 from training.experiments.xling import trilingual_grants, words_only

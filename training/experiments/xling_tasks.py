@@ -44,13 +44,13 @@ from typing import Any
 from tqdm import tqdm
 
 from service.corpus.record import PatentRecord
-from service.evaluation.measures import evaluate_run
-from service.evaluation.significance import randomisation_test
-from service.evaluation.trec import write_qrels, write_run
 from service.retrieval.first_stage import DEFAULT_COMBINE, PARTS_MAX_TERMS, FirstStage
 from service.text.analysis import SUPPORTED_LANGS, Analyzer, get_analyzer
 from service.text.compounds import CompoundSplitter
 from service.text.translation import TranslationTable
+from training.evaluation.measures import evaluate_run
+from training.evaluation.significance import randomisation_test
+from training.evaluation.trec import write_qrels, write_run
 from training.experiments import ExperimentError
 from training.experiments.output import write_result
 from training.experiments.xling import first_claim, trilingual_grants, words_only

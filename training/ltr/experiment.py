@@ -61,9 +61,6 @@ import numpy as np
 
 from service.codes import record_codes
 from service.corpus.record import PatentRecord
-from service.evaluation.measures import evaluate_run
-from service.evaluation.significance import randomisation_test
-from service.evaluation.trec import Qrels, Run, Topic, write_qrels, write_run
 from service.fusion import fuse
 from service.retrieval.domain import FEATURES as FEATURES_ALL
 from service.retrieval.domain import DomainModel, DomainStore
@@ -72,6 +69,9 @@ from service.retrieval.first_stage import FirstStage
 from service.retrieval.wordpair import DocTermStore, WordPairModel
 from service.text.analysis import get_analyzer
 from service.text.translation import TranslationTable
+from training.evaluation.measures import evaluate_run
+from training.evaluation.significance import randomisation_test
+from training.evaluation.trec import Qrels, Run, Topic, write_qrels, write_run
 from training.experiments import ExperimentError
 from training.ltr.data import LtrConfig, make_query_side, prepare_ltr_data
 from training.ltr.domain import DomainConfig, train_domain

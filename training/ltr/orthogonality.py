@@ -38,9 +38,9 @@ from typing import Any
 
 import numpy as np
 
-from service.evaluation.measures import evaluate_run
-from service.evaluation.trec import Qrels, Run, ranked
 from service.fusion import fuse
+from training.evaluation.measures import evaluate_run
+from training.evaluation.trec import Qrels, Run, ranked
 
 MODES = ("auto", "per-query", "pooled")
 

@@ -38,7 +38,6 @@ import numpy as np
 from service.candidates import Stage
 from service.corpus.jsonl import read_corpus
 from service.corpus.record import PatentRecord
-from service.evaluation.significance import randomisation_test
 from service.fusion import FusionModel, fuse, minmax
 from service.index.components import write_part
 from service.index.folder import IndexFolder, Layout
@@ -50,6 +49,7 @@ from service.retrieval.wordpair import DocTermStore
 from service.settings import Settings
 from service.stages.ltr import LTR_FORMAT, LTR_VERSION, DomainStep, WordPairStep
 from service.versioned import write_versioned
+from training.evaluation.significance import randomisation_test
 from training.fusion import MIN_TOPICS, DevTopic, FusionError, collect, dev_topics
 from training.ltr.data import LtrConfig, prepare_ltr_data
 from training.ltr.domain import DomainConfig, train_domain

@@ -11,10 +11,10 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from service.evaluation.measures import MEASURE_NAMES, evaluate_run
-from service.evaluation.trec import Topic, read_run, write_qrels, write_run, write_topics
 from training.commands import evaluate as evaluate_command
 from training.commands.evaluate import format_table
+from training.evaluation.measures import MEASURE_NAMES, evaluate_run
+from training.evaluation.trec import Topic, read_run, write_qrels, write_run, write_topics
 
 JSON_KEYS = {
     "queries",

@@ -10,8 +10,8 @@ import typer
 from typer.testing import CliRunner
 
 from service.corpus.record import Claim, PatentRecord
-from service.evaluation.trec import read_qrels, read_run
 from training.commands import experiment as experiment_cmd
+from training.evaluation.trec import read_qrels, read_run
 from training.experiments import ExperimentError
 from training.experiments.xling import (
     XlingSettings,

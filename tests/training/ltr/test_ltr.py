@@ -386,6 +386,6 @@ def test_ltr_experiment_cross_fits_and_writes_its_reports(tmp_path: Path) -> Non
     out = tmp_path / "out"
     for name in ("ltr.json", "ltr.md", "qrels.txt", "runs/linlearn-all.run", "orthogonality/orthogonality.png"):
         assert (out / name).is_file(), name
-    from service.evaluation.trec import read_run
+    from training.evaluation.trec import read_run
 
     assert len(read_run(out / "runs" / "wordpair.run")) == res.topics

@@ -11,7 +11,7 @@ import pytest
 from scipy.stats import kendalltau, pearsonr
 from typer.testing import CliRunner
 
-from service.evaluation.trec import write_qrels, write_run
+from training.evaluation.trec import write_qrels, write_run
 from training.ltr.orthogonality import borda_runs, correlations, jaccard, orthogonality, write_report
 
 # q1: 4 relevant documents; q2: 1 relevant document; q3: 3 relevant documents

@@ -12,9 +12,9 @@ from typer.testing import CliRunner
 from service.classification import ClassificationScheme
 from service.corpus.jsonl import read_corpus, write_corpus
 from service.corpus.record import PatentRecord
-from service.evaluation.trec import Topic
 from service.text.analysis import detect_language, tokenize
 from training.commands import synth as synth_command
+from training.evaluation.trec import Topic
 from training.synth import (
     CITATION_GRADES,
     SynthConfig,

@@ -7,13 +7,13 @@ import math
 import numpy as np
 import pytest
 
-from service.evaluation.measures import MEASURE_NAMES, evaluate_run, pres
-from service.evaluation.passages import (
+from training.evaluation.measures import MEASURE_NAMES, evaluate_run, pres
+from training.evaluation.passages import (
     average_precision_in_document,
     evaluate_passages,
     precision_in_document,
 )
-from service.evaluation.significance import compare_reports, randomisation_test
+from training.evaluation.significance import compare_reports, randomisation_test
 
 # ---------------------------------------------------------------- PRES (Magdy and Jones 2010)
 # PRES = 1 - (sum(r_i)/n - (n+1)/2) / N_max; relevant docs not in the top N_max get the ranks

@@ -17,7 +17,7 @@ import ir_measures
 from ir_measures import AP, RR, R, Success, nDCG
 from ir_measures import P as Prec
 
-from service.evaluation.trec import ranked
+from training.evaluation.trec import ranked
 
 log = logging.getLogger(__name__)
 

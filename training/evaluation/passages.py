@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from pathlib import Path
 
-from service.evaluation.measures import EvalReport
+from training.evaluation.measures import EvalReport
 
 PassageHit = tuple[str, str, float]
 """``(doc_id, passage_id, score)``: one retrieved passage."""
@@ -100,7 +100,7 @@ def passage_doc(passage_id: str) -> str:
 
 def read_passage_run(path: str | Path) -> PassageRun:
     """A TREC run whose document column holds passage ids (``qid Q0 DOC/... rank score tag``)."""
-    from service.evaluation.trec import read_run
+    from training.evaluation.trec import read_run
 
     return {qid: [(passage_doc(pid), pid, score) for pid, score in scores.items()]
             for qid, scores in read_run(path).items()}
@@ -108,7 +108,7 @@ def read_passage_run(path: str | Path) -> PassageRun:
 
 def read_passage_qrels(path: str | Path) -> PassageQrels:
     """TREC qrels over passage ids (``qid 0 DOC/... rel``); passages with rel > 0 are relevant."""
-    from service.evaluation.trec import read_qrels
+    from training.evaluation.trec import read_qrels
 
     out: dict[str, dict[str, set[str]]] = {}
     for qid, judged in read_qrels(path).items():

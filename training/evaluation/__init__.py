@@ -1,9 +1,9 @@
 """Evaluation: measures (ir-measures + PRES, MAP(D), PREC(D)), randomisation test, TREC run/qrels/topics I/O."""
 
-from service.evaluation.measures import MEASURE_NAMES, EvalReport, evaluate_run, pres
-from service.evaluation.passages import PassageReport, evaluate_passages
-from service.evaluation.significance import compare_reports, randomisation_test
-from service.evaluation.trec import (
+from training.evaluation.measures import MEASURE_NAMES, EvalReport, evaluate_run, pres
+from training.evaluation.passages import PassageReport, evaluate_passages
+from training.evaluation.significance import compare_reports, randomisation_test
+from training.evaluation.trec import (
     Qrels,
     Run,
     Topic,

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from service.evaluation.trec import (
+from training.evaluation.trec import (
     Topic,
     TrecFormatError,
     read_qrels,

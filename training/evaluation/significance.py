@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 
-from service.evaluation.measures import EvalReport
+from training.evaluation.measures import EvalReport
 
 _CHUNK = 2048
 
