@@ -572,6 +572,56 @@ def _lowered(v, eps, tiny):
 
 
 @njit(cache=True, nogil=True)
+def _rest(order, whole, ubs):
+    """What the units not added whole (looked up below) can add to a row together."""
+    rest = 0.0
+    for i in range(len(order)):
+        if not whole[order[i]]:
+            rest += ubs[order[i]]
+    return rest
+
+
+@njit(cache=True, nogil=True)
+def _listed(partial, touched, nt, ok, have, theta, rest, eps, mask, use_mask):
+    """The rows the units added whole listed (``touched[:nt]``), their partial scores zeroed as they are read: those
+    the mask allows whose partial score plus ``rest`` can reach ``theta`` (where there is one), in increasing row
+    order, with their partial scores (none when not ``ok``). MaxScore's candidates before the look-ups, one index's
+    (:func:`_candidates`) and a generation's segments' (service/retrieval/segment_kernels.py) alike."""
+    cands = np.empty(nt, dtype=np.int64)
+    part = np.empty(nt, dtype=np.float64)
+    c = 0
+    for i in range(nt):  # the candidates, and the partial scores zeroed
+        r = int(touched[i])
+        s = np.float64(partial[r])
+        partial[r] = 0.0
+        if not ok or s == 0.0 or (use_mask and not mask[r]):
+            continue
+        if have and s * (1.0 + eps) + rest * (1.0 + 1e-9) < theta:
+            continue
+        cands[c] = r
+        part[c] = s
+        c += 1
+    at_sorted = np.argsort(cands[:c])
+    return cands[at_sorted], part[at_sorted]
+
+
+@njit(cache=True, nogil=True)
+def _best_listed(cands, part, c, k):
+    """The rows of the ``2 k`` best partial scores (ties at the cut included) and their scores: looked up in every unit
+    left, their scores are real ones, so the k-th best of them is near the final theta (see :func:`_candidates`)."""
+    cut = _kth_value(part, c, 2 * k)
+    best = np.empty(c, dtype=np.float64)
+    at = np.empty(c, dtype=np.int64)
+    picked = 0
+    for j in range(c):
+        if part[j] >= cut:
+            best[picked] = part[j]
+            at[picked] = cands[j]
+            picked += 1
+    return at, best, picked
+
+
+@njit(cache=True, nogil=True)
 def _candidates(rows, weights, los, his, mults, ubs, order, left, k, mask, use_mask, partial, touched, budget):
     """The candidates of MaxScore (see above), in increasing order, or ``ok`` False when more than ``budget`` rows
     would be listed. ``order``: the units, those that can add most first; ``left[i]``: what ``order[i:]`` can add to
@@ -614,44 +664,18 @@ def _candidates(rows, weights, los, his, mults, ubs, order, left, k, mask, use_m
     if ok:
         kth, have = _kth_listed(partial, touched, nt, k, mask, use_mask)
         theta = _lowered(kth, eps, tiny)
-    rest = 0.0  # what the units looked up can add
-    for i in range(m):
-        if not whole[order[i]]:
-            rest += ubs[order[i]]
-    cands = np.empty(nt, dtype=np.int64)
-    part = np.empty(nt, dtype=np.float64)
-    c = 0
-    for i in range(nt):  # the candidates, and the partial scores zeroed
-        r = int(touched[i])
-        s = np.float64(partial[r])
-        partial[r] = 0.0
-        if not ok or s == 0.0 or (use_mask and not mask[r]):
-            continue
-        if have and s * (1.0 + eps) + rest * (1.0 + 1e-9) < theta:
-            continue
-        cands[c] = r
-        part[c] = s
-        c += 1
+    rest = _rest(order, whole, ubs)  # what the units looked up can add
+    cands, part = _listed(partial, touched, nt, ok, have, theta, rest, eps, mask, use_mask)
+    c = len(cands)
     if not ok:
         return cands[:0], False
-    at_sorted = np.argsort(cands[:c])
-    cands = cands[at_sorted]
-    part = part[at_sorted]
     if rest == 0.0:
         return cands[:c], True
     # from here ``part`` is a float32 partial score plus float64 weights looked up: within eps of the float64 sum
     if have and c > 2 * k:
         # the rows of the best partial scores, looked up in every unit left: their scores are real ones, so the k-th
         # best of them is near the final theta, and most candidates fail against it before any other look-up
-        cut = _kth_value(part, c, 2 * k)
-        best = np.empty(c, dtype=np.float64)
-        at = np.empty(c, dtype=np.int64)
-        picked = 0
-        for j in range(c):
-            if part[j] >= cut:
-                best[picked] = part[j]
-                at[picked] = cands[j]
-                picked += 1
+        at, best, picked = _best_listed(cands, part, c, k)
         for i in range(m):
             u = order[i]
             if not whole[u]:

@@ -29,12 +29,15 @@ from service.index.arrays import readonly
 from service.retrieval.kernels import (
     LOOKUP_RATIO,
     TINY32,
+    _best_listed,
     _best_of,
     _gallop,
     _keep,
     _kth_listed,
     _kth_value,
+    _listed,
     _lowered,
+    _rest,
     _sift_down,
     _sift_up,
     _worse,
@@ -385,41 +388,15 @@ def _candidates(seg, loc, norm, k1p, bm25, ids, idfs, mults, ubs, cnt, order, le
     if ok:
         kth, have = _kth_listed(partial, touched, nt, k, mask, use_mask)
         theta = _lowered(kth, eps, tiny)
-    rest = 0.0
-    for i in range(m):
-        if not whole[order[i]]:
-            rest += ubs[order[i]]
-    cands = np.empty(nt, dtype=np.int64)
-    part = np.empty(nt, dtype=np.float64)
-    c = 0
-    for i in range(nt):
-        r = int(touched[i])
-        sv = np.float64(partial[r])
-        partial[r] = 0.0
-        if not ok or sv == 0.0 or (use_mask and not mask[r]):
-            continue
-        if have and sv * (1.0 + eps) + rest * (1.0 + 1e-9) < theta:
-            continue
-        cands[c] = r
-        part[c] = sv
-        c += 1
+    rest = _rest(order, whole, ubs)
+    cands, part = _listed(partial, touched, nt, ok, have, theta, rest, eps, mask, use_mask)
+    c = len(cands)
     if not ok:
         return cands[:0], False
-    at_sorted = np.argsort(cands[:c])
-    cands = cands[at_sorted]
-    part = part[at_sorted]
     if rest == 0.0:
         return cands[:c], True
     if have and c > 2 * k:
-        cut = _kth_value(part, c, 2 * k)
-        best = np.empty(c, dtype=np.float64)
-        at = np.empty(c, dtype=np.int64)
-        picked = 0
-        for j in range(c):
-            if part[j] >= cut:
-                best[picked] = part[j]
-                at[picked] = cands[j]
-                picked += 1
+        at, best, picked = _best_listed(cands, part, c, k)
         for i in range(m):
             u = order[i]
             if not whole[u]:
