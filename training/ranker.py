@@ -11,6 +11,7 @@ index as its part ``ranker``, where the engine orders its first documents with i
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -341,6 +342,17 @@ def _code_vectors(roots: Sequence[Path]) -> Any:
         return None
 
 
+def _word_vectors(roots: Sequence[Path]) -> tuple[Any, str | None]:
+    """The word vectors of an index built already, one set for every shard of a sharded one (learned from all their
+    passages), and None with the reason where there can be none (the engine then orders by the passage rule)."""
+    from training.word_vectors import NoWordVectors, index_word_vectors
+
+    try:
+        return index_word_vectors(*roots), None
+    except NoWordVectors as exc:
+        return None, f"none ({exc}): the first documents are ordered by their best passage"
+
+
 def install_into(index_dir: str | Path, ranker: str | Path = "default") -> list[dict[str, Any]]:
     """Write the ranker ``ranker`` names (:func:`resolve`) into an index already built, every shard of a sharded one
     (and, for a ranker that reads the kernel features, the index's word vectors where it has none: trained once on
@@ -352,7 +364,6 @@ def install_into(index_dir: str | Path, ranker: str | Path = "default") -> list[
     from service.index.folder import IndexFolder, Layout, ShardSet, is_sharded
     from service.index.parts import open_part, write_part
     from service.kernel_pooling import reads_kernels
-    from training.word_vectors import NoWordVectors, index_word_vectors
 
     roots = ([f.root for f in ShardSet.open(index_dir, verify=False).shards] if is_sharded(index_dir)
              else [Path(index_dir)])
@@ -362,24 +373,19 @@ def install_into(index_dir: str | Path, ranker: str | Path = "default") -> list[
                          "--ranker-out")
     source, part = got
     written: list[dict[str, Any]] = []
-    shared_codes: list[Any] | None = None
-    shared_words: list[Any] | None = None
+    # learned once, from every shard (the same vectors in each), at the first shard that lacks them: from the index
+    # as it is, before the ranker's files change
+    shared_words = functools.cache(lambda: _word_vectors(roots))
+    shared_codes = functools.cache(lambda: _code_vectors(roots))
     for root in roots:
         with IndexFolder.open(root, verify=False).writer_lock(wait=False):
             folder = IndexFolder.open(root, verify=False)  # as it is under the lock
             vectors, none_why = None, None
             if reads_kernels(part["body"]["features"]) and not folder.has("word_vectors"):
-                if shared_words is None:  # (once, from every shard's passages: the same vectors in each)
-                    try:  # (from the index as it is, before the ranker's files change)
-                        shared_words = [index_word_vectors(*roots), None]
-                    except NoWordVectors as exc:  # the engine orders by the passage rule, and says so
-                        shared_words = [None, f"none ({exc}): the first documents are ordered by their best passage"]
-                vectors, none_why = shared_words
+                vectors, none_why = shared_words()
             codes = None
             if CODE_EMBEDDING in part["body"]["features"] and not folder.has("code_vectors"):
-                if shared_codes is None:  # (once, from every shard's documents: the same vectors in each)
-                    shared_codes = [_code_vectors(roots)]
-                codes = shared_codes[0]
+                codes = shared_codes()
             entry = {**write_part("ranker", folder.root, part), "source": source}
             parts, changed = {"ranker": entry}, [Layout.RANKER]
             if vectors is not None:

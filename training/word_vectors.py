@@ -147,11 +147,12 @@ def index_word_vectors(root: str | Path, *more: str | Path, progress: bool | Non
     from service.index.parts import open_part
     from service.passages.segments import SegmentedPassageIndex
 
+    folders = [IndexFolder.open(r, verify=False) for r in (root, *more)]
     parts: list[PassageArrays] = []
-    for r in (root, *more):
-        passages = open_component("passages", IndexFolder.open(r, verify=False))
+    for folder in folders:
+        passages = open_component("passages", folder)
         parts += passages.parts if isinstance(passages, SegmentedPassageIndex) else [passages]
-    return train_word_vectors(parts, open_part("analysis", IndexFolder.open(root, verify=False)), progress=progress)
+    return train_word_vectors(parts, open_part("analysis", folders[0]), progress=progress)
 
 
 __all__ = ["NoWordVectors", "TooLittleText", "WordVectorSettings", "index_word_vectors", "train_word_vectors"]

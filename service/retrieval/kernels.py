@@ -670,7 +670,7 @@ def _candidates(rows, weights, los, his, mults, ubs, order, left, k, mask, use_m
     if not ok:
         return cands[:0], False
     if rest == 0.0:
-        return cands[:c], True
+        return cands, True
     # from here ``part`` is a float32 partial score plus float64 weights looked up: within eps of the float64 sum
     if have and c > 2 * k:
         # the rows of the best partial scores, looked up in every unit left: their scores are real ones, so the k-th

@@ -394,7 +394,7 @@ def _candidates(seg, loc, norm, k1p, bm25, ids, idfs, mults, ubs, cnt, order, le
     if not ok:
         return cands[:0], False
     if rest == 0.0:
-        return cands[:c], True
+        return cands, True
     if have and c > 2 * k:
         at, best, picked = _best_listed(cands, part, c, k)
         for i in range(m):

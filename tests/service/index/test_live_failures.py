@@ -176,6 +176,7 @@ def base(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[PatentRec
 
 
 _ENCODER_SUMS: dict[tuple[int, int, int, int], str] = {}
+_folder_checksum = folder_module._checksum  # the folder's own (:func:`_state` puts the one below in its place)
 
 
 def _checksum_encoder_once(path: Path) -> str:
@@ -184,11 +185,11 @@ def _checksum_encoder_once(path: Path) -> str:
     ctime, so the process' memory of the files it verified (service/filecache.py) read their 130 MB again for every
     trial: 108 of the add sweep's seconds were 42 without it (alone, quiet). Every other file is read every trial."""
     if Layout.ENCODER not in path.parts:
-        return folder_module.sha256_file(path)
+        return _folder_checksum(path)
     st = os.stat(path)
     key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
     if key not in _ENCODER_SUMS:
-        _ENCODER_SUMS[key] = folder_module.sha256_file(path)
+        _ENCODER_SUMS[key] = _folder_checksum(path)
     return _ENCODER_SUMS[key]
 
 
