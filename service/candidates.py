@@ -59,8 +59,12 @@ class Candidates:
     normalised: dict[str, np.ndarray] = field(default_factory=dict)  # min-max over the candidate set
     fusion: FusionInfo | None = None  # how the fusion combined the components (the response's, as it is)
     missing_shards: list[str] = field(default_factory=list)  # shards of a sharded index that did not answer
-    evidence: np.ndarray | None = None  # ordered by passage evidence: each row's best passage score (Engine.run)
+    evidence: np.ndarray | None = None  # ordered by passage evidence: each row's best passage score (evidence stage)
     ranker: np.ndarray | None = None  # ordered by the learned ranker: its score of the first rows, min-max (NaN below)
+    # the score the evidence stage ordered the first len(ordered) documents by, in [0, 1], non-increasing (the
+    # ranker's min-max, or the passage blend): the order /search returns (service/stages/evidence.py); None: the
+    # fused order. Counted before the cut to k (how many it reordered), so take() leaves it as it is
+    ordered: np.ndarray | None = None
     # the codes voted by the first documents for a query without codes: the main groups the meta and joint rankers read
     # (service/stages/rerank.py), else the subclasses the learned ranker agrees with (service/engine.py)
     predicted_codes: list[str] = field(default_factory=list)

@@ -6,7 +6,9 @@
       -> rerank   ONNX rankers: text, meta, joint scores of every candidate  service/stages/rerank.py  [models/ rerank/]
       -> wordpair, domain  learning-to-rank scores                          service/stages/ltr.py     [ltr/]
       -> fusion   weighted combination (linear / borda / linlearn)          service/fusion.py         [fusion.json]
-      -> top k
+      -> top max(k, n) of the fused order
+      -> evidence the first n by the learned ranker or best passage  service/stages/evidence.py [passages/ ranker/]
+      -> top k, their matched terms looked up (explain)
 
 Every stage has ``name``, ``run(query, candidates) -> candidates`` and ``describe()`` (pyterrier
 style). Candidates carry one raw score array per component, so each result explains its rank; a
@@ -14,7 +16,8 @@ stage that cannot score a component for this query (no codes, no encoder for the
 why in ``candidates.skipped`` and the fusion leaves that component out.
 
 The same :class:`Pipeline` object serves the API (:class:`service.engine.Engine`), ``priorart search``,
-``priorart evaluate`` (a system is a set of request weights, :data:`SYSTEMS`) and fusion learning:
+``priorart evaluate`` (a system is a set of request weights, :data:`SYSTEMS`), the shards' ingress, the watches
+and fusion learning:
 :meth:`Pipeline.features` runs every scoring stage and returns the whole candidate set with every
 component's score, which training/fusion.py consumes (there is no second scorer).
 """
@@ -36,6 +39,7 @@ from service.index.folder import IndexFolder, IndexFormatError, Layout, ShardSet
 from service.index.store import DocStore, UnknownDocumentError
 from service.query import Query, QueryError, resolve
 from service.settings import Settings
+from service.stages.evidence import EvidenceStep
 
 if TYPE_CHECKING:
     from service.retrieval.first_stage import FirstStage
@@ -72,8 +76,11 @@ class Pipeline:
     resources: IndexResources | None = None  # None: no local sparse index (a pipeline over remote shards)
 
     def __post_init__(self) -> None:
-        if not self.stages or not isinstance(self.stages[-1], FusionStep):
-            raise ValueError("a pipeline ends with the fusion stage")
+        at = [i for i, s in enumerate(self.stages) if isinstance(s, FusionStep)]
+        after = self.stages[at[0] + 1:] if at else []
+        if not at or not all(isinstance(s, EvidenceStep) for s in after) or len(after) > 1:
+            raise ValueError("a pipeline ends with the fusion stage, or the fusion and then the evidence stage")
+        self._fusion_at = at[0]
         check_stages(self.stages)
 
     @property
@@ -82,9 +89,21 @@ class Pipeline:
 
     @property
     def fusion(self) -> FusionStep:
-        step = self.stages[-1]
+        step = self.stages[self._fusion_at]
         assert isinstance(step, FusionStep)
         return step
+
+    @property
+    def evidence(self) -> EvidenceStep | None:
+        """The stage after the fusion that orders the first documents by their evidence (None: a shard's pipeline,
+        or one composed without it: the fused order is its order)."""
+        step = self.stages[-1]
+        return step if isinstance(step, EvidenceStep) else None
+
+    @property
+    def scoring(self) -> list[Stage]:
+        """The stages up to the fusion, itself included: what gives the fused order."""
+        return self.stages[:self._fusion_at + 1]
 
     @property
     def first_stage(self) -> FirstStage:
@@ -107,7 +126,7 @@ class Pipeline:
             cands = Candidates.empty()
             trace: list[StageTrace] = []
             for stage in stages:
-                if stage is self.stages[-1]:
+                if stage is self.fusion:
                     self._filtered_out(query, cands)
                 started = time.perf_counter()
                 cands = stage.run(query, cands)
@@ -117,25 +136,52 @@ class Pipeline:
             raise QueryError(str(exc)) from exc
         return cands, trace
 
-    def run(self, query: Query) -> tuple[Candidates, list[StageTrace]]:
-        """The top ``query.k`` candidates, best first (ties: by document id), and each stage's trace; with
-        ``query.explain``, their matched terms."""
-        cands, trace = self._run(query, self.stages)
-        assert cands.fused is not None and cands.fusion is not None
-        word_match_only = {c for c, w in cands.fusion.weights.items() if w > 0} == {"bm25"}
-        if len(cands) and not cands.in_first.any() and word_match_only:
-            # ranked by word match alone, and no candidate contains a query word: the dense stage's nearest documents
-            # would all tie at one score (min-max of zeros), in row order
-            query.note("no document contains a query term, and word match alone ranks this query: the documents "
-                       "nearest in meaning are not listed")
-            cands.take(np.zeros(0, dtype=np.int64))
-        cands.take(best_first(cands.fused, cands.rows, self.docs.ids, query.k))
+    def run(self, query: Query, *, ran: tuple[Candidates, list[StageTrace]] | None = None,
+            ) -> tuple[Candidates, list[StageTrace]]:
+        """The order ``/search`` returns: the top ``query.k`` candidates and each stage's trace; with
+        ``query.explain``, their matched terms. The stages up to the fusion give the fused order (ties: by document
+        id), whose first ``max(k, n)`` the evidence stage receives, ``n`` the documents it orders for this query
+        (:meth:`EvidenceStep.plan`; ``cands.ordered``: the score it ordered them by); then the first ``k`` remain.
+        ``/search``, ``priorart search`` and ``evaluate``, the experiments, the shards' ingress and the watches all
+        rank through here. ``ran``: the fused order this query gave already (the candidates and trace of a run with
+        ``evidence_docs`` 0 at the same ``k``: the watches' bound), used instead of running the stages again where
+        the evidence needs nothing more."""
+        evidence = self.evidence
+        plan = evidence.plan(query) if evidence is not None else None
+        keep = query.k
+        query.k = max(keep, min(plan.docs, query.depth)) if plan is not None else keep
+        try:
+            if ran is not None and not query.every_component and len(ran[0]) <= query.k:
+                cands, trace = ran
+            else:
+                cands, trace = self._run(query, self.scoring)
+                self._cut(query, cands)
+            if evidence is not None and plan is not None and plan.docs:
+                started = time.perf_counter()
+                cands = evidence.run(query, cands, plan)
+                trace.append(StageTrace(evidence.name, (time.perf_counter() - started) * 1000.0,
+                                        min(plan.docs, len(cands)), cands.details.get(evidence.name, {})))
+                cands.take(np.arange(min(keep, len(cands))))
+        finally:
+            query.k = keep
         if query.explain:
             started = time.perf_counter()
             explained = self.explain(cands)
             if explained:
                 trace.append(StageTrace("explain", (time.perf_counter() - started) * 1000.0, explained))
         return cands, trace
+
+    def _cut(self, query: Query, cands: Candidates) -> None:
+        """The fused order's top ``query.k`` (ties: by document id)."""
+        assert cands.fused is not None and cands.fusion is not None
+        word_match_only = {c for c, w in cands.fusion.weights.items() if w > 0} == {"bm25"}
+        if len(cands) and not cands.in_first.any() and word_match_only:
+            # ranked by word match alone, and no candidate contains a query term: the dense stage's nearest documents
+            # would all tie at one score (min-max of zeros), in row order
+            query.note("no document contains a query term, and word match alone ranks this query: the documents "
+                       "nearest in meaning are not listed")
+            cands.take(np.zeros(0, dtype=np.int64))
+        cands.take(best_first(cands.fused, cands.rows, self.docs.ids, query.k))
 
     def explain(self, cands: Candidates, rows: np.ndarray | None = None) -> int:
         """Look up the matched terms of the first stage's rows among ``rows`` (default: every candidate) that have
@@ -185,7 +231,7 @@ class Pipeline:
         """Every candidate (first stage top depth united with the dense top depth, in that order) with every
         component's raw score and ``skipped`` for the ones that do not apply: what fusion learning reads."""
         query.every_component = True
-        cands, _ = self._run(query, self.stages[:-1])
+        cands, _ = self._run(query, self.scoring[:-1])
         return cands
 
     def describe(self) -> dict[str, Any]:
@@ -221,19 +267,21 @@ def check_stages(stages: Sequence[Stage]) -> None:
 
 def compose(index: IndexFolder | ShardSet, settings: Settings, docs: DocStore | None = None, *,
             ltr: Sequence[Stage] | None = None, neural: bool = True,
-            stats: Mapping[str, CollectionStats] | None = None, submit: Sequence[Submit] | None = None) -> Pipeline:
+            stats: Mapping[str, CollectionStats] | None = None, submit: Sequence[Submit] | None = None,
+            evidence: bool = True) -> Pipeline:
     """The pipeline of an opened index folder or a sharded index (the one place stages are chosen; see the
     module doc).
 
     ``docs``: the folder's doc store when already open. ``ltr``: word-pair/domain stages to use instead of
     the folder's ``ltr/`` (``priorart train-ltr`` scores its dev topics with the stages it just trained).
     ``neural=False`` leaves the dense and rerank stages out. ``stats``: the global collection statistics per
-    language when ``folder`` is a shard. A :class:`ShardSet`: a fan-out stage over ``submit`` (one per shard;
+    language when ``folder`` is a shard. ``evidence=False`` leaves the evidence stage out (a shard's pipeline: the
+    ingress orders the merged candidates). A :class:`ShardSet`: a fan-out stage over ``submit`` (one per shard;
     default: every shard composed in this process with the global statistics, service/shards.py) in place of
     the first stage and the models' stages, then the fusion.
     """
     if isinstance(index, ShardSet):
-        return _compose_sharded(index, settings, docs, submit)
+        return _compose_sharded(index, settings, docs, submit, evidence)
     from service.retrieval.dense import DenseIndexError
     from service.retrieval.first_stage import FirstStage
     from service.stages.first import FirstStageStep
@@ -298,6 +346,10 @@ def compose(index: IndexFolder | ShardSet, settings: Settings, docs: DocStore | 
             notices.append(f"queries {'with' if profile == 'codes' else 'without'} classification codes are ranked "
                            f"by BM25 alone: {pw.reason}")
     stages.append(fusion)
+    if evidence:
+        step = EvidenceStep(folder, settings, docs, first.resources, first)
+        notices.extend(step.notices)
+        stages.append(step)
     log.info("pipeline %s on %s", " -> ".join(s.name for s in stages), device)
     return Pipeline(stages, docs, notices, device, first.resources)
 
@@ -312,13 +364,14 @@ def load_shard(shards: ShardSet, number: int, settings: Settings,
     if folder.has("ltr"):
         raise IndexFormatError(f"{folder.root}: learning-to-rank stores (ltr/) are not served from shards")
     stats = stats if stats is not None else global_stats(shards)
-    return Shard(number, folder, compose(folder, settings, stats=stats))
+    return Shard(number, folder, compose(folder, settings, stats=stats, evidence=False))
 
 
 def _compose_sharded(shards: ShardSet, settings: Settings, docs: DocStore | None,
-                     submit: Sequence[Submit] | None) -> Pipeline:
+                     submit: Sequence[Submit] | None, evidence: bool) -> Pipeline:
     """A sharded index's pipeline: the fan-out stage over ``submit`` (default: every shard loaded in this process
-    with the global statistics) and the fusion. The shards' matched terms come with their candidates (the
+    with the global statistics), the fusion, and the evidence stage over the whole collection's passages (the
+    shards' in turn). The shards' matched terms come with their candidates (the
     fan-out has no sparse index of the whole collection: ``resources`` is one shard's, for the query's analysis
     and translation)."""
     from service.retrieval.first_stage import FirstStage
@@ -339,8 +392,12 @@ def _compose_sharded(shards: ShardSet, settings: Settings, docs: DocStore | None
         notices, device = [], "cpu"
     fan = ShardFanOut(submit, [f.n_rows for f in shards.shards], first, timeout_s=settings.shard_timeout_s,
                       generations=[f.generation for f in shards.shards], owned=local)
-    fusion = FusionModel.of_folder(shards.shards[0])
-    return Pipeline([fan, FusionStep(fusion)], docs, notices, device, first.resources)
+    stages: list[Stage] = [fan, FusionStep(FusionModel.of_folder(shards.shards[0]))]
+    if evidence:  # (no first stage of the whole collection: the features that read one are the shards' to give)
+        step = EvidenceStep(union, settings, docs, first.resources, None)
+        notices.extend(step.notices)
+        stages.append(step)
+    return Pipeline(stages, docs, notices, device, first.resources)
 
 
 __all__ = ["SYSTEMS", "Candidates", "Pipeline", "Stage", "StageTrace", "check_stages", "compose", "load_shard"]

@@ -74,8 +74,14 @@ class Query:
     feedback: Feedback | None = None  # marked rows: Rocchio expansion (service/retrieval/feedback.py)
     explain: bool = True  # the shown rows' matched terms are looked up (False: /passages, /search unexplained)
     # score every component that applies, weighed by the fusion or not (Pipeline.features: what fusion learning reads;
-    # Engine.run for a learned ranker that reads the components' scores)
+    # the evidence stage for a learned ranker that reads the components' scores)
     every_component: bool = False
+    # the evidence stage (service/stages/evidence.py): the first so many documents of the fused order ordered by
+    # their evidence (0: the fused order), by the learned ranker or their best passage (auto | ranker | passage),
+    # with the best passage's weight against the fused score; None: the settings'
+    evidence_docs: int | None = None
+    evidence_by: str | None = None
+    evidence_weight: float | None = None
     # the query language (service/querylang): auto (the language when the text looks like it), query, text (free
     # text whatever it holds); translations to leave out, by word
     syntax: str = "auto"

@@ -1,7 +1,7 @@
 """The learned ranker over evidence (issue 33 item 1): the features of ``/search``'s first documents, and the model
 that orders them by those features.
 
-After the fusion the engine orders its first ``N`` documents (:meth:`service.engine.Engine.order_by_evidence`).
+After the fusion the evidence stage orders the first ``N`` documents (:class:`service.stages.evidence.EvidenceStep`).
 Without a ranker in the index they are ordered by their best passage, the fixed rule chosen held out (docs/RESULTS.md,
 "Passage evidence in /search"). With one (the index part ``ranker``, service/index/parts.py, installed by ``priorart
 build --ranker``: by default the project's, written by ``priorart experiment ranking --ranker-out`` where it won held
@@ -102,7 +102,7 @@ class Evidence:
     X: np.ndarray
     predicted_codes: list[tuple[str, float]]
     feedback_ms: float = 0.0  # the time of the feedback search (the costliest feature)
-    kernels_ms: float = 0.0  # the time of the kernel features (service.engine.Engine.evidence sets it)
+    kernels_ms: float = 0.0  # the time of the kernel features (EvidenceStep.features sets it)
     computed: tuple[str, ...] = FEATURES  # the columns of X computed (the others are 0), in FEATURES' order
 
 
@@ -167,7 +167,8 @@ def evidence_features(fs: FirstStage | None, docs: DocStore, query: Query, cands
     (:class:`service.passages.PassageRanking`; None: 0), ``kernels`` their
     :data:`~service.kernel_pooling.KERNEL_FEATURES` (None: 0), ``fields`` their best passage's score in each field
     (:meth:`service.passages.PassageRanking.field_evidence`, :data:`FIELD_FEATURES`; None: 0), ``classified`` the
-    code classifier's prediction per level (:meth:`service.engine.Engine.classify`; None: 0), ``code_vectors`` the
+    code classifier's prediction per level (:meth:`service.stages.evidence.EvidenceStep.classify`; None: 0),
+    ``code_vectors`` the
     index's code vectors (:mod:`service.code_vectors`; None: the code-embedding feature is 0). ``fs``: the first
     stage, for the features that read the index (None: a sharded pipeline, those are 0). The feedback search, the
     costly feature, runs only when ``feedback`` is named. The predicted codes are the response's whatever is named."""

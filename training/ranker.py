@@ -1,7 +1,7 @@
 """Learning the ranker over evidence (issue 33 item 1): LambdaMART (LightGBM) and a network trained on pairs with the
 hinge loss (torch, exported to ONNX), on the features of :mod:`service.ranker`.
 
-A training set is the first ``N`` documents of many topics: their features (:meth:`service.engine.Engine.evidence`),
+A training set is the first ``N`` documents of many topics: their features (:func:`first_evidence`),
 each document's grade (the topic's qrels) and the topic's weight. ``priorart experiment ranking`` learns both models
 cross-fitted (each fold's topics ranked by the models learned on the other folds) and compares them with the fused
 order and the passage-evidence rule; :func:`write_ranker` writes the one that won to a ranker folder, which
@@ -16,7 +16,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -31,6 +31,12 @@ from service.ranker import (
     RankerModel,
     TreeEnsemble,
 )
+
+if TYPE_CHECKING:
+    from service.candidates import Candidates
+    from service.engine import Engine
+    from service.query import Query
+    from service.ranker import Evidence
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +63,15 @@ ABLATED_FEATURES: dict[str, tuple[str, ...]] = {"kernels": KERNEL_FEATURES, "fie
                                                  "classifier": CLASSIFIER_FEATURES, "dense": ("dense",)}
 """Groups of :data:`RANKER_FEATURES` that the ranking experiment also leaves out (``learned <kind> without
 <group>``): what each adds, measured held out (docs/RESULTS.md, "Passage evidence in /search")."""
+
+
+def first_evidence(engine: Engine, query: Query, n: int) -> tuple[Candidates, Evidence | None]:
+    """The fused order of ``query`` (the pipeline with ``evidence_docs`` 0) and the evidence features of its first
+    ``n`` (:meth:`service.stages.evidence.EvidenceStep.features`): what a ranker learns from and orders by."""
+    query.evidence_docs = 0
+    query.k = max(query.k, min(n, query.depth))
+    cands, _ = engine.pipeline.run(query)
+    return cands, engine.evidence.features(query, cands, n)
 
 
 @dataclass

@@ -1,7 +1,7 @@
 """Topics through the index's engine: a TREC run per system (``priorart evaluate``, the experiments).
 
 ``search`` (the default) is what ``/search`` returns: the pipeline, then the first documents ordered by their
-evidence (the learned ranker or the passage rule), through :meth:`service.engine.Engine.rank`, the method
+evidence (the learned ranker or the passage rule), through :meth:`service.pipeline.Pipeline.run`, the method
 ``/search`` itself ranks with. The other systems are views of one component or of the fused order, the evidence
 step off: a set of request weights over the one pipeline (:data:`service.pipeline.SYSTEMS`; ``fusion``: the
 index's own weights). Runs are written with score ``k - rank`` so that trec_eval (which breaks ties by document
@@ -61,9 +61,10 @@ def run_topics(
         qcodes = topic.codes if codes else []
         query = Query(text=topic.text, lang=topic.lang, codes=qcodes,
                       code_level="subclass" if filter_codes and qcodes else None, before=topic.before, k=k,
-                      depth=max(depth, k), translate=translate, weights=SYSTEMS.get(system), explain=False)
+                      depth=max(depth, k), translate=translate, weights=SYSTEMS.get(system), explain=False,
+                      evidence_docs=None if system == SEARCH else 0)
         try:
-            cands, trace, _ = engine.rank(query, evidence_docs=None if system == SEARCH else 0)
+            cands, trace = engine.pipeline.run(query)
         except ValueError as exc:
             raise ValueError(f"topic {topic.qid}: {exc}") from exc
         n = len(cands.rows)

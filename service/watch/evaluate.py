@@ -11,10 +11,10 @@ they bound the ranking. If the ``k`` best rows among the new documents and those
 old documents outrank every new one in the whole index too (the same scores, the same order: ties by lower row),
 so no new document reaches the top k. Only when a new document is among them does the watch run its search, and
 the hits are what that search shows: the proof only ever says "no hit", every hit comes from the search itself.
-``/search`` orders its first documents by their evidence (:meth:`Engine.order_by_evidence`: the first
+``/search`` orders its first documents by their evidence (the evidence stage, service/stages/evidence.py: the first
 ``evidence_docs`` by their best passage, or the learned ranker's first ``docs`` by its score), so a document of the
 fused order's first ``max(k, that many)`` can reach the top k: the proof and the stored documents cover that many
-(:meth:`Engine.reach`; the ranker only reorders those documents), and a
+(:meth:`EvidenceStep.reach`; the ranker only reorders those documents), and a
 watch's hits are those of its top k only.
 
 The scores of a set of rows are the first stage's own (:class:`service.retrieval.first_stage.FirstStage` run over
@@ -26,7 +26,7 @@ search's ranking when the pipeline ranks by the first stage alone (an index with
 ``fusion``; BM25-only fusion is a min-max of those scores, which keeps their order).
 
 Any other pipeline (the default build's dense stage, models, a sharded index) takes the **fused-order bound**: the
-watch's pipeline without the evidence step (:meth:`Engine.rank` with ``evidence_docs`` 0), its query's vector
+watch's pipeline without the evidence stage (:meth:`Pipeline.run` with ``evidence_docs`` 0), its query's vector
 remembered (:attr:`Query.remember_vector`: encoded once, when the watch was saved). The evidence orders only the fused
 order's first ``reach`` documents, so when none of those is new, no new document is in the search's top k: no hit,
 without the evidence step and without encoding the query again. Else the watch runs its search. (A new document's
@@ -186,12 +186,12 @@ def snapshot(engine: Engine) -> Snapshot:
 
 
 def ranking_first_stage(engine: Engine) -> FirstStage | None:
-    """The first stage when it alone ranks this engine's searches (stages ``bm25`` and ``fusion``, a route merge on
-    a fixed scale), else None."""
+    """The first stage when it alone gives this engine's fused order (stages ``bm25`` and ``fusion``, a route merge on
+    a fixed scale; the evidence stage after them reorders only the first ``reach`` of it), else None."""
     from service.stages.first import FirstStageStep
 
     stages = engine.pipeline.stages
-    if engine.pipeline.names != ["bm25", "fusion"] or not isinstance(stages[0], FirstStageStep):
+    if [s.name for s in engine.pipeline.scoring] != ["bm25", "fusion"] or not isinstance(stages[0], FirstStageStep):
         return None
     fs = stages[0].fs
     return fs if fs.combine != "max" else None  # ("max" scales each route by its best row: not a row's own score)
@@ -284,7 +284,7 @@ class Evaluator:
     def _one(self, w: Pending, cut: FirstStage | None, is_new: np.ndarray, n_new: int) -> Outcome:
         started = time.perf_counter()
         req = w.request.search_request()
-        reach = self.engine.reach(w.request.k)
+        reach = self.engine.evidence.reach(w.request.k)
         try:
             if cut is not None:
                 query = self._query(req, reach)
@@ -316,7 +316,9 @@ class Evaluator:
         """The fused order's first ``reach`` (the pipeline without the evidence step, the query's vector remembered):
         the only documents the search's top k can hold; with the query and the trace, for the search to go on from."""
         query = self._query(req, reach)
-        cands, trace, _ = self.engine.rank(query, evidence_docs=0)
+        query.evidence_docs = 0
+        cands, trace = self.engine.pipeline.run(query)
+        query.evidence_docs = None  # (the search that goes on from it orders by the evidence, as /search does)
         return query, cands, trace
 
     def _query(self, req: Any, reach: int) -> Query:
@@ -330,7 +332,7 @@ class Evaluator:
     def _search(self, w: Pending, req: Any, is_new: np.ndarray, n_new: int, started: float,
                 ran: tuple[Query, Candidates, list[StageTrace]] | None = None) -> Outcome:
         """The watch's search (from the fused order the bound ran, ``ran``, where it did)."""
-        reach = self.engine.reach(req.k)
+        reach = self.engine.evidence.reach(req.k)
         if ran is not None:
             query, cands, trace = ran
             res = self.engine.run(query, explain=False, collapse=False, k=reach, ran=(cands, trace))
@@ -352,7 +354,7 @@ class Evaluator:
 
     def _passage(self, text: str, lang: str, row: int) -> Any:
         try:
-            best = self.engine.passages_of(text, lang, [row], 1)
+            best = self.engine.evidence.passages_of(text, lang, [row], 1)
         except QueryError as exc:  # an index without passages, a query without passage terms: the hit stands
             log.info("no passage for a watch hit (%s)", exc)
             return None
@@ -470,7 +472,7 @@ def save_watch(engine: Engine, store: WatchStore, owner: str, request: WatchRequ
         check_url(str(request.webhook.url), engine.settings.webhook_allow)
     req = request.search_request()
     # the bound: the documents that can rank; the query's vector kept for its evaluations
-    res = engine.search(req.model_copy(update={"k": engine.reach(req.k)}), remember_vector=True)
+    res = engine.search(req.model_copy(update={"k": engine.evidence.reach(req.k)}), remember_vector=True)
     if not res.query.terms:
         raise QueryError("the query has no index terms after analysis (only stop words or punctuation?): no document "
                          "could ever match it")

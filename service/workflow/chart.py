@@ -52,12 +52,27 @@ if TYPE_CHECKING:
     from service.retrieval.resources import IndexResources
 
 
+class Passages(Protocol):
+    """What the workflow reads of the engine's evidence stage (:class:`service.stages.evidence.EvidenceStep`): the
+    passage index and the passages of given documents."""
+
+    def passage_index(self) -> PassageIndex | SegmentedPassageIndex: ...
+
+    def passages_of(self, text: str, lang: str, rows: list[int], k: int) -> list[PassageHit]: ...
+
+    def passage_query(self, text: str, lang: str, *,
+                      translate: bool = True) -> tuple[dict[str, QueryImage], dict[str, list[str]]]: ...
+
+
 class Engine(Protocol):
     """What the workflow reads of :class:`service.engine.Engine`: its public methods, nothing private. (The workflow
     sits above the engine; a protocol keeps it to what it uses, and lets a test hand it a stand-in.)"""
 
     docs: DocStore
     resources: IndexResources | None
+
+    @property
+    def evidence(self) -> Passages: ...
 
     def row(self, doc_id: str) -> int | None: ...
 
@@ -66,13 +81,6 @@ class Engine(Protocol):
 
     def run(self, query: Query, *, explain: bool = False, collapse: bool = False,
             k: int | None = None) -> SearchResponse: ...
-
-    def passage_index(self) -> PassageIndex | SegmentedPassageIndex: ...
-
-    def passages_of(self, text: str, lang: str, rows: list[int], k: int) -> list[PassageHit]: ...
-
-    def passage_query(self, text: str, lang: str, *,
-                      translate: bool = True) -> tuple[dict[str, QueryImage], dict[str, list[str]]]: ...
 
 
 DISCLOSED = 0.6
@@ -88,7 +96,7 @@ def claim_chart(engine: Engine, req: ClaimChartRequest) -> ClaimChartResponse:
     """Each element of the claim x each document: its best passage in context (module docstring). ``QueryError``
     for a claim that cannot be split, an unknown document, or an index without a passage index."""
     started = time.perf_counter()
-    passages = engine.passage_index()
+    passages = engine.evidence.passage_index()
     resources = engine.resources
     if resources is None:
         raise QueryError("this index's pipeline has no analysis or translation tables to read")
@@ -135,7 +143,7 @@ def claim_chart(engine: Engine, req: ClaimChartRequest) -> ClaimChartResponse:
     not_disclosed: list[str] = []
     for el in split.elements:
         try:
-            images, words = engine.passage_query(el.text, lang)
+            images, words = engine.evidence.passage_query(el.text, lang)
         except QueryError:  # only stop words or reference signs: nothing to look for
             notes.append(f"element {el.label} has no searchable words: not charted")
             cells.extend(ChartCell(element=el.label, doc_id=doc_id) for doc_id in ids)

@@ -38,7 +38,7 @@ def build_report(engine: Engine, req: ReportRequest) -> ReportResponse:
         # (a publication number becomes its document's text; a query in the language, its words)
         r = resolve(engine.query(last), engine.docs, engine.resources)
         for row in dict.fromkeys(rows):
-            hits = engine.passages_of(r.text, r.lang, [row], req.passages)
+            hits = engine.evidence.passages_of(r.text, r.lang, [row], req.passages)
             if hits:
                 passages[hits[0].doc_id] = hits
     entries = []

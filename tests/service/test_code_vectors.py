@@ -15,6 +15,7 @@ from service.code_vectors import CodeVectors
 from service.codes import codes_at, record_codes
 from service.ranker import CODE_EMBEDDING, FEATURES
 from training.code_vectors import NoCodes, train_code_vectors
+from training.ranker import first_evidence
 
 
 def _vectors() -> CodeVectors:
@@ -90,24 +91,25 @@ def test_a_build_whose_ranker_reads_the_feature_has_the_vectors_and_search_reads
     index = IndexFolder.open(tmp_path / "idx")  # verified: the vectors are checksummed with the rest
     assert index.components["code_vectors"]["codes"] > 0 and "code_vectors/vectors.npy" in index.meta.files
     engine = Engine.load(tmp_path / "idx", settings=Settings(index_dir=tmp_path / "idx"))
-    assert engine.code_vectors is not None and engine.ranker is not None and CODE_EMBEDDING in engine.ranker.features
+    ev_step = engine.evidence
+    assert ev_step.code_vectors is not None and ev_step.ranker is not None and CODE_EMBEDDING in ev_step.ranker.features
     rec = engine.docs.get_row(0)
     text = rec.title["en"] + " " + rec.abstract.get("en", "")
-    cands, ev = engine.evidence(engine.query(SearchRequest(query=text, lang="en", k=20)), 20)
+    cands, ev = first_evidence(engine, engine.query(SearchRequest(query=text, lang="en", k=20)), 20)
     assert ev is not None
-    images, _ = engine.passage_query(text, "en")
-    classified = engine.classify(images)
+    images, _ = engine.evidence.passage_query(text, "en")
+    classified = engine.evidence.classify(images)
     assert classified is not None and classified["main_group"]
     held = [record_codes(engine.docs.header_row(int(r))) for r in cands.rows[:20]]
     got = ev.X[:, FEATURES.index(CODE_EMBEDDING)]
-    assert np.allclose(got, engine.code_vectors.similarity(classified["main_group"], held))
+    assert np.allclose(got, engine.evidence.code_vectors.similarity(classified["main_group"], held))
     assert got.max() > 0.5 and got.min() < got.max()  # the documents differ in how close their codes are
     assert codes_at(record_codes(rec), "subclass")
     engine.close()
     build_index(tmp_path / "all.jsonl", tmp_path / "plain", ranker="none", **options)
     assert "code_vectors" not in IndexFolder.open(tmp_path / "plain").components
     plain = Engine.load(tmp_path / "plain", settings=Settings(index_dir=tmp_path / "plain"))
-    _, ev = plain.evidence(plain.query(SearchRequest(query=text, lang="en", k=20)), 20)
+    _, ev = first_evidence(plain, plain.query(SearchRequest(query=text, lang="en", k=20)), 20)
     assert ev is not None and not ev.X[:, FEATURES.index(CODE_EMBEDDING)].any()
     plain.close()
     # `priorart install-ranker`: the ranker goes in with the vectors it reads; an index whose ranker reads them but
@@ -115,9 +117,9 @@ def test_a_build_whose_ranker_reads_the_feature_has_the_vectors_and_search_reads
     install_into(tmp_path / "plain", folder)
     assert IndexFolder.open(tmp_path / "plain").components["code_vectors"]["codes"] > 0
     plain = Engine.load(tmp_path / "plain", settings=Settings(index_dir=tmp_path / "plain"))
-    assert plain.ranker is not None and plain.code_vectors is not None
+    assert plain.evidence.ranker is not None and plain.evidence.code_vectors is not None
     plain.close()
     IndexFolder.open(tmp_path / "plain").register({}, remove=["code_vectors"])
     plain = Engine.load(tmp_path / "plain", settings=Settings(index_dir=tmp_path / "plain"))
-    assert plain.ranker is None and any("code-embedding feature" in n for n in plain.notices)
+    assert plain.evidence.ranker is None and any("code-embedding feature" in n for n in plain.notices)
     plain.close()

@@ -315,7 +315,8 @@ def test_real_corpus_in_three_shards_equals_one_index(real_corpus: Path, real_in
     b = Engine.load(sharded, settings=Settings(index_dir=sharded))
     records = list(read_corpus(real_corpus))
     compared = _assert_same(a, b, _queries(records))
-    assert a.ranker is not None and b.ranker is not None and b.kernels is not None and b.code_classifier is not None
+    assert a.evidence.ranker is not None and b.evidence.ranker is not None
+    assert b.evidence.kernels is not None and b.evidence.code_classifier is not None
     shown = _assert_same_search(a, b, _queries(records))
     print(f"\nreal data, 3 shards ({report.shard_docs}) vs one index: {compared} hits equal in the fused order, "
           f"{shown} on the default path")

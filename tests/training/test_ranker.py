@@ -21,6 +21,7 @@ from training.ranker import (
     RANKER_FEATURES,
     TopicEvidence,
     export_onnx,
+    first_evidence,
     install_into,
     learn,
     mlp_scores,
@@ -155,7 +156,7 @@ def test_an_installed_ranker_orders_the_first_documents_of_search(tmp_path: Path
     idx = tmp_path / "index"
     build_index(tmp_path / "all.jsonl", idx, translation=False, compounds="", progress=False, ranker="none")
     engine = Engine.load(idx, settings=Settings(index_dir=idx))
-    assert engine.ranker is None
+    assert engine.evidence.ranker is None
     rec = engine.docs.get_row(5)
     text = rec.title["en"] + " " + rec.abstract.get("en", "")
     req = SearchRequest(query=text, lang="en", k=20)
@@ -163,7 +164,7 @@ def test_an_installed_ranker_orders_the_first_documents_of_search(tmp_path: Path
     assert before.ranked_by == "passage evidence"
     with pytest.raises(QueryError, match="no learned ranker"):
         engine.search(req.model_copy(update={"evidence_by": "ranker"}))
-    cands, ev = engine.evidence(engine.query(req), 20)
+    cands, ev = first_evidence(engine, engine.query(req), 20)
     assert ev is not None and ev.X.shape == (20, len(FEATURES))
     col = {f: j for j, f in enumerate(FEATURES)}
     assert ev.X[0, col["rank"]] == 1.0 and ev.X[:, col["fused"]].max() == 1.0
@@ -180,11 +181,12 @@ def test_an_installed_ranker_orders_the_first_documents_of_search(tmp_path: Path
     (entry,) = install_into(idx, folder)
     assert entry["kind"] == kind and (idx / "ranker" / "ranker.json").is_file()
     engine = Engine.load(idx, settings=Settings(index_dir=idx))  # checksummed with the rest
-    assert engine.ranker is not None and engine.ranker.kind == kind and engine.ranker.features == list(RANKER_FEATURES)
+    ranker = engine.evidence.ranker
+    assert ranker is not None and ranker.kind == kind and ranker.features == list(RANKER_FEATURES)
     # its kernel features read the index's word vectors, trained on its passages when the ranker was installed
     assert set(KERNEL_FEATURES) <= set(RANKER_FEATURES)
     assert "word_vectors/vectors.npy" in IndexFolder.open(idx).meta.files
-    cands, ev = engine.evidence(engine.query(req), 20)
+    cands, ev = first_evidence(engine, engine.query(req), 20)
     assert ev is not None and ev.X[:, [col[f] for f in KERNEL_FEATURES]].max() > 0
     res = engine.search(req)
     assert res.ranked_by == "learned ranker"
@@ -192,7 +194,7 @@ def test_an_installed_ranker_orders_the_first_documents_of_search(tmp_path: Path
     assert len(first) == 20 and [h.components["ranker"] for h in first] == sorted(
         (h.components["ranker"] for h in first), reverse=True)
     assert res.query.predicted_codes and "evidence" in [s.name for s in res.stages]
-    want = engine.ranker.score(ev.X)  # the same search's features, scored by the installed model
+    want = engine.evidence.ranker.score(ev.X)  # the same search's features, scored by the installed model
     order = np.lexsort((np.arange(20), -want))
     assert [h.id for h in first] == [engine.docs.ids[int(cands.rows[i])] for i in order]
     rule = engine.search(req.model_copy(update={"evidence_by": "passage"}))
@@ -204,7 +206,7 @@ def test_an_installed_ranker_orders_the_first_documents_of_search(tmp_path: Path
     # without the word vectors its kernel features read, the ranker is not used: the passage rule orders, and says so
     IndexFolder.open(idx).register({}, remove=["word_vectors"])
     engine = Engine.load(idx, settings=Settings(index_dir=idx))
-    assert engine.ranker is None and any("kernel features" in n for n in engine.notices)
+    assert engine.evidence.ranker is None and any("kernel features" in n for n in engine.notices)
     assert engine.search(req).ranked_by == "passage evidence"
     engine.close()
 
@@ -233,7 +235,8 @@ def test_the_build_installs_the_ranker_it_is_given(tmp_path: Path, monkeypatch: 
     index = IndexFolder.open(tmp_path / "with")  # verified: the ranker's files are checksummed
     assert index.components["ranker"]["kind"] == "gbm" and "ranker/ranker.json" in index.meta.files
     engine = Engine.load(tmp_path / "with", settings=Settings(index_dir=tmp_path / "with"))
-    assert engine.ranker is not None and engine.ranker.docs == 15 and engine.ranker.info["report"] == {"why": "a test"}
+    ranker = engine.evidence.ranker
+    assert ranker is not None and ranker.docs == 15 and ranker.info["report"] == {"why": "a test"}
     engine.close()
     assert build_index(tmp_path / "all.jsonl", tmp_path / "none", ranker="none", **options).ranker is None
     shipped = read_ranker(tr.DEFAULT_RANKER)["body"]  # the project's (experiment ranking --ranker-out), the default
@@ -254,7 +257,7 @@ def test_the_build_installs_the_ranker_it_is_given(tmp_path: Path, monkeypatch: 
         out = tmp_path / f"sharded-{want}"
         build_sharded_index(tmp_path / "all.jsonl", out, shards=2, ranker=given, **options)
         engine = Engine.load(out, settings=Settings(index_dir=out))
-        assert (engine.ranker.docs if engine.ranker is not None else None) == want
+        assert (engine.evidence.ranker.docs if engine.evidence.ranker is not None else None) == want
         engine.close()
     with pytest.raises(BuildError, match="no ranker.json"):
         build_sharded_index(tmp_path / "all.jsonl", tmp_path / "sharded-bad", shards=2, ranker=tmp_path, **options)
@@ -304,14 +307,15 @@ def test_install_ranker_puts_the_ranker_into_an_index_built_without_it(tmp_path:
     assert folder.components["ranker"]["source"] == "default" and len(folder.segments) == 2
     assert folder.components["word_vectors"]["terms"] > 0  # trained on both segments' passages for its kernels
     engine = Engine.load(idx, settings=Settings(index_dir=idx))
-    assert engine.kernels is not None
+    assert engine.evidence.kernels is not None
     rec = records[150]
     res_search = engine.search(SearchRequest(query=rec.title["en"], lang="en", k=5))
-    assert engine.ranker is not None and res_search.ranked_by == "learned ranker"
+    assert engine.evidence.ranker is not None and res_search.ranked_by == "learned ranker"
     engine.close()
     compact(idx, progress=False)  # kept by a compaction, as every index-level part
     engine = Engine.load(idx, settings=Settings(index_dir=idx))
-    assert engine.ranker is not None and engine.kernels is not None and len(IndexFolder.open(idx).segments) == 1
+    assert engine.evidence.ranker is not None and engine.evidence.kernels is not None
+    assert len(IndexFolder.open(idx).segments) == 1
     engine.close()
 
     sharded = tmp_path / "sharded"
@@ -320,7 +324,7 @@ def test_install_ranker_puts_the_ranker_into_an_index_built_without_it(tmp_path:
     res = CliRunner().invoke(app, ["install-ranker", str(sharded)])
     assert res.exit_code == 0 and "(2 shards)" in res.output, res.output
     engine = Engine.load(sharded, settings=Settings(index_dir=sharded))
-    assert engine.ranker is not None
+    assert engine.evidence.ranker is not None
     engine.close()
     # one set of word vectors, learned from both shards' passages, in each shard (as the sharded build learns them):
     # the kernel features of a document do not depend on the shard it lands in
@@ -355,7 +359,7 @@ def test_install_ranker_without_word2vec_installs_the_ranker_and_says_it_has_no_
     assert "ranker" in folder.components and "word_vectors" not in folder.components
     engine = Engine.load(idx, settings=Settings(index_dir=idx))
     try:
-        assert engine.ranker is None and any("kernel features" in n for n in engine.notices)
+        assert engine.evidence.ranker is None and any("kernel features" in n for n in engine.notices)
     finally:
         engine.close()
 
@@ -383,13 +387,13 @@ def test_a_ranker_that_reads_the_models_scores_has_every_ranker_scored(tmp_path:
     rec = engine.docs.get_row(5)
     req = SearchRequest(query=rec.title["en"] + " " + rec.abstract.get("en", ""), lang="en", k=20)
     col = [FEATURES.index(f) for f in MODEL_FEATURES]
-    cands, ev = engine.evidence(engine.query(req), 20)
+    cands, ev = first_evidence(engine, engine.query(req), 20)
     assert ev is not None
     assert set(cands.scores) == {"bm25", "dense"} and "not scored" in cands.skipped["text"]
     assert ev.X[:, col[0]].max() == 1.0 and not ev.X[:, col[1:]].any()  # the dense stage always scores
     q = engine.query(req)
     q.every_component = True
-    cands, ev = engine.evidence(q, 20)
+    cands, ev = first_evidence(engine, q, 20)
     assert ev is not None and {"text", "meta", "joint"} <= set(cands.scores)  # meta and joint on predicted codes
     for j, name in zip(col, MODEL_FEATURES, strict=True):
         assert np.array_equal(ev.X[:, j], _component(cands.scores[name][:20]))
@@ -404,15 +408,15 @@ def test_a_ranker_that_reads_the_models_scores_has_every_ranker_scored(tmp_path:
     install_into(idx, write_ranker(tmp_path / "ranker", ranker_part("gbm", model, docs=20, report={},
                                                                     features=features)))
     engine = Engine.load(idx, settings=Settings(index_dir=idx))
-    assert engine.ranker is not None and engine.ranker.features == list(features)
+    assert engine.evidence.ranker is not None and engine.evidence.ranker.features == list(features)
     res = engine.search(req)
     assert res.ranked_by == "learned ranker" and res.fusion is not None
     assert {res.fusion.components[c] for c in ("text", "meta", "joint")} == {"computed, weight 0"}
     q = engine.query(req)
     q.every_component = True
-    cands, ev = engine.evidence(q, 20)
+    cands, ev = first_evidence(engine, q, 20)
     assert ev is not None
-    want = engine.ranker.score(ev.X)
+    want = engine.evidence.ranker.score(ev.X)
     order = np.lexsort((np.arange(20), -want))
     assert [h.id for h in res.results] == [engine.docs.ids[int(cands.rows[i])] for i in order]
     engine.close()
@@ -439,19 +443,19 @@ def test_the_code_classifier_predicts_a_querys_codes_in_every_language_and_the_r
     report = build_index(tmp_path / "all.jsonl", idx, progress=False, ranker="none", cpc=scheme)
     assert report.code_classifier is not None and "code classifier from scheme.tsv.gz" in report.code_classifier
     engine = Engine.load(idx, settings=Settings(index_dir=idx))
-    assert engine.code_classifier is not None
+    assert engine.evidence.code_classifier is not None
     col = [FEATURES.index(f) for f in CLASSIFIER_FEATURES]
     rec = next(r for r in (engine.docs.get_row(i) for i in range(len(engine.docs))) if r.claims.get("de"))
     hits = 0
     for lang, text in (("en", rec.title["en"] + " " + rec.abstract.get("en", "")),
                        ("de", min(rec.claims["de"], key=lambda c: c.num).text),
                        ("fr", min(rec.claims.get("fr") or rec.claims["de"], key=lambda c: c.num).text)):
-        images, _ = engine.passage_query(text, lang)
-        classified = engine.classify(images)
+        images, _ = engine.evidence.passage_query(text, lang)
+        classified = engine.evidence.classify(images)
         assert classified is not None and classified["subclass"] and classified["main_group"], lang
         hits += classified["subclass"][0][0] in codes_at(record_codes(rec), "subclass")
         req = SearchRequest(query=text, lang=lang, k=20)
-        cands, ev = engine.evidence(engine.query(req), 20)
+        cands, ev = first_evidence(engine, engine.query(req), 20)
         assert ev is not None
         held = [record_codes(engine.docs.header_row(int(r))) for r in cands.rows[:20]]
         for j, level in zip(col, ("subclass", "main_group"), strict=True):
@@ -465,8 +469,8 @@ def test_the_code_classifier_predicts_a_querys_codes_in_every_language_and_the_r
                          translation=False, compounds="")
     assert report.code_classifier is not None and "no CPC title list" in report.code_classifier
     engine = Engine.load(plain, settings=Settings(index_dir=plain))
-    assert engine.code_classifier is None
-    cands, ev = engine.evidence(engine.query(SearchRequest(query=rec.title["en"], lang="en", k=20)), 20)
+    assert engine.evidence.code_classifier is None
+    cands, ev = first_evidence(engine, engine.query(SearchRequest(query=rec.title["en"], lang="en", k=20)), 20)
     assert ev is not None and not ev.X[:, col].any()
     engine.close()
 
@@ -479,7 +483,7 @@ def test_the_evidence_step_computes_what_the_installed_ranker_reads_and_analyses
     then selected, to the last bit; the feedback search runs once more only where the feature is asked for; the
     query is analysed once and translated once per route for the whole request (the first stage, the passages, the
     matched words)."""
-    import service.engine as engine_module
+    import service.stages.evidence as evidence_module
     from service.engine import Engine
     from service.ranker import evidence_features
     from service.retrieval.first_stage import FirstStage
@@ -493,8 +497,8 @@ def test_the_evidence_step_computes_what_the_installed_ranker_reads_and_analyses
     idx = tmp_path / "index"
     build_index(tmp_path / "all.jsonl", idx, compounds="", progress=False)  # the project's ranker, word vectors
     engine = Engine.load(idx, settings=Settings(index_dir=idx))
-    ranker = engine.ranker
-    assert ranker is not None and engine.kernels is not None and "feedback" not in ranker.features
+    ranker = engine.evidence.ranker
+    assert ranker is not None and engine.evidence.kernels is not None and "feedback" not in ranker.features
     assert set(ranker.features) < set(FEATURES)  # (it reads fewer than the code computes for learning)
     calls: dict[str, int] = {"run": 0, "analysis": 0, "translation": 0}
     seen: list[tuple[Any, ...]] = []
@@ -528,7 +532,7 @@ def test_the_evidence_step_computes_what_the_installed_ranker_reads_and_analyses
     monkeypatch.setattr(Analyzer, "__call__", of_query(Analyzer.__call__))
     monkeypatch.setattr(Analyzer, "groups", of_query(Analyzer.groups))
     monkeypatch.setattr(Route, "sourced_units", counted("translation", Route.sourced_units))
-    monkeypatch.setattr(engine_module, "evidence_features", recorded)
+    monkeypatch.setattr(evidence_module, "evidence_features", recorded)
     for i, lang in enumerate(("en", "de", "fr")):
         rec = next(r for r in (engine.docs.get_row(j) for j in range(i * 7, len(engine.docs))) if lang in r.title)
         req = SearchRequest(query=f"{rec.title[lang]} {rec.abstract.get(lang, '')}", lang=lang, k=20, explain=True)

@@ -92,7 +92,8 @@ def _child(index_dir: str, n_queries: int, depth: int, k: int, reference_queries
     """The in-process part (runs in a fresh process: ``python -m training.benchmarks.passages``)."""
     started = time.perf_counter()
     mem0 = _memory_mb()
-    from service.engine import DEFAULT_PASSAGE_PARAMS, Engine
+    from service.engine import Engine
+    from service.passages import DEFAULT_PARAMS
     from service.schema import PassageRequest
     from service.settings import Settings
 
@@ -137,7 +138,7 @@ def _child(index_dir: str, n_queries: int, depth: int, k: int, reference_queries
         t_first = time.perf_counter() - t
         lang = query.r.lang
         # the query as the engine's passage ranker reads it: its image in every language a route reaches
-        images, _ = engine.passage_query(query.r.text, lang, translate=query.translate is not False)
+        images, _ = engine.evidence.passage_query(query.r.text, lang, translate=query.translate is not False)
         readable = set(images)
         t = time.perf_counter()
         recs = []
@@ -146,8 +147,8 @@ def _child(index_dir: str, n_queries: int, depth: int, k: int, reference_queries
             if readable & set(rec.languages):
                 recs.append((rec, float(s)))
         hits = ref.rank(images, lang, recs, variant=variant, k=k, langs=readable,
-                        alpha=DEFAULT_PASSAGE_PARAMS["alpha"], beta=DEFAULT_PASSAGE_PARAMS["beta"],
-                        sigma=DEFAULT_PASSAGE_PARAMS["sigma"])
+                        alpha=DEFAULT_PARAMS["alpha"], beta=DEFAULT_PARAMS["beta"],
+                        sigma=DEFAULT_PARAMS["sigma"])
         t_ref = time.perf_counter() - t
         ref_stage.append(t_ref * 1000.0)
         ref_e2e.append((t_first + t_ref) * 1000.0)

@@ -1,6 +1,6 @@
 """``priorart evaluate`` (topics through the index's engine, then measures) and ``priorart evaluate-run``.
 
-Topics are ranked by the very method ``/search`` ranks with (:meth:`service.engine.Engine.rank`, through
+Topics are ranked by the very method ``/search`` ranks with (:meth:`service.pipeline.Pipeline.run`, through
 :func:`training.runs.run_topics`). ``--system`` picks what is measured:
 
 - ``search`` (default): what ``/search`` returns: the pipeline, then the first documents ordered by their evidence
@@ -92,8 +92,8 @@ def _emit(
 
 def _evidence(engine: Any) -> str:
     """What orders the first documents /search returns in ``engine``'s index."""
-    if engine.ranker is not None:
-        return f"the learned ranker of the first {engine.ranker.docs}"
+    if engine.evidence.ranker is not None:
+        return f"the learned ranker of the first {engine.evidence.ranker.docs}"
     return f"the passage rule on the first {engine.settings.evidence_docs}"
 
 

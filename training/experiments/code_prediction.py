@@ -101,8 +101,8 @@ def run_code_prediction(records: Sequence[PatentRecord], *, index_dir: Path | No
                 k = deepest + len(mates)
                 res = engine.search(SearchRequest(query=text, lang=lang, k=k, collapse_families=False))
                 ranked = [record_codes(by_id[h.id]) for h in res.results if h.id not in mates and h.id in by_id]
-                classified = (engine.classify(engine.passage_query(text, lang)[0])
-                              if engine.code_classifier is not None else None)
+                classified = (engine.evidence.classify(engine.evidence.passage_query(text, lang)[0])
+                              if engine.evidence.code_classifier is not None else None)
                 langs.append(lang)
                 for level in LEVELS:
                     own = set(codes_at(record_codes(rec), level))
@@ -112,7 +112,7 @@ def run_code_prediction(records: Sequence[PatentRecord], *, index_dir: Path | No
                     guesses = {f"{level} {PRIOR}": [c for c, n in prior.most_common(3) if n > 0]}
                     for depth in depths:
                         guesses[f"{level} top {depth}"] = [c for c, _ in predict_codes(ranked, level, depth=depth)][:3]
-                    if engine.code_classifier is not None:
+                    if engine.evidence.code_classifier is not None:
                         guesses[f"{level} {CLASSIFIER}"] = [c for c, _ in (classified or {}).get(level, [])][:3]
                     # the ceiling: a code of the topic's that another family holds (none other: nothing can find it)
                     hits.setdefault(f"{level} reachable|P@1", []).append(int(any(prior[c] > 0 for c in own)))

@@ -2,13 +2,13 @@
 
 ``/search`` orders its first ``N`` documents with their best passage, ranked in context as ``/passages`` ranks them
 (``SearchRequest.evidence_docs`` and ``evidence_weight`` w: by ``(1 - w) * fused + w * best passage``;
-:meth:`service.engine.Engine.order_by_evidence`); below ``N`` the fused order stands. This experiment runs the same
+:class:`service.stages.evidence.EvidenceStep`); below ``N`` the fused order stands. This experiment runs the same
 requests in the fused order (``fusion``: BM25 + PSQ on an index without models) and with every ``N`` of ``values``
 and w of ``weights`` (a system ``N=<n> w=<w>`` each), through :class:`service.engine.Engine` (the API's path), and
 ranks the first ``learned_docs`` documents of the fused order by learned rankers (:mod:`training.ranker`, a system
 ``learned <kind>`` each, on the features an installed ranker reads; ``learned <kind> with <extra>`` adds an extra
 feature group, measured, never chosen), each learned cross-fitted on the topics' evidence
-(:meth:`service.engine.Engine.evidence`). Its indexes hold no ranker (``ranker="none"``). Tasks:
+(:func:`training.ranker.first_evidence`). Its indexes hold no ranker (``ranker="none"``). Tasks:
 
 * ``claims`` -- every claim of a grant in ``S`` against the grant holding only ``T`` text, six directions (the
   relevant document is the grant);
@@ -87,6 +87,7 @@ from training.ranker import (
     RANKER_DOCS,
     RANKER_FEATURES,
     TopicEvidence,
+    first_evidence,
     grades_of,
     learn,
     ranker_part,
@@ -331,21 +332,23 @@ def run_ranking(
         vectors = (word_vectors(engine, work is not None, progress)
                    if any(reads_kernels(features) for _, features in learners.values()) else None)
         if vectors is not None:
-            engine.use_word_vectors(vectors)
+            engine.evidence.use_word_vectors(vectors)
         if any(CODE_EMBEDDING in features for _, features in learners.values()):
-            engine.use_code_vectors(code_vectors(engine))
+            engine.evidence.use_code_vectors(code_vectors(engine))
         t_start = time.perf_counter()
         for topic in tqdm(todo, desc=desc, file=sys.stderr, leave=False,
                           disable=None if progress is None else not progress):
             try:
                 for name, (n, w) in systems.items():
                     started = time.perf_counter()
-                    res = engine.run(query(engine, topic), k=s.depth, evidence_docs=n, evidence_weight=w)
+                    q = query(engine, topic)
+                    q.evidence_docs, q.evidence_weight = n, w
+                    res = engine.run(q, k=s.depth)
                     ms[name].append((time.perf_counter() - started) * 1000.0)
                     ranked[name][topic.qid] = [h.id for h in res.results][: s.depth]
                 if learned:
                     started = time.perf_counter()
-                    cands, ev = engine.evidence(query(engine, topic), s.learned_docs)
+                    cands, ev = first_evidence(engine, query(engine, topic), s.learned_docs)
                     ms[EVIDENCE].append((time.perf_counter() - started) * 1000.0)
                     ms[FEEDBACK].append(ev.feedback_ms if ev is not None else 0.0)
                     ms[KERNELS].append(ev.kernels_ms if ev is not None else 0.0)

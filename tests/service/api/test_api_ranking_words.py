@@ -37,7 +37,7 @@ def index(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def engine(index: Path) -> Iterator[Engine]:
     e = Engine.load(index, settings=Settings(index_dir=index))
-    assert e.ranker is not None, e.notices  # the project's ranker, with the word vectors its kernel features read
+    assert e.evidence.ranker is not None, e.notices  # the project's ranker, with the word vectors its kernels read
     yield e
     e.close()
 
@@ -66,7 +66,7 @@ def test_the_score_follows_the_order_the_learned_ranker_made(engine: Engine) -> 
     above the fused scores below them; ``components`` keep each component's own score."""
     req = SearchRequest(query=_claim(engine, "en"), lang="en", k=30, collapse_families=False)
     res = engine.search(req)
-    n = engine.ranker.docs
+    n = engine.evidence.ranker.docs
     assert res.ranked_by == "learned ranker" and res.reordered == n
     fused = [h.components["fused"] for h in res.results[:n]]
     assert fused != sorted(fused, reverse=True)  # the ranker moved documents: the fused score does not follow it
@@ -154,7 +154,7 @@ def test_the_claim_chart_score_compares_the_cells_of_an_element(engine: Engine, 
     assert cells
     elements = {e["label"]: e["text"] for e in chart["elements"]}
     for label in {c["element"] for c in cells}:
-        hits = engine.passages_of(elements[label], "de", rows, k=100_000)
+        hits = engine.evidence.passages_of(elements[label], "de", rows, k=100_000)
         want = {h.passage_id: h.score for h in hits}
         for c in (c for c in cells if c["element"] == label):
             assert c["score"] == pytest.approx(want[c["passage_id"]], abs=1e-6)

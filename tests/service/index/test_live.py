@@ -56,7 +56,7 @@ def _assert_same_passages(live: Engine, work: Path, queries: list[tuple[str, str
     from service.passages.builder import concat_passage_indexes
     from service.passages.segments import SegmentedPassageIndex
 
-    seg = live.passage_index()
+    seg = live.evidence.passage_index()
     assert isinstance(seg, SegmentedPassageIndex)
     parts = [s.folder.path(Layout.PASSAGES) for s in live.folder.segments]
     gone = np.concatenate([s.start + s.deleted for s in live.folder.segments])
@@ -65,7 +65,7 @@ def _assert_same_passages(live: Engine, work: Path, queries: list[tuple[str, str
                                    deleted=[gone])
     compared = 0
     for text, lang in queries:
-        images, words = live.passage_query(text, lang)
+        images, words = live.evidence.passage_query(text, lang)
         query = live.query(SearchRequest(query=text, lang=lang), depth=100)
         query.k = query.depth
         cands = live.pipeline.run(query)[0]

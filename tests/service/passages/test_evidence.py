@@ -132,12 +132,12 @@ def test_the_server_setting_is_the_default_and_an_index_without_passages_says_wh
     other = Engine.load(real_index, settings=Settings(index_dir=real_index, evidence_docs=10, evidence_by="passage"),
                         verify=False)
     try:
-        assert other.ranker is not None  # the index has one; the server's setting asks for the passage rule
+        assert other.evidence.ranker is not None  # the index has one; the server's setting asks for the passage rule
         assert other.search(SearchRequest(query=QUERY, lang="de")).ranked_by == "passage evidence"
         assert other.search(SearchRequest(query=QUERY, lang="de", evidence_by="auto")).ranked_by == "learned ranker"
         assert other.search(SearchRequest(query=QUERY, lang="de", evidence_docs=0)).ranked_by == "fusion"
-        monkeypatch.setattr(other, "_passages", None)
-        monkeypatch.setattr(other, "_passages_missing", "this index has no passage index (test)")
+        monkeypatch.setattr(other.evidence, "passages", None)
+        monkeypatch.setattr(other.evidence, "missing", "this index has no passage index (test)")
         res = other.search(SearchRequest(query=QUERY, lang="de"))
         assert res.ranked_by == "fusion"
         assert any("not by passage evidence" in n and "(test)" in n for n in res.notices)
@@ -154,7 +154,7 @@ def test_a_query_the_passages_cannot_read_keeps_the_fused_order_and_says_why(eng
     def unreadable(*args: object, **kwargs: object) -> None:
         raise QueryError("no passage terms (test)")
 
-    monkeypatch.setattr(engine, "_rank_passages", unreadable)
+    monkeypatch.setattr(engine.evidence, "rank_passages", unreadable)
     res = engine.search(SearchRequest(query=QUERY, lang="de", k=50, collapse_families=False, evidence_docs=10))
     assert [h.id for h in res.results] == fused and res.ranked_by == "fusion"
     assert any("not by passage evidence: no passage terms (test)" in n for n in res.notices)
@@ -165,8 +165,8 @@ def test_the_learned_ranker_orders_the_first_documents_by_default(engine: Engine
     """The real-data index holds the project's ranker (priorart build's default): /search orders its first
     ``ranker.docs`` documents by the ranker's score, whatever N a request gives above 0; below them the fused order
     stands, and ``evidence_weight`` does not change the ranker's order."""
-    assert engine.ranker is not None and engine.settings.evidence_by == "auto"
-    n = engine.ranker.docs
+    assert engine.evidence.ranker is not None and engine.settings.evidence_by == "auto"
+    n = engine.evidence.ranker.docs
     fused = _ids(engine, evidence_docs=0)
     res = engine.search(SearchRequest(query=QUERY, lang="de", k=50, collapse_families=False, explain=True))
     got = [h.id for h in res.results]
@@ -175,7 +175,7 @@ def test_the_learned_ranker_orders_the_first_documents_by_default(engine: Engine
     assert ranker == sorted(ranker, reverse=True) and ranker[0] == 1.0
     assert all("ranker" not in h.components for h in res.results[n:])
     stage = next(s for s in res.stages if s.name == "evidence")
-    assert stage.candidates == n and stage.detail["ranker"]["kind"] == engine.ranker.kind
+    assert stage.candidates == n and stage.detail["ranker"]["kind"] == engine.evidence.ranker.kind
     assert _ids(engine, evidence_by="auto", evidence_docs=3, evidence_weight=0.0) == got
 
 

@@ -65,7 +65,7 @@ def test_a_live_generation_ranks_the_passages_of_one_build(indexes: tuple[Path, 
     e_live = Engine.load(live, settings=Settings(index_dir=live))
     e_full = Engine.load(full, settings=Settings(index_dir=full))
     assert len(e_live.folder.segments) == 3
-    passages = e_live.passage_index()
+    passages = e_live.evidence.passage_index()
     assert isinstance(passages, SegmentedPassageIndex) and len(passages.parts) == 3
     compared = 0
     for lang, i in QUERIES:
@@ -81,8 +81,8 @@ def test_a_live_generation_ranks_the_passages_of_one_build(indexes: tuple[Path, 
     ids = [records[3].id, records[72].id, records[85].id]
     for engine in (e_live, e_full):
         assert all(engine.document(x) is not None for x in ids)
-    got = e_live.passages_of(_query(records[85], "en"), "en", [e_live.docs.row(x) for x in ids], 5)
-    want = e_full.passages_of(_query(records[85], "en"), "en", [e_full.docs.row(x) for x in ids], 5)
+    got = e_live.evidence.passages_of(_query(records[85], "en"), "en", [e_live.docs.row(x) for x in ids], 5)
+    want = e_full.evidence.passages_of(_query(records[85], "en"), "en", [e_full.docs.row(x) for x in ids], 5)
     assert [(h.passage_id, round(h.score, 12)) for h in got] == [(h.passage_id, round(h.score, 12)) for h in want]
 
 
@@ -107,7 +107,7 @@ def test_segments_equal_their_join_with_deletes_and_replacements(
     reached: set[int] = set()  # the segments the candidates came from
     for lang, i in QUERIES:
         text = _query(records[i + 30], lang)
-        images, words = engine.passage_query(text, lang)
+        images, words = engine.evidence.passage_query(text, lang)
         query = engine.query(PassageRequest.model_validate({"query": text, "lang": lang}), depth=100)
         query.k = query.depth  # every candidate, as /passages ranks them
         cands = engine.pipeline.run(query)[0]

@@ -182,8 +182,8 @@ def test_rho_is_the_query_languages_default_unless_the_request_sets_it(engines: 
         assert detail["rho"] == (DEFAULT_RHO[lang] if rho is None else rho)
     # the ranker's raw scores (before min-max): a German text, reached through en->de, rises as rho falls; the
     # English query's own language is measured as before
-    images, _ = engine.passage_query(TWIN["en"][0], "en")
-    index, rows = engine.passage_index(), list(range(len(engine.docs)))
+    images, _ = engine.evidence.passage_query(TWIN["en"][0], "en")
+    index, rows = engine.evidence.passage_index(), list(range(len(engine.docs)))
     raw = {rho: index.score(images, "en", rows, rho=rho) for rho in (1.0, 0.3)}
     de = raw[1.0].lang == LANG_CODE["de"]
     assert de.any() and (~de).any()
@@ -207,9 +207,9 @@ def test_a_translated_text_counts_each_rendering_at_most_as_often_as_the_query_a
     idx = root / "index"
     build_index(records, idx, translation_dir=_tables(root / "tables"), compounds=(), progress=False)
     engine = Engine.load(idx, settings=Settings(index_dir=idx))
-    index, rows = engine.passage_index(), list(range(len(engine.docs)))
+    index, rows = engine.evidence.passage_index(), list(range(len(engine.docs)))
     for lang, query in (("en", TWIN["en"][0]), ("de", TWIN["de"][0])):
-        images, _ = engine.passage_query(query, lang)
+        images, _ = engine.evidence.passage_query(query, lang)
         scores = index.score(images, lang, rows)
         by_id = {scores.passage_id(i): i for i in range(len(scores))}
         a, b = (scores.raw["passage"][by_id[f"EP0000300A1/d/1/p{p}"]] for p in (1, 2))
@@ -228,9 +228,9 @@ def test_a_language_reached_through_two_tables_is_measured_against_rho_squared(e
     import dataclasses
 
     engine = engines["fr"]
-    images, _ = engine.passage_query(TWIN["de"][0], "de")
+    images, _ = engine.evidence.passage_query(TWIN["de"][0], "de")
     assert {lang: image.hops for lang, image in images.items()} == {"de": 0, "en": 1, "fr": 2}
-    index, rows = engine.passage_index(), list(range(len(engine.docs)))
+    index, rows = engine.evidence.passage_index(), list(range(len(engine.docs)))
     two = {"de": images["de"], "fr": images["fr"]}
     one = {"de": images["de"], "fr": dataclasses.replace(images["fr"], hops=1)}
     squared = index.score(two, "de", rows, rho=0.5).raw["passage"]
@@ -246,8 +246,8 @@ def test_a_translated_passage_weighs_its_document_by_its_languages_beta(engines:
     from service.passages.tree import LANG_CODE
 
     engine = engines["en"]
-    images, _ = engine.passage_query(TWIN["de"][0], "de")
-    index, rows = engine.passage_index(), list(range(len(engine.docs)))
+    images, _ = engine.evidence.passage_query(TWIN["de"][0], "de")
+    index, rows = engine.evidence.passage_index(), list(range(len(engine.docs)))
     sc = index.score(images, "de", rows)
     assert sc.context is not None
     de, en = sc.lang == LANG_CODE["de"], sc.lang == LANG_CODE["en"]

@@ -73,7 +73,7 @@ def test_cuda_asked_for_without_cuda_is_said(index: Path, monkeypatch: pytest.Mo
 def test_composition_without_fusion_weights(pipeline: Pipeline) -> None:
     import json
 
-    assert pipeline.names == ["bm25", "dense", "rerank", "fusion"] and pipeline.device == "cpu"
+    assert pipeline.names == ["bm25", "dense", "rerank", "fusion", "evidence"] and pipeline.device == "cpu"
     assert not pipeline.fusion.model.linear["nocodes"].installed
     assert any("ranked by BM25 alone" in n for n in pipeline.notices)
     json.dumps(pipeline.describe())  # /health must serialise it
@@ -145,10 +145,11 @@ def test_codes_are_predicted_only_where_the_fusion_weighs_the_code_rankers(pipel
     the meta and joint scores; request weights on meta ask for them, and the response's codes are the predicted."""
     text, _ = _query_of(pipeline, 7)
     assert not pipeline.fusion.model.linear["nocodes"].installed
-    cands, _ = pipeline.run(Query(text=text, lang="en", k=10, depth=8))
+    cands, _ = pipeline.run(Query(text=text, lang="en", k=10, depth=8, evidence_docs=0))  # (the fused order's)
     assert "meta" not in cands.scores and not cands.predicted_codes
     assert "the fusion does not weigh this ranker" in cands.skipped["meta"]
-    cands, _ = pipeline.run(Query(text=text, lang="en", k=10, depth=8, weights={"bm25": 0.5, "meta": 0.5}))
+    cands, _ = pipeline.run(Query(text=text, lang="en", k=10, depth=8, weights={"bm25": 0.5, "meta": 0.5},
+                                  evidence_docs=0))
     assert "meta" in cands.scores and cands.predicted_codes
     assert cands.fusion is not None and cands.fusion.weights.get("meta", 0) > 0
     features = pipeline.features(Query(text=text, lang="en", k=10, depth=8))  # fusion learning: every component
@@ -192,7 +193,7 @@ def test_fusion_weights_per_profile_and_depth(index: Path, tmp_path: Path) -> No
                  "codes": ProfileWeights(False, "did not beat BM25")}).save(root / Layout.FUSION)
     folder.register({"fusion": {"version": 2, "file": Layout.FUSION}}, changed=[Layout.FUSION])
     engine = Engine.load(root, settings=Settings(index_dir=root, device="cpu", default_depth=40))
-    assert engine.pipeline.names == ["bm25", "dense", "rerank", "fusion"]
+    assert engine.pipeline.names == ["bm25", "dense", "rerank", "fusion", "evidence"]
     assert engine.health()["stage_details"]["fusion"]["linear"]["nocodes"]["installed"]
     text, codes = _query_of(engine.pipeline, 5)
     r = engine.search(SearchRequest(query=text, lang="en", k=5, depth=150))

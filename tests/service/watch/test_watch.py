@@ -159,7 +159,7 @@ def test_hits_equal_what_rerunning_each_search_shows_as_new(built: tuple[Path, l
     for gen, batch in enumerate(batches, 1):
         add_documents(idx, batch, progress=False, max_segments=2)  # the second add (a replace) merges the added two
         engine = _load(idx, evidence_by)
-        assert engine.ranker is not None and engine.settings.evidence_by == evidence_by
+        assert engine.evidence.ranker is not None and engine.settings.evidence_by == evidence_by
         assert engine.generation >= gen
         report = evaluate(engine, store, workers=3 if gen != 2 else 1)  # (90 watches: threads)
         assert report.watches == len(watches) and report.errors == 0 and report.bound == "first stage"
@@ -185,7 +185,7 @@ def test_hits_equal_what_rerunning_each_search_shows_as_new(built: tuple[Path, l
 def test_a_new_document_that_passage_evidence_lifts_into_the_top_k_is_a_hit(built: tuple[Path, list[PatentRecord]],
                                                                             tmp_path: Path) -> None:
     """/search orders its first 20 by the learned ranker (the index's), so a new document at fused rank 2..20 can be a
-    k = 1 watch's first result: the bound covers the first 20 (Engine.reach; 10 with the passage rule), not k, and
+    k = 1 watch's first result: the bound covers the first 20 (EvidenceStep.reach; 10 with the passage rule), not k, and
     such a document is a hit."""
     idx, records = built
     idx, store = _copy(built, tmp_path)
@@ -196,9 +196,9 @@ def test_a_new_document_that_passage_evidence_lifts_into_the_top_k_is_a_hit(buil
     engine.close()
     add_documents(idx, added, progress=False)
     engine = _load(idx)
-    assert engine.ranker is not None and engine.reach(1) == engine.ranker.docs == 20
+    assert engine.evidence.ranker is not None and engine.evidence.reach(1) == engine.evidence.ranker.docs == 20
     rule = _load(idx, "passage")
-    assert rule.reach(1) == engine.settings.evidence_docs == 10
+    assert rule.evidence.reach(1) == engine.settings.evidence_docs == 10
     rule.close()
     report = evaluate(engine, store)
     assert report.bound == "first stage"  # (each query an added document's claim: a new one is in nearly every 20)
@@ -211,7 +211,7 @@ def test_a_new_document_that_passage_evidence_lifts_into_the_top_k_is_a_hit(buil
 
 
 def _fused_rank(engine: Engine, req: WatchRequest, doc_id: str) -> int:
-    fused = [h.id for h in engine.search(req.search_request().model_copy(update={"k": engine.reach(1),
+    fused = [h.id for h in engine.search(req.search_request().model_copy(update={"k": engine.evidence.reach(1),
                                                                              "evidence_docs": 0})).results]
     return fused.index(doc_id) + 1 if doc_id in fused else 0
 

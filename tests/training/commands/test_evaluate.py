@@ -216,13 +216,15 @@ def test_run_topics_reports_the_topic_on_error() -> None:
     from training.runs import run_topics
 
     class Failing:
-        docs = types.SimpleNamespace(ids=[])
-
-        def rank(self, query: Any, **options: Any) -> Any:
+        def run(self, query: Any, **options: Any) -> Any:
             raise ValueError("empty query")
 
+    class Engine:
+        docs = types.SimpleNamespace(ids=[])
+        pipeline = Failing()
+
     with pytest.raises(ValueError, match="topic q7: empty query"):
-        run_topics(Failing(), [Topic(qid="q7", text="x")])  # type: ignore[arg-type]
+        run_topics(Engine(), [Topic(qid="q7", text="x")])  # type: ignore[arg-type]
 
 
 @pytest.mark.realdata
