@@ -12,6 +12,7 @@ import numpy as np
 from service.query import Query
 
 if TYPE_CHECKING:
+    from service.corpus.families import Group as FamilyGroup
     from service.retrieval.first_stage import SearchInfo
     from service.schema import FusionInfo
 
@@ -65,6 +66,11 @@ class Candidates:
     # ranker's min-max, or the passage blend): the order /search returns (service/stages/evidence.py); None: the
     # fused order. Counted before the cut to k (how many it reordered), so take() leaves it as it is
     ordered: np.ndarray | None = None
+    # the results shown (service/stages/results.py): the family groups of every candidate where the query collapses,
+    # the positions shown (None: every candidate), and each shown row's matched words (query word -> index terms)
+    groups: list[FamilyGroup] | None = None
+    shown: list[int] | None = None
+    matched_words: dict[int, dict[str, list[str]]] = field(default_factory=dict)
     # the codes voted by the first documents for a query without codes: the main groups the meta and joint rankers read
     # (service/stages/rerank.py), else the subclasses the learned ranker agrees with (service/engine.py)
     predicted_codes: list[str] = field(default_factory=list)

@@ -23,7 +23,6 @@ from service.classification import ClassificationScheme
 from service.codes import record_codes
 from service.corpus.families import KEYS as FAMILY_KEYS
 from service.corpus.families import Group as FamilyGroup
-from service.corpus.families import group as family_groups
 from service.corpus.record import PatentRecord
 from service.filecache import load_shared
 from service.fusion import COMPONENTS
@@ -52,7 +51,6 @@ from service.schema import (
     StageInfo,
 )
 from service.settings import Settings
-from service.stages.first import FirstStageStep
 
 if TYPE_CHECKING:
     from service.shards import Submit
@@ -86,8 +84,6 @@ class Engine:
             raise ValueError("an engine's pipeline ends with the evidence stage (compose(..., evidence=True))")
         # the evidence stage: the passage index, and what orders the first documents (service/stages/evidence.py)
         self.evidence = evidence
-        # the first stage's index is here (False: a sharded index's ingress, whose shards hold theirs)
-        self.local = isinstance(pipeline.stages[0], FirstStageStep)
 
     def close(self) -> None:
         """Release the doc store's descriptors (memory maps go with the object); only once no request uses it."""
@@ -176,40 +172,26 @@ class Engine:
         kept in the vector cache (a query that will run again and again: a watch)."""
         query = self.query(req)
         query.remember_vector = remember_vector
-        # the matched words are shown with every result: a sharded index's shards send their candidates' (the
-        # ingress has no sparse index to look them up in), one index looks them up for the rows returned
-        query.explain = req.explain or not self.local
+        query.explain = True  # (the matched words are shown with every result, looked up for those shown)
         if req.collapse_families:  # room for the members that collapse, so that k results remain
-            query.k = min(query.depth, req.k * FAMILY_ROOM)
+            query.k, query.collapse = min(query.depth, req.k * FAMILY_ROOM), req.k
         query.evidence_docs, query.evidence_weight = req.evidence_docs, req.evidence_weight
         query.evidence_by = req.evidence_by
-        return self.run(query, explain=req.explain, collapse=req.collapse_families, k=req.k)
+        return self.run(query, explain=req.explain)
 
-    def run(self, query: Query, *, explain: bool = False, collapse: bool = False, k: int | None = None,
+    def run(self, query: Query, *, explain: bool = False,
             ran: tuple[Candidates, list[StageTrace]] | None = None) -> SearchResponse:
         """Run a pipeline query (:meth:`query` of a request, possibly with first-stage options set) and map its
-        candidates to the response: ``k`` results (None: every candidate), their families grouped under them with
-        ``collapse``. The order is the pipeline's (:meth:`Pipeline.run`: the fused order, its first documents
-        ordered by their evidence as the query's ``evidence_*`` or the settings say), so ``priorart search`` and the
-        claim chart's search rank as ``/search`` does. ``ran``: as :meth:`Pipeline.run`'s."""
+        candidates to the response: the first ``query.k``, or the first ``query.collapse`` family groups with their
+        members listed under each head. The order is the pipeline's (:meth:`Pipeline.run`), so ``priorart search``,
+        the claim chart's search and the watches rank as ``/search`` does. ``explain``: each stage's details in the
+        response. ``ran``: as :meth:`Pipeline.run`'s."""
         started = time.perf_counter()
         cands, trace = self.pipeline.run(query, ran=ran)
-        ordered = cands.ordered
-        lang = query.r.lang
-        row_list = cands.rows.tolist()
-        shown = len(row_list) if k is None else min(k, len(row_list))
-        groups: list[FamilyGroup] = []
-        records: list[PatentRecord] = []
-        if collapse:  # every candidate's record groups; the first k groups are shown, with their members
-            records = [self.docs.header_row(row) for row in row_list]
-            groups = family_groups(records)
-            at = sorted({i for g in groups[:shown] for i in (g.head, *g.members)})
-        else:
-            at = list(range(shown))
         assert cands.fused is not None and cands.fusion is not None
-        fused = cands.fused.tolist()
-        scores = _order_scores(cands.fused, ordered)
-        matched = self._matched_words(query, cands, [row_list[i] for i in at])
+        lang, row_list, fused = query.r.lang, cands.rows.tolist(), cands.fused.tolist()
+        at = list(range(len(row_list))) if cands.shown is None else cands.shown
+        scores = _order_scores(cands.fused, cands.ordered)
         language = query.r.language  # (a query in the query language: the clauses each result satisfies, and where)
         fields = language.fields([row_list[i] for i in at]) if language is not None else {}
         # the components that shaped the ranking (a non-zero weight), not every score computed
@@ -218,22 +200,22 @@ class Engine:
         hits: dict[int, SearchHit] = {}
         for i in at:
             row = row_list[i]
-            rec = records[i] if collapse else self.docs.header_row(row)
+            rec = self.docs.header_row(row)
             comps = {name: column[i] for name, column in normalised.items()}
             comps["fused"] = fused[i]
             if cands.evidence is not None and not np.isnan(cands.evidence[i]):
                 comps["evidence"] = float(cands.evidence[i])
             if cands.ranker is not None and not np.isnan(cands.ranker[i]):
                 comps["ranker"] = float(cands.ranker[i])
-            words = matched.get(row, {})
+            words = cands.matched_words.get(row, {})
             hits[i] = SearchHit(
                 id=rec.id, title=title_of(rec, lang), score=scores[i], components=comps, matched_terms=list(words),
                 matched_stems=words, route=cands.routes.get(row), codes=record_codes(rec)[:12],
                 publication_date=rec.publication_date, clauses=language.satisfied(row) if language else [],
                 fields=fields.get(row, {}))
         families = None
-        if collapse:
-            results, families = _collapse(hits, groups, shown)
+        if cands.groups is not None:
+            results, families = _collapse(hits, cands.groups, query.collapse)
         else:
             results = [hits[i] for i in at]
         fusion = _fusion_info(cands)
@@ -241,7 +223,7 @@ class Engine:
         # what ordered the results: the one source of ranked_by, the ranking line and the explanation's ranking notice
         ranked_by: RankedBy = ("learned ranker" if cands.ranker is not None else "passage evidence"
                                if cands.evidence is not None else "fusion")
-        reordered = 0 if ordered is None else len(ordered)
+        reordered = 0 if cands.ordered is None else len(cands.ordered)
         return SearchResponse(results=results, stages=self._stages(trace, explain),
                               took_ms=(time.perf_counter() - started) * 1000.0, query=self._query_info(query, cands),
                               fusion=fusion, notices=notices,
@@ -250,28 +232,6 @@ class Engine:
                               ranking=ranking_said(ranked_by, reordered, fusion.weights),
                               generation=self.generation, partial=bool(cands.missing_shards),
                               missing_shards=cands.missing_shards)
-
-    def _matched_words(self, query: Query, cands: Candidates, rows: list[int]) -> dict[int, dict[str, list[str]]]:
-        """The matched words of ``rows`` (the results returned): per row, each query word (as written) it contains,
-        itself or through a translation, with the index terms it matched as (a term with no query word behind it, one
-        relevance feedback added, stands for itself). Looked up for these rows only; a sharded pipeline's shards send
-        theirs with their candidates (``query.explain``: the ingress has no sparse index to look them up in)."""
-        if self.local:
-            self.pipeline.explain(cands, np.asarray(rows, dtype=np.int64))
-        if not cands.matched_terms or self.resources is None:
-            return {}
-        translate = query.translate if isinstance(query.translate, bool) else True
-        words = self.resources.term_words(query.r.text, query.r.lang, translate=translate)
-        out: dict[int, dict[str, list[str]]] = {}
-        for row in rows:
-            mine: dict[str, list[str]] = {}
-            for term in cands.matched_terms.get(row, []):
-                for word in words.get(term, (term,)):
-                    stems = mine.setdefault(word, [])
-                    if term not in stems:
-                        stems.append(term)
-            out[row] = mine
-        return out
 
     def passages(self, req: PassageRequest) -> PassageResponse:
         """Rank passages of the top documents in context (QSF variants) from the build-time passage index."""

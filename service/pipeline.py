@@ -1,6 +1,6 @@
 """The retrieval pipeline, composed in one place (:func:`compose`) from an index folder and the settings.
 
-    resolve the query once (service/query.py: language, text, query document, codes, filter mask)
+    resolve   the query once (language, text, query document, codes, filters)  service/stages/resolve.py
       -> bm25     first stage: BM25 + PSQ translation routes + filters      service/stages/first.py
       -> dense    FAISS nearest documents, unioned; dense score of all       service/stages/dense.py   [models/ dense/]
       -> rerank   ONNX rankers: text, meta, joint scores of every candidate  service/stages/rerank.py  [models/ rerank/]
@@ -8,7 +8,9 @@
       -> fusion   weighted combination (linear / borda / linlearn)          service/fusion.py         [fusion.json]
       -> top max(k, n) of the fused order
       -> evidence the first n by the learned ranker or best passage  service/stages/evidence.py [passages/ ranker/]
-      -> top k, their matched terms looked up (explain)
+      -> top k
+      -> collapse families grouped (where the query asks)               service/stages/results.py
+      -> explain  the matched words of the results shown                 service/stages/results.py
 
 Every stage has ``name``, ``run(query, candidates) -> candidates`` and ``describe()`` (pyterrier
 style). Candidates carry one raw score array per component, so each result explains its rank; a
@@ -37,9 +39,11 @@ from service.fusion import FusionModel, FusionStep
 from service.index.components import open_component
 from service.index.folder import IndexFolder, IndexFormatError, Layout, ShardSet
 from service.index.store import DocStore, UnknownDocumentError
-from service.query import Query, QueryError, resolve
+from service.query import Query, QueryError
 from service.settings import Settings
 from service.stages.evidence import EvidenceStep
+from service.stages.resolve import ResolveStep
+from service.stages.results import CollapseStep, ExplainStep
 
 if TYPE_CHECKING:
     from service.retrieval.first_stage import FirstStage
@@ -77,10 +81,15 @@ class Pipeline:
 
     def __post_init__(self) -> None:
         at = [i for i, s in enumerate(self.stages) if isinstance(s, FusionStep)]
-        after = self.stages[at[0] + 1:] if at else []
-        if not at or not all(isinstance(s, EvidenceStep) for s in after) or len(after) > 1:
-            raise ValueError("a pipeline ends with the fusion stage, or the fusion and then the evidence stage")
+        tail = [type(s) for s in self.stages[at[0] + 1:]] if at else None
+        if not isinstance(self.stages[0], ResolveStep) or tail not in ([ExplainStep],
+                                                                       [EvidenceStep, CollapseStep, ExplainStep]):
+            raise ValueError("a pipeline begins with the query's resolution and ends with the fusion, then the "
+                             "evidence and the collapse (but for a shard's), then the explanation")
         self._fusion_at = at[0]
+        explain = self.stages[-1]
+        assert isinstance(explain, ExplainStep)
+        self._explain = explain
         check_stages(self.stages)
 
     @property
@@ -96,8 +105,8 @@ class Pipeline:
     @property
     def evidence(self) -> EvidenceStep | None:
         """The stage after the fusion that orders the first documents by their evidence (None: a shard's pipeline,
-        or one composed without it: the fused order is its order)."""
-        step = self.stages[-1]
+        whose ingress orders)."""
+        step = self.stages[self._fusion_at + 1]
         return step if isinstance(step, EvidenceStep) else None
 
     @property
@@ -106,11 +115,17 @@ class Pipeline:
         return self.stages[:self._fusion_at + 1]
 
     @property
+    def generator(self) -> Stage:
+        """The stage after the query's resolution that gives the candidates: ``bm25``, or a sharded index's fan-out
+        ``shards``."""
+        return self.stages[1]
+
+    @property
     def first_stage(self) -> FirstStage:
         """The first stage (a sharded pipeline's: one shard's)."""
         from service.stages.first import FirstStageStep
 
-        step = self.stages[0]
+        step = self.generator
         fs = step.fs if isinstance(step, FirstStageStep) else getattr(step, "first_stage", None)
         if fs is None:
             raise TypeError(f"the pipeline's first stage {step.name!r} has no first stage")
@@ -121,8 +136,6 @@ class Pipeline:
 
     def _run(self, query: Query, stages: list[Stage]) -> tuple[Candidates, list[StageTrace]]:
         try:
-            if query.resolved is None:
-                resolve(query, self.docs, self.resources)
             cands = Candidates.empty()
             trace: list[StageTrace] = []
             for stage in stages:
@@ -138,14 +151,15 @@ class Pipeline:
 
     def run(self, query: Query, *, ran: tuple[Candidates, list[StageTrace]] | None = None,
             ) -> tuple[Candidates, list[StageTrace]]:
-        """The order ``/search`` returns: the top ``query.k`` candidates and each stage's trace; with
-        ``query.explain``, their matched terms. The stages up to the fusion give the fused order (ties: by document
-        id), whose first ``max(k, n)`` the evidence stage receives, ``n`` the documents it orders for this query
-        (:meth:`EvidenceStep.plan`; ``cands.ordered``: the score it ordered them by); then the first ``k`` remain.
-        ``/search``, ``priorart search`` and ``evaluate``, the experiments, the shards' ingress and the watches all
-        rank through here. ``ran``: the fused order this query gave already (the candidates and trace of a run with
-        ``evidence_docs`` 0 at the same ``k``: the watches' bound), used instead of running the stages again where
-        the evidence needs nothing more."""
+        """The order ``/search`` returns: the top ``query.k`` candidates and each stage's trace. The stages up to the
+        fusion give the fused order (ties: by document id), whose first ``max(k, n)`` the evidence stage receives,
+        ``n`` the documents it orders for this query (:meth:`EvidenceStep.plan`; ``cands.ordered``: the score it
+        ordered them by); then the first ``k`` remain, grouped by family where the query collapses, and the shown
+        ones' matched words are looked up where it explains. ``/search``, ``priorart search`` and ``evaluate``, the
+        claim chart, the experiments, the sharded index's ingress and the watches all rank through here. ``ran``: the
+        fused order this query gave already (the candidates and trace of a run with ``evidence_docs`` 0 at the same
+        ``k``: the watches' bound), used instead of running the stages again where the evidence needs nothing
+        more."""
         evidence = self.evidence
         plan = evidence.plan(query) if evidence is not None else None
         keep = query.k
@@ -156,19 +170,17 @@ class Pipeline:
             else:
                 cands, trace = self._run(query, self.scoring)
                 self._cut(query, cands)
-            if evidence is not None and plan is not None and plan.docs:
+            for stage in self.stages[self._fusion_at + 1:]:
                 started = time.perf_counter()
-                cands = evidence.run(query, cands, plan)
-                trace.append(StageTrace(evidence.name, (time.perf_counter() - started) * 1000.0,
-                                        min(plan.docs, len(cands)), cands.details.get(evidence.name, {})))
-                cands.take(np.arange(min(keep, len(cands))))
+                cands = stage.run(query, cands)
+                detail = cands.details.get(stage.name)
+                if detail is not None:  # (a stage that did something for this query: the documents it worked on)
+                    trace.append(StageTrace(stage.name, (time.perf_counter() - started) * 1000.0,
+                                            detail.get("documents", len(cands)), detail))
+                if stage is evidence:
+                    cands.take(np.arange(min(keep, len(cands))))
         finally:
             query.k = keep
-        if query.explain:
-            started = time.perf_counter()
-            explained = self.explain(cands)
-            if explained:
-                trace.append(StageTrace("explain", (time.perf_counter() - started) * 1000.0, explained))
         return cands, trace
 
     def _cut(self, query: Query, cands: Candidates) -> None:
@@ -185,16 +197,8 @@ class Pipeline:
 
     def explain(self, cands: Candidates, rows: np.ndarray | None = None) -> int:
         """Look up the matched terms of the first stage's rows among ``rows`` (default: every candidate) that have
-        none yet; returns how many were looked up."""
-        if self.resources is None or not cands.route_terms:
-            return 0
-        wanted = cands.rows if rows is None else rows
-        first = set(cands.rows[cands.in_first].tolist())
-        lacking = [r for r in wanted.tolist() if r in first and r not in cands.matched_terms]
-        if lacking:
-            cands.matched_terms.update(zip(lacking, self.resources.matched_terms(cands.route_terms, lacking),
-                                           strict=True))
-        return len(lacking)
+        none yet (:meth:`ExplainStep.lookup`: a shard's candidates, sent with them); returns how many."""
+        return self._explain.lookup(cands, rows)
 
     def _filtered_out(self, query: Query, cands: Candidates) -> None:
         """Before the fusion: when the filters leave no document that contains a query term (no candidate of the
@@ -206,7 +210,7 @@ class Pipeline:
             return
         if "query" in r.filter_masks:  # the query language's filter decides the set: what passes it is listed
             return
-        first = self.stages[0]
+        first = self.generator
 
         def matches(mask: np.ndarray | None) -> bool:
             probe = replace(query, k=1, depth=1, explain=False, notes=[], resolved=replace(r, mask=mask))
@@ -268,20 +272,20 @@ def check_stages(stages: Sequence[Stage]) -> None:
 def compose(index: IndexFolder | ShardSet, settings: Settings, docs: DocStore | None = None, *,
             ltr: Sequence[Stage] | None = None, neural: bool = True,
             stats: Mapping[str, CollectionStats] | None = None, submit: Sequence[Submit] | None = None,
-            evidence: bool = True) -> Pipeline:
+            shard: bool = False) -> Pipeline:
     """The pipeline of an opened index folder or a sharded index (the one place stages are chosen; see the
     module doc).
 
     ``docs``: the folder's doc store when already open. ``ltr``: word-pair/domain stages to use instead of
     the folder's ``ltr/`` (``priorart train-ltr`` scores its dev topics with the stages it just trained).
     ``neural=False`` leaves the dense and rerank stages out. ``stats``: the global collection statistics per
-    language when ``folder`` is a shard. ``evidence=False`` leaves the evidence stage out (a shard's pipeline: the
-    ingress orders the merged candidates). A :class:`ShardSet`: a fan-out stage over ``submit`` (one per shard;
-    default: every shard composed in this process with the global statistics, service/shards.py) in place of
-    the first stage and the models' stages, then the fusion.
+    language when ``folder`` is a shard. ``shard``: a shard's pipeline, without the evidence and collapse stages
+    (the ingress orders and groups the merged candidates). A :class:`ShardSet`: a fan-out stage over ``submit`` (one
+    per shard; default: every shard composed in this process with the global statistics, service/shards.py) in
+    place of the first stage and the models' stages, then the fusion and the stages after it.
     """
     if isinstance(index, ShardSet):
-        return _compose_sharded(index, settings, docs, submit, evidence)
+        return _compose_sharded(index, settings, docs, submit)
     from service.retrieval.dense import DenseIndexError
     from service.retrieval.first_stage import FirstStage
     from service.stages.first import FirstStageStep
@@ -290,7 +294,7 @@ def compose(index: IndexFolder | ShardSet, settings: Settings, docs: DocStore | 
     docs = docs if docs is not None else open_component("docstore", folder)
     notices: list[str] = []
     first = FirstStage.from_folder(folder, docs, indexes=open_component("bm25", folder, stats=stats))
-    stages: list[Stage] = [FirstStageStep(first)]
+    stages: list[Stage] = [ResolveStep(docs, first.resources), FirstStageStep(first)]
     fusion = FusionStep(FusionModel.of_folder(folder))  # (the rerank stage asks it what a query is fused with)
     device = "cpu"
     if folder.pretrained_dense and neural:  # the pretrained encoder's dense stage
@@ -346,10 +350,11 @@ def compose(index: IndexFolder | ShardSet, settings: Settings, docs: DocStore | 
             notices.append(f"queries {'with' if profile == 'codes' else 'without'} classification codes are ranked "
                            f"by BM25 alone: {pw.reason}")
     stages.append(fusion)
-    if evidence:
+    if not shard:
         step = EvidenceStep(folder, settings, docs, first.resources, first)
         notices.extend(step.notices)
-        stages.append(step)
+        stages += [step, CollapseStep(docs)]
+    stages.append(ExplainStep(first.resources))
     log.info("pipeline %s on %s", " -> ".join(s.name for s in stages), device)
     return Pipeline(stages, docs, notices, device, first.resources)
 
@@ -364,11 +369,11 @@ def load_shard(shards: ShardSet, number: int, settings: Settings,
     if folder.has("ltr"):
         raise IndexFormatError(f"{folder.root}: learning-to-rank stores (ltr/) are not served from shards")
     stats = stats if stats is not None else global_stats(shards)
-    return Shard(number, folder, compose(folder, settings, stats=stats, evidence=False))
+    return Shard(number, folder, compose(folder, settings, stats=stats, shard=True))
 
 
 def _compose_sharded(shards: ShardSet, settings: Settings, docs: DocStore | None,
-                     submit: Sequence[Submit] | None, evidence: bool) -> Pipeline:
+                     submit: Sequence[Submit] | None) -> Pipeline:
     """A sharded index's pipeline: the fan-out stage over ``submit`` (default: every shard loaded in this process
     with the global statistics), the fusion, and the evidence stage over the whole collection's passages (the
     shards' in turn). The shards' matched terms come with their candidates (the
@@ -392,11 +397,12 @@ def _compose_sharded(shards: ShardSet, settings: Settings, docs: DocStore | None
         notices, device = [], "cpu"
     fan = ShardFanOut(submit, [f.n_rows for f in shards.shards], first, timeout_s=settings.shard_timeout_s,
                       generations=[f.generation for f in shards.shards], owned=local)
-    stages: list[Stage] = [fan, FusionStep(FusionModel.of_folder(shards.shards[0]))]
-    if evidence:  # (no first stage of the whole collection: the features that read one are the shards' to give)
-        step = EvidenceStep(union, settings, docs, first.resources, None)
-        notices.extend(step.notices)
-        stages.append(step)
+    # (the evidence stage has no first stage of the whole collection: the features that read one are the shards' to
+    # give; the explanation maps the matched terms the shards send)
+    evidence = EvidenceStep(union, settings, docs, first.resources, None)
+    notices.extend(evidence.notices)
+    stages: list[Stage] = [ResolveStep(docs, first.resources), fan, FusionStep(FusionModel.of_folder(shards.shards[0])),
+                           evidence, CollapseStep(docs), ExplainStep(first.resources)]
     return Pipeline(stages, docs, notices, device, first.resources)
 
 

@@ -82,6 +82,9 @@ class Query:
     evidence_docs: int | None = None
     evidence_by: str | None = None
     evidence_weight: float | None = None
+    # the collapse stage (service/stages/results.py): the first so many family groups shown, each head with its
+    # members (0: no grouping, the first k candidates shown)
+    collapse: int = 0
     # the query language (service/querylang): auto (the language when the text looks like it), query, text (free
     # text whatever it holds); translations to leave out, by word
     syntax: str = "auto"

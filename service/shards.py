@@ -46,6 +46,7 @@ from service.index.store import DocStore
 from service.query import Query, QueryError
 from service.retrieval.first_stage import FirstStage, RouteInfo, SearchInfo, collection_stats
 from service.retrieval.sparse import CollectionStats
+from service.stages.resolve import RESOLVED
 
 log = logging.getLogger(__name__)
 
@@ -208,7 +209,7 @@ class ShardFanOut:
     """The first stage of a sharded pipeline: every shard's candidates, merged (see the module doc)."""
 
     name = "shards"
-    requires: frozenset[str] = frozenset()
+    requires = frozenset({RESOLVED})
     provides = frozenset({CANDIDATES, "bm25", "dense", "text", "meta", "joint"})  # what the shards' stages give
 
     def __init__(self, submit: Sequence[Submit], sizes: Sequence[int], first_stage: FirstStage, *,

@@ -154,18 +154,21 @@ class EvidenceStep:
         ranker = self.ranker_for(None)
         return max(k, ranker.docs if ranker is not None else self.settings.evidence_docs)
 
-    def run(self, query: Query, cands: Candidates, plan: Plan | None = None) -> Candidates:
-        """Order the first ``plan.docs`` candidates (the pipeline's, best fused first) by their evidence. Each one's
-        best passage is ranked in context among theirs at the passage defaults (as ``/passages`` would rank them, had
-        it these documents), its score in [0, 1] (0 for a document whose passages hold no query term, or that has none
-        in a language the query reaches). With a ranker they are ordered by its score of their features; else by
-        ``(1 - weight) * fused + weight * best passage``, the fused score min-max normalised over the first documents.
-        The fused order breaks ties and stands below. ``cands.evidence``: the best passage's score of the first
-        documents, NaN below (``cands.ranker`` likewise the ranker's, min-max); ``cands.ordered``: the score they were
-        ordered by, in their new order, in [0, 1] (the ranker's min-max over them, or the blend). All stay None, and
-        the fused order with them, when there is no candidate or the passages cannot read the query (a note says
-        why). Why these defaults: docs/RESULTS.md, 'Passage evidence in /search'."""
-        plan = plan if plan is not None else self.plan(query)
+    def run(self, query: Query, cands: Candidates) -> Candidates:
+        """Order the first ``n`` candidates (the pipeline's, best fused first; :meth:`plan`) by their evidence.
+        Each one's best passage is ranked in context among theirs at the passage defaults (as ``/passages`` would
+        rank them, had it these documents), its score in [0, 1] (0 for a document whose passages hold no query term,
+        or that has none in a language the query reaches). With a ranker they are ordered by its score of their
+        features; else by ``(1 - weight) * fused + weight * best passage``, the fused score min-max normalised over
+        the first documents. The fused order breaks ties and stands below. ``cands.evidence``: the best passage's
+        score of the first documents, NaN below (``cands.ranker`` likewise the ranker's, min-max); ``cands.ordered``:
+        the score they were ordered by, in their new order, in [0, 1] (the ranker's min-max over them, or the blend).
+        All stay None, and the fused order with them, when there is no candidate or the passages cannot read the
+        query (a note says why). Nothing where the plan orders no document (``evidence_docs`` 0, no passages). Why
+        these defaults: docs/RESULTS.md, 'Passage evidence in /search'."""
+        plan = self.plan(query)  # (again: the pipeline read it to keep max(k, n) candidates; the notes are said once)
+        if not plan.docs:
+            return cands
         n = min(plan.docs, len(cands))
         detail: dict[str, Any] = {"documents": n, "weight": plan.weight}
         cands.details[self.name] = detail

@@ -9,13 +9,14 @@ import numpy as np
 from service.candidates import CANDIDATES, Candidates
 from service.query import Query
 from service.retrieval.first_stage import FirstStage
+from service.stages.resolve import RESOLVED
 
 
 class FirstStageStep:
     """BM25 / tf-idf with cross-lingual PSQ translation and the resolved filters: the ``bm25`` component."""
 
     name = "bm25"
-    requires: frozenset[str] = frozenset()
+    requires = frozenset({RESOLVED})
     provides = frozenset({CANDIDATES, "bm25"})
 
     def __init__(self, first_stage: FirstStage) -> None:

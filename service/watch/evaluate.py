@@ -190,10 +190,11 @@ def ranking_first_stage(engine: Engine) -> FirstStage | None:
     a fixed scale; the evidence stage after them reorders only the first ``reach`` of it), else None."""
     from service.stages.first import FirstStageStep
 
-    stages = engine.pipeline.stages
-    if [s.name for s in engine.pipeline.scoring] != ["bm25", "fusion"] or not isinstance(stages[0], FirstStageStep):
+    step = engine.pipeline.generator
+    scoring = [s.name for s in engine.pipeline.scoring]
+    if scoring != ["resolve", "bm25", "fusion"] or not isinstance(step, FirstStageStep):
         return None
-    fs = stages[0].fs
+    fs = step.fs
     return fs if fs.combine != "max" else None  # ("max" scales each route by its best row: not a row's own score)
 
 
@@ -335,10 +336,10 @@ class Evaluator:
         reach = self.engine.evidence.reach(req.k)
         if ran is not None:
             query, cands, trace = ran
-            res = self.engine.run(query, explain=False, collapse=False, k=reach, ran=(cands, trace))
+            res = self.engine.run(query, ran=(cands, trace))
         else:
             query = self._query(req, reach)
-            res = self.engine.run(query, explain=False, collapse=False, k=reach)
+            res = self.engine.run(query)
         hits: list[WatchHit] = []
         found_at = now()
         for rank, h in enumerate(res.results[: req.k], 1):

@@ -79,8 +79,7 @@ class Engine(Protocol):
     def query(self, req: SearchRequest | ClaimChartRequest, depth: int | None = None, *,
               text: str | None = None) -> Query: ...
 
-    def run(self, query: Query, *, explain: bool = False, collapse: bool = False,
-            k: int | None = None) -> SearchResponse: ...
+    def run(self, query: Query, *, explain: bool = False) -> SearchResponse: ...
 
 
 DISCLOSED = 0.6
@@ -117,9 +116,10 @@ def claim_chart(engine: Engine, req: ClaimChartRequest) -> ClaimChartResponse:
                 rows.append(row)
         source = "request"
     elif req.query and req.query.strip():  # the top k of the analyst's query in the query language
-        found = engine.run(engine.query(SearchRequest(query=req.query, syntax="query", lang=req.lang, codes=req.codes,
-                                                      code_filter=req.code_filter, before=req.before, k=req.k)),
-                           collapse=True, k=req.k)
+        query = engine.query(SearchRequest(query=req.query, syntax="query", lang=req.lang, codes=req.codes,
+                                           code_filter=req.code_filter, before=req.before, k=req.k))
+        query.collapse = req.k
+        found = engine.run(query)
         rows = [engine.row(h.id) or 0 for h in found.results]
         source = "query"
         if not rows:
@@ -128,8 +128,8 @@ def claim_chart(engine: Engine, req: ClaimChartRequest) -> ClaimChartResponse:
         text = " ".join(e.text for e in split.elements)
         query = engine.query(req, text=text)
         query.lang = lang
-        query.k = min(query.depth, req.k * 3)
-        found = engine.run(query, collapse=True, k=req.k)
+        query.k, query.collapse = min(query.depth, req.k * 3), req.k
+        found = engine.run(query)
         rows = [engine.row(h.id) or 0 for h in found.results]
         source = "search"
         if not rows:

@@ -96,7 +96,7 @@ def test_merge_keeps_the_global_top_depth_and_zeroes_bm25_of_dense_only_rows() -
 def test_a_shard_that_fails_or_times_out_gives_a_partial_answer(shard_pair: tuple[Path, Path]) -> None:
     _, sharded = shard_pair
     engine = Engine.load(sharded, settings=Settings(index_dir=sharded))
-    fan = engine.pipeline.stages[0]
+    fan = engine.pipeline.generator
     assert isinstance(fan, ShardFanOut)
 
     def dead(_query: Query):  # noqa: ANN202

@@ -343,7 +343,7 @@ def run_ranking(
                     started = time.perf_counter()
                     q = query(engine, topic)
                     q.evidence_docs, q.evidence_weight = n, w
-                    res = engine.run(q, k=s.depth)
+                    res = engine.run(q)
                     ms[name].append((time.perf_counter() - started) * 1000.0)
                     ranked[name][topic.qid] = [h.id for h in res.results][: s.depth]
                 if learned:

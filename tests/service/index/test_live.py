@@ -310,7 +310,7 @@ def test_a_reload_opens_only_the_new_segment(small: tuple[Path, list[PatentRecor
     real = folder_mod._checksum
     monkeypatch.setattr(folder_mod, "_checksum", lambda p: checked.append(p) or real(p))
     first = Engine.load(idx)
-    assert first.pipeline.stages[0].fs.indexes["en"].parts[0] is zero.pipeline.stages[0].fs.indexes["en"]
+    assert first.pipeline.generator.fs.indexes["en"].parts[0] is zero.pipeline.generator.fs.indexes["en"]
     zero.close()
     add_documents(idx, records[160:175], progress=False)
     checked.clear()
@@ -324,8 +324,8 @@ def test_a_reload_opens_only_the_new_segment(small: tuple[Path, list[PatentRecor
         assert mine and all(new_dir in p.parents for p in mine), [p for p in mine if new_dir not in p.parents]
         assert second.docs._tables[:2] == first.docs._tables[:2]
         assert all(a is b for a, b in zip(second.docs._tables, first.docs._tables[:2], strict=False))
-        index = second.pipeline.stages[0].fs.indexes["en"]
-        old = first.pipeline.stages[0].fs.indexes["en"]
+        index = second.pipeline.generator.fs.indexes["en"]
+        old = first.pipeline.generator.fs.indexes["en"]
         assert isinstance(index, SegmentedSparseIndex) and len(index.parts) == 3
         assert all(a is b for a, b in zip(index.parts[:2], old.parts, strict=True))
         text = " ".join([records[170].title.get("en", ""), records[170].abstract.get("en", "")])

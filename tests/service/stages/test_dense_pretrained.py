@@ -79,7 +79,7 @@ def test_the_default_build_has_the_pretrained_dense_stage(dense_index: Path) -> 
 def test_search_finds_by_meaning_what_shares_no_word(dense_index: Path, query: str, want: str) -> None:
     engine = Engine.load(dense_index)
     try:
-        assert engine.pipeline.names == ["bm25", "dense", "fusion", "evidence"]
+        assert engine.pipeline.names == ["resolve", "bm25", "dense", "fusion", "evidence", "collapse", "explain"]
         res = engine.run(engine.query(SearchRequest(query=query)))
         assert res.results and res.results[0].id == want
         bm25 = engine.run(engine.query(SearchRequest(query=query, weights={"bm25": 1.0})))
@@ -94,7 +94,7 @@ def test_no_dense_builds_bm25_alone_and_says_so(tmp_path: Path) -> None:
     assert not folder.has("dense") and not folder.has("encoder") and not (tmp_path / "index" / Layout.ENCODER).exists()
     engine = Engine.load(tmp_path / "index")
     try:
-        assert engine.pipeline.names == ["bm25", "fusion", "evidence"]
+        assert engine.pipeline.names == ["resolve", "bm25", "fusion", "evidence", "collapse", "explain"]
         assert any("no dense stage in this index" in n for n in engine.pipeline.notices)
         res = engine.run(engine.query(SearchRequest(query="velocipede decelerating mechanism")))
         assert not res.results

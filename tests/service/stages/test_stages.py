@@ -73,7 +73,8 @@ def test_cuda_asked_for_without_cuda_is_said(index: Path, monkeypatch: pytest.Mo
 def test_composition_without_fusion_weights(pipeline: Pipeline) -> None:
     import json
 
-    assert pipeline.names == ["bm25", "dense", "rerank", "fusion", "evidence"] and pipeline.device == "cpu"
+    assert pipeline.names == ["resolve", "bm25", "dense", "rerank", "fusion", "evidence", "collapse", "explain"]
+    assert pipeline.device == "cpu"
     assert not pipeline.fusion.model.linear["nocodes"].installed
     assert any("ranked by BM25 alone" in n for n in pipeline.notices)
     json.dumps(pipeline.describe())  # /health must serialise it
@@ -193,7 +194,7 @@ def test_fusion_weights_per_profile_and_depth(index: Path, tmp_path: Path) -> No
                  "codes": ProfileWeights(False, "did not beat BM25")}).save(root / Layout.FUSION)
     folder.register({"fusion": {"version": 2, "file": Layout.FUSION}}, changed=[Layout.FUSION])
     engine = Engine.load(root, settings=Settings(index_dir=root, device="cpu", default_depth=40))
-    assert engine.pipeline.names == ["bm25", "dense", "rerank", "fusion", "evidence"]
+    assert engine.pipeline.names == ["resolve", "bm25", "dense", "rerank", "fusion", "evidence", "collapse", "explain"]
     assert engine.health()["stage_details"]["fusion"]["linear"]["nocodes"]["installed"]
     text, codes = _query_of(engine.pipeline, 5)
     r = engine.search(SearchRequest(query=text, lang="en", k=5, depth=150))
@@ -382,3 +383,45 @@ def test_the_response_lists_the_codes_predicted_for_the_code_rankers(index: Path
         assert not res.query.codes and res.fusion is not None and res.fusion.components["meta"] == "applied"
     finally:
         engine.close()
+
+
+def _stage_table() -> list[dict[str, str]]:
+    """docs/ARCHITECTURE.md's stage table ("### The stages"), one dict per row."""
+    text = (Path(__file__).resolve().parents[3] / "docs" / "ARCHITECTURE.md").read_text(encoding="utf-8")
+    section = text.split("\n### The stages\n", 1)[1].split("\n#", 1)[0]
+    lines = [line for line in section.splitlines() if line.startswith("| `")]
+    keys = ("stage", "class", "module", "requires", "provides", "composed")
+    return [dict(zip(keys, (c.strip().strip("`") for c in line.strip("|").split("|")), strict=True)) for line in lines]
+
+
+def _names(cell: str) -> frozenset[str]:
+    return frozenset(n.strip() for n in cell.split(",") if n.strip())
+
+
+@pytest.mark.slow
+def test_the_architecture_stage_table_is_what_compose_builds(index: Path, pipeline: Pipeline) -> None:
+    """Issue 60: every row names a stage class with the name, requires and provides the table gives, in the module
+    it gives; the pipelines compose builds (an index with models, the same without them, a shard's) are those
+    stages in the table's order, and every stage compose chose has its row."""
+    import importlib
+
+    rows = _stage_table()
+    assert [r["stage"] for r in rows][:2] == ["resolve", "bm25"] and rows[-1]["stage"] == "explain"
+    for r in rows:
+        module = importlib.import_module(r["module"].removesuffix(".py").replace("/", "."))
+        cls = getattr(module, r["class"])
+        assert (cls.name, cls.requires, cls.provides) == (r["stage"], _names(r["requires"]), _names(r["provides"])), r
+    order = {r["stage"]: i for i, r in enumerate(rows)}
+    folder = IndexFolder.open(index)
+    settings = Settings(index_dir=index, device="cpu")
+    for p, composed in ((pipeline, ["resolve", "bm25", "dense", "rerank", "fusion", "evidence", "collapse", "explain"]),
+                        (compose(folder, settings, neural=False),
+                         ["resolve", "bm25", "fusion", "evidence", "collapse", "explain"]),
+                        (compose(folder, settings, shard=True),
+                         ["resolve", "bm25", "dense", "rerank", "fusion", "explain"])):
+        assert p.names == composed
+        assert [order[s.name] for s in p.stages] == sorted(order[s.name] for s in p.stages)
+        for s in p.stages:
+            row = rows[order[s.name]]
+            assert (type(s).__name__, type(s).__module__) == (row["class"], row["module"].removesuffix(".py")
+                                                              .replace("/", ".")), row

@@ -328,7 +328,7 @@ def test_train_ltr_writes_a_folder_the_service_loads(synth_setup: tuple[Path, Pa
     assert topic_fields("EP1:ta.de") >= {"title", "abstract"} and topic_fields("EP1:claim2.fr") == {"claims"}
 
     pipe = compose(IndexFolder.open(index), Settings(index_dir=index))
-    assert pipe.names == ["bm25", "dense", "wordpair", "domain", "fusion", "evidence"]
+    assert pipe.names == ["resolve", "bm25", "dense", "wordpair", "domain", "fusion", "evidence", "collapse", "explain"]
     docs = pipe.docs
     text = docs.get_row(0).text("en", ("title", "abstract"))
     for method in pipe.fusion.model.methods:
