@@ -1,10 +1,13 @@
-"""The search engine behind the API: one opened index folder, its pipeline, the doc store, passages.
+"""The search engine behind the API: one opened index folder, its pipeline, and the request -> query and candidates
+-> response mapping.
 
 :meth:`Engine.load` opens and verifies the folder once (:class:`service.index.folder.IndexFolder`),
 opens the doc store once, and composes the pipeline with :func:`service.pipeline.compose` (the one
-place stages are chosen). Requests and responses are the typed models of :mod:`service.schema`;
-anything missing degrades visibly in the response's ``notices`` (e.g. "no models in this index: BM25
-only"), and ``fusion`` says which components shaped the ranking and why the others did not.
+place stages are chosen). The pipeline does the whole search, from the query's resolution to the matched words of
+the results shown (the evidence stage holds the passage index: :attr:`Engine.evidence`); the engine ranks nothing
+itself. Requests and responses are the typed models of :mod:`service.schema`; anything missing degrades visibly in
+the response's ``notices`` (e.g. "no models in this index: BM25 only"), and ``fusion`` says which components shaped
+the ranking and why the others did not.
 """
 
 from __future__ import annotations
@@ -51,6 +54,7 @@ from service.schema import (
     StageInfo,
 )
 from service.settings import Settings
+from service.stages.results import collapse_to
 
 if TYPE_CHECKING:
     from service.shards import Submit
@@ -64,7 +68,7 @@ __all__ = ["Engine", "QueryError"]
 
 
 class Engine:
-    """One loaded index: the pipeline, the doc store, the classification scheme, passage ranking."""
+    """One loaded index: the pipeline, the doc store, the classification scheme; requests in, responses out."""
 
     def __init__(self, folder: IndexFolder, settings: Settings, pipeline: Pipeline,
                  scheme: ClassificationScheme) -> None:
@@ -173,8 +177,8 @@ class Engine:
         query = self.query(req)
         query.remember_vector = remember_vector
         query.explain = True  # (the matched words are shown with every result, looked up for those shown)
-        if req.collapse_families:  # room for the members that collapse, so that k results remain
-            query.k, query.collapse = min(query.depth, req.k * FAMILY_ROOM), req.k
+        if req.collapse_families:
+            collapse_to(query, req.k)
         query.evidence_docs, query.evidence_weight = req.evidence_docs, req.evidence_weight
         query.evidence_by = req.evidence_by
         return self.run(query, explain=req.explain)
@@ -308,8 +312,6 @@ class Engine:
             "loaded_at": self.loaded_at,
         }
 
-
-FAMILY_ROOM = 3
 
 
 def _collapse(hits: Mapping[int, SearchHit], groups: Sequence[FamilyGroup],

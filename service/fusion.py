@@ -88,11 +88,15 @@ class FusionError(ValueError):
 # --------------------------------------------------------------------------------------------------
 
 
+def _scored(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``x`` as float64, zeros of its shape, and where it has a score (not NaN: the component scored the row)."""
+    x = np.asarray(x, dtype=np.float64)
+    return x, np.zeros_like(x), ~np.isnan(x)
+
+
 def minmax(x: np.ndarray) -> np.ndarray:
     """Min-max normalise over the candidate set; NaN (component did not score the row) -> 0; constant -> 1."""
-    x = np.asarray(x, dtype=np.float64)
-    out = np.zeros_like(x)
-    ok = ~np.isnan(x)
+    x, out, ok = _scored(x)
     if not ok.any():
         return out
     lo, hi = float(x[ok].min()), float(x[ok].max())
@@ -102,9 +106,7 @@ def minmax(x: np.ndarray) -> np.ndarray:
 
 def sum_normalise(x: np.ndarray) -> np.ndarray:
     """Borda points: scores shifted to start at 0 and divided by their sum (NaN -> 0 points)."""
-    x = np.asarray(x, dtype=np.float64)
-    out = np.zeros_like(x)
-    ok = ~np.isnan(x)
+    x, out, ok = _scored(x)
     if not ok.any():
         return out
     shifted = x[ok] - x[ok].min()

@@ -24,6 +24,15 @@ if TYPE_CHECKING:
     from service.retrieval.resources import IndexResources
 
 
+FAMILY_ROOM = 3
+"""Candidates a collapsing search keeps per group it shows: room for the members that fold into the groups."""
+
+
+def collapse_to(query: Query, groups: int) -> None:
+    """Ask ``query`` for its first ``groups`` family groups, with room for the members that fold into them."""
+    query.k, query.collapse = min(query.depth, groups * FAMILY_ROOM), groups
+
+
 class CollapseStep:
     """Families grouped where the query asks (see the module doc)."""
 

@@ -44,6 +44,7 @@ from service.schema import (
     SearchRequest,
     SearchResponse,
 )
+from service.stages.results import collapse_to
 from service.text.analysis import detect_language
 from service.workflow.claims import split_claims
 
@@ -128,7 +129,7 @@ def claim_chart(engine: Engine, req: ClaimChartRequest) -> ClaimChartResponse:
         text = " ".join(e.text for e in split.elements)
         query = engine.query(req, text=text)
         query.lang = lang
-        query.k, query.collapse = min(query.depth, req.k * 3), req.k
+        collapse_to(query, req.k)
         found = engine.run(query)
         rows = [engine.row(h.id) or 0 for h in found.results]
         source = "search"

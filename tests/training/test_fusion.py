@@ -149,7 +149,7 @@ def test_fuse_command_with_given_topics(tmp_path: Path) -> None:
     meta = load_meta(index, verify=True)  # registered, every checksum right
     assert meta.components["fusion"]["file"] == "fusion.json"
     engine = Engine.load(index, settings=Settings(index_dir=index, device="cpu"))
-    assert engine.pipeline.names[-1] == "fusion"
+    assert engine.pipeline.names[-4:] == ["fusion", "evidence", "collapse", "explain"]
     assert engine.pipeline.fusion.model.linear["nocodes"].installed == any(
         c["installed"] for c in summary["cells"] if c["profile"] == "nocodes")
     res = CliRunner().invoke(app, ["fuse", str(index), "--task", "xling"])

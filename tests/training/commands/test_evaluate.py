@@ -145,7 +145,8 @@ def test_evaluate_runs_the_index_pipeline(tmp_path: Path) -> None:
                                       "--system", "fusion"])
     assert res.exit_code == 0, res.output
     obj = json.loads(res.stdout)
-    assert set(obj) >= JSON_KEYS and obj["queries"] == 2 and obj["system"].startswith("fusion: bm25 -> fusion")
+    assert set(obj) >= JSON_KEYS and obj["queries"] == 2
+    assert obj["system"].startswith("fusion: resolve -> bm25 -> fusion")
     first = FirstStage.load(tmp_path / "index")
     run = read_run(run_path)
     for t in topics:
