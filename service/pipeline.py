@@ -82,8 +82,8 @@ class Pipeline:
     def __post_init__(self) -> None:
         at = [i for i, s in enumerate(self.stages) if isinstance(s, FusionStep)]
         tail = [type(s) for s in self.stages[at[0] + 1:]] if at else None
-        if not isinstance(self.stages[0], ResolveStep) or tail not in ([ExplainStep],
-                                                                       [EvidenceStep, CollapseStep, ExplainStep]):
+        begins = bool(self.stages) and isinstance(self.stages[0], ResolveStep)
+        if not begins or tail not in ([ExplainStep], [EvidenceStep, CollapseStep, ExplainStep]):
             raise ValueError("a pipeline begins with the query's resolution and ends with the fusion, then the "
                              "evidence and the collapse (but for a shard's), then the explanation")
         self._fusion_at = at[0]

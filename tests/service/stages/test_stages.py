@@ -369,6 +369,25 @@ def test_compose_checks_that_each_stage_gets_what_it_requires() -> None:
 
 
 @pytest.mark.slow
+def test_a_pipeline_begins_with_the_resolution_and_ends_with_the_fusion_evidence_collapse_and_explanation(
+        pipeline: Pipeline) -> None:
+    """Pipeline refuses a stage list in another order: the steps after the fusion are the evidence, the collapse
+    and the explanation (a shard's: the explanation alone), and the query's resolution comes first."""
+    stages = pipeline.stages
+    resolve, fusion = stages[0], pipeline.fusion
+    evidence, collapse, explain = stages[-3:]
+    middle = stages[1:stages.index(fusion)]
+    assert Pipeline(list(stages), pipeline.docs).names == pipeline.names
+    assert Pipeline([resolve, *middle, fusion, explain], pipeline.docs).evidence is None  # (a shard's)
+    for wrong in ([*middle, fusion, evidence, collapse, explain],  # no resolution
+                  [resolve, *middle, fusion],  # no explanation
+                  [resolve, *middle, fusion, collapse, evidence, explain],  # out of order
+                  [resolve, *middle, evidence, collapse, explain]):  # no fusion
+        with pytest.raises(ValueError, match="a pipeline begins with the query's resolution"):
+            Pipeline(wrong, pipeline.docs)
+
+
+@pytest.mark.slow
 def test_the_response_lists_the_codes_predicted_for_the_code_rankers(index: Path, pipeline: Pipeline) -> None:
     from service.engine import Engine
     from service.schema import SearchRequest
