@@ -10,6 +10,6 @@ demo:       ## synthetic demo index, served on http://127.0.0.1:8000
 demo-real:  ## the same on the real data in ../shared/data
 	bash scripts/demo.sh --data ../shared/data
 lint:
-	.venv/bin/ruff check service training tests && .venv/bin/mypy
+	.venv/bin/ruff check service training lab tests && .venv/bin/mypy
 bench:      ## first-stage and service benchmarks (printed figures)
-	.venv/bin/priorart bench first-stage
+	.venv/bin/priorart-lab bench first-stage

@@ -2,7 +2,7 @@
 
 Usage: python scripts/first_claims.py RESULT.json [--systems fusion,cross-fitted]
 
-RESULT.json is what ``priorart experiment ranking --out`` writes (docs/results/ranking.json): its per-topic measures
+RESULT.json is what ``priorart-lab experiment ranking --out`` writes (docs/results/ranking.json): its per-topic measures
 of every system, cross-fitted by grant. The claims task's topics are every aligned claim of the held-out grants
 (``claims:<grant>-<number>-<src>-<dst>``); this keeps claim 1, the figure issue 59 names ("first claims").
 """

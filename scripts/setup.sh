@@ -41,8 +41,8 @@ if ! python -m pip install -q --no-compile --disable-pip-version-check -e ".[ser
 fi
 python -c "import service, training, torch, onnxruntime, faiss, gensim, ray.serve, numba, sqlalchemy, alembic, psycopg" \
   || { echo "setup: dependency check failed" >&2; exit 1; }
-# the [bench] extra: peers of `priorart bench first-stage`, which skips (and names) any that does not import
+# the [bench] extra: peers of `priorart-lab bench first-stage`, which skips (and names) any that does not import
 python -c "import bm25s, numba, pyterrier_pisa" 2>/dev/null \
   || echo "setup: WARNING: a benchmark peer (bm25s, numba, pyterrier-pisa) does not import;" \
-          "priorart bench first-stage will skip it" >&2
+          "priorart-lab bench first-stage will skip it" >&2
 echo "setup: ok ($(python --version), venv .venv)"

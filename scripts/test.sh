@@ -10,7 +10,7 @@ bash scripts/setup.sh
 # again: about 3 s of a core each here. The run writes byte-code once, into a folder of its own (not the sources')
 export PYTHONPYCACHEPREFIX="$PWD/.venv/pycache"
 unset PYTHONDONTWRITEBYTECODE
-echo "== ruff"; ruff check service training tests
+echo "== ruff"; ruff check service training lab tests
 # mypy at the lowest CPU priority (nice 19): it runs on the core the kernels' compilation leaves free, then in the
 # gaps the tests leave (a server starting, a process waiting), and takes almost nothing from a busy core; its report
 # is shown after the tests and fails the run as before
@@ -31,7 +31,7 @@ set +e
 # two workers (the CI machine's two cores), whole test files per worker, handed out longest first (tests/conftest.py);
 # -m "": every test (real data, slow, servers, e2e, load, ray), not the fast set a bare `pytest` runs (pyproject's
 # addopts); a -m among the extra arguments comes later and wins. No test times the product: the figures the docs quote
-# are printed by `priorart bench ...` (the README's demo time: `priorart bench demo`).
+# are printed by `priorart-lab bench ...` (the README's demo time: `priorart-lab bench demo`).
 python -m pytest -q -n "${PRIORART_TEST_WORKERS:-2}" --dist loadfile --no-loadscope-reorder -m "" "$@"
 rc=$?
 if [ -n "$mypy_pid" ]; then wait "$mypy_pid"; mypy_rc=$?; fi

@@ -10,7 +10,7 @@ the query's English image (:class:`service.passages.lm.QueryImage`: a German or 
 translation tables). The shares of the best :data:`TOP` scores are the prediction. Nothing is learned from the
 corpus, so no document (and no topic of an experiment) shaped it.
 
-Measured by ``priorart experiment code-prediction`` against the vote (docs/RESULTS.md, "Codes predicted for a
+Measured by ``priorart-lab experiment code-prediction`` against the vote (docs/RESULTS.md, "Codes predicted for a
 query"). The build writes the classifier into an index (the part ``code_classifier``, service/index/parts.py) from
 the CPC title list when most of the corpus' codes are in it (:func:`training.code_classifier.index_classifier`).
 """

@@ -85,7 +85,8 @@ class Engine:
         self.loaded_at = time.time()
         evidence = pipeline.evidence
         if evidence is None:
-            raise ValueError("an engine's pipeline ends with the evidence stage (compose(..., evidence=True))")
+            raise ValueError("an engine's pipeline has the evidence stage (a shard's, compose(..., shard=True), has "
+                             "none)")
         # the evidence stage: the passage index, and what orders the first documents (service/stages/evidence.py)
         self.evidence = evidence
 

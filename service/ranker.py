@@ -4,8 +4,8 @@ that orders them by those features.
 After the fusion the evidence stage orders the first ``N`` documents (:class:`service.stages.evidence.EvidenceStep`).
 Without a ranker in the index they are ordered by their best passage, the fixed rule chosen held out (docs/RESULTS.md,
 "Passage evidence in /search"). With one (the index part ``ranker``, service/index/parts.py, installed by ``priorart
-build --ranker``: by default the project's, written by ``priorart experiment ranking --ranker-out`` where it won held
-out) and unless ``evidence_by`` asks for the passage rule they are ordered by the model's score of each document's
+build --ranker``: by default the project's, written by ``priorart-lab experiment ranking --ranker-out`` where it won
+held out) and unless ``evidence_by`` asks for the passage rule they are ordered by the model's score of each document's
 :data:`FEATURES`, best first; below ``N`` the fused order stands.
 
 The features of a document are the evidence a search has of it, each on a scale that does not depend on the

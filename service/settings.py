@@ -98,13 +98,13 @@ class Settings(BaseSettings):
                                    "index folder, never inside it (a rebuild replaces that); default: INDEX_DIR.state")
     evidence_docs: int = Field(10, ge=0, description="/search orders its first N documents with their best passage "
                                "(passage evidence) unless a request says otherwise; 0: the fused order. Chosen by "
-                               "`priorart experiment ranking`: docs/RESULTS.md, 'Passage evidence in /search'")
+                               "`priorart-lab experiment ranking`: docs/RESULTS.md, 'Passage evidence in /search'")
     evidence_weight: float = Field(1.0, ge=0, le=1, description="weight of the best passage against the fused score "
                                    "in the order of those N documents (1: the best passage alone)")
     evidence_by: Literal["auto", "passage"] = Field(
         "auto", description="what orders those documents: auto, the index's learned ranker when it has one (its "
         "first documents, evidence_weight unused), else the best passage; passage: the best passage even where "
-        "the index has a ranker. Chosen by `priorart experiment ranking`: docs/RESULTS.md, 'Passage evidence in "
+        "the index has a ranker. Chosen by `priorart-lab experiment ranking`: docs/RESULTS.md, 'Passage evidence in "
         "/search'")
     log_level: str = "INFO"
 

@@ -29,10 +29,10 @@ LONGEST_FIRST = (
     "tests/service/index/test_live_failures.py",  # 98
     "tests/training/test_build_all_data.py",  # 93 (the whole shared data set ingested, built, searched)
     "tests/service/watch/test_watch_shared.py",  # 85
-    "tests/training/experiments/test_ranking.py",  # 72
+    "tests/lab/experiments/test_ranking.py",  # 72
     "tests/service/watch/test_watch.py",  # 69
     "tests/service/test_shards.py",  # 69
-    "tests/training/experiments/test_xling_routes.py",  # 69
+    "tests/lab/experiments/test_xling_routes.py",  # 69
     "tests/deploy/test_fresh_install.py",  # 68 (two CPU levels of kernels warmed, as the Dockerfile does)
     "tests/service/stages/test_dense_pretrained.py",  # 62
     "tests/training/test_ranker.py",  # 58
@@ -43,7 +43,7 @@ LONGEST_FIRST = (
     "tests/training/translation/test_index_step.py",  # 45
     "tests/load/test_bench_load.py",  # 42
     "tests/service/passages/test_passage_regression.py",  # 40
-    "tests/training/experiments/test_experiment_code_prediction.py",  # 38
+    "tests/lab/experiments/test_experiment_code_prediction.py",  # 38
     "tests/test_docs_results.py",  # 33
     "tests/training/test_fusion.py",  # 30
     "tests/e2e/test_schemathesis.py",  # 28

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from index_copy import copy_index
 
-from training.docs_results import DOCUMENTS, RESULTS_DIR, ResultsError, figure, load, render_document, update
+from lab.docs_results import DOCUMENTS, RESULTS_DIR, ResultsError, figure, load, render_document, update
 
 EXPECTED: list[dict[str, Any]] = json.loads((RESULTS_DIR / "expected.json").read_text(encoding="utf-8"))["figures"]
 # the experiments small enough to measure again in the test suite (about a minute together on 2 cores)
@@ -23,18 +23,20 @@ def _id(e: dict[str, Any]) -> str:
 
 def test_the_docs_tables_are_the_rendering_of_their_result_files() -> None:
     stale = update(DOCUMENTS, RESULTS_DIR, check=True)
-    assert not stale, f"{[str(d) for d in stale]} differ from their result files: run `priorart docs results`"
+    assert not stale, f"{[str(d) for d in stale]} differ from their result files: run `priorart-lab docs results`"
 
 
 def test_every_result_file_has_a_table_and_says_how_it_was_measured() -> None:
-    from training.docs_results import TABLES
+    from lab.docs_results import TABLES
 
     named = {f for t in TABLES.values() for f in t.files}
     on_disk = {str(p.relative_to(RESULTS_DIR)) for p in RESULTS_DIR.rglob("*.json")}
     assert named <= on_disk, named - on_disk
     for name in named:
         r = load(name)
-        assert r.get("commit") and r.get("command", "").startswith(("priorart experiment ", "priorart bench ")), name
+        # (recorded before the lab had its own command: ``priorart experiment ...``)
+        assert r.get("commit") and r.get("command", "").startswith(
+            ("priorart experiment ", "priorart bench ", "priorart-lab experiment ", "priorart-lab bench ")), name
     rendered = "".join(d.read_text(encoding="utf-8") for d in DOCUMENTS)
     for name in TABLES:
         assert f"<!-- BEGIN results {name} -->" in rendered, f"table {name} is in no document"
@@ -67,7 +69,7 @@ def _measure(experiment: str, data: Path) -> dict[str, Any]:
     from dataclasses import asdict, fields
 
     if experiment == "passages":
-        from training.experiments.passages import PassageTuningSettings, load_records, run_passage_tuning
+        from lab.experiments.passages import PassageTuningSettings, load_records, run_passage_tuning
 
         saved = load("passages.json")
         assert saved.get("tables") is None, "the documented run has no --tables; this test measures that one"
@@ -79,7 +81,7 @@ def _measure(experiment: str, data: Path) -> dict[str, Any]:
         chosen = {v["variant"]: v["folds"] for v in saved["variants"]}
         return run_passage_tuning(load_records(data), settings, progress=False, fold_params=chosen).to_dict()
     if experiment == "feedback":
-        from training.experiments.feedback import run_feedback
+        from lab.experiments.feedback import run_feedback
         from training.ingest import iter_records
 
         saved = load("feedback.json")
@@ -103,5 +105,5 @@ def test_expected_figures_are_measured_again(experiment: str, shared_data: Path)
         if abs(got - e["value"]) > e["tolerance"]:
             failed.append(f"{_id(e)}: measured {got:.4f}, expected {e['value']} ± {e['tolerance']}")
     assert not failed, ("\n".join(failed) + f"\n(docs/results/expected.json; if the change is intended, run "
-                        f"`{load(entries[0]['file'])['command']}`, then `priorart docs results`, and update the "
+                        f"`{load(entries[0]['file'])['command']}`, then `priorart-lab docs results`, and update the "
                         "expected values)")

@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-FORBIDDEN = {"torch", "gensim", "training"}
+FORBIDDEN = {"torch", "gensim", "training", "lab"}
 
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("foundation", ("service", "service.settings", "service.versioned", "service.phases", "service.heap",
@@ -27,6 +27,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("workflow", ("service.workflow", "service.watch")),
     ("api", ("service.api", "service.startup", "service.serve_ray")),
     ("training", ("training",)),
+    ("lab", ("lab",)),
 )
 """Lowest first. A module is in the layer of the longest name listed that is the module itself or a package above
 it (``service`` names the package's ``__init__`` alone); it may import its own layer and the layers below."""
@@ -35,7 +36,7 @@ it (``service`` names the package's ``__init__`` alone); it may import its own l
 def _modules() -> dict[str, Path]:
     """Every module of service/ and training/, by dotted name (a package by its own name)."""
     paths: dict[str, Path] = {}
-    for root in ("service", "training"):
+    for root in ("service", "training", "lab"):
         for path in sorted((REPO / root).rglob("*.py")):
             paths[".".join(path.relative_to(REPO).with_suffix("").parts).removesuffix(".__init__")] = path
     return paths
@@ -132,7 +133,8 @@ def test_the_layer_check_sees_every_kind_of_import() -> None:
     live, sparse, store = (layer_of(m) for m in ("service.index.live", "service.retrieval.sparse",
                                                  "service.index.store"))
     assert live is not None and sparse is not None and store is not None and live > sparse > store
-    assert layer_of("service") == 0 and layer_of("servicex") is None and layer_of("training.cli") == len(LAYERS) - 1
+    assert layer_of("service") == 0 and layer_of("servicex") is None
+    assert layer_of("training.cli") == len(LAYERS) - 2 and layer_of("lab.cli") == len(LAYERS) - 1
 
 
 def test_architecture_gives_the_same_layers() -> None:

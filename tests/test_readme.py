@@ -94,14 +94,14 @@ MEASURED_DEMO = re.compile(r"The demo's first run \(5,000 synthetic documents, t
 
 def test_the_demo_time_the_readme_quotes_is_the_measured_one() -> None:
     """Issue 57 item 5: the README said the first run serves in about 30 s; it took 141 s. The time is measured by
-    ``priorart bench demo`` (the README's run on a new machine, its caches empty) and recorded in docs/RESULTS.md; the
-    README quotes that figure, rounded (within 10 %). (A timed assertion in a test measured the test machine's load:
+    ``priorart-lab bench demo`` (the README's run on a new machine, its caches empty) and recorded in docs/RESULTS.md;
+    the README quotes that figure, rounded (within 10 %). (A timed assertion in a test measured the test machine's load:
     the benchmark prints the figure, and compares it with the quote itself.)"""
-    from training.benchmarks.demo import readme_seconds
+    from lab.benchmarks.demo import readme_seconds
 
     quoted = readme_seconds(README)
     assert quoted is not None, "the README no longer quotes the demo's first run time in the expected words"
     m = MEASURED_DEMO.search(" ".join(RESULTS.read_text(encoding="utf-8").split()))
-    assert m, "docs/RESULTS.md no longer records the demo's first run (priorart bench demo)"
+    assert m, "docs/RESULTS.md no longer records the demo's first run (priorart-lab bench demo)"
     measured = int(m.group("seconds"))
     assert abs(quoted - measured) <= 0.1 * measured, f"the README quotes {quoted} s, docs/RESULTS.md {measured} s"

@@ -64,10 +64,10 @@ def test_one_error_type_per_concept_and_one_check_of_the_bm25_parameters() -> No
 
     import service.fusion
     import training.fusion
+    from lab.experiments import ExperimentError, models, passages, xling
+    from lab.experiments import ltr as ltr_experiment
     from service.index.folder import BuildSettings
     from service.retrieval.sparse import SparseIndexBuilder
-    from training.experiments import ExperimentError, models, passages, xling
-    from training.ltr import experiment as ltr_experiment
 
     assert training.fusion.FusionError is service.fusion.FusionError
     assert xling.ExperimentError is models.ExperimentError is passages.ExperimentError is ExperimentError

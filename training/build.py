@@ -478,8 +478,8 @@ def _doc_maps(doc_maps: str | Path | None) -> Path | None:
     if doc_maps == "default":
         return DEFAULT_DOC_MAPS if DEFAULT_DOC_MAPS.is_file() else None
     if not Path(doc_maps).is_file():
-        raise BuildError(f"document maps: {doc_maps} is not a file (`priorart experiment adapter --maps-out` writes "
-                         "them)")
+        raise BuildError(f"document maps: {doc_maps} is not a file (`priorart-lab experiment adapter --maps-out` "
+                         "writes them)")
     return Path(doc_maps)
 
 

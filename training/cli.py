@@ -14,13 +14,10 @@ except ImportError:  # pragma: no cover - an older typer over click
     from click import exceptions as click_exceptions  # type: ignore[no-redef]
 
 from training.commands import (
-    bench,
     build,
     demo,
-    docs,
     encoder,
     evaluate,
-    experiment,
     ingest,
     live,
     ltr,
@@ -42,32 +39,59 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-for module in (ingest, synth, build, live, search, evaluate, tasks, translate, train, serve, warmup, demo, bench,
-               experiment, ltr, docs, watch, encoder):
+for module in (ingest, synth, build, live, search, evaluate, tasks, translate, train, serve, warmup, demo, ltr, watch,
+               encoder):
     module.register(app)
 
 
 def main() -> None:
+    configure_logging()
+    sys.exit(run(sys.argv[1:]))
+
+
+def lab_main() -> None:
+    """``priorart-lab``: the lab's CLI (lab/cli.py), where the lab is installed (a checkout's ``scripts/setup.sh``);
+    the serving image leaves it out, and says so in one line."""
+    import importlib
+
+    try:  # (by name: the product does not import the lab, it only looks for it here)
+        lab = importlib.import_module("lab.cli")
+    except ModuleNotFoundError as exc:
+        if exc.name not in ("lab", "lab.cli"):
+            raise
+        print("error: priorart-lab: the lab (experiments, benchmarks) is not installed here: the serving image "
+              "leaves it out; run it from a checkout (bash scripts/setup.sh)", file=sys.stderr)
+        sys.exit(2)
+    lab.main()
+
+
+def configure_logging() -> None:
+    """The CLIs' logging (``PRIORART_LOG_LEVEL``, default INFO)."""
     logging.basicConfig(
         level=os.environ.get("PRIORART_LOG_LEVEL", "INFO"),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     # faiss logs every instruction-set build it tries and cannot load (ModuleNotFoundError lines) at INFO
     logging.getLogger("faiss.loader").setLevel(logging.WARNING)
-    sys.exit(run(sys.argv[1:]))
 
 
 def run(argv: list[str]) -> int:
-    """Run the CLI on ``argv`` and return its exit status. A usage error (an unknown option, a missing argument, a
-    value of the wrong type) is one line on stderr, ``error: ...`` with the verb's ``--help`` to read, and status 2,
-    like every other refusal of bad input (click's own report is a box of several lines)."""
+    """Run the CLI on ``argv`` and return its exit status (:func:`run_app`)."""
+    return run_app(app, "priorart", argv)
+
+
+def run_app(app: typer.Typer, prog: str, argv: list[str]) -> int:
+    """Run ``app`` (``priorart``, or the lab's ``priorart-lab``) on ``argv`` and return its exit status. A usage error
+    (an unknown option, a missing argument, a value of the wrong type) is one line on stderr, ``error: ...`` with the
+    verb's ``--help`` to read, and status 2, like every other refusal of bad input (click's own report is a box of
+    several lines)."""
     try:
-        rc = app(args=argv, prog_name="priorart", standalone_mode=False)
+        rc = app(args=argv, prog_name=prog, standalone_mode=False)
     except click_exceptions.NoArgsIsHelpError as exc:  # `priorart` or a group alone: its help, as before
         typer.echo(exc.format_message())
         return exc.exit_code
     except click_exceptions.UsageError as exc:
-        where = exc.ctx.command_path if exc.ctx is not None else "priorart"
+        where = exc.ctx.command_path if exc.ctx is not None else prog
         message = " ".join(exc.format_message().split())
         typer.echo(f"error: {message} (see `{where} --help`)", err=True)
         return exc.exit_code

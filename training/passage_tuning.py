@@ -1,6 +1,6 @@
 """Tuning of the passage ranker (alpha, beta, sigma by grid search) and its proxy judgments.
 
-Used by ``priorart experiment passages`` and the tests, never by the service.
+Used by ``priorart-lab experiment passages`` and the tests, never by the service.
 
 Grid search (the paper's Table 1): alpha and beta from 0 to 1 in steps of 0.1, sigma in
 {0.5, 1, 2, 5}, maximising MAP(D) on training queries. beta is searched only for the variants

@@ -2,7 +2,7 @@
 hinge loss (torch, exported to ONNX), on the features of :mod:`service.ranker`.
 
 A training set is the first ``N`` documents of many topics: their features (:func:`first_evidence`),
-each document's grade (the topic's qrels) and the topic's weight. ``priorart experiment ranking`` learns both models
+each document's grade (the topic's qrels) and the topic's weight. ``priorart-lab experiment ranking`` learns both models
 cross-fitted (each fold's topics ranked by the models learned on the other folds) and compares them with the fused
 order and the passage-evidence rule; :func:`write_ranker` writes the one that won to a ranker folder, which
 ``priorart build`` (or :func:`install_into`, ``priorart install-ranker``, for an index already built) writes into an
@@ -53,7 +53,7 @@ EXTRA_FEATURES: dict[str, tuple[str, ...]] = {
 /search"): the feedback search costs ~30 ms a query and adds nothing held out; whether a document matched in the
 query's own language lets a model learn how two of the tasks are built (their relevant grant holds only the other
 language) rather than what makes a document relevant; the neural components' scores exist only in an index built
-with models (``priorart experiment ranking --models`` measures them on indexes with models trained per fold); the
+with models (``priorart-lab experiment ranking --models`` measures them on indexes with models trained per fold); the
 code-embedding similarity (seed 000's code vectors, issue 59 item 4) until it wins held out."""
 
 RANKER_FEATURES: tuple[str, ...] = tuple(f for f in FEATURES if not any(f in g for g in EXTRA_FEATURES.values()))
@@ -314,9 +314,9 @@ def read_ranker(folder: str | Path) -> dict[str, Any]:
 
     d = Path(folder)
     if not (d / "ranker.json").is_file():
-        raise ValueError(f"{d} holds no ranker.json (a folder written by priorart experiment ranking --ranker-out)")
+        raise ValueError(f"{d} holds no ranker.json (a folder written by priorart-lab experiment ranking --ranker-out)")
     body = dict(read_versioned(d / "ranker.json", RANKER_FORMAT, RANKER_VERSION, error=ValueError,
-                               fix="write it again with priorart experiment ranking --ranker-out"))
+                               fix="write it again with priorart-lab experiment ranking --ranker-out"))
     files = {p.name: p.read_bytes() for p in sorted(d.iterdir()) if p.name != "ranker.json"}
     RankerModel.of_part(body, d)  # the service can read it
     return {"body": body, "files": files}
@@ -384,7 +384,7 @@ def install_into(index_dir: str | Path, ranker: str | Path = "default") -> list[
              else [Path(index_dir)])
     got = resolve(ranker, dense=IndexFolder.open(roots[0], verify=False).has("dense"))
     if got is None:
-        raise ValueError(f"no ranker to install ({ranker}): give a folder written by priorart experiment ranking "
+        raise ValueError(f"no ranker to install ({ranker}): give a folder written by priorart-lab experiment ranking "
                          "--ranker-out")
     source, part = got
     written: list[dict[str, Any]] = []

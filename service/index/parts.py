@@ -160,7 +160,7 @@ the file of it (ONNX), and the report of the experiment that installed it."""
 
 class RankerPart(IndexPart):
     """The learned ranker over the first documents' evidence (``ranker/``: ``ranker.json``, and ``model.onnx`` for a
-    network): installed by ``priorart build --ranker`` (default: the project's, written by ``priorart experiment
+    network): installed by ``priorart build --ranker`` (default: the project's, written by ``priorart-lab experiment
     ranking --ranker-out`` where it won held out);
     :meth:`service.ranker.RankerModel.of_part` builds the model from what :meth:`open` returns."""
 

@@ -13,7 +13,7 @@ ranked at query time with array operations (:mod:`service.passages.ranker`):
 
 The engine needs two things: ``PassageIndex.load(index_dir)`` and ``PassageIndex.rank(...)``.
 Tuning (grid search, reference-sign proxy) lives in ``training/passage_tuning.py``; a per-record ranker of the
-same definition, the reference oracle, in ``training/benchmarks/passages_reference.py``.
+same definition, the reference oracle, in ``lab/benchmarks/passages_reference.py``.
 """
 
 from service.passages.index import PassageIndex, PassageIndexError, PassageIndexMissingError

@@ -42,19 +42,19 @@ DEFAULT_MU_TRANSLATED = 100.0
 """The Dirichlet prior of text reached through a translation (``mu`` of the query language's text stays the
 paper's): a smaller prior judges a text by how many of the query's terms it renders rather than by how often it
 repeats a few (a translated term spreads over alternatives, so repetition is weak evidence). Chosen by
-``priorart experiment xling-passages --mu-translated ...``, cross-fitted (docs/RESULTS.md)."""
+``priorart-lab experiment xling-passages --mu-translated ...``, cross-fitted (docs/RESULTS.md)."""
 DEFAULT_RHO: Mapping[str, float] = MappingProxyType({"de": 0.6, "en": 0.5, "fr": 0.6})
 """``rho`` per query language: the share of its ideal gain a text reached through one translation table must reach
 to stand level with a text in the query's language that reaches all of its own (a true translation renders only part
 of the query's best rendering there; 1 measures every language against its full ideal); through two tables (de <->
-fr composed through English) rho squared. Chosen per query language by ``priorart experiment xling-passages --sweep
+fr composed through English) rho squared. Chosen per query language by ``priorart-lab experiment xling-passages --sweep
 rho=1,0.85,0.7,0.6,0.5`` with :data:`DEFAULT_BETA_TRANSLATED`, cross-fitted: both halves of the grants chose 0.5 for
 English; for German they chose 0.6 and 0.5 (0.6, the value before, is kept), for French 0.6 and 0.7 (0.6: the higher
 MRR over all French topics). docs/RESULTS.md has the figures."""
 DEFAULT_BETA_TRANSLATED: Mapping[str, float] = MappingProxyType({"de": 0.5, "en": 1.0, "fr": 0.5})
 """``beta`` of a passage reached through a translation, per passage language (a passage in the query's own language
 keeps ``beta``): the weight of its document's score against its context (the section or the neighbouring passages).
-Chosen per passage language by ``priorart experiment xling-passages --sweep beta_translated=0.25,0.5,0.75,1``,
+Chosen per passage language by ``priorart-lab experiment xling-passages --sweep beta_translated=0.25,0.5,0.75,1``,
 cross-fitted: both halves of the grants chose 1 for English (an English passage reached through a table weighs its
 document's score alone; in a claim chart, where the document's score is one value, its own score decides). For German
 they chose 0.25 and 1, for French 0.25 (MRR within 0.005 of 0.5); both keep the paper's 0.5, with which a twin claim
@@ -62,7 +62,7 @@ stays above a paragraph of its document that renders two of its terms (tests/ser
 docs/RESULTS.md has the figures."""
 DEFAULT_PARAMS: dict[str, float] = {"alpha": 0.5, "beta": 0.5, "sigma": 1.0, "mu": DEFAULT_MU,
                                     "mu_translated": DEFAULT_MU_TRANSLATED}
-"""The service's defaults (``priorart experiment passages`` reports them against tuned values)."""
+"""The service's defaults (``priorart-lab experiment passages`` reports them against tuned values)."""
 PAPER_SIGMAS = (0.5, 1.0, 2.0, 5.0)
 PAPER_PARAMS: dict[str, tuple[float, float | None]] = {
     "qsf_v": (0.8, None),

@@ -3,7 +3,7 @@
 The candidate documents of a query (first-stage rows, in rank order) select their rows of the passage
 index; every passage is scored with its own text and with context propagated through its document's
 tree (Albarede et al., "Passage retrieval in context", 2021). Scores equal the per-record reference
-implementation (``training/benchmarks/passages_reference.py``) within floating-point rounding; a
+implementation (``lab/benchmarks/passages_reference.py``) within floating-point rounding; a
 regression test checks 1e-9 on the real data.
 
 Similarity (:mod:`service.passages.lm`): ``Sim(q, x) = exp(-CE(theta_q || theta_x^Dir))`` with
@@ -56,7 +56,7 @@ own-language text that reaches all of its own, but nothing bounds it above that 
 "photosensitive member" and "charging" outscored the German claim by 0.9 in ``log Sim'``); and ``beta_translated``
 weighs an English passage by its document's score alone where an own-language passage shares that weight with its
 context, so that the whole claim as the query, first by its passage score, was 8th behind English paragraphs of its
-own document. The parameters were chosen where the query's own words never are the answer (``priorart experiment
+own document. The parameters were chosen where the query's own words never are the answer (``priorart-lab experiment
 xling-passages``: the grant holds another language only), so they cannot see this. Word for word, not every word: a
 short query's words scattered over a long paragraph (a DNA sequence listing holding "DNA", "molecule", "claim", "1",
 "Z" and "fluorescent") are no sign that it says the query. A document's evidence (:meth:`PassageScores.key`,

@@ -4,7 +4,7 @@ A pasted claim rarely carries codes, so the code features and the rankers that r
 apply to it. The documents a search ranks first are mostly of the query's field: each of the top ``depth``
 documents votes ``1 / rank`` for every code it holds at the asked level (once per code), and the codes are ranked
 by their share of the votes. How often the first predicted code is one of a document's own codes is measured by
-``priorart experiment code-prediction`` (docs/RESULTS.md, "Codes predicted for a query").
+``priorart-lab experiment code-prediction`` (docs/RESULTS.md, "Codes predicted for a query").
 """
 
 from __future__ import annotations

@@ -93,7 +93,7 @@ def expected_tf(scratch: np.ndarray, rows: np.ndarray, tf: np.ndarray, los: np.n
 def lower_bound(a, lo, hi, x):
     """The first position in ``[lo, hi)`` whose value is >= ``x`` (``hi`` when none), ``a[lo:hi]`` increasing: a
     bisection (compiled: call it from compiled code). The passage kernels' look-up of a query term keeps its own
-    loop: calling this from there measured 3-5 % slower per /passages (``priorart bench passages``, 100k)."""
+    loop: calling this from there measured 3-5 % slower per /passages (``priorart-lab bench passages``, 100k)."""
     while lo < hi:
         mid = (lo + hi) >> 1
         if a[mid] < x:
@@ -292,7 +292,7 @@ def _acc_values(scores, seen, touched, nt, track, rows, values):
 def _offer(hs, hr, size, k, s, r):
     """Keep (s, r) in the heap of the k best seen so far (``size`` kept); returns the new size. The scans over many
     rows (:func:`_top_k`, :func:`_top_k_bounded`, :func:`_kth_listed`) write its test out in their loop instead: a
-    call per row there, inlined or not, is measurably slower (``priorart bench first-stage``)."""
+    call per row there, inlined or not, is measurably slower (``priorart-lab bench first-stage``)."""
     if size < k:
         hs[size] = s
         hr[size] = r

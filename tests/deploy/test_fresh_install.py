@@ -1,5 +1,5 @@
 """The image's installation, made here offline (issue 35): the wheel with the ``service`` extra only in a fresh virtual
-environment (no torch, no gensim; :mod:`training.benchmarks.install` says how, and why not a ``.pth`` file), its kernel
+environment (no torch, no gensim; :mod:`lab.benchmarks.install` says how, and why not a ``.pth`` file), its kernel
 cache filled by its own ``priorart warmup`` as the Dockerfile does, then ``priorart serve`` with an empty
 ``NUMBA_CACHE_DIR`` is ready and reads every kernel from the cache, which it leaves as it was.
 
@@ -9,7 +9,7 @@ test, with the best level this CPU runs first, so that its server reads the code
 (issue 57: that process imported the ``service`` package of the current folder, here the repository's, and a server
 of the installed package compiled 61 of 61 variants at every start; each level takes about 25-45 s on 2 cores,
 the choice among the levels a manifest lists is covered by test_startup). No time is asserted: the log says that no
-kernel was compiled at start; ``priorart bench start`` prints the figures (docs/DEPLOYMENT.md).
+kernel was compiled at start; ``priorart-lab bench start`` prints the figures (docs/DEPLOYMENT.md).
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ def _snapshot(folder: Path) -> dict[str, tuple[int, int]]:
 @pytest.mark.slow
 @pytest.mark.server
 def test_the_wheel_with_the_service_extra_serves_ready_from_its_kernel_cache(tmp_path: Path) -> None:
-    from training.benchmarks.install import fresh_install
+    from lab.benchmarks.install import fresh_install
     from training.build import build_index
     from training.synth import generate
 

@@ -17,7 +17,7 @@ answers marked ``partial`` (a sharded index with a shard down, issue 15; such an
 shards in ``missing_shards`` and its notices, else it counts as a failure) per request name and per missing shard.
 ``$PRIORART_LOAD_INDEX`` may be a sharded index (queries from every shard's records).
 ``$PRIORART_LOAD_SEARCH_BODY`` (a JSON object): fields sent in every ``/search`` body besides the query's, e.g.
-``{"evidence_docs": 0}``: the same code under another request setting (``priorart bench load --compare-settings``).
+``{"evidence_docs": 0}``: the same code under another request setting (``priorart-lab bench load --compare-settings``).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""``priorart bench load`` end to end at a tiny size: a worktree of another commit (here HEAD), both builds of the
+"""``priorart-lab bench load`` end to end at a tiny size: a worktree of another commit (here HEAD), both builds of the
 same corpus served one after the other under the locust mix, the figures printed (not asserted: machine-bound). And,
 in the fast set, what it compares without serving anything: the settings it is given, the runs it makes of them (the
 servers and builds faked), the report's naming of them, its work folder."""
@@ -22,7 +22,7 @@ def _figures(rps: float) -> dict[str, Any]:
 
 
 def test_compare_settings_are_checked_against_the_search_request() -> None:
-    from training.benchmarks.load import parse_settings
+    from lab.benchmarks.load import parse_settings
 
     assert parse_settings(None) == {}
     assert parse_settings('{"evidence_docs": 0}') == {"evidence_docs": 0}
@@ -42,7 +42,7 @@ def test_compare_settings_are_checked_against_the_search_request() -> None:
 
 def test_a_settings_run_is_this_code_on_its_index_with_the_fields_in_every_search(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import training.benchmarks.load as load
+    import lab.benchmarks.load as load
 
     built: list[tuple[Path, Path]] = []
     served: list[tuple[Path, str, dict[str, Any] | None]] = []
@@ -75,7 +75,7 @@ def test_a_settings_run_is_this_code_on_its_index_with_the_fields_in_every_searc
 
 
 def test_the_report_names_the_commit_and_the_settings_compared() -> None:
-    from training.benchmarks.load import format_report
+    from lab.benchmarks.load import format_report
 
     runs = [{"round": 1, "code": name, **_figures(rps)} for name, rps in
             (("current", 30.0), ("settings", 45.0), ("baseline", 3.0))]
@@ -95,8 +95,8 @@ def test_the_report_names_the_commit_and_the_settings_compared() -> None:
 def test_the_work_dir_is_made_or_refused_in_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from typer.testing import CliRunner
 
-    import training.benchmarks.load as load
-    from training.cli import app
+    import lab.benchmarks.load as load
+    from lab.cli import app
 
     corpus = tmp_path / "c.jsonl"
     corpus.write_text("{}\n", encoding="utf-8")
@@ -131,7 +131,7 @@ def test_the_work_dir_is_made_or_refused_in_one_line(tmp_path: Path, monkeypatch
 
 @NO_LOCUST
 def test_bench_load_runs_both_codes_and_prints_the_ratio(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from training.benchmarks.load import REPO, format_report, run_load_bench
+    from lab.benchmarks.load import REPO, format_report, run_load_bench
     from training.synth import SynthConfig, write_synthetic
 
     if subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, check=False).returncode != 0:

@@ -76,8 +76,8 @@ def test_document_maps_learn_one_language_s_documents_and_leave_the_others_alone
 
 
 def test_install_maps_copies_only_maps_that_passed_the_rule(tmp_path) -> None:
-    from training.experiments import ExperimentError
-    from training.experiments.adapter import AdapterResult, install_maps
+    from lab.experiments import ExperimentError
+    from lab.experiments.adapter import AdapterResult, install_maps
     from training.models.adapter import Maps, document_maps
 
     maps = Maps("documents", np.zeros((3, 8, 2), np.float32), np.ones((3, 8, 2), np.float32))

@@ -17,7 +17,7 @@ from service.retrieval.first_stage import FirstStage
 from service.text.analysis import get_analyzer
 from service.text.translation import TranslationTable
 from training.build import BuildError, build_index
-from training.commands import bench, build, search
+from training.commands import build, search
 
 
 def _rec(i: int, en: str, de: str | None = None, ipc: str = "H01F27/14") -> PatentRecord:
@@ -153,7 +153,7 @@ def test_build_copies_translation_tables(corpus: Path, tmp_path: Path) -> None:
 
 def _app() -> typer.Typer:
     app = typer.Typer()
-    for module in (build, search, bench):
+    for module in (build, search):
         module.register(app)
     return app
 

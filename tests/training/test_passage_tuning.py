@@ -155,8 +155,8 @@ def test_proxy_queries_score_their_own_document_without_claims() -> None:
 
 @pytest.mark.realdata
 def test_passage_experiment_on_the_real_proxy(shared_data: Path) -> None:
-    from training.docs_results import load
-    from training.experiments.passages import PassageTuningSettings, format_table, load_records, run_passage_tuning
+    from lab.docs_results import load
+    from lab.experiments.passages import PassageTuningSettings, format_table, load_records, run_passage_tuning
 
     records = load_records(shared_data)
     # the documented run's grid (docs/results/passages.json) for the service's variant, with the sigmas its folds

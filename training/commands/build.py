@@ -70,7 +70,8 @@ def build_command(
     ),
     ranker: str = typer.Option(
         "default", "--ranker", help="The learned ranker of /search's first documents: default (the project's, "
-        "chosen held out by `priorart experiment ranking`), a ranker folder, or none (ordered by their best passage)."
+        "chosen held out by `priorart-lab experiment ranking`), a ranker folder, or none (ordered by their best "
+        "passage)."
     ),
     cpc: str = typer.Option(
         "auto", "--cpc", help="CPC title list (cpc-titles-*.tsv.gz, or `priorart synth --scheme`'s) whose titles "
@@ -80,7 +81,7 @@ def build_command(
     doc_maps: str = typer.Option(
         "default", "--doc-maps", help="The dense stage's document maps fine-tuned on patents (German and French "
         "documents' vectors moved toward queries in the other languages): default (the project's, chosen held out by "
-        "`priorart experiment adapter`), a maps file, or none (the frozen encoder)."
+        "`priorart-lab experiment adapter`), a maps file, or none (the frozen encoder)."
     ),
     like: Path | None = typer.Option(
         None, "--like", help="Build with every learned part of an existing index (live, sharded or built at once) "
@@ -303,7 +304,8 @@ def fuse_command(
 def install_ranker_command(
     index_dir: Path = typer.Argument(..., help="An index folder already built (plain, live or sharded)."),
     ranker: str = typer.Option("default", "--ranker", help="default (the project's, the one `priorart build` "
-                               "installs) or a ranker folder written by `priorart experiment ranking --ranker-out`."),
+                               "installs) or a ranker folder written by `priorart-lab experiment ranking "
+                               "--ranker-out`."),
 ) -> None:
     """Install the learned ranker of /search's first documents into an index built without it (before one was
     written, or with --ranker none), every shard of a sharded one, without a rebuild. A running server uses it from

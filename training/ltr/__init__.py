@@ -7,5 +7,6 @@
 - :mod:`training.ltr.linlearn`: the dense pairwise learner, LinLearn and Borda weight tuning;
 - :mod:`training.ltr.train`: ``priorart train-ltr`` (models + combination weights -> ``MODELS_DIR/ltr``);
 - :mod:`training.ltr.orthogonality`: Pearson / Kendall / Jaccard / Borda report over TREC runs;
-- :mod:`training.ltr.experiment`: ``priorart experiment ltr`` (cross-fitted, on the real tasks).
+(the experiment over them, cross-fitted on the real tasks, is the lab's: :mod:`lab.experiments.ltr`,
+``priorart-lab experiment ltr``).
 """

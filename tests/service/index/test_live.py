@@ -637,9 +637,9 @@ def test_added_documents_are_encoded_as_a_full_build_encodes_them(tmp_path: Path
 
 @pytest.mark.slow
 def test_bench_add_small_prints_both_figures(tmp_path: Path) -> None:
-    """``priorart bench add`` end to end at a tiny size: a rebuild and an add timed, the many-segment index and its
+    """``priorart-lab bench add`` end to end at a tiny size: a rebuild and an add timed, the many-segment index and its
     compacted copy timed side by side on the same queries."""
-    from training.benchmarks.live import format_report, run_add_bench
+    from lab.benchmarks.live import format_report, run_add_bench
 
     options = {"translation": False, "compounds": ()}  # the default builds' tables: slow
     r = run_add_bench(150, 30, segments=4, queries=9, rounds=2, work_dir=tmp_path, build_options=options)
@@ -655,10 +655,10 @@ def test_bench_add_small_prints_both_figures(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_bench_open_measures_each_generation_in_a_fresh_process(tmp_path: Path) -> None:
-    """``priorart bench open`` at a tiny size: the generation after an add (two segments) and its compacted copy,
+    """``priorart-lab bench open`` at a tiny size: the generation after an add (two segments) and its compacted copy,
     each opened in a fresh process that answers a /passages query; opening writes nothing (no joined copy); a
     second run reuses the indexes built in ``--work``."""
-    from training.benchmarks.live import format_open_report, run_open_bench
+    from lab.benchmarks.live import format_open_report, run_open_bench
 
     r = run_open_bench(200, 0.05, rounds=2, work_dir=tmp_path, build_options={"translation": False, "compounds": ()})
     assert (r["added"]["segments"], r["compacted"]["segments"]) == (2, 1) and r["n_add"] == 10
@@ -674,9 +674,9 @@ def test_bench_open_measures_each_generation_in_a_fresh_process(tmp_path: Path) 
 
 @pytest.mark.slow
 def test_bench_merges_counts_what_each_policy_writes() -> None:
-    """``priorart bench merges`` at a small size: 10 adds of 5 to 100 documents; the old rule (here past 4 segments)
+    """``priorart-lab bench merges`` at a small size: 10 adds of 5 to 100 documents; the old rule (here past 4 segments)
     compacts the whole index twice, the tiered merges rewrite only added documents, so they write less."""
-    from training.benchmarks.live import format_merge_report, run_merge_bench
+    from lab.benchmarks.live import format_merge_report, run_merge_bench
 
     r = run_merge_bench(100, 5, 10, old_bound=4)
     added = 5 * 10

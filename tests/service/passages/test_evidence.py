@@ -1,7 +1,7 @@
 """Evidence in ``/search`` (``evidence_docs``, ``evidence_weight``, ``evidence_by``): the first N documents ordered
 with their best passage (``evidence_by: passage``) or by the index's learned ranker (the default where the index has
 one, as the real-data index built with the project's ranker does), the fused order below, and a response that says
-which order it is (the measured effect is ``priorart experiment ranking``, docs/RESULTS.md)."""
+which order it is (the measured effect is ``priorart-lab experiment ranking``, docs/RESULTS.md)."""
 
 from __future__ import annotations
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from lab.benchmarks.passages_reference import PassageRanker, background_of, background_of_index
 from service.corpus.jsonl import write_corpus
 from service.corpus.record import Claim, PatentRecord, Section
 from service.index.folder import IndexFormatError, load_meta, write_meta
@@ -25,7 +26,6 @@ from service.passages.builder import (
 )
 from service.text.analysis import SUPPORTED_LANGS
 from service.text.translation import TranslationTable
-from training.benchmarks.passages_reference import PassageRanker, background_of, background_of_index
 
 _WORDS = {
     "en": "valve spring seal pump steel rod housing lid hinge motor shaft gear wheel door glass",

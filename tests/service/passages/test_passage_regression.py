@@ -1,6 +1,6 @@
 """Regression: the passage index gives the reference's scores on the real data (within 1e-9), every variant.
 
-The reference is the per-record ranker kept in ``training/benchmarks/passages_reference.py`` (the service does
+The reference is the per-record ranker kept in ``lab/benchmarks/passages_reference.py`` (the service does
 not use it), with the passage index's collection statistics as its background models
 (tests/service/passages/test_passage_index.py checks those counts against the records). Candidates are the first-stage
 results of real queries on the real index (English, German and French claims; German/French reach English text
@@ -18,9 +18,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from lab.benchmarks.passages_reference import PassageRanker, background_of_index
 from service.passages import VARIANTS, PassageIndex
 from service.retrieval.first_stage import FirstStage
-from training.benchmarks.passages_reference import PassageRanker, background_of_index
 
 pytestmark = pytest.mark.realdata
 
@@ -134,7 +134,7 @@ def test_rho_scores_equal_the_reference_on_real_data(stage: FirstStage, real_ind
 
 def test_engine_hits_equal_todays_implementation_on_real_data(stage: FirstStage, real_index: Path,
                                                               reference: PassageRanker) -> None:
-    from training.benchmarks.passages import same_hits
+    from lab.benchmarks.passages import same_hits
 
     index = PassageIndex.load(real_index)
     for text, lang in _queries(stage)[:3]:

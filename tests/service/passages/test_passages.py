@@ -10,13 +10,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from lab.benchmarks.passages_reference import lm_similarity
 from service.corpus.record import Claim, PatentRecord, Section
 from service.passages import VARIANTS, PassageHit, PassageIndex
 from service.passages.highlight import analysed_spans, highlight_spans
 from service.passages.lm import gaussian_weight, minmax
 from service.passages.tree import document_passages
 from service.text.analysis import get_analyzer
-from training.benchmarks.passages_reference import lm_similarity
 
 
 def _rec(doc_id: str, description: list[Section], *, title: str | None = None, lang: str = "en",
@@ -430,8 +430,8 @@ SPAN_TEXTS = ["Die Straße", "ﬁlter Feder", "re\u0301servoir", "ΣΑΣ όρο�
 
 
 def test_token_spans_equal_the_per_cluster_reference() -> None:
+    from lab.benchmarks.passages_reference import token_spans as reference_spans
     from service.passages.highlight import token_spans
-    from training.benchmarks.passages_reference import token_spans as reference_spans
 
     for text in SPAN_TEXTS:
         assert token_spans(text) == reference_spans(text), text
@@ -454,8 +454,8 @@ def test_highlights_of_ascii_text_equal_the_analysed_spans_on_real_claims(ep_rec
 
 @pytest.mark.realdata
 def test_token_spans_equal_the_reference_on_real_non_ascii_text(ep_records: list[PatentRecord]) -> None:
+    from lab.benchmarks.passages_reference import token_spans as reference_spans
     from service.passages.highlight import token_spans
-    from training.benchmarks.passages_reference import token_spans as reference_spans
 
     texts = [c.text for r in ep_records for cl in r.claims.values() for c in cl if not c.text.isascii()]
     assert len(texts) > 200

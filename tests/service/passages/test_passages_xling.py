@@ -1,6 +1,6 @@
 """Passages across languages on tiny built indexes: in every direction, a claim's twin in another language is the
 first passage, its words are highlighted with the query words they render, and own-language passages that share
-a word or two with the query stay below it. The real-data figures come from ``priorart experiment xling-passages``
+a word or two with the query stay below it. The real-data figures come from ``priorart-lab experiment xling-passages``
 (docs/results/xling-passages.json, rendered in docs/RESULTS.md)."""
 
 from __future__ import annotations

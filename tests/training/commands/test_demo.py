@@ -238,9 +238,11 @@ def test_a_server_stopped_by_a_signal_is_not_a_failed_step(demo200: Path) -> Non
 @pytest.mark.server
 def test_a_new_machine_s_demo_serves_with_the_kernels_it_compiled_beside_its_build() -> None:
     """Issue 57 item 1: the demo's first serve compiled 59 of 61 kernel variants before it answered. The demo compiles
-    them beside its build, and the server reads them from numba's cache: run as ``priorart bench demo`` runs the
+    them beside its build, and the server reads them from numba's cache: run as ``priorart-lab bench demo`` runs the
     README's demo (a new work folder, numba's cache and the vector cache empty), on 200 documents."""
-    res = CliRunner().invoke(app, ["bench", "demo", "--json", "--", "-n", "200"])
+    from lab.cli import app as lab
+
+    res = CliRunner().invoke(lab, ["bench", "demo", "--json", "--", "-n", "200"])
     assert res.exit_code == 0, res.output
     run = json.loads(res.output)
     assert run["args"] == ["-n", "200"] and run["ready_s"] > 0, run["output_tail"]

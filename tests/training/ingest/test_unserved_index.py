@@ -40,7 +40,7 @@ def test_layout_leaves_an_unserved_description_out() -> None:
     english = layout(_english(1, "A container with an inert gas layer over the food."))
     assert [u.kind for u in english.units].count(KIND_DESCRIPTION) == 1
     # the reference implementation the passage index is checked against agrees
-    from training.benchmarks.passages_reference import build_tree
+    from lab.benchmarks.passages_reference import build_tree
 
     assert build_tree(SPANISH, "en").passages == []
     assert [p.kind for p in build_tree(_english(1, "A container."), "en").passages].count("description") == 1

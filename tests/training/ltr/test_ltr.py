@@ -363,8 +363,8 @@ def test_train_ltr_writes_a_folder_the_service_loads(synth_setup: tuple[Path, Pa
 @pytest.mark.slow
 def test_ltr_experiment_cross_fits_and_writes_its_reports(tmp_path: Path) -> None:
     """The cross-fitted experiment on synthetic patents whose trilingual grants are renamed EP grants."""
+    from lab.experiments.ltr import LtrExperimentSettings, run_ltr_experiment
     from training.ltr.domain import DomainConfig
-    from training.ltr.experiment import LtrExperimentSettings, run_ltr_experiment
     from training.ltr.wordpair import WordPairConfig
     from training.synth import generate
 

@@ -2,7 +2,7 @@
 
 The conversion (ONNX fp32 + int8, tokenizer) is made once per machine in the priorart cache (about 20 s and 600 MB
 on the 2-core machine) and reused by every later run. Figures on more texts: docs/RESULTS.md, "Pretrained
-multilingual encoder" (``priorart encoder check``)."""
+multilingual encoder" (``priorart-lab encoder check``)."""
 
 from __future__ import annotations
 
@@ -63,7 +63,7 @@ def eng() -> Any:
 def texts(ep_dir: Path) -> dict[str, list[str]]:
     """The EP publications' titles per language and their shortest first claims (kept short: the engine and the
     torch module take about a second per long claim on the busy machine)."""
-    from training.experiments.xling import first_claim
+    from lab.experiments.xling import first_claim
     from training.ingest import iter_records
 
     records = sorted(iter_records([ep_dir]), key=lambda r: r.id)
@@ -136,7 +136,7 @@ def test_onnx_graphs_match_torch_and_engine(folder: Path, e5: Any, texts: dict[s
     assert cosines(got32, got_torch).min() >= 0.9999
     assert cosines(got32, ref).min() >= 0.99
     # int8 (per-channel dynamic quantisation): min 0.9903 against the engine (a German first claim) over the 933
-    # titles and 240 first claims of `priorart encoder check` (docs/RESULTS.md), fp32 and torch min 0.9998; the
+    # titles and 240 first claims of `priorart-lab encoder check` (docs/RESULTS.md), fp32 and torch min 0.9998; the
     # int8 bound is 0.985, below the measured minimum by about the spread between languages
     assert cosines(got8, got_torch).min() >= 0.985
     assert cosines(got8, ref).min() >= 0.985

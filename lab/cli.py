@@ -1,0 +1,32 @@
+"""The ``priorart-lab`` command line (typer): experiments, benchmarks and the generated docs. The product's verbs
+(ingest, build, serve, search, evaluate, ...) are ``priorart``'s (training/cli.py)."""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+
+from lab.commands import bench, docs, encoder, experiment, ltr
+from training.cli import configure_logging, run_app
+
+app = typer.Typer(
+    name="priorart-lab",
+    help="priorart's lab: experiments, benchmarks and the documentation's measured tables.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+for module in (bench, experiment, ltr, docs, encoder):
+    module.register(app)
+
+
+def main() -> None:
+    configure_logging()
+    sys.exit(run(sys.argv[1:]))
+
+
+def run(argv: list[str]) -> int:
+    """Run the lab's CLI on ``argv`` and return its exit status (usage errors as ``priorart``'s: one line, 2)."""
+    return run_app(app, "priorart-lab", argv)
