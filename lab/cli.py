@@ -5,21 +5,11 @@ from __future__ import annotations
 
 import sys
 
-import typer
-
 from lab.commands import bench, docs, encoder, experiment, ltr
-from training.cli import configure_logging, run_app
+from training.cli import configure_logging, make_app, run_app
 
-app = typer.Typer(
-    name="priorart-lab",
-    help="priorart's lab: experiments, benchmarks and the documentation's measured tables.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-)
-
-for module in (bench, experiment, ltr, docs, encoder):
-    module.register(app)
+app = make_app("priorart-lab", "priorart's lab: experiments, benchmarks and the documentation's measured tables.",
+               (bench, experiment, ltr, docs, encoder))
 
 
 def main() -> None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from collections.abc import Sequence
+from typing import Any
 
 import typer
 
@@ -31,17 +33,20 @@ from training.commands import (
     watch,
 )
 
-app = typer.Typer(
-    name="priorart",
-    help="Cross-lingual patent prior-art search: ingest, build, train, search, evaluate, serve.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-)
 
-for module in (ingest, synth, build, live, search, evaluate, tasks, translate, train, serve, warmup, demo, ltr, watch,
-               encoder):
-    module.register(app)
+def make_app(name: str, about: str, modules: Sequence[Any]) -> typer.Typer:
+    """A command line named ``name`` with every verb of ``modules`` (each has ``register(app)``): ``priorart``
+    here, the lab's ``priorart-lab`` (lab/cli.py)."""
+    made = typer.Typer(name=name, help=about, no_args_is_help=True, add_completion=False,
+                       pretty_exceptions_enable=False)
+    for module in modules:
+        module.register(made)
+    return made
+
+
+app = make_app("priorart", "Cross-lingual patent prior-art search: ingest, build, train, search, evaluate, serve.",
+               (ingest, synth, build, live, search, evaluate, tasks, translate, train, serve, warmup, demo, ltr, watch,
+                encoder))
 
 
 def main() -> None:

@@ -16,7 +16,7 @@ passages are ranked one way everywhere.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -32,7 +32,7 @@ from service.passages.lm import QueryImage, betas_of, minmax, rho_of
 from service.passages.ranker import PassageRanking
 from service.passages.segments import SegmentedPassageIndex
 from service.query import Query, QueryError
-from service.ranker import CODE_EMBEDDING, Evidence, RankerModel, evidence_features, reads_models
+from service.ranker import CODE_EMBEDDING, FEATURES, Evidence, RankerModel, evidence_features, reads_models
 from service.schema import DEFAULT_VARIANT, PassageHit, PassageRequest
 from service.settings import Settings
 from service.text.analysis import SUPPORTED_LANGS
@@ -174,10 +174,8 @@ class EvidenceStep:
         cands.details[self.name] = detail
         ranking: PassageRanking | None = None
         if n:
-            head = Candidates(rows=cands.rows[:n], fused=None if cands.fused is None else cands.fused[:n])
             try:
-                ranking, passages, images = self.rank_passages(query, head, None, k=1, highlight=False,
-                                                               spread=plan.ranker is not None)
+                ranking, passages, images = self._first_passages(query, cands, n, spread=plan.ranker is not None)
                 detail.update(passages, documents=n)
             except QueryError as exc:
                 query.note(f"ranked by the fused scores, not by passage evidence: {exc}")
@@ -186,15 +184,11 @@ class EvidenceStep:
         if ranking.skipped:
             query.note(f"passage evidence: {ranking.skipped} of the first {n} documents have no text in "
                        f"{', '.join(detail['readable'])}: they come after those that do")
-        best, second = ranking.evidence()
+        best = ranking.evidence()[0]
         learned: np.ndarray | None = None
         ranker = plan.ranker
         if ranker is not None:  # the learned ranker's score of each document's evidence
-            kernels = (self.kernels.features(images, cands.rows[:n])
-                       if self.kernels is not None and reads_kernels(ranker.features) else None)
-            ev = evidence_features(self.first_stage, self.docs, query, cands, n, best, ranker.features, second,
-                                   ranking.matched, kernels, ranking.field_evidence(), self.classify(images),
-                                   self.code_vectors)
+            ev = self._features(query, cands, n, ranking, images, ranker.features)
             learned = ranker.score(ev.X)
             key = learned
             if not cands.predicted_codes:  # (the rerank stage's, where it predicted them, are the ones shown)
@@ -223,19 +217,32 @@ class EvidenceStep:
             if self.passages is None:
                 query.note(self.missing or "this index has no passage index")
             return None
-        head = Candidates(rows=cands.rows[:n], fused=None if cands.fused is None else cands.fused[:n])
         try:
-            ranking, _, images = self.rank_passages(query, head, None, k=1, highlight=False, spread=True)
+            ranking, _, images = self._first_passages(query, cands, n, spread=True)
         except QueryError as exc:
             query.note(f"no passage evidence: {exc}")
             return None
+        return self._features(query, cands, n, ranking, images, FEATURES)
+
+    def _first_passages(self, query: Query, cands: Candidates, n: int, *,
+                        spread: bool) -> tuple[PassageRanking, dict[str, Any], dict[str, QueryImage]]:
+        """The passages of the first ``n`` candidates ranked among theirs at the passage defaults, each document's
+        best (and, with ``spread``, what the ranker's spread features read): :meth:`rank_passages` of them."""
+        head = Candidates(rows=cands.rows[:n], fused=None if cands.fused is None else cands.fused[:n])
+        return self.rank_passages(query, head, None, k=1, highlight=False, spread=spread)
+
+    def _features(self, query: Query, cands: Candidates, n: int, ranking: PassageRanking,
+                  images: Mapping[str, QueryImage], features: Collection[str]) -> Evidence:
+        """The evidence features ``features`` of the first ``n`` candidates, from their passages' ``ranking`` (the
+        kernel features computed only where ``features`` reads them; ``kernels_ms`` their time)."""
         best, second = ranking.evidence()
         started = time.perf_counter()
-        kernels = self.kernels.features(images, cands.rows[:n]) if self.kernels is not None else None
+        kernels = (self.kernels.features(images, cands.rows[:n])
+                   if self.kernels is not None and reads_kernels(features) else None)
         kernels_ms = (time.perf_counter() - started) * 1000.0
-        ev = evidence_features(self.first_stage, self.docs, query, cands, n, best, second=second,
-                               matched=ranking.matched, kernels=kernels, fields=ranking.field_evidence(),
-                               classified=self.classify(images), code_vectors=self.code_vectors)
+        ev = evidence_features(self.first_stage, self.docs, query, cands, n, best, features, second,
+                               ranking.matched, kernels, ranking.field_evidence(), self.classify(images),
+                               self.code_vectors)
         ev.kernels_ms = kernels_ms
         return ev
 
