@@ -36,12 +36,13 @@ from numba import njit
 
 from service.index.arrays import readonly
 from service.passages.ranker import term_table
-from service.passages.segments import SegmentedPassageIndex, term_counts
+from service.passages.segments import term_counts
 from service.text.analysis import SUPPORTED_LANGS
 
 if TYPE_CHECKING:
     from service.passages.arrays import PassageArrays
     from service.passages.lm import QueryImage
+    from service.passages.reader import PassageReader
     from service.text.word_vectors import WordVectors
 
 KERNELS: tuple[tuple[float, float], ...] = ((1.0, 1e-3), (0.9, 0.1), (0.7, 0.1), (0.5, 0.1), (0.3, 0.1))
@@ -84,10 +85,10 @@ vocabulary, -1)."""
 
 
 class KernelPooling:
-    """The kernel features of documents of one passage index (plain or segmented) against query images, with the
-    word vectors of its terms (each segment's vocabulary mapped to vector rows once, at its first use)."""
+    """The kernel features of documents of one passage index (a build's or a generation's) against query images, with
+    the word vectors of its terms (each segment's vocabulary mapped to vector rows once, at its first use)."""
 
-    def __init__(self, passages: PassageArrays | SegmentedPassageIndex, vectors: WordVectors) -> None:
+    def __init__(self, passages: PassageReader, vectors: WordVectors) -> None:
         self.passages, self.vectors = passages, vectors
         one_blas_thread()
         self._maps: dict[int, tuple[npt.NDArray[np.int64], npt.NDArray[np.int8]]] = {}
@@ -112,13 +113,10 @@ class KernelPooling:
         out = np.zeros((len(r), len(KERNELS)))
         if not len(r) or not images:
             return out
-        if isinstance(self.passages, SegmentedPassageIndex):
-            seg, local = self.passages.locate(r)
-            parts = [(self.passages.parts[int(s)], np.flatnonzero(seg == s)) for s in np.unique(seg)]
-        else:
-            local, parts = r, [(self.passages, np.arange(len(r)))]
-        for part, at in parts:
-            out[at] = self._part_features(part, images, local[at])
+        seg, local = self.passages.locate(r)  # each row's segment (a build: one)
+        for s in np.unique(seg).tolist():
+            at = np.flatnonzero(seg == s)
+            out[at] = self._part_features(self.passages.parts[s], images, local[at])
         return out
 
     def _cosines(self, rows: np.ndarray) -> np.ndarray:

@@ -51,8 +51,8 @@ log = logging.getLogger(__name__)
 KERNEL_CACHE_FORMAT = "priorart-kernel-cache"
 KERNEL_CACHE_VERSION = 1
 MANIFEST = "kernel-cache.json"
-KERNEL_MODULES = ("service.retrieval.kernels", "service.retrieval.segment_kernels", "service.passages.kernels",
-                  "service.kernel_pooling", "service.ranker", "service.code_classifier")
+KERNEL_MODULES = ("service.retrieval.kernels", "service.retrieval.segment_kernels", "service.retrieval.maxscore",
+                  "service.passages.kernels", "service.kernel_pooling", "service.ranker", "service.code_classifier")
 
 # x86-64 micro-architecture levels (the psABI's), as /proc/cpuinfo names their features: a kernel cache compiled
 # for a level runs on a CPU that has every feature of it (LLVM names the levels x86-64-v2 ... x86-64-v4)

@@ -24,7 +24,7 @@ from training.models.embeddings import LineSentences, train_word2vec
 
 if TYPE_CHECKING:
     from service.passages.arrays import PassageArrays
-    from service.passages.segments import SegmentedPassageIndex
+    from service.passages.reader import PassageReader
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +52,7 @@ class WordVectorSettings:
     seed: int = 13
 
 
-def train_word_vectors(passages: PassageArrays | SegmentedPassageIndex | Sequence[PassageArrays],
+def train_word_vectors(passages: PassageReader | PassageArrays | Sequence[PassageArrays],
                        analyzers: Mapping[str, Analyze] | None = None,
                        s: WordVectorSettings | None = None, *, progress: bool | None = None,
                        doc_order: Sequence[str] | None = None) -> WordVectors:
@@ -62,10 +62,10 @@ def train_word_vectors(passages: PassageArrays | SegmentedPassageIndex | Sequenc
     segmented one, or several (a sharded index's shards); their units are read document by document in
     ``doc_order`` (document ids: the corpus' order, so that the shards of a corpus give the vectors one index of it
     gives), else part by part in row order (one index's row order is its corpus' order)."""
-    from service.passages.segments import SegmentedPassageIndex
+    from service.passages.reader import PassageReader
 
     s = s or WordVectorSettings()
-    parts = (passages.parts if isinstance(passages, SegmentedPassageIndex)
+    parts = (passages.parts if isinstance(passages, PassageReader)
              else list(passages) if isinstance(passages, Sequence) else [passages])
     analyse: dict[str, Analyze] = {}
     for lang in SUPPORTED_LANGS:
@@ -145,13 +145,10 @@ def index_word_vectors(root: str | Path, *more: str | Path, progress: bool | Non
     from service.index.components import open_component
     from service.index.folder import IndexFolder
     from service.index.parts import open_part
-    from service.passages.segments import SegmentedPassageIndex
-
     folders = [IndexFolder.open(r, verify=False) for r in (root, *more)]
     parts: list[PassageArrays] = []
     for folder in folders:
-        passages = open_component("passages", folder)
-        parts += passages.parts if isinstance(passages, SegmentedPassageIndex) else [passages]
+        parts += open_component("passages", folder).parts
     return train_word_vectors(parts, open_part("analysis", folders[0]), progress=progress)
 
 

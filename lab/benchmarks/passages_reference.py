@@ -130,12 +130,11 @@ from service.passages.lm import (
     query_models,
     rho_of,
 )
-from service.passages.segments import SegmentedPassageIndex
+from service.passages.reader import PassageReader
 from service.passages.tree import layout
 from service.text.analysis import SUPPORTED_LANGS, TOKEN_RE, Analyzer, get_analyzer, normalise, stopwords
 
 if TYPE_CHECKING:
-    from service.passages.arrays import PassageArrays
     from service.text.translation import TranslationTable
 
 logger = logging.getLogger(__name__)
@@ -271,12 +270,12 @@ def background_of(records: Iterable[PatentRecord]) -> dict[str, BackgroundModel]
     return {lang: BackgroundModel(c, lang) for lang, c in counts.items() if c}
 
 
-def background_of_index(index: PassageArrays | SegmentedPassageIndex) -> dict[str, BackgroundModel]:
+def background_of_index(index: PassageReader) -> dict[str, BackgroundModel]:
     """A passage index's collection statistics (every title, heading and passage of a language; a generation's summed
     over its segments) as background models: the reference then scores with the collection model the array ranker
     reads."""
     counts: dict[str, dict[str, int]] = {lang: {} for lang in SUPPORTED_LANGS}
-    for part in index.parts if isinstance(index, SegmentedPassageIndex) else [index]:
+    for part in index.parts:
         for i in range(len(part.vocab)):
             lang, term = part.vocab.text(i).split("\0", 1)
             counts[lang][term] = counts[lang].get(term, 0) + int(part.vocab_cf[i])

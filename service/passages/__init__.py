@@ -19,6 +19,7 @@ same definition, the reference oracle, in ``lab/benchmarks/passages_reference.py
 from service.passages.index import PassageIndex, PassageIndexError, PassageIndexMissingError
 from service.passages.lm import DEFAULT_PARAMS, PAPER_PARAMS, PAPER_SIGMAS, VARIANTS
 from service.passages.ranker import PassageHit, PassageRanking, PassageScores
+from service.passages.reader import PassageReader
 
 __all__ = [
     "DEFAULT_PARAMS",
@@ -30,5 +31,6 @@ __all__ = [
     "PassageIndexError",
     "PassageIndexMissingError",
     "PassageRanking",
+    "PassageReader",
     "PassageScores",
 ]

@@ -12,36 +12,35 @@ from __future__ import annotations
 
 import shutil
 import tempfile
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import numpy as np
 import numpy.typing as npt
 
 import service.passages.format as fmt
 from service.corpus.record import PatentRecord
 from service.index.folder import IndexFolder, Layout
 from service.passages.arrays import PassageArrays, PassageIndexError, PassageIndexMissingError
-from service.passages.lm import DEFAULT_DOC_SCORE, DEFAULT_MU, DEFAULT_MU_TRANSLATED
+from service.passages.reader import PassageReader
 
 if TYPE_CHECKING:
     from service.passages.builder import Analyze
-    from service.passages.lm import QueryModels, Tables
-    from service.passages.ranker import PassageRanking, PassageScores
-    from service.passages.segments import SegmentedPassageIndex
-    from service.text.analysis import Analyzer
+    from service.passages.lm import QueryModels
 
-__all__ = ["PassageIndex", "PassageIndexError", "PassageIndexMissingError"]
+__all__ = ["PassageIndex", "PassageIndexError", "PassageIndexMissingError", "PassageReader"]
 
 
-class PassageIndex(PassageArrays):
-    """The passage index of an index folder: load, build in memory for tests, score and rank."""
+class PassageIndex(PassageArrays, PassageReader):
+    """The passage index of a build (or of the one segment of a compacted generation): its arrays, mapped; load,
+    build in memory for tests; ranked through :class:`PassageReader`, the candidates read where they lie."""
 
     # ------------------------------------------------------------------ loading
     @classmethod
-    def load(cls, folder: IndexFolder | str | Path, *, mmap: bool = True) -> PassageIndex | SegmentedPassageIndex:
+    def load(cls, folder: IndexFolder | str | Path, *, mmap: bool = True) -> PassageReader:
         """Map the passage index of an opened index folder (a path is opened without re-hashing its files); a
-        generation of several segments maps each segment's (:class:`SegmentedPassageIndex`)."""
+        generation of several segments maps each segment's (:class:`service.passages.segments.PassageGeneration`)."""
         if not isinstance(folder, IndexFolder):
             folder = IndexFolder.open(folder, verify=False)
         whole = folder.one_build
@@ -65,11 +64,11 @@ class PassageIndex(PassageArrays):
         return cls.open(folder.path(str(comp.get("dir", Layout.PASSAGES))), mmap=mmap, info=comp)
 
     @classmethod
-    def _load_live(cls, folder: IndexFolder) -> PassageIndex | SegmentedPassageIndex:
+    def _load_live(cls, folder: IndexFolder) -> PassageReader:
         """The passage indexes of a generation's segments, each mapped where it lies and searched in place
         (:mod:`service.passages.segments`); deleted rows are never candidates, and their text leaves the collection
         model (as one build of the live documents has it)."""
-        from service.passages.segments import SegmentedPassageIndex, open_part
+        from service.passages.segments import PassageGeneration, open_part
 
         found = []
         for seg in folder.segments:
@@ -80,8 +79,8 @@ class PassageIndex(PassageArrays):
             found.append((seg.folder.path(str(comp.get("dir", Layout.PASSAGES))), comp, seg.deleted))
         if len(found) == 1 and not len(found[0][2]):  # one segment, nothing deleted: mapped as it lies
             return cls.open(found[0][0], mmap=True, info=found[0][1])
-        return SegmentedPassageIndex([open_part(path, comp) for path, comp, _ in found],
-                                     deleted=[gone for _, _, gone in found])
+        return PassageGeneration([open_part(path, comp) for path, comp, _ in found],
+                                 deleted=[gone for _, _, gone in found])
 
     @classmethod
     def from_records(cls, records: Iterable[PatentRecord], *,
@@ -98,72 +97,16 @@ class PassageIndex(PassageArrays):
             return cls.open(tmp / "passages", mmap=False, info=info)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
-    # ------------------------------------------------------------------ ranking
-    def score(
-        self,
-        query: str | QueryModels,
-        lang: str,
-        rows: npt.ArrayLike,
-        first_stage: npt.ArrayLike | None = None,
-        *,
-        variant: str = "qsf_passage_propagate",
-        sigma: float = 1.0,
-        doc_score: str = DEFAULT_DOC_SCORE,
-        translations: Tables | None = None,
-        analyzers: Mapping[str, Analyzer] | None = None,
-        exclude_claims: npt.ArrayLike | None = None,
-        mu: float = DEFAULT_MU,
-        mu_translated: float = DEFAULT_MU_TRANSLATED,
-        rho: float | None = None,
-    ) -> PassageScores:
-        """Every score component of every passage of the candidate ``rows`` (see :mod:`service.passages.ranker`)."""
-        from service.passages.ranker import score_passages
 
-        return score_passages(self, query, lang, rows, first_stage, variant=variant, sigma=sigma,
-                              doc_score=doc_score, translations=translations, analyzers=analyzers,
-                              exclude_claims=exclude_claims, mu=mu, mu_translated=mu_translated, rho=rho)
+    def view(self, rows: npt.ArrayLike, models: QueryModels) -> tuple[PassageArrays, npt.NDArray[np.int64]]:
+        """One build holds every candidate: itself, the rows as they are (checked by the ranker)."""
+        return self, np.asarray(rows, dtype=np.int64).reshape(-1)
 
-    def rank(
-        self,
-        query: str | QueryModels,
-        lang: str,
-        rows: npt.ArrayLike,
-        doc_scores: npt.ArrayLike | None = None,
-        *,
-        translations: Tables | None = None,
-        analyzers: Mapping[str, Analyzer] | None = None,
-        words: Mapping[str, Sequence[str]] | None = None,
-        variant: str = "qsf_passage_propagate",
-        alpha: float = 0.5,
-        beta: float = 0.5,
-        sigma: float = 1.0,
-        k: int = 1500,
-        doc_score: str = DEFAULT_DOC_SCORE,
-        langs: Collection[str] | None = None,
-        highlight: bool = True,
-        mu: float = DEFAULT_MU,
-        mu_translated: float = DEFAULT_MU_TRANSLATED,
-        rho: float | None = None,
-        alone: bool = False,
-        beta_translated: float | Mapping[str, float] | None = None,
-        spread: bool = False,
-    ) -> PassageRanking:
-        """The ``k`` best passages of the candidate ``rows`` (first-stage order, ``doc_scores`` their scores).
+    @property
+    def parts(self) -> list[PassageArrays]:  # type: ignore[override]
+        """One segment: itself."""
+        return [self]
 
-        ``query``: the query's images per language it reaches (the engine's), or its text (analysed with
-        ``analyzers``, translated with ``translations``). ``words``: the query words behind each query term (the
-        highlights say which query words a passage word renders). ``langs``: candidates without any text in these
-        languages are left out (counted in ``skipped``), and only passages in these languages are returned; the
-        other passages of a candidate still shape its scores. ``alone``: the ``k`` best passages of each candidate
-        as if it were the only one (its passages normalised among themselves), candidate by candidate, from one
-        scoring of them all (a claim chart's cells). ``beta`` weighs the passages in the query's language,
-        ``beta_translated`` the others (:func:`service.passages.lm.betas_of`; None: the defaults per language).
-        ``spread``: each candidate's second-best passage and share of matching passages too (the learned ranker's).
-        """
-        from service.passages.ranker import rank_passages
-
-        return rank_passages(self, query, lang, rows, doc_scores, translations=translations, analyzers=analyzers,
-                             words=words, variant=variant, alpha=alpha, beta=beta, sigma=sigma, k=k,
-                             doc_score=doc_score, langs=langs, highlight=highlight, mu=mu,
-                             mu_translated=mu_translated, rho=rho, alone=alone, beta_translated=beta_translated,
-                             spread=spread)
+    def locate(self, rows: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+        rows = np.asarray(rows, dtype=np.int64)
+        return np.zeros(len(rows), dtype=np.int64), rows

@@ -381,6 +381,12 @@ class PassageScores:
                                                                        strict=True)]
 
 
+def check_lang(lang: str) -> None:
+    """``ValueError`` for a query language the passages cannot be ranked in."""
+    if lang not in SUPPORTED_LANGS:
+        raise ValueError(f"unsupported query language {lang!r}; choose one of {', '.join(SUPPORTED_LANGS)}")
+
+
 def score_passages(
     index: PassageArrays,
     query: str | QueryModels,
@@ -407,8 +413,7 @@ def score_passages(
     had no claims (the tuning proxy queries a document with its own claims).
     """
     check_params(variant, 0.0, 0.0, sigma)
-    if lang not in SUPPORTED_LANGS:
-        raise ValueError(f"unsupported query language {lang!r}; choose one of {', '.join(SUPPORTED_LANGS)}")
+    check_lang(lang)
     if doc_score not in DOC_SCORES:
         raise ValueError(f"unknown doc_score {doc_score!r}; valid: {', '.join(DOC_SCORES)}")
     for name, value in (("mu", mu), ("mu_translated", mu_translated)):

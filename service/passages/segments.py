@@ -2,7 +2,7 @@
 
 A generation (:class:`service.index.folder.IndexFolder` with segments) is opened by mapping each segment's
 passage folder; nothing is joined or copied at open, and a segment already open in this process (the previous
-generation of a running server) is reused. A query reads only its candidates: :meth:`SegmentedPassageIndex.view`
+generation of a running server) is reused. A query reads only its candidates: :meth:`PassageGeneration.view`
 gathers their units, sections and the postings of the query's terms from their segments into a small in-memory
 :class:`~service.passages.arrays.PassageArrays` (rows in segment order), whose collection statistics are the
 generation's (each query term's count summed over the segments, each language's tokens likewise: what a join of
@@ -29,12 +29,11 @@ import numpy.typing as npt
 import service.passages.format as fmt
 from service.index.arrays import by_segment, locate, segment_starts
 from service.passages.arrays import Blob, PassageArrays, check_rows
+from service.passages.reader import PassageReader
 from service.text.analysis import SUPPORTED_LANGS
 
 if TYPE_CHECKING:
-    from service.passages.lm import QueryModels, Tables
-    from service.passages.ranker import PassageRanking, PassageScores
-    from service.text.analysis import Analyzer
+    from service.passages.lm import QueryModels
 
 IntArray = npt.NDArray[np.int64]
 
@@ -85,7 +84,7 @@ class _Strings:
 
 
 class _View(PassageArrays):
-    """Candidates gathered from the segments (:meth:`SegmentedPassageIndex.view`): the arrays the ranker reads."""
+    """Candidates gathered from the segments (:meth:`PassageGeneration.view`): the arrays the ranker reads."""
 
     def __init__(self, arrays: Mapping[str, npt.NDArray[Any]], doc_ids: _Strings, texts: _Strings, pids: _Strings,
                  vocab: _Keys) -> None:  # PassageArrays' attributes, set from the gathered arrays
@@ -156,14 +155,14 @@ def deleted_counts(part: PassageArrays, rows: npt.ArrayLike) -> tuple[IntArray, 
     return ids, counts, tokens
 
 
-class SegmentedPassageIndex:
-    """The passage index of a generation of several segments (module docstring): what the engine ranks with.
-    ``deleted``: per segment, its rows deleted in this generation; they are never candidates, and their text leaves
-    the collection model (:func:`deleted_counts`)."""
+class PassageGeneration(PassageReader):
+    """The passage index of a generation of several segments (module docstring), ranked through
+    :class:`service.passages.index.PassageReader` as one build is. ``deleted``: per segment, its rows deleted in this
+    generation; they are never candidates, and their text leaves the collection model (:func:`deleted_counts`)."""
 
     def __init__(self, parts: Sequence[PassageArrays], deleted: Sequence[npt.ArrayLike] | None = None) -> None:
         if not parts:
-            raise ValueError("a segmented passage index needs at least one segment")
+            raise ValueError("a passage index needs at least one segment")
         self.parts = list(parts)
         self.starts = segment_starts([p.n_docs for p in self.parts])  # each segment's first row
         gone = ([np.asarray(d, dtype=np.int64) for d in deleted] if deleted is not None
@@ -340,36 +339,3 @@ class SegmentedPassageIndex:
         counts[:, 3] = n_postings
         out["counts"] = counts
         return out
-
-    # ------------------------------------------------------------------ scoring and ranking
-    def _models(self, query: str | QueryModels, lang: str, translations: Tables | None,
-                analyzers: Mapping[str, Analyzer] | None) -> QueryModels:
-        from service.passages.lm import query_models
-
-        return query_models(query, lang, translations, analyzers) if isinstance(query, str) else dict(query)
-
-    def score(self, query: str | QueryModels, lang: str, rows: npt.ArrayLike, first_stage: npt.ArrayLike | None = None,
-              *, translations: Tables | None = None, analyzers: Mapping[str, Analyzer] | None = None,
-              **params: Any) -> PassageScores:
-        """:meth:`service.passages.index.PassageIndex.score` over the segments (its ``rows`` are the view's)."""
-        from service.passages.ranker import score_passages
-
-        models = self._models(query, lang, translations, analyzers)
-        view, at = self.view(rows, models)
-        return score_passages(view, models, lang, at, first_stage, **params)
-
-    def rank(self, query: str | QueryModels, lang: str, rows: npt.ArrayLike, doc_scores: npt.ArrayLike | None = None,
-             *, translations: Tables | None = None, analyzers: Mapping[str, Analyzer] | None = None,
-             words: Mapping[str, Sequence[str]] | None = None, highlight: bool = True,
-             **params: Any) -> PassageRanking:
-        """:meth:`service.passages.index.PassageIndex.rank` over the segments."""
-        from service.passages.highlight import query_words
-        from service.passages.ranker import rank_passages
-        from service.text.analysis import get_analyzer
-
-        if highlight and words is None and isinstance(query, str):
-            words = query_words(query, (analyzers or {}).get(lang) or get_analyzer(lang))
-        models = self._models(query, lang, translations, analyzers)
-        view, at = self.view(rows, models)
-        return rank_passages(view, models, lang, at, doc_scores, analyzers=analyzers, words=words,
-                             highlight=highlight, **params)

@@ -12,9 +12,9 @@ training loss: do not normalise them), ``cosine`` (vectors are L2-normalised at 
 inner product) or ``l2`` (FAISS L2 distance; the score is the negated squared distance, so higher is
 better everywhere).
 
-Search. :meth:`DenseIndex.search` returns the ``k`` best rows with their scores. Scores are always
+Search. :meth:`DenseSegment.search` returns the ``k`` best rows with their scores. Scores are always
 recomputed exactly from the stored vectors (an approximate index only chooses the rows), so a dense
-score means the same whatever index found the row, and :meth:`DenseIndex.scores` gives the same
+score means the same whatever index found the row, and :meth:`DenseSegment.scores` gives the same
 number for any row (BM25-only candidates). Filters (the first stage's code/date filters and the
 excluded query document) are a boolean ``mask`` over rows:
 
@@ -28,12 +28,13 @@ excluded query document) are a boolean ``mask`` over rows:
 Device. ``device="auto"`` puts ``flat`` and ``ivf`` indexes on the first GPU when faiss was built with
 GPU support and sees one (``faiss.StandardGpuResources`` + ``index_cpu_to_gpu``), else CPU with a
 logged warning; ``"cuda"`` asks for the GPU (CPU with a warning when there is none); ``"cpu"`` never
-uses it. FAISS has no GPU HNSW: an ``hnsw`` index stays on CPU (logged). :attr:`DenseIndex.device`
+uses it. FAISS has no GPU HNSW: an ``hnsw`` index stays on CPU (logged). :attr:`DenseSegment.device`
 says where searches run.
 
-Segments. A live generation of several segments is searched in place (:class:`SegmentedDenseIndex`): the first
-segment's FAISS index as loaded alone (device included), each added segment's vectors mapped and searched exactly,
-the hits merged by score; a compacted generation is one build (``IndexFolder.one_build``).
+Segments. :class:`DenseIndex` reads an index of any shape as its segments (:class:`DenseSegment`): a build (or a
+compacted generation, ``IndexFolder.one_build``) is one, searched as it is; a live generation's are searched in
+place: the first segment's FAISS index as loaded alone (device included), each added segment's vectors mapped and
+searched exactly, the hits merged by score.
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ from typing import Any
 import numpy as np
 
 from service.filecache import load_shared
-from service.index.arrays import SegmentRows, by_segment
+from service.index.arrays import SegmentRows, by_segment, segment_starts
 from service.index.folder import IndexFolder, IndexFormatError, Layout
 from service.settings import DEVICES
 
@@ -185,8 +186,9 @@ def choose_faiss_device(requested: str, kind: str, num_gpus: int, has_gpu_api: b
     return "gpu", None
 
 
-class DenseIndex:
-    """The loaded dense stage of an index: stored vectors (exact scores) + FAISS index (candidate search)."""
+class DenseSegment:
+    """One segment's dense stage: its stored vectors (exact scores) and, for a build's, its FAISS index (candidate
+    search; an added segment has none: searched exactly). Rows are the segment's own."""
 
     def __init__(
         self,
@@ -212,110 +214,6 @@ class DenseIndex:
         self._exact: np.ndarray | None = None  # an added segment's vectors as scored, once (:meth:`_scored_rows`)
         if index is not None and int(index.ntotal) != len(vectors):
             raise DenseIndexError(f"FAISS index holds {index.ntotal} vectors, {Layout.DENSE_VECTORS} {len(vectors)}")
-
-    # ------------------------------------------------------------------ loading
-    @classmethod
-    def _load_live(cls, folder: IndexFolder, *, device: str, exact: bool, nprobe: int | None,
-                   ef_search: int | None) -> SegmentedDenseIndex:
-        """A generation of several segments, searched in place (:class:`SegmentedDenseIndex`): the first segment's
-        FAISS index (a build's or a compaction's) as it is loaded alone, the vectors of the others (stored, without
-        an index) mapped and searched exactly."""
-        first, *rest = folder.segments
-        base = cls.load(IndexFolder(first.folder.root, first.folder.meta), device=device, exact=exact, nprobe=nprobe,
-                        ef_search=ef_search)
-        assert isinstance(base, DenseIndex)  # a segment's folder is a build's (not live)
-        parts: list[DenseIndex] = [base]
-        for seg in rest:
-            try:
-                comp = seg.folder.component("dense", DENSE_FORMAT_VERSION, fix="add the segment again")
-                vecs = np.load(seg.folder.path(comp.get("vectors", Layout.DENSE_VECTORS)), mmap_mode="r")
-            except (IndexFormatError, OSError, ValueError) as exc:
-                raise DenseIndexError(f"segment {seg.folder.root}: dense vectors unusable ({exc})") from exc
-            if vecs.dtype != np.float32 or vecs.ndim != 2 or vecs.shape != (seg.n_rows, base.dim):
-                raise DenseIndexError(f"segment {seg.folder.root}: dense vectors of shape {list(vecs.shape)}, expected "
-                                      f"[{seg.n_rows}, {base.dim}]")
-            parts.append(cls(vecs, None, {**base.info, "kind": "flat", "params": {}}))
-        return SegmentedDenseIndex(parts, {**base.info, "segments": len(folder.segments)}, notes=base.notes)
-
-    @classmethod
-    def load(
-        cls,
-        folder: IndexFolder | str | Path,
-        *,
-        device: str = "auto",
-        exact: bool = False,
-        nprobe: int | None = None,
-        ef_search: int | None = None,
-        mmap: bool = True,
-    ) -> DenseIndex | SegmentedDenseIndex:
-        """Load ``dense/`` of an opened index folder (a path is opened without re-hashing its files).
-
-        ``exact=True`` ignores an approximate index and searches a flat one built from the vectors.
-        ``nprobe`` (ivf) and ``ef_search`` (hnsw) override the build's search parameters.
-        """
-        faiss = _faiss()
-        try:
-            if not isinstance(folder, IndexFolder):
-                folder = IndexFolder.open(folder, verify=False)
-        except IndexFormatError as exc:
-            raise DenseIndexError(str(exc)) from exc
-        whole = folder.one_build
-        if whole is None:
-            return cls._load_live(folder, device=device, exact=exact, nprobe=nprobe, ef_search=ef_search)
-        folder = whole  # a build, or the one segment of a compacted generation: its FAISS index, on any device
-        try:
-            comp = folder.component("dense", DENSE_FORMAT_VERSION, fix="rebuild with `priorart build --models`")
-        except IndexFormatError as exc:
-            raise DenseIndexError(str(exc)) from exc
-        vec_path = folder.path(comp.get("vectors", Layout.DENSE_VECTORS))
-        try:
-            vectors = np.load(vec_path, mmap_mode="r" if mmap else None)
-        except (OSError, ValueError) as exc:
-            raise DenseIndexError(f"{vec_path}: unreadable ({exc})") from exc
-        if vectors.dtype != np.float32 or vectors.ndim != 2 or vectors.shape[1] != comp.get("dim"):
-            raise DenseIndexError(
-                f"{vec_path}: expected float32 [n, {comp.get('dim')}], got {vectors.dtype} {list(vectors.shape)}"
-            )
-        info = {"kind": comp.get("kind", "flat"), "metric": comp.get("metric", "inner_product"),
-                "dim": int(comp["dim"]), "params": dict(comp.get("params", {}))}
-        notes: list[str] = []
-        if exact and info["kind"] != "flat":
-            index, _ = build_faiss_index(np.asarray(vectors), "flat", info["metric"])
-            info = {**info, "kind": "flat", "params": {}, "built_at_load": True}
-        else:
-            faiss_path = folder.path(comp.get("index", Layout.DENSE_FAISS))
-            try:  # the index this process read already while the file is unchanged: a reload reads no vectors again
-                index = load_shared(faiss_path, _read_faiss, nprobe, ef_search)
-            except RuntimeError as exc:
-                raise DenseIndexError(f"{faiss_path}: not a readable FAISS index ({exc})") from exc
-        params = info["params"]
-        if info["kind"] == "ivf":
-            probe = nprobe if nprobe is not None else int(params.get("nprobe", DEFAULT_NPROBE))
-            index.nprobe = max(1, probe)
-            params["nprobe"] = int(index.nprobe)
-        elif info["kind"] == "hnsw":
-            ef = ef_search if ef_search is not None else int(params.get("efSearch", DEFAULT_EF_SEARCH))
-            index.hnsw.efSearch = max(1, ef)
-            params["efSearch"] = int(index.hnsw.efSearch)
-        where, reason = choose_faiss_device(
-            device, info["kind"], int(faiss.get_num_gpus()), hasattr(faiss, "StandardGpuResources")
-        )
-        resources = None
-        if where == "gpu":
-            resources = faiss.StandardGpuResources()
-            index = faiss.index_cpu_to_gpu(resources, 0, index)
-            if info["kind"] == "ivf" and hasattr(index, "nprobe"):
-                index.nprobe = params["nprobe"]
-            log.info("dense index (%s, %d vectors) on GPU 0", info["kind"], index.ntotal)
-        else:
-            if reason and device == "cuda":
-                log.warning(reason)
-                notes.append(f"device cuda asked for, but {reason}")
-            elif reason and device != "cpu":  # auto without a GPU: CPU as asked (the pipeline's log names it)
-                log.debug(reason)
-            log.debug("dense index (%s, %d vectors) on CPU", info["kind"], index.ntotal)
-        return cls(vectors, index, info, device="cuda" if where == "gpu" else "cpu", notes=notes,
-                   gpu_resources=resources)
 
     # ------------------------------------------------------------------ scoring
     def __len__(self) -> int:
@@ -448,42 +346,165 @@ class DenseIndex:
                 "device": self.device, "params": self.info.get("params", {})}
 
 
-class SegmentedDenseIndex:
-    """The dense stage of a live generation of several segments, searched in place: each segment's part searches
-    its rows (the first with its FAISS index, on the device it was loaded for; the added ones exactly, their
-    vectors mapped) and the parts' hits are merged by exact score, ties by row: for ``flat`` indexes the same
-    rows and scores as one index of every vector. Nothing is copied at open. Rows are generation rows (a part's
-    rows shifted by its segment's start); deleted rows are excluded by the filter ``mask``, as in one index."""
+class DenseIndex:
+    """The dense stage of an index, whatever its shape: its segments (:class:`DenseSegment`; a build is one), rows
+    the generation's (a segment's rows shifted by its first row). One segment is searched as it is; several each
+    search their rows (the first with its FAISS index, on the device it was loaded for; the added ones exactly, their
+    vectors mapped) and the hits are merged by exact score, ties by row: for ``flat`` indexes the same rows and scores
+    as one index of every vector. Nothing is copied at open; deleted rows are excluded by the filter ``mask``, as in
+    one index."""
 
-    def __init__(self, parts: list[DenseIndex], info: dict[str, Any], *, notes: list[str] | None = None) -> None:
-        if not parts:
-            raise DenseIndexError("a segmented dense index needs at least one segment")
-        self.parts = parts
-        self.vectors = SegmentRows([p.vectors for p in parts])
-        self.starts = self.vectors.starts  # each segment's first generation row
-        self.info = dict(info)
-        self.kind = str(info.get("kind", "flat"))
-        self.metric = str(info.get("metric", "inner_product"))
-        self.device = parts[0].device
-        self.notes = list(notes or [])
+    def __init__(self, segments: list[DenseSegment]) -> None:
+        if not segments:
+            raise DenseIndexError("a dense index needs at least one segment")
+        self.segments = segments
+        first = segments[0]
+        self.vectors = first.vectors if len(segments) == 1 else SegmentRows([p.vectors for p in segments])
+        self.starts = segment_starts([len(p) for p in segments])  # each segment's first row, and the rows last
+        self.info = dict(first.info) if len(segments) == 1 else {**first.info, "segments": len(segments)}
+        self.kind = first.kind
+        self.metric = first.metric
+        self.device = first.device
+        self.notes = first.notes
 
+    @property
+    def index(self) -> Any:
+        """The first segment's FAISS index (a build's; the added segments have none)."""
+        return self.segments[0].index
+
+    # ------------------------------------------------------------------ loading
+    @classmethod
+    def _load_live(cls, folder: IndexFolder, *, device: str, exact: bool, nprobe: int | None,
+                   ef_search: int | None) -> DenseIndex:
+        """A generation of several segments, searched in place: the first segment's FAISS index (a build's or a
+        compaction's) as it is loaded alone, the vectors of the others (stored, without an index) mapped and searched
+        exactly."""
+        first, *rest = folder.segments
+        base = cls._load_build(IndexFolder(first.folder.root, first.folder.meta), device=device, exact=exact,
+                               nprobe=nprobe, ef_search=ef_search, mmap=True)
+        parts: list[DenseSegment] = [base]
+        for seg in rest:
+            try:
+                comp = seg.folder.component("dense", DENSE_FORMAT_VERSION, fix="add the segment again")
+                vecs = np.load(seg.folder.path(comp.get("vectors", Layout.DENSE_VECTORS)), mmap_mode="r")
+            except (IndexFormatError, OSError, ValueError) as exc:
+                raise DenseIndexError(f"segment {seg.folder.root}: dense vectors unusable ({exc})") from exc
+            if vecs.dtype != np.float32 or vecs.ndim != 2 or vecs.shape != (seg.n_rows, base.dim):
+                raise DenseIndexError(f"segment {seg.folder.root}: dense vectors of shape {list(vecs.shape)}, expected "
+                                      f"[{seg.n_rows}, {base.dim}]")
+            parts.append(DenseSegment(vecs, None, {**base.info, "kind": "flat", "params": {}}))
+        return cls(parts)
+
+    @classmethod
+    def load(
+        cls,
+        folder: IndexFolder | str | Path,
+        *,
+        device: str = "auto",
+        exact: bool = False,
+        nprobe: int | None = None,
+        ef_search: int | None = None,
+        mmap: bool = True,
+    ) -> DenseIndex:
+        """Load ``dense/`` of an opened index folder (a path is opened without re-hashing its files), whatever its
+        shape: a build (or a compacted generation) is one segment, a live generation its segments.
+
+        ``exact=True`` ignores an approximate index and searches a flat one built from the vectors.
+        ``nprobe`` (ivf) and ``ef_search`` (hnsw) override the build's search parameters.
+        """
+        try:
+            if not isinstance(folder, IndexFolder):
+                folder = IndexFolder.open(folder, verify=False)
+        except IndexFormatError as exc:
+            raise DenseIndexError(str(exc)) from exc
+        whole = folder.one_build
+        if whole is None:
+            return cls._load_live(folder, device=device, exact=exact, nprobe=nprobe, ef_search=ef_search)
+        return cls([cls._load_build(whole, device=device, exact=exact, nprobe=nprobe, ef_search=ef_search,
+                                    mmap=mmap)])
+
+    @staticmethod
+    def _load_build(folder: IndexFolder, *, device: str, exact: bool, nprobe: int | None, ef_search: int | None,
+                    mmap: bool) -> DenseSegment:
+        """A build's segment (or the one segment of a compacted generation): its FAISS index, on any device."""
+        faiss = _faiss()
+        try:
+            comp = folder.component("dense", DENSE_FORMAT_VERSION, fix="rebuild with `priorart build --models`")
+        except IndexFormatError as exc:
+            raise DenseIndexError(str(exc)) from exc
+        vec_path = folder.path(comp.get("vectors", Layout.DENSE_VECTORS))
+        try:
+            vectors = np.load(vec_path, mmap_mode="r" if mmap else None)
+        except (OSError, ValueError) as exc:
+            raise DenseIndexError(f"{vec_path}: unreadable ({exc})") from exc
+        if vectors.dtype != np.float32 or vectors.ndim != 2 or vectors.shape[1] != comp.get("dim"):
+            raise DenseIndexError(
+                f"{vec_path}: expected float32 [n, {comp.get('dim')}], got {vectors.dtype} {list(vectors.shape)}"
+            )
+        info = {"kind": comp.get("kind", "flat"), "metric": comp.get("metric", "inner_product"),
+                "dim": int(comp["dim"]), "params": dict(comp.get("params", {}))}
+        notes: list[str] = []
+        if exact and info["kind"] != "flat":
+            index, _ = build_faiss_index(np.asarray(vectors), "flat", info["metric"])
+            info = {**info, "kind": "flat", "params": {}, "built_at_load": True}
+        else:
+            faiss_path = folder.path(comp.get("index", Layout.DENSE_FAISS))
+            try:  # the index this process read already while the file is unchanged: a reload reads no vectors again
+                index = load_shared(faiss_path, _read_faiss, nprobe, ef_search)
+            except RuntimeError as exc:
+                raise DenseIndexError(f"{faiss_path}: not a readable FAISS index ({exc})") from exc
+        params = info["params"]
+        if info["kind"] == "ivf":
+            probe = nprobe if nprobe is not None else int(params.get("nprobe", DEFAULT_NPROBE))
+            index.nprobe = max(1, probe)
+            params["nprobe"] = int(index.nprobe)
+        elif info["kind"] == "hnsw":
+            ef = ef_search if ef_search is not None else int(params.get("efSearch", DEFAULT_EF_SEARCH))
+            index.hnsw.efSearch = max(1, ef)
+            params["efSearch"] = int(index.hnsw.efSearch)
+        where, reason = choose_faiss_device(
+            device, info["kind"], int(faiss.get_num_gpus()), hasattr(faiss, "StandardGpuResources")
+        )
+        resources = None
+        if where == "gpu":
+            resources = faiss.StandardGpuResources()
+            index = faiss.index_cpu_to_gpu(resources, 0, index)
+            if info["kind"] == "ivf" and hasattr(index, "nprobe"):
+                index.nprobe = params["nprobe"]
+            log.info("dense index (%s, %d vectors) on GPU 0", info["kind"], index.ntotal)
+        else:
+            if reason and device == "cuda":
+                log.warning(reason)
+                notes.append(f"device cuda asked for, but {reason}")
+            elif reason and device != "cpu":  # auto without a GPU: CPU as asked (the pipeline's log names it)
+                log.debug(reason)
+            log.debug("dense index (%s, %d vectors) on CPU", info["kind"], index.ntotal)
+        return DenseSegment(vectors, index, info, device="cuda" if where == "gpu" else "cpu", notes=notes,
+                            gpu_resources=resources)
+
+    # ------------------------------------------------------------------ scoring
     def __len__(self) -> int:
         return int(self.starts[-1])
 
     @property
     def dim(self) -> int:
-        return self.parts[0].dim
+        return self.segments[0].dim
 
     def scores(self, query_vec: np.ndarray, rows: np.ndarray) -> np.ndarray:
-        """Exact similarity of the query to each generation row (float64), each scored by its segment."""
+        """Exact similarity (higher is better) of the query to each row (float64), each scored by its segment."""
+        if len(self.segments) == 1:
+            return self.segments[0].scores(query_vec, rows)
         rows = np.asarray(rows, dtype=np.int64)
         out = np.zeros(len(rows), dtype=np.float64)
         for i, here, local in by_segment(self.starts, rows):
-            out[here] = self.parts[i].scores(query_vec, local)
+            out[here] = self.segments[i].scores(query_vec, local)
         return out
 
     def search(self, query_vec: np.ndarray, k: int, mask: np.ndarray | None = None) -> DenseHits:
-        """The ``k`` best generation rows among those ``mask`` allows: each segment's best ``k``, merged."""
+        """The ``k`` best rows (exact scores, ties by row) among those allowed by ``mask`` (bool [n_docs]): each
+        segment's best ``k``, merged."""
+        if len(self.segments) == 1:
+            return self.segments[0].search(query_vec, k, mask)
         if k < 1:
             raise DenseIndexError(f"k must be >= 1, got {k}")
         if mask is not None:
@@ -491,7 +512,7 @@ class SegmentedDenseIndex:
             if mask.shape != (len(self),):
                 raise DenseIndexError(f"filter mask has shape {mask.shape}, the index has {len(self)} rows")
         rows, scores = [], []
-        for part, lo, hi in zip(self.parts, self.starts[:-1].tolist(), self.starts[1:].tolist(), strict=True):
+        for part, lo, hi in zip(self.segments, self.starts[:-1].tolist(), self.starts[1:].tolist(), strict=True):
             if hi == lo or (mask is not None and not mask[lo:hi].any()):
                 continue
             hits = part.search(query_vec, k, None if mask is None else mask[lo:hi])
@@ -504,5 +525,6 @@ class SegmentedDenseIndex:
         return DenseHits(r[order].astype(np.int64), sc[order])
 
     def describe(self) -> dict[str, Any]:
-        return {"kind": self.kind, "metric": self.metric, "dim": self.dim, "documents": len(self),
-                "device": self.device, "params": self.info.get("params", {}), "segments": len(self.parts)}
+        out = {"kind": self.kind, "metric": self.metric, "dim": self.dim, "documents": len(self),
+               "device": self.device, "params": self.info.get("params", {})}
+        return out if len(self.segments) == 1 else {**out, "segments": len(self.segments)}

@@ -51,7 +51,7 @@ from service.query import Query, QueryError, resolve
 from service.retrieval.feedback import Feedback, centroid, expansion_terms, term_vector
 from service.retrieval.kernels import AccumulatorPool
 from service.retrieval.resources import PARTS_MAX_TERMS, IndexResources, Route
-from service.retrieval.segments import SegmentedSparseIndex
+from service.retrieval.segments import SparseGeneration
 from service.retrieval.sparse import BaseSparseIndex, CollectionStats, QueryUnit, SparseIndex
 from service.text.analysis import Analyzer
 from service.text.translation import TranslationTable
@@ -507,7 +507,7 @@ def open_sparse(folder: IndexFolder, lang: str, mmap: bool, stats: CollectionSta
                 prefault: bool = True) -> BaseSparseIndex:
     """The sparse index of ``lang`` at the folder's generation: the one segment of a compacted generation mapped as a
     build's (its own statistics are the live ones), else the segments searched where they lie with the generation's
-    statistics (:class:`SegmentedSparseIndex`; nothing copied); weighted with ``stats`` when given (the global
+    statistics (:class:`SparseGeneration`; nothing copied); weighted with ``stats`` when given (the global
     statistics of a shard: the segments joined and weighted again). ``prefault``: read the pages of a memory-mapped
     index in at load (a segment's once per process: a reload reads only the new segment's)."""
     whole = folder.one_build
@@ -520,7 +520,7 @@ def open_sparse(folder: IndexFolder, lang: str, mmap: bool, stats: CollectionSta
     deleted = [s.deleted for s in folder.segments]
     if stats is not None:
         return SparseIndex.join(parts, deleted).reweighted(stats)
-    return SegmentedSparseIndex(parts, deleted, prefault=mmap and prefault)
+    return SparseGeneration(parts, deleted, prefault=mmap and prefault)
 
 
 def _open_part(vocab: Path) -> SparseIndex:

@@ -27,17 +27,6 @@ from numba.extending import intrinsic
 
 from service.index.arrays import readonly
 from service.retrieval.kernels import (
-    LOOKUP_RATIO,
-    TINY32,
-    _best_listed,
-    _best_of,
-    _gallop,
-    _keep,
-    _kth_listed,
-    _kth_value,
-    _listed,
-    _lowered,
-    _rest,
     _sift_down,
     _sift_up,
     _worse,
@@ -63,29 +52,38 @@ def _pointer_to(nbtype: Any) -> Any:
 _as_i32 = _pointer_to(types.int32)
 _as_i64 = _pointer_to(types.int64)
 _as_u8 = _pointer_to(types.uint8)
+_as_f64 = _pointer_to(types.float64)
 
 # the columns of a segment table (one row per segment)
-ROWS, TF, PTR, DEAD, NNZ, NPTR, NDEAD, OFF, NROWS = range(9)
+ROWS, TF, PTR, DEAD, NNZ, NPTR, NDEAD, OFF, NROWS, WTS, NWTS = range(11)
 
 
 class SegmentTable:
     """The segments' arrays as the kernels read them: ``table[s]`` holds the addresses of segment ``s``'s rows, tf,
-    column pointers and deleted-row mask, their lengths, its first generation row and its number of rows; ``keep``
-    holds the arrays themselves. The addresses are valid only while this object lives: keep it, not just ``table``,
-    for as long as the kernels are given ``table``."""
+    column pointers, deleted-row mask and stored weights, their lengths, its first generation row and its number of
+    rows; ``keep`` holds the arrays themselves. ``weights`` (one build's own, float64, one per posting; MaxScore,
+    :mod:`service.retrieval.maxscore`, reads them instead of weighing tf) may stand for ``tf`` (then empty). The
+    addresses are valid only while this object lives: keep it, not just ``table``, for as long as the kernels are
+    given ``table``."""
 
     def __init__(self, rows: Sequence[np.ndarray], tf: Sequence[np.ndarray], indptr: Sequence[np.ndarray],
-                 dead: Sequence[np.ndarray], n_rows: Sequence[int]) -> None:
+                 dead: Sequence[np.ndarray], n_rows: Sequence[int],
+                 weights: Sequence[np.ndarray] | None = None) -> None:
         self.keep: list[np.ndarray] = []
-        table = np.zeros((len(rows), 9), dtype=np.int64)
+        table = np.zeros((len(rows), 11), dtype=np.int64)
         first = 0
-        for s, (r, t, p, d, n) in enumerate(zip(rows, tf, indptr, dead, n_rows, strict=True)):
+        none = np.zeros(1, dtype=np.float64)
+        stored = weights if weights is not None else [none[:0]] * len(rows)
+        for s, (r, t, p, d, n, w) in enumerate(zip(rows, tf, indptr, dead, n_rows, stored, strict=True)):
             r, t, p = self._held(r, np.int32), self._held(t, np.int32), self._held(p, np.int64)
             d = self._held(d if len(d) else np.zeros(1, dtype=np.bool_), np.bool_).view(np.uint8)
-            if len(r) != len(t) or (len(d) > 1 and len(d) != n):
-                raise ValueError(f"segment {s}: rows, tf and deleted rows of different lengths")
+            w = self._held(w if len(w) else none, np.float64)
+            has_w = weights is not None and len(r) > 0
+            if (len(r) != len(t) and not (has_w and len(t) == 0)) or (has_w and len(w) != len(r)) \
+                    or (len(d) > 1 and len(d) != n):
+                raise ValueError(f"segment {s}: rows, tf or weights and deleted rows of different lengths")
             table[s] = (r.ctypes.data, t.ctypes.data, p.ctypes.data, d.ctypes.data, len(r), len(p),
-                        len(d) if len(dead[s]) else 0, first, n)
+                        len(d) if len(dead[s]) else 0, first, n, w.ctypes.data, len(w) if has_w else 0)
             first += int(n)
         self.table = readonly(table)
 
@@ -118,6 +116,19 @@ def _dead(seg, s):
 
 
 @njit(cache=True, nogil=True, inline="always")
+def _wts(seg, s):
+    return carray(_as_f64(seg[s, WTS]), (seg[s, NWTS],))
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _col(loc, s, t):
+    """Term ``t``'s column in segment ``s`` (-1: none there); a ``loc`` of no columns: the term's own (one build)."""
+    if loc.shape[1] == 0:
+        return t
+    return loc[s, t]
+
+
+@njit(cache=True, nogil=True, inline="always")
 def _weight(f, r, idf, norm, k1p, bm25):
     """A posting's weight: tf ``f`` in generation row ``r`` (the build's ``_term_weight``, its operations in order)."""
     if bm25:
@@ -128,12 +139,20 @@ def _weight(f, r, idf, norm, k1p, bm25):
     return idf * np.log1p(f) / d
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _posting(wts, tfs, j, r, idf, norm, k1p, bm25):
+    """Posting ``j``'s weight (generation row ``r``): the stored one where the segment has them, else its tf weighed."""
+    if len(wts) > 0:
+        return wts[j]
+    return _weight(np.float64(tfs[j]), r, idf, norm, k1p, bm25)
+
+
 @njit(cache=True, nogil=True)
 def _count(seg, loc, t):
     """The postings of generation term ``t`` over every segment (deleted rows' included)."""
     n = 0
     for s in range(loc.shape[0]):
-        c = loc[s, t]
+        c = _col(loc, s, t)
         if c >= 0:
             ip = _ptr(seg, s)
             n += ip[c + 1] - ip[c]
@@ -162,12 +181,13 @@ def _accumulate(scores, seen, touched, nt, track, cap, scratch, buf, seg, loc, n
         if kinds[u] == 0:
             t = terms[starts[u]]
             for s in range(n_seg):
-                c = loc[s, t]
+                c = _col(loc, s, t)
                 if c < 0:
                     continue
                 ip = _ptr(seg, s)
                 rows = _rows(seg, s)
                 tfs = _tfs(seg, s)
+                wts = _wts(seg, s)
                 dead = _dead(seg, s)
                 o = seg[s, OFF]
                 use_dead = len(dead) > 0
@@ -176,7 +196,7 @@ def _accumulate(scores, seen, touched, nt, track, cap, scratch, buf, seg, loc, n
                     if use_dead and dead[lr]:
                         continue
                     r = o + lr
-                    w = _weight(np.float64(tfs[p]), r, idf, norm, k1p, bm25)
+                    w = _posting(wts, tfs, p, r, idf, norm, k1p, bm25)
                     if track:
                         touched[nt] = r
                         nt += 1 - seen[r]
@@ -188,7 +208,7 @@ def _accumulate(scores, seen, touched, nt, track, cap, scratch, buf, seg, loc, n
             t = terms[j]
             pr = probs[j]
             for s in range(n_seg):
-                c = loc[s, t]
+                c = _col(loc, s, t)
                 if c < 0:
                     continue
                 ip = _ptr(seg, s)
@@ -241,7 +261,7 @@ def _top_k_bounded(scores, seen, seg, loc, terms, starts, ubs, k, mask, use_mask
         for j in range(starts[u], starts[u + 1]):
             t = terms[j]
             for s in range(loc.shape[0]):
-                c = loc[s, t]
+                c = _col(loc, s, t)
                 if c < 0:
                     continue
                 ip = _ptr(seg, s)
@@ -290,179 +310,12 @@ def _contains(seg, loc, term_ids, rows):
         ip = _ptr(seg, s)
         seg_rows = _rows(seg, s)
         for j in range(len(term_ids)):
-            c = loc[s, term_ids[j]]
+            c = _col(loc, s, term_ids[j])
             if c < 0:
                 continue
             a = lower_bound(seg_rows, ip[c], ip[c + 1], lr)
             found[i, j] = a < ip[c + 1] and seg_rows[a] == lr
     return found
-
-
-# ---------------------------------------------------------------------------- MaxScore over the segments
-# service.retrieval.kernels' MaxScore (see there) with each unit's postings read from every segment that holds its
-# term and weighed as they are read; a look-up finds the candidates of a segment (a run of the increasing candidate
-# rows) in that segment's posting list of the term.
-
-
-@njit(cache=True, nogil=True)
-def _look_up(seg, loc, norm, k1p, bm25, t, idf, mu, cands, c, part):
-    """``part[j] += weight * mu`` of each (increasing) candidate row found in term ``t``'s postings."""
-    for s in range(loc.shape[0]):
-        col = loc[s, t]
-        if col < 0:
-            continue
-        o = seg[s, OFF]
-        a = lower_bound(cands, 0, c, o)
-        b = lower_bound(cands, a, c, o + seg[s, NROWS])
-        if a == b:
-            continue
-        ip = _ptr(seg, s)
-        rows = _rows(seg, s)
-        tfs = _tfs(seg, s)
-        p = ip[col]
-        hi = ip[col + 1]
-        for j in range(a, b):
-            lr = cands[j] - o
-            p = _gallop(rows, p, hi, lr)
-            if p >= hi:
-                break
-            if rows[p] == lr:
-                w = _weight(np.float64(tfs[p]), cands[j], idf, norm, k1p, bm25)
-                part[j] += w if mu == 1.0 else w * mu
-                p += 1
-
-
-@njit(cache=True, nogil=True)
-def _candidates(seg, loc, norm, k1p, bm25, ids, idfs, mults, ubs, cnt, order, left,
-                k, mask, use_mask, partial, touched, budget):
-    """:func:`service.retrieval.kernels._candidates` over the segments (the same steps and bounds; ``cnt[u]``: unit
-    ``u``'s postings in every segment)."""
-    m = len(order)
-    eps = (m + 2) * 2.0**-23
-    tiny = m * np.float64(TINY32)
-    whole = np.zeros(m, dtype=np.bool_)
-    nt = 0
-    theta = 0.0
-    have = False
-    top = np.float32(0.0)
-    ok = True
-    for i in range(m):
-        u = order[i]
-        essential = not (have and left[i] * (1.0 + 1e-9) < theta)
-        if not essential and cnt[u] > LOOKUP_RATIO * nt:
-            continue  # looked up below
-        whole[u] = True
-        if ubs[u] == 0.0:
-            continue
-        if nt + cnt[u] > budget:
-            ok = False
-            break
-        mu = mults[u]
-        idf = idfs[u]
-        t = ids[u]
-        for s in range(loc.shape[0]):
-            col = loc[s, t]
-            if col < 0:
-                continue
-            ip = _ptr(seg, s)
-            rows = _rows(seg, s)
-            tfs = _tfs(seg, s)
-            dead = _dead(seg, s)
-            o = seg[s, OFF]
-            use_dead = len(dead) > 0
-            for j in range(ip[col], ip[col + 1]):
-                lr = rows[j]
-                if use_dead and dead[lr]:
-                    continue
-                r = o + lr
-                w = _weight(np.float64(tfs[j]), r, idf, norm, k1p, bm25)
-                s0 = partial[r]
-                touched[nt] = r
-                nt += s0 == 0.0
-                sv = s0 + max(np.float32(w if mu == 1.0 else w * mu), TINY32)
-                partial[r] = sv
-                top = max(top, sv)
-        if essential and i + 1 < m and left[i + 1] * (1.0 + 1e-9) < top * (1.0 - eps):
-            kth, have = _kth_listed(partial, touched, nt, k, mask, use_mask)
-            theta = _lowered(kth, eps, tiny)
-    if ok:
-        kth, have = _kth_listed(partial, touched, nt, k, mask, use_mask)
-        theta = _lowered(kth, eps, tiny)
-    rest = _rest(order, whole, ubs)
-    cands, part = _listed(partial, touched, nt, ok, have, theta, rest, eps, mask, use_mask)
-    c = len(cands)
-    if not ok:
-        return cands[:0], False
-    if rest == 0.0:
-        return cands, True
-    if have and c > 2 * k:
-        at, best, picked = _best_listed(cands, part, c, k)
-        for i in range(m):
-            u = order[i]
-            if not whole[u]:
-                _look_up(seg, loc, norm, k1p, bm25, ids[u], idfs[u], mults[u], at, picked,
-                         best)
-        theta = max(theta, _lowered(_kth_value(best, picked, k), eps, tiny))
-        c = _keep(cands, part, c, rest, theta, eps)
-    for i in range(m):
-        u = order[i]
-        if whole[u]:
-            continue
-        _look_up(seg, loc, norm, k1p, bm25, ids[u], idfs[u], mults[u], cands, c, part)
-        rest -= ubs[u]
-        if c >= k:
-            theta = max(theta, _lowered(_kth_value(part, c, k), eps, tiny))
-            have = True
-        if have:
-            c = _keep(cands, part, c, max(rest, 0.0), theta, eps)
-    return cands[:c], True
-
-
-@njit(cache=True, nogil=True)
-def _rescore(seg, loc, norm, k1p, bm25, ids, idfs, mults, cands):
-    """Each candidate's score, added unit after unit in the query's order (the accumulator's additions, bit for bit)."""
-    out = np.zeros(len(cands), dtype=np.float64)
-    for u in range(len(ids)):
-        _look_up(seg, loc, norm, k1p, bm25, ids[u], idfs[u], mults[u], cands, len(cands),
-                 out)
-    return out
-
-
-@njit(cache=True, nogil=True)
-def _maxscore(seg, loc, norm, k1, bm25, max_weight, idf, ids, mults, k, mask,
-              use_mask, partial, touched, budget):
-    """MaxScore over the segments in one compiled call (see :func:`service.retrieval.kernels._maxscore`)."""
-    n = len(ids)
-    ubs = np.empty(n, dtype=np.float64)
-    idfs = np.empty(n, dtype=np.float64)
-    cnt = np.empty(n, dtype=np.int64)
-    for u in range(n):
-        ubs[u] = max_weight[ids[u]] * mults[u]
-        idfs[u] = idf[ids[u]]
-        cnt[u] = _count(seg, loc, ids[u])
-    order = np.argsort(-ubs, kind="mergesort")
-    left = np.empty(n, dtype=np.float64)
-    acc = 0.0
-    for i in range(n - 1, -1, -1):
-        acc += ubs[order[i]]
-        left[i] = acc
-    k1p = k1 + 1.0
-    cands, ok = _candidates(seg, loc, norm, k1p, bm25, ids, idfs, mults, ubs, cnt,
-                            order, left, k, mask, use_mask, partial, touched, budget)
-    if not ok:
-        return cands, np.empty(0, dtype=np.float64), False
-    vals, best = _best_of(cands, _rescore(seg, loc, norm, k1p, bm25, ids, idfs, mults,
-                                          cands), k)
-    for i in range(1, len(best)):  # best first, ties by lower row
-        v, r = vals[i], best[i]
-        j = i - 1
-        while j >= 0 and _worse(vals[j], best[j], v, r):
-            vals[j + 1] = vals[j]
-            best[j + 1] = best[j]
-            j -= 1
-        vals[j + 1] = v
-        best[j + 1] = r
-    return best, vals, True
 
 
 @njit(cache=True, nogil=True)
@@ -519,9 +372,6 @@ def warm() -> None:
         _top_k_bounded(acc.scores, acc.seen, seg, loc, ints[1], ints[0], np.cumsum(np.array([1.0])[::-1])[::-1], 1,
                        _mask(m), m is not None)
     acc.reset()
-    for m in (None, mask):
-        _maxscore(seg, loc, norm, 1.2, True, readonly(one), readonly(one), ints[1], one, 1, _mask(m), m is not None,
-                  acc.partial, acc.touched, acc.cap)
     _contains(seg, loc, ints[1], ints[0])
     tf_part_max(np.array([0, 2], dtype=np.int64), np.array([0, 1], dtype=np.int32), np.array([1, 2], dtype=np.int32),
                 np.ones(2), 1.2, True)

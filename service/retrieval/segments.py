@@ -27,14 +27,12 @@ from collections.abc import Sequence
 import numpy as np
 
 from service.index.arrays import by_segment, readonly, segment_starts
-from service.retrieval import kernels
 from service.retrieval import segment_kernels as sk
 from service.retrieval.sparse import (
     SPARSE_FORMAT,
     SPARSE_VERSION,
     BaseSparseIndex,
-    QueryUnit,
-    Reach,
+    Segments,
     SegmentTerms,
     SparseIndex,
     _prefault,
@@ -45,7 +43,7 @@ from service.retrieval.sparse import (
 _BOUND_MARGIN = 1e-12  # relative: the bound's rounding (a few ulps) kept below it
 
 
-class SegmentedSparseIndex(BaseSparseIndex):
+class SparseGeneration(BaseSparseIndex):
     """The sparse index of a run of segments ``parts`` (rows of ``parts[0]``, then ``parts[1]``, ...) without the local
     rows ``deleted[i]`` of each, searched in place with the run's statistics (module docstring). ``prefault``: read the
     pages of the arrays a search reads (rows, tf, column pointers) in now, once per segment object."""
@@ -87,11 +85,10 @@ class SegmentedSparseIndex(BaseSparseIndex):
         starts = segment_starts([p.n_rows for p in parts])
         self.starts = starts  # each segment's first row, and the number of rows last
         # the segments' arrays as the kernels read them (their addresses; the table holds the arrays)
-        self._segments = sk.SegmentTable([p.rows for p in parts], [p.tf for p in parts],
-                                         [np.asarray(p.indptr, dtype=np.int64) for p in parts], terms.deads,
-                                         [p.n_rows for p in parts])
-        self._seg = self._segments.table
-        self._norm = readonly(self.doc_norm)
+        table = sk.SegmentTable([p.rows for p in parts], [p.tf for p in parts],
+                                [np.asarray(p.indptr, dtype=np.int64) for p in parts], terms.deads,
+                                [p.n_rows for p in parts])
+        self._reader = Segments(table, self.loc, readonly(self.doc_norm))
         self._bm25 = self.scoring == "bm25"
         if prefault:
             for p in parts:
@@ -145,107 +142,8 @@ class SegmentedSparseIndex(BaseSparseIndex):
             tf_l.append(tfs)
         return np.concatenate(rows_l).astype(np.int32), np.concatenate(tf_l).astype(np.int32)
 
-    def accumulate(self, units: Sequence[QueryUnit], acc: kernels.ScoreAccumulator, *,
-                   saturate: bool = False, scale_tf: bool = False) -> Reach:
-        """As :meth:`SparseIndex.accumulate` (the same units, reach and scores), in one compiled call over every
-        segment (:func:`service.retrieval.segment_kernels._accumulate`)."""
-        reach = Reach()
-        kinds: list[int] = []
-        mults: list[float] = []
-        idfs: list[float] = []
-        scales: list[float] = []
-        ceils: list[float] = []
-        starts = [0]
-        terms: list[int] = []
-        probs: list[float] = []
-        term_id, df, idf, max_weight = self.term_id, self.df, self.idf, self.max_weight
-        bm25, k1 = self._bm25, self.k1
-        for mapping, weight in units:
-            if weight == 0 or not mapping:
-                continue
-            if len(mapping) == 1:
-                ((term, p),) = mapping.items()
-                if p == 1.0:
-                    t = term_id.get(term)
-                    if t is not None:
-                        kinds.append(0)
-                        mults.append(float(weight))
-                        idfs.append(float(idf[t]))
-                        scales.append(1.0)
-                        ceils.append(-1.0)
-                        terms.append(t)
-                        probs.append(1.0)
-                        starts.append(len(terms))
-                        reach.unit([t], float(max_weight[t]) * float(weight))
-                    continue
-            ids: list[int] = []
-            df_e = 0.0
-            for term, p in mapping.items():
-                t = term_id.get(term)
-                if t is None or p <= 0:
-                    continue
-                ids.append(t)
-                probs.append(p)
-                df_e += p * float(df[t])
-            if not ids:
-                continue
-            unit_idf = self.idf_of(df_e)
-            reach.unit(ids, float(weight) * (unit_idf * (k1 + 1.0)) if bm25 else None)
-            best = max(mapping.values())
-            kinds.append(1)
-            mults.append(float(weight))
-            idfs.append(unit_idf)
-            scales.append(best if scale_tf else 1.0)
-            ceils.append((k1 + 1.0) * best * (k1 + 1.0) / (best + k1) if bm25 and saturate else -1.0)
-            terms += ids
-            starts.append(len(terms))
-        if kinds:
-            acc.n, acc.tracking = sk._accumulate(
-                acc.scores, acc.seen, acc.touched, acc.n, acc.tracking, acc.cap, acc.scratch, acc.row_scratch,
-                self._seg, self.loc, self._norm, float(k1), bm25,
-                np.array(kinds, dtype=np.int64), np.array(mults, dtype=np.float64), np.array(idfs, dtype=np.float64),
-                np.array(scales, dtype=np.float64), np.array(ceils, dtype=np.float64),
-                np.array(starts, dtype=np.int64), np.array(terms, dtype=np.int64), np.array(probs, dtype=np.float64))
-        return reach
-
-    def _maxscore(self, acc: kernels.ScoreAccumulator, k: int, mask: np.ndarray | None, ids: np.ndarray,
-                  mults: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
-        if acc.n:
-            raise ValueError("maxscore needs a zeroed accumulator")
-        best, vals, ok = sk._maxscore(self._seg, self.loc, self._norm, float(self.k1), self._bm25, self.max_weight,
-                                      self.idf, ids, mults, k, kernels._mask(mask), mask is not None, acc.partial,
-                                      acc.touched, acc.cap)
-        return (best, vals) if ok else None
-
-    def top_k(self, acc: kernels.ScoreAccumulator, reach: Reach, k: int, mask: np.ndarray | None = None, *,
-              count: bool = True) -> tuple[np.ndarray, int | None]:
-        """As :meth:`SparseIndex.top_k`: the listed rows' scan, or the units' rows segment by segment, those that can
-        add most first, until no row left can enter."""
-        if k <= 0:
-            raise ValueError(f"k must be positive, got {k}")
-        if acc.tracking or not reach.bounded:
-            return acc.top_k(k, mask), (acc.matched(mask) if count else None)
-        terms, starts, left = reach.by_bound()
-        acc.unmark()
-        vals, out = sk._top_k_bounded(acc.scores, acc.seen, self._seg, self.loc, terms, starts, left, k,
-                                      kernels._mask(mask), mask is not None)
-        return kernels._best_first(vals, out), (acc.matched(mask) if count else None)
-
-    def matched_terms(self, terms: Sequence[str], rows: np.ndarray) -> list[list[str]]:
-        """For each row, the terms (of ``terms``, in order) that occur in it."""
-        out: list[list[str]] = [[] for _ in range(len(rows))]
-        if len(rows) == 0:
-            return out
-        term_id = self.term_id
-        known = [t for t in dict.fromkeys(terms) if t in term_id]
-        if not known:
-            return out
-        found = sk._contains(self._seg, self.loc, np.array([term_id[t] for t in known], dtype=np.int64),
-                             np.asarray(rows, dtype=np.int64))
-        at, which = np.nonzero(found)
-        for i, j in zip(at.tolist(), which.tolist(), strict=True):
-            out[i].append(known[j])
-        return out
+    def segments(self) -> Segments:
+        return self._reader
 
     def restricted(self, allowed: np.ndarray) -> SparseIndex:
         """A whole index of only the live postings of the rows ``allowed`` marks, weighted with this generation's

@@ -46,7 +46,7 @@ global vocabulary (terms of other shards with empty postings), so ``expected_df`
 query reduction, the route reference scores) are the unsharded index's too.
 
 The segments of a live generation (service/index/live.py) are searched where they lie, each with the generation's
-statistics (:class:`service.retrieval.segments.SegmentedSparseIndex`: the weights computed as the postings are read);
+statistics (:class:`service.retrieval.segments.SparseGeneration`: the weights computed as the postings are read);
 :meth:`SparseIndex.join` copies them into one index (a sharded index's global weighting, tests). Both kinds are a
 :class:`BaseSparseIndex`: what the first stage, the passages' routes and the watches search.
 """
@@ -64,14 +64,16 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import scipy.sparse as sp
 
+from service.index.arrays import readonly
 from service.index.folder import IndexFormatError, check_scoring
 from service.phases import timed
-from service.retrieval import kernels
+from service.retrieval import kernels, maxscore
+from service.retrieval import segment_kernels as sk
 from service.versioned import read_versioned
 
 SPARSE_FORMAT = "priorart-sparse"
@@ -120,7 +122,7 @@ class CollectionStats:
 @dataclass
 class SegmentTerms:
     """The vocabulary of a run of segments as one generation numbers it (the one home of it: :meth:`SparseIndex.join`
-    and :class:`service.retrieval.segments.SegmentedSparseIndex`): every term of every segment gets a column in order of
+    and :class:`service.retrieval.segments.SparseGeneration`): every term of every segment gets a column in order of
     first appearance, segment after segment (the first segment's columns keep their numbers); terms found only in
     deleted rows leave it afterwards (:meth:`live_vocab`)."""
 
@@ -270,11 +272,22 @@ class SparseIndexBuilder:
         )
 
 
+class Segments(NamedTuple):
+    """An index's postings as the compiled loops read them, whatever its shape: ``table`` its segments' arrays (one
+    build: one segment of stored weights; a live generation: its segments, raw tf weighed as read, deleted rows
+    passed over), ``loc[s, t]`` term ``t``'s column in segment ``s`` (-1: none; no columns: each term its own), and
+    ``norm`` each row's length norm (what a tf is weighed with)."""
+
+    table: sk.SegmentTable
+    loc: np.ndarray
+    norm: np.ndarray
+
+
 class BaseSparseIndex(ABC):
     """One language's BM25/tf-idf index as a search sees it: the collection statistics (vocabulary, df, idf after the
     floor, each row's length and norm, ``N``, ``avgdl``) and the postings searched with them. :class:`SparseIndex`
     holds its postings in one set of arrays (a build, a compacted generation, a join);
-    :class:`service.retrieval.segments.SegmentedSparseIndex` reads them from a live generation's segments where they
+    :class:`service.retrieval.segments.SparseGeneration` reads them from a live generation's segments where they
     lie. Rows are the doc store rows; a search adds into a :class:`kernels.ScoreAccumulator` of ``n_rows`` rows."""
 
     vocab: list[str]
@@ -325,29 +338,13 @@ class BaseSparseIndex(ABC):
         """(rows, raw tf) of a term; empty arrays for an unknown term."""
 
     @abstractmethod
-    def accumulate(self, units: Sequence[QueryUnit], acc: kernels.ScoreAccumulator, *,
-                   saturate: bool = False, scale_tf: bool = False) -> Reach:
-        """Add the query's score of every row it reaches into ``acc`` (see :meth:`SparseIndex.accumulate`)."""
-
-    @abstractmethod
-    def top_k(self, acc: kernels.ScoreAccumulator, reach: Reach, k: int, mask: np.ndarray | None = None, *,
-              count: bool = True) -> tuple[np.ndarray, int | None]:
-        """The ``k`` best rows of a query accumulated in ``acc`` (see :meth:`SparseIndex.top_k`)."""
-
-    @abstractmethod
-    def matched_terms(self, terms: Sequence[str], rows: np.ndarray) -> list[list[str]]:
-        """For each row, the terms (of ``terms``, in order) that occur in it."""
-
-    @abstractmethod
     def restricted(self, allowed: np.ndarray) -> SparseIndex:
         """This index with only the postings of the rows ``allowed`` marks, every statistic of the whole index (see
         :meth:`SparseIndex.restricted`)."""
 
     @abstractmethod
-    def _maxscore(self, acc: kernels.ScoreAccumulator, k: int, mask: np.ndarray | None, ids: np.ndarray,
-                  mults: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
-        """MaxScore of a query of single terms (:func:`kernels.maxscore`), or None when it lists too many rows."""
-
+    def segments(self) -> Segments:
+        """The postings as the kernels read them (one reader for every index: :class:`Segments`)."""
 
     def expected_df(self, mapping: Mapping[str, float]) -> float:
         """``sum_t p(t) df(t)`` over the mapping's terms present in the vocabulary."""
@@ -395,7 +392,7 @@ class BaseSparseIndex(ABC):
         row), their scores, and how many rows those are (``count``; None when not counted).
 
         Without ``count``, a query of single terms (no PSQ unit; every weight >= 0) for at most ``MAXSCORE_MAX_K`` rows
-        is searched by MaxScore (:func:`service.retrieval.kernels.maxscore`): the long posting lists of its common
+        is searched by MaxScore (:func:`service.retrieval.maxscore.maxscore`): the long posting lists of its common
         terms are not added whole, only looked up for the rows that can still reach the top k, so the rows it matches
         are not counted. Same rows and the same scores, bit for bit, as accumulating the whole query (``count``, or
         any other query)."""
@@ -431,6 +428,129 @@ class BaseSparseIndex(ABC):
                 mults.append(weight)
         return np.array(ids, dtype=np.int64), np.array(mults, dtype=np.float64)
 
+    def accumulate(self, units: Sequence[QueryUnit], acc: kernels.ScoreAccumulator, *,
+                   saturate: bool = False, scale_tf: bool = False) -> Reach:
+        """Add the query's score of every row it reaches into ``acc`` (zeroed, or holding other units' scores);
+        returns what its units reach (for :meth:`top_k`). ``saturate`` (BM25): a PSQ unit adds at most ``k1 + 1``
+        times what a row of average length holding the unit's most probable translation once adds -- the ceiling a
+        source term has over one occurrence of itself. Without it, a unit whose probability spreads over several
+        common translations (``Verfahren`` -> method, process, procedure, technique) could add several times that
+        to a row that repeats them, and a translated route outscore the own-language route on its own scale.
+        ``scale_tf``: a PSQ unit's expected tf is divided by its most probable translation's probability, so that
+        one occurrence of that translation counts as one occurrence of the source term and the unit saturates as
+        an untranslated term does (BM25's own curve, the same ceiling).
+
+        In one compiled call over every segment (:func:`service.retrieval.segment_kernels._accumulate`), unit after
+        unit in the query's order: a single term's stored weights (a build) or its tf weighed (a generation's
+        segments), a PSQ unit's expected tf through BM25 with the unit's idf."""
+        reach = Reach()
+        kinds: list[int] = []
+        mults: list[float] = []
+        idfs: list[float] = []
+        scales: list[float] = []
+        ceils: list[float] = []
+        starts = [0]
+        terms: list[int] = []
+        probs: list[float] = []
+        term_id, df, idf, max_weight = self.term_id, self.df, self.idf, self.max_weight
+        bm25, k1 = self.scoring == "bm25", self.k1
+        for mapping, weight in units:
+            if weight == 0 or not mapping:
+                continue
+            if len(mapping) == 1:
+                ((term, p),) = mapping.items()
+                if p == 1.0:
+                    t = term_id.get(term)
+                    if t is not None:
+                        kinds.append(0)
+                        mults.append(float(weight))
+                        idfs.append(float(idf[t]))
+                        scales.append(1.0)
+                        ceils.append(-1.0)
+                        terms.append(t)
+                        probs.append(1.0)
+                        starts.append(len(terms))
+                        reach.unit([t], float(max_weight[t]) * float(weight))
+                    continue
+            ids: list[int] = []
+            df_e = 0.0
+            for term, p in mapping.items():
+                t = term_id.get(term)
+                if t is None or p <= 0:
+                    continue
+                ids.append(t)
+                probs.append(p)
+                df_e += p * float(df[t])
+            if not ids:
+                continue
+            unit_idf = self.idf_of(df_e)
+            reach.unit(ids, float(weight) * (unit_idf * (k1 + 1.0)) if bm25 else None)
+            best = max(mapping.values())
+            kinds.append(1)
+            mults.append(float(weight))
+            idfs.append(unit_idf)
+            scales.append(best if scale_tf else 1.0)
+            ceils.append((k1 + 1.0) * best * (k1 + 1.0) / (best + k1) if bm25 and saturate else -1.0)
+            terms += ids
+            starts.append(len(terms))
+        if kinds:
+            seg = self.segments()
+            acc.n, acc.tracking = sk._accumulate(
+                acc.scores, acc.seen, acc.touched, acc.n, acc.tracking, acc.cap, acc.scratch, acc.row_scratch,
+                seg.table.table, seg.loc, seg.norm, float(k1), bm25,
+                np.array(kinds, dtype=np.int64), np.array(mults, dtype=np.float64), np.array(idfs, dtype=np.float64),
+                np.array(scales, dtype=np.float64), np.array(ceils, dtype=np.float64),
+                np.array(starts, dtype=np.int64), np.array(terms, dtype=np.int64), np.array(probs, dtype=np.float64))
+        return reach
+
+    def _maxscore(self, acc: kernels.ScoreAccumulator, k: int, mask: np.ndarray | None, ids: np.ndarray,
+                  mults: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+        """MaxScore of a query of single terms (:func:`service.retrieval.maxscore.maxscore`), or None when it lists too
+        many rows."""
+        seg = self.segments()
+        return maxscore.maxscore(acc, k, mask, seg.table, seg.loc, seg.norm, self.k1, self.scoring == "bm25",
+                                 self.max_weight, self.idf, ids, mults)
+
+    def top_k(self, acc: kernels.ScoreAccumulator, reach: Reach, k: int, mask: np.ndarray | None = None, *,
+              count: bool = True) -> tuple[np.ndarray, int | None]:
+        """The ``k`` best rows of a query accumulated in ``acc`` (:meth:`accumulate` returned ``reach``) that score
+        non-zero and ``mask`` allows, best first, ties by lower row, and how many rows those are (``count``; else
+        None: counting is a scan of every row the query reached, of every row once it reached many).
+
+        Rows the accumulator lists are few: their scan. Else the rows of the query's units, segment by segment, the
+        units that can add most first, until the units left cannot lift a row into the top k
+        (:func:`service.retrieval.segment_kernels._top_k_bounded`): a query of common terms reaches most rows, and a
+        scan of every row was most of its time."""
+        if k <= 0:
+            raise ValueError(f"k must be positive, got {k}")
+        if acc.tracking or not reach.bounded:
+            return acc.top_k(k, mask), (acc.matched(mask) if count else None)
+        terms, starts, left = reach.by_bound()
+        acc.unmark()
+        seg = self.segments()
+        vals, out = sk._top_k_bounded(acc.scores, acc.seen, seg.table.table, seg.loc, terms, starts, left, k,
+                                      kernels._mask(mask), mask is not None)
+        return kernels._best_first(vals, out), (acc.matched(mask) if count else None)
+
+    def matched_terms(self, terms: Sequence[str], rows: np.ndarray) -> list[list[str]]:
+        """For each row, the terms (of ``terms``, in order) that occur in it."""
+        out: list[list[str]] = [[] for _ in range(len(rows))]
+        if len(rows) == 0:
+            return out
+        term_id = self.term_id
+        known = [t for t in dict.fromkeys(terms) if t in term_id]
+        if not known:
+            return out
+        # one compiled binary search per (term, row) (service.retrieval.segment_kernels): a numpy searchsorted per
+        # term cost microseconds each, and a translated query has hundreds of target terms
+        seg = self.segments()
+        found = sk._contains(seg.table.table, seg.loc, np.array([term_id[t] for t in known], dtype=np.int64),
+                             np.asarray(rows, dtype=np.int64))
+        at, which = np.nonzero(found)
+        for i, j in zip(at.tolist(), which.tolist(), strict=True):
+            out[i].append(known[j])
+        return out
+
 
 class SparseIndex(BaseSparseIndex):
     """A BM25/tf-idf index of one language, its postings in one set of arrays. Rows are the doc store rows."""
@@ -465,6 +585,7 @@ class SparseIndex(BaseSparseIndex):
         self.own_terms: int = int(params.get("own_terms", len(vocab)))
         self._max_weight: np.ndarray | None = None
         self._nonnegative: bool | None = None
+        self._segments: Segments | None = None
 
     @property
     def max_weight(self) -> np.ndarray:
@@ -594,7 +715,7 @@ class SparseIndex(BaseSparseIndex):
         the local rows ``deleted[i]`` of each removed: their postings dropped, their length 0, so they count
         neither in ``N`` nor in ``avgdl``, and terms found only in them leave the vocabulary: one index, copied (a
         sharded index's global weighting; a live generation is searched in place instead,
-        :class:`service.retrieval.segments.SegmentedSparseIndex`).
+        :class:`service.retrieval.segments.SparseGeneration`).
 
         Only raw term frequencies and lengths are read; ``idf``, the BM25 floor (mean idf over the
         vocabulary), ``avgdl`` and the per-posting weights are computed afresh by the same code as a build,
@@ -700,127 +821,18 @@ class SparseIndex(BaseSparseIndex):
         lo, hi = int(self.indptr[t]), int(self.indptr[t + 1])
         return self.rows[lo:hi], self.tf[lo:hi]
 
-    def accumulate(self, units: Sequence[QueryUnit], acc: kernels.ScoreAccumulator, *,
-                   saturate: bool = False, scale_tf: bool = False) -> Reach:
-        """Add the query's score of every row it reaches into ``acc`` (zeroed, or holding other units' scores);
-        returns what its units reach (for :meth:`top_k`). ``saturate`` (BM25): a PSQ unit adds at most ``k1 + 1``
-        times what a row of average length holding the unit's most probable translation once adds -- the ceiling a
-        source term has over one occurrence of itself. Without it, a unit whose probability spreads over several
-        common translations (``Verfahren`` -> method, process, procedure, technique) could add several times that
-        to a row that repeats them, and a translated route outscore the own-language route on its own scale.
-        ``scale_tf``: a PSQ unit's expected tf is divided by its most probable translation's probability, so that
-        one occurrence of that translation counts as one occurrence of the source term and the unit saturates as
-        an untranslated term does (BM25's own curve, the same ceiling)."""
-        reach = Reach()
-        # single-term units (most of them) go to one compiled loop (service.retrieval.kernels) per run of them,
-        # so the additions keep the order of the units, and with it the numpy code's scores, bit for bit
-        los: list[int] = []
-        his: list[int] = []
-        mults: list[float] = []
-        max_weight = self.max_weight
-        for mapping, weight in units:
-            if weight == 0 or not mapping:
-                continue
-            if len(mapping) == 1:
-                ((term, p),) = mapping.items()
-                if p == 1.0:
-                    t = self.term_id.get(term)
-                    if t is not None:
-                        los.append(int(self.indptr[t]))
-                        his.append(int(self.indptr[t + 1]))
-                        mults.append(float(weight))
-                        reach.unit([t], float(max_weight[t]) * float(weight))
-                    continue
-            if los:
-                self._add_terms(acc, los, his, mults)
-                los, his, mults = [], [], []
-            self._score_psq(mapping, weight, acc, reach, saturate, scale_tf)
-        if los:
-            self._add_terms(acc, los, his, mults)
-        return reach
+    def segments(self) -> Segments:
+        """One segment: the postings with their stored weights (what a search adds), tf (a PSQ unit's expected tf),
+        the rows' norms; each term its own column. Made at first use (a segment read only to be joined never needs
+        it)."""
+        if self._segments is None:
+            table = sk.SegmentTable([self.rows], [self.tf], [np.asarray(self.indptr, dtype=np.int64)],
+                                    [np.zeros(0, dtype=np.bool_)], [self.n_rows], weights=[self.weights])
+            self._segments = Segments(table, _OWN_COLUMNS, readonly(np.asarray(self.doc_norm, dtype=np.float64)))
+        return self._segments
 
-    def _maxscore(self, acc: kernels.ScoreAccumulator, k: int, mask: np.ndarray | None, ids: np.ndarray,
-                  mults: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
-        return kernels.maxscore(acc, k, mask, self.rows, self.weights, self.indptr, self.max_weight, ids, mults)
 
-    def top_k(self, acc: kernels.ScoreAccumulator, reach: Reach, k: int, mask: np.ndarray | None = None, *,
-              count: bool = True) -> tuple[np.ndarray, int | None]:
-        """The ``k`` best rows of a query accumulated in ``acc`` (:meth:`accumulate` returned ``reach``) that score
-        non-zero and ``mask`` allows, best first, ties by lower row, and how many rows those are (``count``; else
-        None: counting is a scan of every row the query reached, of every row once it reached many).
-
-        Rows the accumulator lists are few: their scan. Else the rows of the query's units, the units that can add
-        most first, until the units left cannot lift a row into the top k (:meth:`ScoreAccumulator.top_k_bounded`):
-        a query of common terms reaches most rows, and a scan of every row was most of its time."""
-        if k <= 0:
-            raise ValueError(f"k must be positive, got {k}")
-        if acc.tracking or not reach.bounded:  # (bounded: no unit adds a negative value)
-            return acc.top_k(k, mask), (acc.matched(mask) if count else None)
-        terms, starts, left = reach.by_bound()
-        rows = acc.top_k_bounded(k, mask, self.rows, self.indptr[terms], self.indptr[terms + 1], starts, left)
-        return rows, (acc.matched(mask) if count else None)
-
-    def _add_terms(self, acc: kernels.ScoreAccumulator, los: list[int], his: list[int], mults: list[float]) -> None:
-        acc.add_postings(self.rows, self.weights, np.array(los, dtype=np.int64), np.array(his, dtype=np.int64),
-                         np.array(mults, dtype=np.float64))
-
-    def _score_psq(self, mapping: Mapping[str, float], weight: float, acc: kernels.ScoreAccumulator,
-                   reach: Reach, saturate: bool = False, scale_tf: bool = False) -> None:
-        ids: list[int] = []
-        los: list[int] = []
-        his: list[int] = []
-        probs: list[float] = []
-        df_e = 0.0
-        term_id, indptr, df = self.term_id, self.indptr, self.df
-        for term, p in mapping.items():
-            t = term_id.get(term)
-            if t is None or p <= 0:
-                continue
-            ids.append(t)
-            los.append(int(indptr[t]))
-            his.append(int(indptr[t + 1]))
-            probs.append(p)
-            df_e += p * float(df[t])
-        if not los:
-            return
-        idf = self.idf_of(df_e)
-        # the most the unit adds to a row: BM25's tf part stays below k1 + 1; tf-idf's has no such bound
-        reach.unit(ids, float(weight) * (idf * (self.k1 + 1.0)) if self.scoring == "bm25" else None)
-        if len(los) == 1:
-            rows = self.rows[los[0] : his[0]]
-            tf_e = probs[0] * self.tf[los[0] : his[0]].astype(np.float64)
-        else:  # the expected tf of every row the targets reach, in one compiled loop (service.retrieval.kernels)
-            rows, tf_e = kernels.expected_tf(acc.scratch, self.rows, self.tf, np.array(los, dtype=np.int64),
-                                             np.array(his, dtype=np.int64), np.array(probs, dtype=np.float64))
-        if scale_tf:
-            tf_e = tf_e / max(mapping.values())
-        if self.scoring == "bm25" and saturate:
-            best = max(mapping.values())
-            ceiling = (self.k1 + 1.0) * best * (self.k1 + 1.0) / (best + self.k1)  # (k1 + 1) x one best occurrence
-            part = tf_e * (self.k1 + 1.0) / (tf_e + self.doc_norm[rows])
-            acc.add_values(rows, weight * (idf * np.minimum(part, ceiling)))
-        elif self.scoring == "bm25":  # in a compiled loop: np.add.at's per-call cost here was most of a PSQ unit
-            acc.add_bm25(rows, tf_e, self.doc_norm, idf, self.k1, weight)
-        else:
-            acc.add_values(rows, weight * _term_weight(self.scoring, self.k1, tf_e, self.doc_norm[rows], idf))
-
-    def matched_terms(self, terms: Sequence[str], rows: np.ndarray) -> list[list[str]]:
-        """For each row, the terms (of ``terms``, in order) that occur in it."""
-        out: list[list[str]] = [[] for _ in range(len(rows))]
-        if len(rows) == 0:
-            return out
-        term_id = self.term_id
-        known = [t for t in dict.fromkeys(terms) if t in term_id]
-        if not known:
-            return out
-        # one compiled binary search per (term, row) (service.retrieval.kernels): a numpy searchsorted per term
-        # cost microseconds each, and a translated query has hundreds of target terms
-        found = kernels.contains(self.indptr, self.rows, np.array([term_id[t] for t in known], dtype=np.int64),
-                                 np.asarray(rows, dtype=np.int64))
-        at, which = np.nonzero(found)  # row-major: each row's terms in query order
-        for i, j in zip(at.tolist(), which.tolist(), strict=True):
-            out[i].append(known[j])
-        return out
+_OWN_COLUMNS = readonly(np.zeros((1, 0), dtype=np.int32))  # (Segments.loc of one build: each term its own column)
 
 
 def weighting(df: np.ndarray, doc_len: np.ndarray, n_docs: int, total_len: int, scoring: str, k1: float, b: float,

@@ -24,7 +24,7 @@ import numpy as np
 from service.candidates import CANDIDATES, Candidates
 from service.index.store import DocStore
 from service.query import Query
-from service.retrieval.dense import DenseIndex, SegmentedDenseIndex
+from service.retrieval.dense import DenseIndex
 from service.retrieval.feedback import move_vector
 from service.retrieval.neural import Models
 
@@ -64,7 +64,7 @@ class DenseStep:
     requires = frozenset({CANDIDATES})  # the first stage's rows: the dense hits are unioned with them
     provides = frozenset({CANDIDATES, "dense"})
 
-    def __init__(self, encoder: QueryEncoder, dense: DenseIndex | SegmentedDenseIndex, docs: DocStore, *,
+    def __init__(self, encoder: QueryEncoder, dense: DenseIndex, docs: DocStore, *,
                  kind: str = "dual") -> None:
         if len(dense) != len(docs):
             raise ValueError(f"dense index has {len(dense)} vectors, the doc store {len(docs)} rows")

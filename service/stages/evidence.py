@@ -27,10 +27,9 @@ from service.index.components import open_component
 from service.index.folder import IndexFolder, IndexFormatError, Layout
 from service.index.parts import open_part
 from service.kernel_pooling import KernelPooling, kernel_pooling, reads_kernels
-from service.passages import DEFAULT_PARAMS, PassageIndex, PassageIndexMissingError
+from service.passages import DEFAULT_PARAMS, PassageIndexMissingError, PassageReader
 from service.passages.lm import QueryImage, betas_of, minmax, rho_of
 from service.passages.ranker import PassageRanking
-from service.passages.segments import SegmentedPassageIndex
 from service.query import Query, QueryError
 from service.ranker import CODE_EMBEDDING, FEATURES, Evidence, RankerModel, evidence_features, reads_models
 from service.schema import DEFAULT_VARIANT, PassageHit, PassageRequest
@@ -72,7 +71,7 @@ class EvidenceStep:
         self.resources = resources
         self.first_stage = first_stage
         self.notices: list[str] = []
-        self.passages: PassageIndex | SegmentedPassageIndex | None = None
+        self.passages: PassageReader | None = None
         self.missing: str | None = None  # why there is no passage index
         try:
             self.passages = open_component("passages", folder)
@@ -254,7 +253,7 @@ class EvidenceStep:
         return {level: self.code_classifier.predict(images["en"].probs, level) for level in self.code_classifier.levels}
 
     # ------------------------------------------------------------------ passages
-    def passage_index(self) -> PassageIndex | SegmentedPassageIndex:
+    def passage_index(self) -> PassageReader:
         """The index's passage index; ``QueryError`` when it has none (an index built before passages were indexed)."""
         if self.passages is None:
             raise QueryError(self.missing or "this index has no passage index")

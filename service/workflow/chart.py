@@ -1,7 +1,7 @@
 """Claim charts: every element of a claim against every charted document, the best passage of each.
 
 For one element and one document, the document's passages are ranked by the passage index
-(:meth:`service.passages.PassageIndex.rank`, the same QSF ranking as ``/passages``, with the element's image in
+(:meth:`service.passages.PassageReader.rank`, the same QSF ranking as ``/passages``, with the element's image in
 every language it reaches: a German element finds the English passage that discloses it), within that document
 alone, so that a cell never depends on which other documents are charted. Of its :data:`CELL_CANDIDATES` best
 passages the cell is the one that renders most of the element's words. Whether the passage *discloses* the
@@ -27,11 +27,10 @@ from typing import TYPE_CHECKING, Literal, Protocol
 
 import numpy as np
 
-from service.passages import DEFAULT_PARAMS, PassageIndex
+from service.passages import DEFAULT_PARAMS, PassageReader
 from service.passages.highlight import term_matches, token_terms
 from service.passages.lm import QueryImage
 from service.passages.ranker import passage_matches
-from service.passages.segments import SegmentedPassageIndex
 from service.query import Query, QueryError
 from service.schema import (
     DEFAULT_VARIANT,
@@ -57,7 +56,7 @@ class Passages(Protocol):
     """What the workflow reads of the engine's evidence stage (:class:`service.stages.evidence.EvidenceStep`): the
     passage index and the passages of given documents."""
 
-    def passage_index(self) -> PassageIndex | SegmentedPassageIndex: ...
+    def passage_index(self) -> PassageReader: ...
 
     def passages_of(self, text: str, lang: str, rows: list[int], k: int) -> list[PassageHit]: ...
 
@@ -203,7 +202,7 @@ def _targets(images: dict[str, QueryImage], words_of: list[tuple[str, ...]]) -> 
     return out
 
 
-def _joint_scores(passages: PassageIndex | SegmentedPassageIndex, resources: IndexResources,
+def _joint_scores(passages: PassageReader, resources: IndexResources,
                   images: dict[str, QueryImage], lang: str, rows: list[int]) -> dict[str, float]:
     """Passage id -> its score for the element among every passage of the charted documents ``rows`` that have text
     in a language the element reaches (the module docstring: the cells' ``score``), at the ``/passages`` defaults."""

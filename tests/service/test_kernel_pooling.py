@@ -14,7 +14,7 @@ from service.corpus.record import PatentRecord
 from service.kernel_pooling import KERNEL_FEATURES, KernelPooling
 from service.passages import PassageIndex
 from service.passages.lm import QueryImage
-from service.passages.segments import SegmentedPassageIndex
+from service.passages.segments import PassageGeneration
 from service.text.analysis import get_analyzer
 from service.text.word_vectors import WordVectors
 
@@ -77,7 +77,7 @@ def test_a_query_meets_a_document_in_the_language_of_its_image(pooling: KernelPo
 
 def test_a_segmented_index_gives_the_plain_indexs_features(pooling: KernelPooling) -> None:
     parts = [PassageIndex.from_records(RECORDS[:2]), PassageIndex.from_records(RECORDS[2:])]
-    segmented = KernelPooling(SegmentedPassageIndex(parts), pooling.vectors)
+    segmented = KernelPooling(PassageGeneration(parts), pooling.vectors)
     images = {"en": _image("en", "battery", "frame"), "de": _image("de", "Batterie")}
     rows = [4, 0, 2, 1]
     np.testing.assert_allclose(segmented.features(images, rows), pooling.features(images, rows), atol=1e-12)

@@ -21,7 +21,7 @@ from service.index.folder import IndexFolder, IndexFormatError, Layout, current_
 from service.index.live import LiveIndexError, add_documents, compact, delete_documents
 from service.index.parts import INDEX_PARTS, open_part
 from service.query import resolve
-from service.retrieval.segments import SegmentedSparseIndex
+from service.retrieval.segments import SparseGeneration
 from service.schema import PassageRequest, SearchRequest
 from service.settings import Settings
 from training.build import build_index
@@ -54,13 +54,13 @@ def _assert_same_passages(live: Engine, work: Path, queries: list[tuple[str, str
     folder: the same hits (ids, texts, highlights) and scores, for each query's /passages candidates."""
     from service.passages import PassageIndex
     from service.passages.builder import concat_passage_indexes
-    from service.passages.segments import SegmentedPassageIndex
+    from service.passages.segments import PassageGeneration
 
     seg = live.evidence.passage_index()
-    assert isinstance(seg, SegmentedPassageIndex)
+    assert isinstance(seg, PassageGeneration)
     parts = [s.folder.path(Layout.PASSAGES) for s in live.folder.segments]
     gone = np.concatenate([s.start + s.deleted for s in live.folder.segments])
-    joined = SegmentedPassageIndex([PassageIndex.open(work / "joined", info=concat_passage_indexes(parts,
+    joined = PassageGeneration([PassageIndex.open(work / "joined", info=concat_passage_indexes(parts,
                                                                                                    work / "joined"))],
                                    deleted=[gone])
     compared = 0
@@ -326,7 +326,7 @@ def test_a_reload_opens_only_the_new_segment(small: tuple[Path, list[PatentRecor
         assert all(a is b for a, b in zip(second.docs._tables, first.docs._tables[:2], strict=False))
         index = second.pipeline.generator.fs.indexes["en"]
         old = first.pipeline.generator.fs.indexes["en"]
-        assert isinstance(index, SegmentedSparseIndex) and len(index.parts) == 3
+        assert isinstance(index, SparseGeneration) and len(index.parts) == 3
         assert all(a is b for a, b in zip(index.parts[:2], old.parts, strict=True))
         text = " ".join([records[170].title.get("en", ""), records[170].abstract.get("en", "")])
         got = [(h.id, h.score) for h in second.search(SearchRequest(query=text, lang="en", k=20)).results]

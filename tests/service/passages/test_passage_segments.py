@@ -19,7 +19,7 @@ from service.index.folder import IndexFolder, Layout
 from service.index.live import add_documents, compact, delete_documents
 from service.passages import PassageIndex
 from service.passages.builder import concat_passage_indexes
-from service.passages.segments import SegmentedPassageIndex
+from service.passages.segments import PassageGeneration
 from service.schema import PassageRequest
 from service.settings import Settings
 from service.text.compounds import load_analyzers
@@ -66,7 +66,7 @@ def test_a_live_generation_ranks_the_passages_of_one_build(indexes: tuple[Path, 
     e_full = Engine.load(full, settings=Settings(index_dir=full))
     assert len(e_live.folder.segments) == 3
     passages = e_live.evidence.passage_index()
-    assert isinstance(passages, SegmentedPassageIndex) and len(passages.parts) == 3
+    assert isinstance(passages, PassageGeneration) and len(passages.parts) == 3
     compared = 0
     for lang, i in QUERIES:
         for rec in (records[i], records[70 + i], records[80 + i]):  # a document of each segment
@@ -98,9 +98,9 @@ def test_segments_equal_their_join_with_deletes_and_replacements(
     folder = IndexFolder.open(live, verify=False)
     assert len(folder.segments) == 4
     seg = PassageIndex.load(folder)
-    assert isinstance(seg, SegmentedPassageIndex)
+    assert isinstance(seg, PassageGeneration)
     # the segments joined into one folder, its deleted rows (holes in the row space) left out of the collection model
-    joined = SegmentedPassageIndex([PassageIndex.open(tmp_path / "joined", info=concat_passage_indexes(
+    joined = PassageGeneration([PassageIndex.open(tmp_path / "joined", info=concat_passage_indexes(
         [s.folder.path(Layout.PASSAGES) for s in folder.segments], tmp_path / "joined"))],
         deleted=[np.concatenate([s.start + s.deleted for s in folder.segments])])
     engine = Engine.load(live, settings=Settings(index_dir=live))
@@ -163,8 +163,8 @@ def test_deleted_rows_leave_the_collection_model(indexes: tuple[Path, Path, list
     np.add.at(both, b_ids, b_counts)
     assert np.array_equal(both, cf) and np.array_equal(a_tokens + b_tokens, tokens)
     assert deleted_counts(part, np.zeros(0, dtype=np.int64))[0].size == 0
-    assert np.array_equal(SegmentedPassageIndex([part]).lang_tokens, part.lang_tokens)  # nothing deleted
-    assert np.array_equal(SegmentedPassageIndex([part], deleted=[np.arange(part.n_docs)]).lang_tokens, [0, 0, 0])
+    assert np.array_equal(PassageGeneration([part]).lang_tokens, part.lang_tokens)  # nothing deleted
+    assert np.array_equal(PassageGeneration([part], deleted=[np.arange(part.n_docs)]).lang_tokens, [0, 0, 0])
 
 
 def test_open_copies_nothing_and_reuses_open_segments(indexes: tuple[Path, Path, list[PatentRecord]],
@@ -182,7 +182,7 @@ def test_open_copies_nothing_and_reuses_open_segments(indexes: tuple[Path, Path,
     monkeypatch.setattr("service.passages.builder.concat_passage_indexes", refuse)
     folder = IndexFolder.open(live, verify=False)
     first = PassageIndex.load(folder)
-    assert isinstance(first, SegmentedPassageIndex)
+    assert isinstance(first, PassageGeneration)
     for part, s in zip(first.parts, folder.segments, strict=True):
         assert part.folder.resolve() == s.folder.path(Layout.PASSAGES).resolve()
         assert isinstance(part.post_unit.base, np.memmap) or isinstance(part.post_unit, np.memmap)

@@ -17,7 +17,7 @@ from service.retrieval.dense import (  # noqa: E402
     DENSE_FORMAT_VERSION,
     DenseIndex,
     DenseIndexError,
-    SegmentedDenseIndex,
+    DenseSegment,
     build_faiss_index,
     choose_faiss_device,
     prepare_vectors,
@@ -103,9 +103,10 @@ def test_segments_searched_in_place_equal_one_flat_index(tmp_path: Path) -> None
     a filter; ``scores`` and ``vectors[rows]`` read each row from its segment."""
     v = _vectors(700)
     base = DenseIndex.load(_write(tmp_path / "base", v[:500]), device="cpu")
-    added = [DenseIndex(v[lo:hi], None, {**base.info, "kind": "flat", "params": {}}) for lo, hi in ((500, 620),
-                                                                                                  (620, 700))]
-    seg = SegmentedDenseIndex([base, *added], {**base.info, "segments": 3})
+    assert [len(p) for p in base.segments] == [500] and "segments" not in base.describe()  # a build: one segment
+    added = [DenseSegment(v[lo:hi], None, {**base.info, "kind": "flat", "params": {}}) for lo, hi in ((500, 620),
+                                                                                                    (620, 700))]
+    seg = DenseIndex([*base.segments, *added])
     one = DenseIndex.load(_write(tmp_path / "one", v), device="cpu")
     assert len(seg) == 700 and seg.describe()["segments"] == 3
     rng = np.random.default_rng(7)

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from service.retrieval.kernels import AccumulatorPool
-from service.retrieval.segments import SegmentedSparseIndex
+from service.retrieval.segments import SparseGeneration
 from service.retrieval.sparse import QueryUnit, SparseIndex
 
 
@@ -44,7 +44,7 @@ QUERIES: list[list[QueryUnit]] = [
 def test_segments_searched_in_place_give_the_join(scoring: str) -> None:
     parts, gone, _docs, _dead = _segments(scoring)
     joined = SparseIndex.join(parts, gone)
-    seg = SegmentedSparseIndex(parts, gone)
+    seg = SparseGeneration(parts, gone)
     exact = scoring == "bm25"  # tf-idf's row norms are summed in another order by the join (1e-16)
 
     def same(a: np.ndarray, b: np.ndarray) -> None:
@@ -95,7 +95,7 @@ def test_the_top_k_is_bounded_across_segments_when_the_listing_stops() -> None:
     """A query of common terms reaches most rows, so the accumulator stops listing them and the top k is taken by the
     units' rows, segment by segment, with the units' bounds (the path a scan of every row would otherwise take)."""
     parts, gone, _docs, _dead = _segments("bm25", seed=3)
-    joined, seg = SparseIndex.join(parts, gone), SegmentedSparseIndex(parts, gone)
+    joined, seg = SparseIndex.join(parts, gone), SparseGeneration(parts, gone)
     units = [({"w0": 1.0}, 1.0), ({"w1": 0.7, "w2": 0.3}, 1.0), ({"w50": 1.0}, 2.0)]
     pool = AccumulatorPool(joined.n_rows)
     (a,), (b,) = pool.take(1), pool.take(1)
@@ -112,7 +112,7 @@ def test_the_top_k_is_bounded_across_segments_when_the_listing_stops() -> None:
 def test_segments_give_one_build_of_the_live_documents(scoring: str) -> None:
     """Against a fresh build of the live rows (deleted ones empty): the same ranking, scores within 1e-12."""
     parts, gone, docs, dead = _segments(scoring, seed=8)
-    seg = SegmentedSparseIndex(parts, gone)
+    seg = SparseGeneration(parts, gone)
     fresh = SparseIndex.build([[] if i in dead else d for i, d in enumerate(docs)], scoring=scoring)
     pool = AccumulatorPool(fresh.n_rows)
     for units in QUERIES:
@@ -129,12 +129,13 @@ def test_opening_copies_no_postings_and_threads_search_it_together() -> None:
     """The segments' posting arrays are the segment objects' own (mapped where they lie, nothing joined), and four
     threads searching at once get what one thread gets."""
     parts, gone, _docs, _dead = _segments("bm25", seed=2)
-    seg = SegmentedSparseIndex(parts, gone)
+    seg = SparseGeneration(parts, gone)
     joined = SparseIndex.join(parts, gone)
     from service.retrieval.segment_kernels import ROWS, TF
 
     assert not hasattr(seg, "rows")  # no joined postings: the kernels read each segment's own arrays
-    assert [(int(r[ROWS]), int(r[TF])) for r in seg._seg] == [(p.rows.ctypes.data, p.tf.ctypes.data) for p in parts]
+    table = seg.segments().table.table
+    assert [(int(r[ROWS]), int(r[TF])) for r in table] == [(p.rows.ctypes.data, p.tf.ctypes.data) for p in parts]
 
     def one(q: int) -> list[float]:
         units: list[QueryUnit] = [({f"w{(q * 7 + j) % 120}": 1.0}, 1.0) for j in range(4)]
@@ -150,7 +151,7 @@ def test_a_watch_cut_of_segments_is_the_join_cut() -> None:
     """``restricted`` (a watch's search of the rows an add brought) reads only the segments holding allowed rows and
     gives the join's cut: the same postings, weights and scores."""
     parts, gone, _docs, _dead = _segments("bm25", seed=4)
-    seg, joined = SegmentedSparseIndex(parts, gone), SparseIndex.join(parts, gone)
+    seg, joined = SparseGeneration(parts, gone), SparseIndex.join(parts, gone)
     allowed = np.zeros(joined.n_rows, dtype=np.bool_)
     allowed[[1, 5, 241, 243, 250, 336, 399]] = True  # rows of every segment, one of them deleted (250)
     cut_s, cut_j = seg.restricted(allowed), joined.restricted(allowed)
@@ -166,4 +167,4 @@ def test_segments_scored_with_other_parameters_are_refused() -> None:
 
     a, b = SparseIndex.build([["x"]]), SparseIndex.build([["y"]], k1=2.0)
     with pytest.raises(IndexFormatError, match="other parameters"):
-        SegmentedSparseIndex([a, b], [np.zeros(0, dtype=np.int64)] * 2)
+        SparseGeneration([a, b], [np.zeros(0, dtype=np.int64)] * 2)

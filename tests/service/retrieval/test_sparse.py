@@ -187,9 +187,9 @@ def test_accumulator_equals_the_dense_sums_and_brute_force_top_k() -> None:
             if trial % 5 == 0:
                 weights[rng.random(size) < 0.3] *= -1
             mult = float(rng.choice([1.0, 2.0, 0.5]))
-            acc.add_postings(rows, weights, np.array([0], dtype=np.int64), np.array([size], dtype=np.int64),
-                             np.array([mult]))
-            np.add.at(want, rows, weights if mult == 1.0 else weights * mult)
+            values = weights if mult == 1.0 else weights * mult
+            acc.add_values(rows, values)
+            np.add.at(want, rows, values)
             added.update(rows.tolist())
         modes.add(acc.tracking)
         np.testing.assert_array_equal(acc.scores, want)
@@ -216,14 +216,16 @@ def test_one_route_top_k_by_the_units_bounds_equals_brute_force(scoring: str, mo
     p = 1.0 / np.arange(1, len(vocab) + 1) ** 0.9  # Zipfian: a few terms in most documents
     docs = [list(rng.choice(vocab, size=int(rng.integers(0, 25)), p=p / p.sum())) for _ in range(3000)]
     idx = SparseIndex.build(docs, scoring=scoring)
+    from service.retrieval import segment_kernels
+
     calls = {"bounded": 0}
-    bounded = ScoreAccumulator.top_k_bounded
+    bounded = segment_kernels._top_k_bounded
 
-    def counting(self: ScoreAccumulator, *args: object) -> np.ndarray:
+    def counting(*args: object) -> object:
         calls["bounded"] += 1
-        return bounded(self, *args)  # type: ignore[arg-type]
+        return bounded(*args)
 
-    monkeypatch.setattr(ScoreAccumulator, "top_k_bounded", counting)
+    monkeypatch.setattr(segment_kernels, "_top_k_bounded", counting)
     acc = ScoreAccumulator(idx.n_rows)
     for trial in range(60):
         terms = list(rng.choice(vocab[:30], size=int(rng.integers(1, 9)), p=p[:30] / p[:30].sum()))
@@ -255,7 +257,7 @@ def test_maxscore_search_equals_the_full_accumulation_bit_for_bit(seed: int, mon
     can still reach the top k) gives the rows and scores of the full accumulation exactly, for rare and common terms,
     repeated terms, ties, masks and k up to the MaxScore limit (a query whose rare terms already reach more than a
     quarter of the rows is accumulated whole: both paths are taken here)."""
-    from service.retrieval import kernels
+    from service.retrieval import maxscore
 
     rng = np.random.default_rng(seed)
     vocab = [f"t{i}" for i in range(400)]
@@ -264,14 +266,14 @@ def test_maxscore_search_equals_the_full_accumulation_bit_for_bit(seed: int, mon
     docs[7] = docs[8] = ["t300", "t301"]  # exact ties
     idx = SparseIndex.build(docs)
     used = {"maxscore": 0, "whole": 0}
-    original = kernels.maxscore
+    original = maxscore.maxscore
 
     def counting(*args: object) -> object:
         out = original(*args)  # type: ignore[arg-type]
         used["maxscore" if out is not None else "whole"] += 1
         return out
 
-    monkeypatch.setattr(kernels, "maxscore", counting)
+    monkeypatch.setattr(maxscore, "maxscore", counting)
     acc = ScoreAccumulator(idx.n_rows)
     for trial in range(120):
         n_terms = int(rng.integers(1, 12))
@@ -302,7 +304,7 @@ def test_maxscore_float32_partial_scores_never_cut_a_row_of_the_top_k(seed: int)
     """MaxScore decides on float32 partial scores: rows whose float64 scores differ far below float32's resolution
     (one part in 1e12), weights below the floor it adds (1e-35; 1e-46, which float32 rounds to 0) and units
     that add 0 everywhere still give exactly the top k of the float64 accumulation, scores bit for bit."""
-    from service.retrieval import kernels
+    from service.retrieval import kernels, maxscore
 
     rng = np.random.default_rng(seed)
     n_rows, n_terms = 8000, 24
@@ -315,6 +317,8 @@ def test_maxscore_float32_partial_scores_never_cut_a_row_of_the_top_k(seed: int)
     indptr = np.concatenate([[0], np.cumsum([len(r) for r in rows_l])]).astype(np.int64)
     rows, weights = np.concatenate(rows_l), np.concatenate(weights_l)
     max_weight = kernels.max_per_term(indptr, weights)
+    table, loc = maxscore.one_segment(rows, weights, indptr, n_rows)
+    no_norm = np.zeros(1)
     acc = ScoreAccumulator(n_rows)
     searched = 0
     for trial in range(60):
@@ -327,7 +331,7 @@ def test_maxscore_float32_partial_scores_never_cut_a_row_of_the_top_k(seed: int)
             lo, hi = indptr[t], indptr[t + 1]
             dense[rows[lo:hi]] += weights[lo:hi] if mu == 1.0 else weights[lo:hi] * mu
         allowed = dense != 0 if mask is None else (dense != 0) & mask
-        found = kernels.maxscore(acc, k, mask, rows, weights, indptr, max_weight, ids, mults)
+        found = maxscore.maxscore(acc, k, mask, table, loc, no_norm, 1.2, False, max_weight, max_weight, ids, mults)
         if found is None:  # (its rare terms reach more than a quarter of the rows: accumulated whole instead)
             assert acc.n == 0 and not acc.partial.any()
             continue
