@@ -4,8 +4,8 @@ index (issue 60, item 3).
 An index is read here as a table of segments (:class:`service.retrieval.segment_kernels.SegmentTable`): one build is
 one segment whose postings carry their stored weights; a live generation is a run of segments whose postings carry
 raw tf, weighed as they are read with the generation's statistics (:func:`service.retrieval.segment_kernels._weight`)
-and passed over where deleted. Only the reading of a posting's weight depends on that (:func:`_posting`); the
-steps, the bounds and the order of the additions are one.
+and passed over where deleted. Only the reading of a posting's weight depends on that
+(:func:`service.retrieval.segment_kernels._posting`); the steps, the bounds and the order of the additions are one.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from service.retrieval.segment_kernels import (
     _wts,
 )
 
-# A query of single terms for a small k (service.retrieval.sparse.SparseIndex.search): the units that can add most
+# A query of single terms for a small k (service.retrieval.sparse.BaseSparseIndex.search): the units that can add most
 # (rare terms: short posting lists) are added whole into an accumulator's arrays, listing the rows they reach; once the
 # units left cannot lift a row that only they reach into the top k, those are looked up for the listed rows that can
 # still make it (galloping search over their long lists), cutting rows as the k-th best rises, and the last rows'
@@ -385,18 +385,8 @@ def maxscore(acc: ScoreAccumulator, k: int, mask: np.ndarray | None, segments: S
     if acc.n:
         raise ValueError("maxscore needs a zeroed accumulator")
     best, vals, ok = _maxscore(segments.table, loc, norm, float(k1), bool(bm25), readonly(max_weight), readonly(idf),
-                               ids, mults, k,
-                               _mask(mask), mask is not None, acc.partial, acc.touched, acc.cap)
+                               ids, mults, k, _mask(mask), mask is not None, acc.partial, acc.touched, acc.cap)
     return (best, vals) if ok else None
-
-
-def one_segment(rows: np.ndarray, weights: np.ndarray, indptr: np.ndarray,
-                n_rows: int) -> tuple[SegmentTable, np.ndarray]:
-    """One build's postings as a table of one segment with their stored weights, and its columns (``loc``: the
-    identity): what :func:`maxscore` reads of a :class:`service.retrieval.sparse.SparseIndex`."""
-    table = SegmentTable([rows], [np.zeros(0, dtype=np.int32)], [np.asarray(indptr, dtype=np.int64)],
-                         [np.zeros(0, dtype=np.bool_)], [n_rows], weights=[weights])
-    return table, readonly(np.arange(len(indptr) - 1, dtype=np.int32)[None, :])
 
 
 _warm = False
@@ -411,13 +401,15 @@ def warm() -> None:
     one = readonly(np.array([1.0]))
     ids, mults = np.array([0], dtype=np.int64), np.array([1.0])
     acc = ScoreAccumulator(3)
-    stored = one_segment(np.array([0, 1], dtype=np.int32), np.array([0.5, 1.5]), np.array([0, 2], dtype=np.int64), 3)
+    rows, indptr = np.array([0, 1], dtype=np.int32), np.array([0, 2], dtype=np.int64)
+    stored = (SegmentTable([rows], [np.array([1, 2], dtype=np.int32)], [indptr], [np.zeros(0, dtype=np.bool_)], [3],
+                           weights=[np.array([0.5, 1.5])]), readonly(np.zeros((1, 0), dtype=np.int32)))
     held = SegmentTable([np.array([0, 1], dtype=np.int32), np.array([0], dtype=np.int32)],
                         [np.array([1, 2], dtype=np.int32), np.array([3], dtype=np.int32)],
                         [np.array([0, 2], dtype=np.int64), np.array([0, 1], dtype=np.int64)],
                         [np.zeros(0, dtype=np.bool_), np.array([False])], [2, 1])
-    tf = held, readonly(np.zeros((2, 1), dtype=np.int32))
-    for table, loc in (stored, tf):
+    weighed = held, readonly(np.zeros((2, 1), dtype=np.int32))
+    for table, loc in (stored, weighed):
         for m in (None, np.ones(3, dtype=np.bool_)):
             maxscore(acc, 1, m, table, loc, readonly(np.ones(3)), 1.2, True, one, one, ids, mults)
     _warm = True

@@ -317,8 +317,12 @@ def test_maxscore_float32_partial_scores_never_cut_a_row_of_the_top_k(seed: int)
     indptr = np.concatenate([[0], np.cumsum([len(r) for r in rows_l])]).astype(np.int64)
     rows, weights = np.concatenate(rows_l), np.concatenate(weights_l)
     max_weight = kernels.max_per_term(indptr, weights)
-    table, loc = maxscore.one_segment(rows, weights, indptr, n_rows)
-    no_norm = np.zeros(1)
+    from service.retrieval.segment_kernels import SegmentTable
+
+    # one segment of stored weights, each term its own column (as SparseIndex.segments gives them)
+    table = SegmentTable([rows], [np.zeros(len(rows), dtype=np.int32)], [indptr], [np.zeros(0, dtype=np.bool_)],
+                         [n_rows], weights=[weights])
+    loc, no_norm = np.zeros((1, 0), dtype=np.int32), np.zeros(1)
     acc = ScoreAccumulator(n_rows)
     searched = 0
     for trial in range(60):
