@@ -1,17 +1,21 @@
-"""Compiled loops of a live generation's sparse index searched in place (:mod:`service.retrieval.segments`).
+"""Compiled loops of every sparse index, read as a table of segments (issue 60, item 3): a build is one segment
+(:class:`service.retrieval.sparse.SparseIndex`), a live generation its segments searched in place
+(:class:`service.retrieval.segments.SparseGeneration`).
 
 Each segment's postings stay where they lie (its memory-mapped ``rows``/``tf``/``indptr``); a query's term is found
-in segment ``s`` at its local column ``loc[s, t]`` (-1: not there), a posting's row is ``off[s]`` plus its local row,
-and a deleted row (``dead[s]``, a mask over the segment's rows; empty when it has none) is passed over. The weight of
-a posting is computed where it is read, with the generation's statistics (the term's idf, the row's length norm
+in segment ``s`` at its local column ``loc[s, t]`` (-1: not there; a ``loc`` of no columns: each term its own, one
+build's), a posting's row is ``off[s]`` plus its local row, and a deleted row (``dead[s]``, a mask over the
+segment's rows; empty when it has none) is passed over. A build's segment carries its stored weights, read as they
+are (:func:`_posting`). A generation's postings carry raw tf: the weight of a posting is computed where it is read,
+with the generation's statistics (the term's idf, the row's length norm
 ``norm``: BM25 ``k1 * (1 - b + b * len / avgdl)``, tf-idf the row's own L2 norm), by the operations of the build's
 ``_term_weight`` in its order, so a score is bit for bit the one of the same postings weighted once and joined
 (BM25; tf-idf's ``log1p`` is libm's on both sides). The additions into a row's score keep the order of the query's
 units (a row lies in one segment), so the accumulator holds the join's scores exactly.
 
-The accumulator's arrays, the top k, MaxScore's candidates and bounds are those of :mod:`service.retrieval.kernels`;
-only the reading of the postings differs. The segments' arrays reach a kernel as one table of their addresses and
-lengths (:func:`segment_table`, made once per generation; a kernel views segment ``s``'s arrays with ``carray``): a
+The accumulator and its top k are :mod:`service.retrieval.kernels`'s, MaxScore :mod:`service.retrieval.maxscore`'s
+(over the same table). The segments' arrays reach a kernel as one table of their addresses and lengths
+(:class:`SegmentTable`, made once per index; a kernel views segment ``s``'s arrays with ``carray``): a
 numba typed list of the arrays would do the same, but its methods are compiled in every new process (2 s), and a
 tuple would compile every kernel once per number of segments.
 """
@@ -345,8 +349,8 @@ _warm = False
 
 
 def warm() -> None:
-    """Compile (or load from numba's cache) every kernel of a segmented index, for the arrays it gives them; once per
-    process (:func:`service.startup.warm_kernels`)."""
+    """Compile (or load from numba's cache) every kernel for the arrays an index gives them (a build's one segment and
+    a generation's segments are the same types); once per process (:func:`service.startup.warm_kernels`)."""
     global _warm
     if _warm:
         return
