@@ -22,9 +22,10 @@ if TYPE_CHECKING:
 
 
 class PassageReader(ABC):
-    """What ranks passages, whatever the index's shape: one build's arrays (:class:`PassageIndex`) or a live
-    generation's segments (:class:`service.passages.segments.PassageGeneration`). Each gives the arrays the ranker
-    reads for a query's candidates (:meth:`view`); :meth:`score` and :meth:`rank` are written once over it.
+    """What ranks passages, whatever the index's shape: one build's arrays
+    (:class:`service.passages.index.PassageIndex`) or a live generation's segments
+    (:class:`service.passages.segments.PassageGeneration`). Each gives the arrays the ranker reads for a query's
+    candidates (:meth:`view`); :meth:`score` and :meth:`rank` are written once over it.
 
     The segment protocol every reader follows: ``parts``, the segments' arrays in row order (a build: itself), and
     :meth:`locate`, each row's segment and its row there: what reads the passages segment by segment (the kernel
