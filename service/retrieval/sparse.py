@@ -208,10 +208,8 @@ class Reach:
             terms += self.terms[self.starts[u] : self.starts[u + 1]]
             starts.append(len(terms))
         ubs = np.array([self.ubs[u] for u in order], dtype=np.float64)
-        left = np.cumsum(ubs[::-1])[::-1]
+        left = np.ascontiguousarray(np.cumsum(ubs[::-1])[::-1])  # (contiguous: one compiled variant of the top k)
         return np.array(terms, dtype=np.int64), np.array(starts, dtype=np.int64), left
-
-
 
 
 class SparseIndexBuilder:
