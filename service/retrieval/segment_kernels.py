@@ -65,10 +65,9 @@ ROWS, TF, PTR, DEAD, NNZ, NPTR, NDEAD, OFF, NROWS, WTS, NWTS = range(11)
 class SegmentTable:
     """The segments' arrays as the kernels read them: ``table[s]`` holds the addresses of segment ``s``'s rows, tf,
     column pointers, deleted-row mask and stored weights, their lengths, its first generation row and its number of
-    rows; ``keep`` holds the arrays themselves. ``weights`` (one build's own, float64, one per posting; MaxScore,
-    :mod:`service.retrieval.maxscore`, reads them instead of weighing tf) may stand for ``tf`` (then empty). The
-    addresses are valid only while this object lives: keep it, not just ``table``, for as long as the kernels are
-    given ``table``."""
+    rows; ``keep`` holds the arrays themselves. ``weights``: one build's own (float64, one per posting), read instead
+    of weighing tf (:func:`_posting`); a PSQ unit still reads tf. The addresses are valid only while this object
+    lives: keep it, not just ``table``, for as long as the kernels are given ``table``."""
 
     def __init__(self, rows: Sequence[np.ndarray], tf: Sequence[np.ndarray], indptr: Sequence[np.ndarray],
                  dead: Sequence[np.ndarray], n_rows: Sequence[int],
@@ -76,18 +75,16 @@ class SegmentTable:
         self.keep: list[np.ndarray] = []
         table = np.zeros((len(rows), 11), dtype=np.int64)
         first = 0
-        none = np.zeros(1, dtype=np.float64)
-        stored = weights if weights is not None else [none[:0]] * len(rows)
+        stored = weights if weights is not None else [np.zeros(0)] * len(rows)
         for s, (r, t, p, d, n, w) in enumerate(zip(rows, tf, indptr, dead, n_rows, stored, strict=True)):
+            if len(r) != len(t) or (weights is not None and len(w) != len(r)) or (len(d) and len(d) != n):
+                raise ValueError(f"segment {s}: rows, tf, weights or deleted rows of different lengths")
+            n_w = len(w)  # (0: the segment's tf is weighed)
             r, t, p = self._held(r, np.int32), self._held(t, np.int32), self._held(p, np.int64)
             d = self._held(d if len(d) else np.zeros(1, dtype=np.bool_), np.bool_).view(np.uint8)
-            w = self._held(w if len(w) else none, np.float64)
-            has_w = weights is not None and len(r) > 0
-            if (len(r) != len(t) and not (has_w and len(t) == 0)) or (has_w and len(w) != len(r)) \
-                    or (len(d) > 1 and len(d) != n):
-                raise ValueError(f"segment {s}: rows, tf or weights and deleted rows of different lengths")
+            w = self._held(w if n_w else np.zeros(1), np.float64)  # (an address to read, even of nothing)
             table[s] = (r.ctypes.data, t.ctypes.data, p.ctypes.data, d.ctypes.data, len(r), len(p),
-                        len(d) if len(dead[s]) else 0, first, n, w.ctypes.data, len(w) if has_w else 0)
+                        len(d) if len(dead[s]) else 0, first, n, w.ctypes.data, n_w)
             first += int(n)
         self.table = readonly(table)
 

@@ -88,7 +88,7 @@ class SparseGeneration(BaseSparseIndex):
         table = sk.SegmentTable([p.rows for p in parts], [p.tf for p in parts],
                                 [np.asarray(p.indptr, dtype=np.int64) for p in parts], terms.deads,
                                 [p.n_rows for p in parts])
-        self._reader = Segments(table, self.loc, readonly(self.doc_norm))
+        self._segments = Segments(table, self.loc, readonly(self.doc_norm))
         self._bm25 = self.scoring == "bm25"
         if prefault:
             for p in parts:
@@ -143,7 +143,7 @@ class SparseGeneration(BaseSparseIndex):
         return np.concatenate(rows_l).astype(np.int32), np.concatenate(tf_l).astype(np.int32)
 
     def segments(self) -> Segments:
-        return self._reader
+        return self._segments
 
     def restricted(self, allowed: np.ndarray) -> SparseIndex:
         """A whole index of only the live postings of the rows ``allowed`` marks, weighted with this generation's
