@@ -17,16 +17,11 @@ from service.index.arrays import readonly
 from service.retrieval.kernels import ScoreAccumulator, _mask, _offer, _sift_down, _sift_up, _worse, lower_bound
 from service.retrieval.segment_kernels import (
     NROWS,
-    OFF,
     SegmentTable,
-    _col,
     _count,
-    _dead,
+    _live_row,
     _posting,
-    _ptr,
-    _rows,
-    _tfs,
-    _wts,
+    _postings,
 )
 
 # A query of single terms for a small k (service.retrieval.sparse.BaseSparseIndex.search): the units that can add most
@@ -200,27 +195,16 @@ def _best_of(cands, exact, k):
     return hs[:size], hr[:size]
 
 
-
-
 @njit(cache=True, nogil=True)
 def _look_up(seg, loc, norm, k1p, bm25, t, idf, mu, cands, c, part):
     """``part[j] += weight * mu`` of each (increasing) candidate row found in term ``t``'s postings; a segment's
     candidates (a run of them) are looked up in that segment's list by a galloping search."""
     for s in range(loc.shape[0]):
-        col = _col(loc, s, t)
-        if col < 0:
+        p, hi, rows, tfs, wts, _, o = _postings(seg, loc, s, t)
+        if p == hi:
             continue
-        o = seg[s, OFF]
         a = lower_bound(cands, 0, c, o)
         b = lower_bound(cands, a, c, o + seg[s, NROWS])
-        if a == b:
-            continue
-        ip = _ptr(seg, s)
-        rows = _rows(seg, s)
-        tfs = _tfs(seg, s)
-        wts = _wts(seg, s)
-        p = ip[col]
-        hi = ip[col + 1]
         for j in range(a, b):
             lr = cands[j] - o
             p = _gallop(rows, p, hi, lr)
@@ -266,21 +250,11 @@ def _candidates(seg, loc, norm, k1p, bm25, ids, idfs, mults, ubs, cnt, order, le
         idf = idfs[u]
         t = ids[u]
         for s in range(loc.shape[0]):
-            col = _col(loc, s, t)
-            if col < 0:
-                continue
-            ip = _ptr(seg, s)
-            rows = _rows(seg, s)
-            tfs = _tfs(seg, s)
-            wts = _wts(seg, s)
-            dead = _dead(seg, s)
-            o = seg[s, OFF]
-            use_dead = len(dead) > 0
-            for j in range(ip[col], ip[col + 1]):
-                lr = rows[j]
-                if use_dead and dead[lr]:
+            lo, hi, rows, tfs, wts, dead, o = _postings(seg, loc, s, t)
+            for j in range(lo, hi):
+                r = _live_row(rows, dead, o, j)
+                if r < 0:
                     continue
-                r = o + lr
                 w = _posting(wts, tfs, j, r, idf, norm, k1p, bm25)
                 s0 = partial[r]
                 touched[nt] = r  # branch-free: written always, kept when the row is new (its partial score still 0)

@@ -97,28 +97,12 @@ class SegmentTable:
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _rows(seg, s):
-    return carray(_as_i32(seg[s, ROWS]), (seg[s, NNZ],))
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _tfs(seg, s):
-    return carray(_as_i32(seg[s, TF]), (seg[s, NNZ],))
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _ptr(seg, s):
-    return carray(_as_i64(seg[s, PTR]), (seg[s, NPTR],))
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _dead(seg, s):
-    return carray(_as_u8(seg[s, DEAD]), (seg[s, NDEAD],))
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _wts(seg, s):
-    return carray(_as_f64(seg[s, WTS]), (seg[s, NWTS],))
+def _segment(seg, s):
+    """Segment ``s``'s arrays, viewed where they lie: its column pointers, posting rows, tf, stored weights (empty:
+    its tf is weighed), deleted-row mask (empty: none deleted), and its first generation row."""
+    return (carray(_as_i64(seg[s, PTR]), (seg[s, NPTR],)), carray(_as_i32(seg[s, ROWS]), (seg[s, NNZ],)),
+            carray(_as_i32(seg[s, TF]), (seg[s, NNZ],)), carray(_as_f64(seg[s, WTS]), (seg[s, NWTS],)),
+            carray(_as_u8(seg[s, DEAD]), (seg[s, NDEAD],)), seg[s, OFF])
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -127,6 +111,27 @@ def _col(loc, s, t):
     if loc.shape[1] == 0:
         return t
     return loc[s, t]
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _postings(seg, loc, s, t):
+    """Term ``t``'s postings in segment ``s``: their range ``[lo, hi)`` there (empty where the segment lacks the term),
+    then the segment's arrays and first row (:func:`_segment`)."""
+    ip, rows, tfs, wts, dead, o = _segment(seg, s)
+    c = _col(loc, s, t)
+    if c < 0:
+        return np.int64(0), np.int64(0), rows, tfs, wts, dead, o
+    return ip[c], ip[c + 1], rows, tfs, wts, dead, o
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _live_row(rows, dead, o, p):
+    """Posting ``p``'s generation row (its segment's first row ``o`` plus its local row), or -1 where that row is
+    deleted (``dead``: the segment's deleted-row mask, empty when it has none)."""
+    lr = rows[p]
+    if len(dead) > 0 and dead[lr]:
+        return np.int64(-1)
+    return o + lr
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -153,10 +158,8 @@ def _count(seg, loc, t):
     """The postings of generation term ``t`` over every segment (deleted rows' included)."""
     n = 0
     for s in range(loc.shape[0]):
-        c = _col(loc, s, t)
-        if c >= 0:
-            ip = _ptr(seg, s)
-            n += ip[c + 1] - ip[c]
+        lo, hi, _, _, _, _, _ = _postings(seg, loc, s, t)
+        n += hi - lo
     return n
 
 
@@ -182,21 +185,11 @@ def _accumulate(scores, seen, touched, nt, track, cap, scratch, buf, seg, loc, n
         if kinds[u] == 0:
             t = terms[starts[u]]
             for s in range(n_seg):
-                c = _col(loc, s, t)
-                if c < 0:
-                    continue
-                ip = _ptr(seg, s)
-                rows = _rows(seg, s)
-                tfs = _tfs(seg, s)
-                wts = _wts(seg, s)
-                dead = _dead(seg, s)
-                o = seg[s, OFF]
-                use_dead = len(dead) > 0
-                for p in range(ip[c], ip[c + 1]):
-                    lr = rows[p]
-                    if use_dead and dead[lr]:
+                lo, hi, rows, tfs, wts, dead, o = _postings(seg, loc, s, t)
+                for p in range(lo, hi):
+                    r = _live_row(rows, dead, o, p)
+                    if r < 0:
                         continue
-                    r = o + lr
                     w = _posting(wts, tfs, p, r, idf, norm, k1p, bm25)
                     if track:
                         touched[nt] = r
@@ -209,20 +202,11 @@ def _accumulate(scores, seen, touched, nt, track, cap, scratch, buf, seg, loc, n
             t = terms[j]
             pr = probs[j]
             for s in range(n_seg):
-                c = _col(loc, s, t)
-                if c < 0:
-                    continue
-                ip = _ptr(seg, s)
-                rows = _rows(seg, s)
-                tfs = _tfs(seg, s)
-                dead = _dead(seg, s)
-                o = seg[s, OFF]
-                use_dead = len(dead) > 0
-                for p in range(ip[c], ip[c + 1]):
-                    lr = rows[p]
-                    if use_dead and dead[lr]:
+                lo, hi, rows, tfs, _, dead, o = _postings(seg, loc, s, t)
+                for p in range(lo, hi):
+                    r = _live_row(rows, dead, o, p)
+                    if r < 0:
                         continue
-                    r = o + lr
                     buf[n] = r  # branch-free: kept when the row is new (its expected tf still 0; p * tf > 0)
                     n += scratch[r] == 0.0
                     scratch[r] += pr * np.float64(tfs[p])
@@ -262,13 +246,8 @@ def _top_k_bounded(scores, seen, seg, loc, terms, starts, ubs, k, mask, use_mask
         for j in range(starts[u], starts[u + 1]):
             t = terms[j]
             for s in range(loc.shape[0]):
-                c = _col(loc, s, t)
-                if c < 0:
-                    continue
-                ip = _ptr(seg, s)
-                rows = _rows(seg, s)
-                o = seg[s, OFF]
-                for p in range(ip[c], ip[c + 1]):
+                lo, hi, rows, _, _, _, o = _postings(seg, loc, s, t)
+                for p in range(lo, hi):
                     r = o + np.int64(rows[p])
                     if seen[r]:
                         continue
@@ -304,18 +283,14 @@ def _contains(seg, loc, term_ids, rows):
             else:
                 hi = mid
         s = lo - 1
-        lr = r - seg[s, OFF]
-        dead = _dead(seg, s)
+        _, _, _, _, dead, o = _segment(seg, s)
+        lr = r - o
         if len(dead) > 0 and dead[lr]:
             continue
-        ip = _ptr(seg, s)
-        seg_rows = _rows(seg, s)
         for j in range(len(term_ids)):
-            c = _col(loc, s, term_ids[j])
-            if c < 0:
-                continue
-            a = lower_bound(seg_rows, ip[c], ip[c + 1], lr)
-            found[i, j] = a < ip[c + 1] and seg_rows[a] == lr
+            lo, hi, seg_rows, _, _, _, _ = _postings(seg, loc, s, term_ids[j])
+            a = lower_bound(seg_rows, lo, hi, lr)
+            found[i, j] = a < hi and seg_rows[a] == lr
     return found
 
 
