@@ -108,12 +108,12 @@ import math
 import threading
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypedDict
 
 import numpy as np
 import numpy.typing as npt
 
-from service.passages.highlight import highlight_matches, query_words
+from service.passages.highlight import highlight_matches
 from service.passages.kernels import passage_propagate, query_entries
 from service.passages.lm import (
     CONTEXT_VARIANTS,
@@ -123,14 +123,12 @@ from service.passages.lm import (
     DOC_SCORES,
     QueryImage,
     QueryModels,
-    Tables,
     betas_of,
     check_params,
     gaussian_weight,
     holds_in_order,
     is_reference_sign,
     minmax,
-    query_models,
     rho_of,
 )
 from service.passages.tree import (
@@ -389,7 +387,7 @@ def check_lang(lang: str) -> None:
 
 def score_passages(
     index: PassageArrays,
-    query: str | QueryModels,
+    models: QueryModels,
     lang: str,
     rows: npt.ArrayLike,
     first_stage: npt.ArrayLike | None = None,
@@ -397,7 +395,6 @@ def score_passages(
     variant: str = "qsf_passage_propagate",
     sigma: float = 1.0,
     doc_score: str = DEFAULT_DOC_SCORE,
-    translations: Tables | None = None,
     analyzers: Mapping[str, Analyzer] | None = None,
     exclude_claims: npt.ArrayLike | None = None,
     mu: float = DEFAULT_MU,
@@ -406,11 +403,11 @@ def score_passages(
 ) -> PassageScores:
     """All score components of every passage of the candidate ``rows`` (module docstring).
 
-    ``query``: the query's images per language (:class:`service.passages.lm.QueryImage`, what the engine gives), or
-    its text, then analysed with ``analyzers`` and translated term by term with ``translations``
-    (:func:`service.passages.lm.query_models`). ``first_stage``: the candidates' first-stage scores (reported, and
-    the document component with ``doc_score="first_stage"``). ``exclude_claims``: per candidate, score it as if it
-    had no claims (the tuning proxy queries a document with its own claims).
+    ``models``: the query's images per language (:class:`service.passages.lm.QueryImage`: the engine's, or
+    :func:`service.passages.lm.query_models` of a text; :meth:`service.passages.reader.PassageReader.score` makes
+    them); ``analyzers``: the analysis of the candidates' own words. ``first_stage``: the candidates' first-stage
+    scores (reported, and the document component with ``doc_score="first_stage"``). ``exclude_claims``: per candidate,
+    score it as if it had no claims (the tuning proxy queries a document with its own claims).
     """
     check_params(variant, 0.0, 0.0, sigma)
     check_lang(lang)
@@ -475,7 +472,7 @@ def score_passages(
     p_sec = cs_base[p_doc] + index.unit_sec[p_unit].astype(np.int64)
 
     # 2. query images and their terms in the vocabulary
-    models = query_models(query, lang, translations, analyzers) if isinstance(query, str) else dict(query)
+    models = dict(models)
     if lang not in models:
         raise ValueError(f"no query image in the query language {lang!r}")
     q_jid: list[int] = []
@@ -725,14 +722,46 @@ def _passage_propagate(sigma: float, st: FloatArray, p_sec: IntArray, p_doc: Int
     return passage_propagate(gaussian_weight(np.arange(width + 2), sigma), st, p_sec, p_doc, n, s_parent, s_depth)
 
 
+class ScoreOptions(TypedDict, total=False):
+    """How a passage is scored: keyword arguments of :func:`score_passages`, their defaults its own (``variant``,
+    ``sigma``: the context; ``doc_score``: the document component; ``mu``, ``mu_translated``, ``rho``: the language
+    models' smoothing). :meth:`service.passages.reader.PassageReader.score` passes them on."""
+
+    variant: str
+    sigma: float
+    doc_score: str
+    mu: float
+    mu_translated: float
+    rho: float | None
+
+
+class RankOptions(ScoreOptions, total=False):
+    """How passages are ranked: the keyword arguments of :func:`rank_passages` after the query's, their defaults its
+    own (:meth:`service.passages.reader.PassageReader.rank` passes them on): the scoring's (:class:`ScoreOptions`),
+    then ``alpha`` and ``beta`` weigh the scores (``beta`` the passages in the query's language, ``beta_translated``
+    the others: :func:`service.passages.lm.betas_of`; None: the defaults per language); ``k``: the passages returned;
+    ``langs``: candidates without any text in these languages are left out (counted in ``skipped``), and only
+    passages in these languages are returned (the other passages of a candidate still shape its scores); ``alone``:
+    the ``k`` best passages of each candidate as if it were the only one (its passages normalised among themselves),
+    from one scoring of them all (a claim chart's cells); ``spread``: each candidate's second-best passage and share of
+    matching passages too (the learned ranker's)."""
+
+    alpha: float
+    beta: float
+    k: int
+    langs: Collection[str] | None
+    alone: bool
+    beta_translated: float | Mapping[str, float] | None
+    spread: bool
+
+
 def rank_passages(
     index: PassageArrays,
-    query: str | QueryModels,
+    models: QueryModels,
     lang: str,
     rows: npt.ArrayLike,
     doc_scores: npt.ArrayLike | None = None,
     *,
-    translations: Tables | None = None,
     analyzers: Mapping[str, Analyzer] | None = None,
     words: Mapping[str, Sequence[str]] | None = None,
     variant: str = "qsf_passage_propagate",
@@ -750,8 +779,10 @@ def rank_passages(
     beta_translated: float | Mapping[str, float] | None = None,
     spread: bool = False,
 ) -> PassageRanking:
-    """The ``k`` best passages of the candidates (see :meth:`PassageIndex.rank`); ``alone``: of each candidate;
-    ``spread``: :attr:`PassageRanking.second` and ``matched`` too."""
+    """The ``k`` best passages of the candidates ``rows`` of ``index`` (first-stage order, ``doc_scores`` their
+    scores) for the query's images ``models`` (:func:`score_passages`); the options: :class:`RankOptions`.
+    ``words``: the query words behind each query term (the highlights say which query words a passage word
+    renders)."""
     check_params(variant, alpha, beta, sigma)
     betas_of(beta, beta_translated, lang)  # a bad beta_translated is refused before any scoring
     if k < 1:
@@ -776,9 +807,8 @@ def rank_passages(
                               np.zeros(given) if spread and not alone else None,
                               np.full((given, len(FIELDS)), -1.0) if spread and not alone else None)
     analyzers = analyzers or {}
-    sc = score_passages(index, query, lang, rows_a, scores_a, variant=variant, sigma=sigma, doc_score=doc_score,
-                        translations=translations, analyzers=analyzers, mu=mu, mu_translated=mu_translated,
-                        rho=rho)
+    sc = score_passages(index, models, lang, rows_a, scores_a, variant=variant, sigma=sigma, doc_score=doc_score,
+                        analyzers=analyzers, mu=mu, mu_translated=mu_translated, rho=rho)
     ranked: list[tuple[PassageScores, FloatArray, int]] = []  # (scores, final scores, passage) best first
     best = second = share = fields = None
     for part in [sc.alone(d) for d in range(int(rows_a.size))] if alone else [sc]:
@@ -791,7 +821,7 @@ def rank_passages(
             best, second, share, fields = _per_candidate(part, final, among, given, ok if langs is not None else None,
                                                          spread, kinds)
     if highlight and words is None:
-        words = query_words(query, analyzers.get(lang) or get_analyzer(lang)) if isinstance(query, str) else {}
+        words = {}
     context_name = "section" if variant == "qsf_section" else "propagated"
     hits: list[PassageHit] = []
     titles: dict[int, str | None] = {}

@@ -7,17 +7,16 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Collection, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Unpack
 
 import numpy as np
 import numpy.typing as npt
 
 from service.passages.arrays import PassageArrays
-from service.passages.lm import DEFAULT_DOC_SCORE, DEFAULT_MU, DEFAULT_MU_TRANSLATED
 
 if TYPE_CHECKING:
     from service.passages.lm import QueryModels, Tables
-    from service.passages.ranker import PassageRanking, PassageScores
+    from service.passages.ranker import PassageRanking, PassageScores, RankOptions, ScoreOptions
     from service.text.analysis import Analyzer
 
 
@@ -66,24 +65,19 @@ class PassageReader(ABC):
         rows: npt.ArrayLike,
         first_stage: npt.ArrayLike | None = None,
         *,
-        variant: str = "qsf_passage_propagate",
-        sigma: float = 1.0,
-        doc_score: str = DEFAULT_DOC_SCORE,
         translations: Tables | None = None,
         analyzers: Mapping[str, Analyzer] | None = None,
         exclude_claims: npt.ArrayLike | None = None,
-        mu: float = DEFAULT_MU,
-        mu_translated: float = DEFAULT_MU_TRANSLATED,
-        rho: float | None = None,
+        **options: Unpack[ScoreOptions],
     ) -> PassageScores:
-        """Every score component of every passage of the candidate ``rows`` (see :mod:`service.passages.ranker`); the
-        scores' rows are those of the candidates' view (:meth:`view`)."""
+        """Every score component of every passage of the candidate ``rows`` (see :mod:`service.passages.ranker`;
+        ``options``: :class:`service.passages.ranker.ScoreOptions`); the scores' rows are those of the candidates'
+        view (:meth:`view`)."""
         from service.passages.ranker import score_passages
 
         models = _models(query, lang, translations, analyzers)
         view, at = self.view(rows, models)
-        return score_passages(view, models, lang, at, first_stage, variant=variant, sigma=sigma, doc_score=doc_score,
-                              exclude_claims=exclude_claims, mu=mu, mu_translated=mu_translated, rho=rho)
+        return score_passages(view, models, lang, at, first_stage, exclude_claims=exclude_claims, **options)
 
     def rank(
         self,
@@ -95,33 +89,15 @@ class PassageReader(ABC):
         translations: Tables | None = None,
         analyzers: Mapping[str, Analyzer] | None = None,
         words: Mapping[str, Sequence[str]] | None = None,
-        variant: str = "qsf_passage_propagate",
-        alpha: float = 0.5,
-        beta: float = 0.5,
-        sigma: float = 1.0,
-        k: int = 1500,
-        doc_score: str = DEFAULT_DOC_SCORE,
-        langs: Collection[str] | None = None,
         highlight: bool = True,
-        mu: float = DEFAULT_MU,
-        mu_translated: float = DEFAULT_MU_TRANSLATED,
-        rho: float | None = None,
-        alone: bool = False,
-        beta_translated: float | Mapping[str, float] | None = None,
-        spread: bool = False,
+        **options: Unpack[RankOptions],
     ) -> PassageRanking:
-        """The ``k`` best passages of the candidate ``rows`` (first-stage order, ``doc_scores`` their scores).
+        """The best passages of the candidate ``rows`` (first-stage order, ``doc_scores`` their scores), ranked as
+        ``options`` say (:class:`service.passages.ranker.RankOptions`).
 
         ``query``: the query's images per language it reaches (the engine's), or its text (analysed with
         ``analyzers``, translated with ``translations``). ``words``: the query words behind each query term (the
-        highlights say which query words a passage word renders). ``langs``: candidates without any text in these
-        languages are left out (counted in ``skipped``), and only passages in these languages are returned; the
-        other passages of a candidate still shape its scores. ``alone``: the ``k`` best passages of each candidate
-        as if it were the only one (its passages normalised among themselves), candidate by candidate, from one
-        scoring of them all (a claim chart's cells). ``beta`` weighs the passages in the query's language,
-        ``beta_translated`` the others (:func:`service.passages.lm.betas_of`; None: the defaults per language).
-        ``spread``: each candidate's second-best passage and share of matching passages too (the learned ranker's).
-        """
+        highlights say which query words a passage word renders; from the text when not given)."""
         from service.passages.highlight import query_words
         from service.passages.ranker import rank_passages
         from service.text.analysis import get_analyzer
@@ -130,10 +106,8 @@ class PassageReader(ABC):
         if highlight and words is None and isinstance(query, str):
             words = query_words(query, (analyzers or {}).get(lang) or get_analyzer(lang))
         view, at = self.view(rows, models)
-        return rank_passages(view, models, lang, at, doc_scores, analyzers=analyzers, words=words, variant=variant,
-                             alpha=alpha, beta=beta, sigma=sigma, k=k, doc_score=doc_score, langs=langs,
-                             highlight=highlight, mu=mu, mu_translated=mu_translated, rho=rho, alone=alone,
-                             beta_translated=beta_translated, spread=spread)
+        return rank_passages(view, models, lang, at, doc_scores, analyzers=analyzers, words=words,
+                             highlight=highlight, **options)
 
 
 def _models(query: str | QueryModels, lang: str, translations: Tables | None,
