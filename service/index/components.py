@@ -41,13 +41,13 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Protocol
+from typing import Any, Protocol
 
 import numpy as np
 from tqdm import tqdm
 
 from service.corpus.record import PatentRecord
-from service.index.folder import BuildSettings, IndexFolder, Layout
+from service.index.folder import BuildSettings, FolderPart, IndexFolder, Layout
 from service.index.parts import INDEX_PARTS, IndexPart, copy_part, open_part, write_part
 from service.index.store import DocStore, DocStoreWriter
 
@@ -200,21 +200,11 @@ class _AfterStore:
         pass
 
 
-class Component:
+class Component(FolderPart):
     """One kind of per-document index component (see the module doc)."""
-
-    name: ClassVar[str]
-
-    @property
-    def version(self) -> int:
-        """The format version of what this component writes."""
-        raise NotImplementedError
 
     def applies(self, ctx: WriteContext) -> bool:
         return True
-
-    def present(self, folder: IndexFolder) -> bool:
-        return folder.has(self.name)
 
     def writer(self, out: Path, ctx: WriteContext) -> ComponentWriter:
         raise NotImplementedError
@@ -224,9 +214,6 @@ class Component:
         """The entry of the component of ``src``'s ``rows`` in ``out``; None: written from ``records`` by the writer
         (the default), along with the other components that are."""
         return None
-
-    def open(self, folder: IndexFolder, **options: Any) -> Any:
-        raise NotImplementedError
 
 
 class DocStoreComponent(Component):

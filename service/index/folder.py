@@ -678,6 +678,25 @@ class IndexFolder:
 # ------------------------------------------------------------------------------------------ shards
 
 
+class FolderPart:
+    """What an index folder holds under one key of its ``meta.json``: a per-document component
+    (:class:`service.index.components.Component`) or a part of the index as a whole
+    (:class:`service.index.parts.IndexPart`). ``name`` is the key, ``version`` the format it writes."""
+
+    name: ClassVar[str]
+
+    @property
+    def version(self) -> int:
+        raise NotImplementedError
+
+    def present(self, folder: IndexFolder) -> bool:
+        return folder.has(self.name)
+
+    def open(self, folder: IndexFolder, **options: Any) -> Any:
+        """What the folder holds under ``name``, read."""
+        raise NotImplementedError
+
+
 def _meta_format(index_dir: str | Path) -> object:
     """The ``format`` tag of a folder's ``meta.json`` (None when it is missing or unreadable)."""
     try:
@@ -800,7 +819,8 @@ def shard_for(key: str, n_shards: int) -> int:
 
 
 __all__ = ["BM25_BOUNDS", "FIELDS", "GENERATION_FORMAT", "GENERATION_VERSION", "INDEX_FORMAT", "INDEX_VERSION",
-           "SCORINGS", "SHARDS_FORMAT", "BuildSettings", "IndexFolder", "IndexFormatError", "IndexMeta", "Layout",
+           "SCORINGS", "SHARDS_FORMAT", "BuildSettings", "FolderPart", "IndexFolder", "IndexFormatError", "IndexMeta",
+           "Layout",
            "Segment", "ShardSet", "ShardedIndexError", "current_generation", "hash_unit", "is_sharded", "shard_for",
            "write_shards_meta", "check_scoring", "generation_numbers", "load_meta", "sha256_file", "update_meta",
            "write_meta"]

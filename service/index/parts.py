@@ -21,7 +21,7 @@ from typing import Any, ClassVar
 from service.code_classifier import CodeClassifier
 from service.code_vectors import CodeVectors
 from service.filecache import load_shared
-from service.index.folder import IndexFolder, IndexFormatError, Layout
+from service.index.folder import FolderPart, IndexFolder, IndexFormatError, Layout
 from service.text.analysis import Analyzer
 from service.text.compounds import ANALYSIS_VERSION, CompoundSplitter, load_analyzers
 from service.text.translation import TABLE_VERSION, TranslationTable
@@ -33,23 +33,11 @@ FUSION_VERSION = 2
 """``fusion.json``: the fusion weights of every method (:class:`service.fusion.FusionModel` reads the body)."""
 
 
-class IndexPart:
+class IndexPart(FolderPart):
     """One part of the index as a whole (see the module doc)."""
-
-    name: ClassVar[str]
-
-    @property
-    def version(self) -> int:
-        raise NotImplementedError
-
-    def present(self, folder: IndexFolder) -> bool:
-        return folder.has(self.name)
 
     def write(self, out: Path, value: Any) -> Any:
         """Write ``value`` (what a training step learned) into the folder ``out``; its ``meta.json`` entry."""
-        raise NotImplementedError
-
-    def open(self, folder: IndexFolder, **options: Any) -> Any:
         raise NotImplementedError
 
     def copy(self, src: IndexFolder, out: Path) -> Any:
@@ -199,109 +187,82 @@ class RankerPart(IndexPart):
                                                         if p.name != Path(Layout.RANKER_META).name}})
 
 
-WORD_VECTORS_VERSION = 1
+class SavedPart(IndexPart):
+    """A part that is one object saved in a folder of its own at the top of the index (``kind.save(dir)``,
+    ``kind.load(dir)``): its ``meta.json`` entry names the folder and the format version, and what :meth:`describe`
+    says of it; :meth:`open` gives None where the index has none, and refuses another version or an unreadable folder,
+    saying what writes it again (``again``)."""
+
+    kind: ClassVar[Any]  # the class saved (its save(dir) and classmethod load(dir))
+    directory: ClassVar[str]  # its folder (a Layout name)
+    format_version: ClassVar[int]
+    what: ClassVar[str]  # what it is, in the messages
+    again: ClassVar[str]  # what writes it again
+
+    @property
+    def version(self) -> int:
+        return self.format_version
+
+    def describe(self, value: Any) -> dict[str, Any]:
+        """What the ``meta.json`` entry says of ``value`` besides its folder and version."""
+        raise NotImplementedError
+
+    def write(self, out: Path, value: Any) -> dict[str, Any]:
+        value.save(out / self.directory)
+        return {"version": self.format_version, "dir": self.directory, **self.describe(value)}
+
+    def open(self, folder: IndexFolder, **options: Any) -> Any:
+        """The object (None when the index has none)."""
+        if not self.present(folder):
+            return None
+        entry = folder.components[self.name]
+        if entry.get("version") != self.format_version:
+            raise IndexFormatError(f"{folder.path(Layout.META)}: {self.what} of version {entry.get('version')}, "
+                                   f"this code reads {self.format_version}; {self.again}")
+        try:
+            return self.kind.load(folder.path(entry["dir"]))
+        except (KeyError, OSError, ValueError) as exc:
+            raise IndexFormatError(f"{folder.path(self.directory)}: {exc}; {self.again}") from exc
 
 
-class WordVectorsPart(IndexPart):
+class WordVectorsPart(SavedPart):
     """Word vectors of the index's own terms (``word_vectors/``, :class:`service.text.word_vectors.WordVectors`),
     trained on its passages where a ranker that reads the kernel features is installed (service/kernel_pooling.py;
     :func:`training.word_vectors.train_word_vectors`). Terms of documents added later have none: they match exactly
     only."""
 
     name = "word_vectors"
+    kind, directory, format_version = WordVectors, Layout.WORD_VECTORS, 1
+    what, again = "word vectors", "install the ranker again (priorart install-ranker INDEX)"
 
-    @property
-    def version(self) -> int:
-        return WORD_VECTORS_VERSION
-
-    def write(self, out: Path, value: Any) -> dict[str, Any]:
-        vectors: WordVectors = value
-        vectors.save(out / Layout.WORD_VECTORS)
-        return {"version": WORD_VECTORS_VERSION, "dir": Layout.WORD_VECTORS, "terms": len(vectors),
-                "dim": vectors.dim}
-
-    def open(self, folder: IndexFolder, **options: Any) -> WordVectors | None:
-        """The vectors (None when the index has none)."""
-        if not self.present(folder):
-            return None
-        entry = folder.components[self.name]
-        if entry.get("version") != WORD_VECTORS_VERSION:
-            raise IndexFormatError(f"{folder.path(Layout.META)}: word vectors of version {entry.get('version')}, "
-                                   f"this code reads {WORD_VECTORS_VERSION}; install the ranker again "
-                                   "(priorart install-ranker INDEX)")
-        try:
-            return WordVectors.load(folder.path(entry["dir"]))
-        except (KeyError, OSError, ValueError) as exc:
-            raise IndexFormatError(f"{folder.path(Layout.WORD_VECTORS)}: {exc}; install the ranker again "
-                                   "(priorart install-ranker INDEX)") from exc
+    def describe(self, value: WordVectors) -> dict[str, Any]:
+        return {"terms": len(value), "dim": value.dim}
 
 
-CODE_CLASSIFIER_VERSION = 1
-
-
-class CodeClassifierPart(IndexPart):
+class CodeClassifierPart(SavedPart):
     """The code classifier (``code_classifier/``, :class:`service.code_classifier.CodeClassifier`): BM25
     profiles of the CPC titles' subclasses and main groups over the English analysis, written by the build where it
     had a CPC title list that knows the corpus' codes (:func:`training.code_classifier.index_classifier`)."""
 
     name = "code_classifier"
+    kind, directory, format_version = CodeClassifier, Layout.CODE_CLASSIFIER, 1
+    what, again = "a code classifier", "build the index again"
 
-    @property
-    def version(self) -> int:
-        return CODE_CLASSIFIER_VERSION
-
-    def write(self, out: Path, value: Any) -> dict[str, Any]:
-        clf: CodeClassifier = value
-        clf.save(out / Layout.CODE_CLASSIFIER)
-        return {"version": CODE_CLASSIFIER_VERSION, "dir": Layout.CODE_CLASSIFIER, "terms": len(clf.terms),
-                "codes": {level: len(codes) for level, (codes, _) in clf.levels.items()}}
-
-    def open(self, folder: IndexFolder, **options: Any) -> CodeClassifier | None:
-        """The classifier (None when the index has none)."""
-        if not self.present(folder):
-            return None
-        entry = folder.components[self.name]
-        if entry.get("version") != CODE_CLASSIFIER_VERSION:
-            raise IndexFormatError(f"{folder.path(Layout.META)}: a code classifier of version {entry.get('version')},"
-                                   f" this code reads {CODE_CLASSIFIER_VERSION}; build the index again")
-        try:
-            return CodeClassifier.load(folder.path(entry["dir"]))
-        except (KeyError, OSError, ValueError) as exc:
-            raise IndexFormatError(f"{folder.path(Layout.CODE_CLASSIFIER)}: {exc}") from exc
+    def describe(self, value: CodeClassifier) -> dict[str, Any]:
+        return {"terms": len(value.terms), "codes": {level: len(codes) for level, (codes, _) in value.levels.items()}}
 
 
-CODE_VECTORS_VERSION = 1
-
-
-class CodeVectorsPart(IndexPart):
+class CodeVectorsPart(SavedPart):
     """Vectors of the index's classification codes (``code_vectors/``, :class:`service.code_vectors.CodeVectors`),
     learned by DeepWalk over their tree where a ranker that reads the code-embedding feature is installed
     (:func:`training.code_vectors.train_code_vectors`)."""
 
     name = "code_vectors"
+    kind, directory, format_version = CodeVectors, Layout.CODE_VECTORS, 1
+    what, again = "code vectors", "install the ranker again (priorart install-ranker INDEX)"
 
-    @property
-    def version(self) -> int:
-        return CODE_VECTORS_VERSION
-
-    def write(self, out: Path, value: Any) -> dict[str, Any]:
-        vectors: CodeVectors = value
-        vectors.save(out / Layout.CODE_VECTORS)
-        return {"version": CODE_VECTORS_VERSION, "dir": Layout.CODE_VECTORS, "codes": len(vectors),
-                "dim": vectors.dim}
-
-    def open(self, folder: IndexFolder, **options: Any) -> CodeVectors | None:
-        """The vectors (None when the index has none)."""
-        if not self.present(folder):
-            return None
-        entry = folder.components[self.name]
-        if entry.get("version") != CODE_VECTORS_VERSION:
-            raise IndexFormatError(f"{folder.path(Layout.META)}: code vectors of version {entry.get('version')}, "
-                                   f"this code reads {CODE_VECTORS_VERSION}; build the index again")
-        try:
-            return CodeVectors.load(folder.path(entry["dir"]))
-        except (KeyError, OSError, ValueError) as exc:
-            raise IndexFormatError(f"{folder.path(Layout.CODE_VECTORS)}: {exc}") from exc
+    def describe(self, value: CodeVectors) -> dict[str, Any]:
+        return {"codes": len(value), "dim": value.dim}
 
 
 INDEX_PARTS: dict[str, IndexPart] = {p.name: p for p in (TranslationPart(), AnalysisPart(), FusionPart(),
@@ -325,6 +286,6 @@ def copy_part(name: str, src: IndexFolder, out: Path) -> Any:
     return INDEX_PARTS[name].copy(src, out)
 
 
-__all__ = ["CODE_CLASSIFIER_VERSION", "FUSION_FORMAT", "FUSION_VERSION", "INDEX_PARTS", "RANKER_FORMAT",
+__all__ = ["FUSION_FORMAT", "FUSION_VERSION", "INDEX_PARTS", "RANKER_FORMAT",
            "RANKER_VERSION", "AnalysisPart", "CodeClassifierPart", "FusionPart", "IndexPart", "RankerPart",
-           "TranslationPart", "WordVectorsPart", "copy_part", "open_part", "write_part"]
+           "CodeVectorsPart", "SavedPart", "TranslationPart", "WordVectorsPart", "copy_part", "open_part", "write_part"]

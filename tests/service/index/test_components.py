@@ -208,3 +208,45 @@ def test_the_index_level_parts_are_written_opened_shared_and_copied_through_the_
     reopened = IndexFolder.open(idx)
     assert open_part("fusion", reopened)["sources"] == {"linear": "a test's reason"}
     assert FusionModel.of_folder(reopened).sources == {"linear": "a test's reason"}
+
+
+class _Folder:
+    """What a part reads of an index folder: its ``meta.json`` entries and its paths."""
+
+    def __init__(self, root: Path, components: dict[str, Any]) -> None:
+        self.root, self.components = root, components
+
+    def has(self, name: str) -> bool:
+        return name in self.components
+
+    def path(self, rel: str) -> Path:
+        return self.root / rel
+
+
+def test_a_saved_part_writes_its_folder_and_refuses_another_version_or_an_unreadable_one(tmp_path: Path) -> None:
+    """The parts that are one saved object (word vectors, code vectors, the code classifier: SavedPart): the entry
+    names the folder and the version; another version, or a folder that cannot be read, is refused saying what writes
+    it again; an index without the part opens to None."""
+    from service.code_vectors import CodeVectors
+    from service.index.folder import IndexFormatError
+    from service.index.parts import INDEX_PARTS, SavedPart
+    from service.text.word_vectors import WordVectors
+
+    saved = {n: p for n, p in INDEX_PARTS.items() if isinstance(p, SavedPart)}
+    assert sorted(saved) == ["code_classifier", "code_vectors", "word_vectors"]
+    assert len({p.directory for p in saved.values()}) == 3
+    values = {"word_vectors": WordVectors(["de\0rad", "en\0wheel"], np.eye(2)),
+              "code_vectors": CodeVectors(["B60B", "B60B1/00"], np.eye(2))}
+    for name, value in values.items():
+        part = saved[name]
+        entry = part.write(tmp_path, value)
+        assert entry == {"version": part.version, "dir": part.directory, "codes" if name == "code_vectors" else
+                         "terms": 2, "dim": 2}
+        got = part.open(_Folder(tmp_path, {name: entry}))  # type: ignore[arg-type]
+        assert isinstance(got, type(value)) and np.array_equal(got.vectors, value.vectors)
+        assert part.open(_Folder(tmp_path, {})) is None  # type: ignore[arg-type]
+        with pytest.raises(IndexFormatError, match=f"of version {part.version + 1}, this code reads {part.version}; "
+                                                   "install the ranker again"):
+            part.open(_Folder(tmp_path, {name: {**entry, "version": part.version + 1}}))  # type: ignore[arg-type]
+        with pytest.raises(IndexFormatError, match=f"{part.directory}.*install the ranker again"):
+            part.open(_Folder(tmp_path, {name: {**entry, "dir": "nowhere"}}))  # type: ignore[arg-type]
