@@ -80,9 +80,17 @@ def providers_for(device: str) -> tuple[list[str], str | None]:
 
 
 class OnnxGraph:
-    """One ONNX graph (inputs checked by name); ``providers`` are those the session actually uses."""
+    """One ONNX graph (inputs checked by name); ``providers`` are those the session actually uses.
 
-    def __init__(self, path: Path, providers: Sequence[str], threads: int = 0) -> None:
+    ``threads``: onnxruntime's intra-op threads; 0 is onnxruntime's own default, one spinning thread per core. The
+    default is one thread a process, for every graph (the server's query side takes ``Settings.onnx_threads``, also
+    1): a build or an add usually runs beside a server or another encoding process, and there onnxruntime's spinning
+    threads take the cores from each other. Two processes encoding 300 documents each on the 2-core machine took 21-23
+    s each with the default threads, 10-12 s with one (alone, one process: 4.4 s with two threads at 8.6 s of CPU,
+    5.0 s with one; docs/RESULTS.md). A large build scales out by processes (the Ray Data encoding job, one thread a
+    worker), not by threads."""
+
+    def __init__(self, path: Path, providers: Sequence[str], threads: int = 1) -> None:
         ort = _ort()
         if not path.is_file():
             raise ModelsFolderError(f"{path}: ONNX graph missing")
@@ -112,7 +120,7 @@ class Models:
     ``"document"`` (document encoders: the build). ``device``: auto|cpu|cuda (:func:`select_providers`).
     """
 
-    def __init__(self, root: str | Path, *, sides: Sequence[str] = SIDES, device: str = "auto", threads: int = 0,
+    def __init__(self, root: str | Path, *, sides: Sequence[str] = SIDES, device: str = "auto", threads: int = 1,
                  verify: bool = False) -> None:
         bad = [s for s in sides if s not in SIDES]
         if bad or not sides:

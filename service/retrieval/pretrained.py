@@ -190,7 +190,7 @@ class PretrainedEncoder:
     """
 
     def __init__(self, root: str | Path, *, device: str = "auto", precision: str | None = None,
-                 threads: int = 0) -> None:
+                 threads: int = 1) -> None:
         root = Path(root)
         self.root = root
         self.meta = read_pretrained_meta(root)
@@ -355,7 +355,7 @@ _LOADED: dict[tuple[str, ...], PretrainedEncoder] = {}
 
 
 def load_pretrained(root: str | Path, *, device: str = "auto", precision: str | None = None,
-                    threads: int = 0) -> PretrainedEncoder:
+                    threads: int = 1) -> PretrainedEncoder:
     """The encoder of ``root``, loaded once per process for each graph (same source weights, conversion, precision,
     device and threads: an index's copy and the cache's are the same graph)."""
     meta = read_pretrained_meta(Path(root))
