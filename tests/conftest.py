@@ -22,9 +22,10 @@ SHARED_DATA = Path(os.environ.get("PRIORART_DATA", REPO.parent / "shared" / "dat
 # `PRIORART_TEST_TIMELINE=FILE bash scripts/test.sh`, then `python scripts/test_timeline.py FILE`); every other file
 # keeps its place after these.
 LONGEST_FIRST = (
-    "tests/service/index/test_live.py",  # 182
-    "tests/service/test_serve_ray.py",  # 114
-    "tests/training/commands/test_demo.py",  # 112 (with the new machine's demo on 200 documents, 24 s)
+    "tests/service/index/test_live.py",  # 182 (its first build encodes the real patents: the run's cache keeps them)
+    "tests/training/commands/test_demo.py",  # 112 (synthetic; with the new machine's demo on 200 documents, 24 s)
+    "tests/service/test_serve_ray.py",  # 114 (after the demo: the real patents' vectors are in the run's cache by
+    # then, where starting beside test_live both workers encoded them at once)
     "tests/load/test_load.py",  # 108
     "tests/service/index/test_live_failures.py",  # 98
     "tests/training/test_build_all_data.py",  # 93 (the whole shared data set ingested, built, searched)
