@@ -288,9 +288,9 @@ def _contains(seg, loc, term_ids, rows):
         if len(dead) > 0 and dead[lr]:
             continue
         for j in range(len(term_ids)):
-            lo, hi, seg_rows, _, _, _, _ = _postings(seg, loc, s, term_ids[j])
-            a = lower_bound(seg_rows, lo, hi, lr)
-            found[i, j] = a < hi and seg_rows[a] == lr
+            first, end, seg_rows, _, _, _, _ = _postings(seg, loc, s, term_ids[j])
+            a = lower_bound(seg_rows, first, end, lr)
+            found[i, j] = a < end and seg_rows[a] == lr
     return found
 
 
