@@ -675,9 +675,6 @@ class IndexFolder:
         return self
 
 
-# ------------------------------------------------------------------------------------------ shards
-
-
 class FolderPart:
     """What an index folder holds under one key of its ``meta.json``: a per-document component
     (:class:`service.index.components.Component`) or a part of the index as a whole
@@ -695,6 +692,9 @@ class FolderPart:
     def open(self, folder: IndexFolder, **options: Any) -> Any:
         """What the folder holds under ``name``, read."""
         raise NotImplementedError
+
+
+# ------------------------------------------------------------------------------------------ shards
 
 
 def _meta_format(index_dir: str | Path) -> object:
@@ -820,7 +820,6 @@ def shard_for(key: str, n_shards: int) -> int:
 
 __all__ = ["BM25_BOUNDS", "FIELDS", "GENERATION_FORMAT", "GENERATION_VERSION", "INDEX_FORMAT", "INDEX_VERSION",
            "SCORINGS", "SHARDS_FORMAT", "BuildSettings", "FolderPart", "IndexFolder", "IndexFormatError", "IndexMeta",
-           "Layout",
-           "Segment", "ShardSet", "ShardedIndexError", "current_generation", "hash_unit", "is_sharded", "shard_for",
-           "write_shards_meta", "check_scoring", "generation_numbers", "load_meta", "sha256_file", "update_meta",
-           "write_meta"]
+           "Layout", "Segment", "ShardSet", "ShardedIndexError", "current_generation", "hash_unit", "is_sharded",
+           "shard_for", "write_shards_meta", "check_scoring", "generation_numbers", "load_meta", "sha256_file",
+           "update_meta", "write_meta"]

@@ -83,12 +83,10 @@ class OnnxGraph:
     """One ONNX graph (inputs checked by name); ``providers`` are those the session actually uses.
 
     ``threads``: onnxruntime's intra-op threads; 0 is onnxruntime's own default, one spinning thread per core. The
-    default is one thread a process, for every graph (the server's query side takes ``Settings.onnx_threads``, also
-    1): a build or an add usually runs beside a server or another encoding process, and there onnxruntime's spinning
-    threads take the cores from each other. Two processes encoding 300 documents each on the 2-core machine took 21-23
-    s each with the default threads, 10-12 s with one (alone, one process: 4.4 s with two threads at 8.6 s of CPU,
-    5.0 s with one; docs/RESULTS.md). A large build scales out by processes (the Ray Data encoding job, one thread a
-    worker), not by threads."""
+    default is one thread, for every graph (the server's query side takes ``Settings.onnx_threads``, also 1): a build
+    or an add usually runs beside a server or another encoding process, and there onnxruntime's spinning threads take
+    the cores from each other (two encoding processes each took twice as long: docs/RESULTS.md, "ONNX threads"). A
+    large build scales out by processes (the Ray Data encoding job, one thread a worker), not by threads."""
 
     def __init__(self, path: Path, providers: Sequence[str], threads: int = 1) -> None:
         ort = _ort()

@@ -235,13 +235,12 @@ def test_a_saved_part_writes_its_folder_and_refuses_another_version_or_an_unread
     saved = {n: p for n, p in INDEX_PARTS.items() if isinstance(p, SavedPart)}
     assert sorted(saved) == ["code_classifier", "code_vectors", "word_vectors"]
     assert len({p.directory for p in saved.values()}) == 3
-    values = {"word_vectors": WordVectors(["de\0rad", "en\0wheel"], np.eye(2)),
-              "code_vectors": CodeVectors(["B60B", "B60B1/00"], np.eye(2))}
-    for name, value in values.items():
+    values = {"word_vectors": (WordVectors(["de\0rad", "en\0wheel"], np.eye(2)), {"terms": 2, "dim": 2}),
+              "code_vectors": (CodeVectors(["B60B", "B60B1/00"], np.eye(2)), {"codes": 2, "dim": 2})}
+    for name, (value, described) in values.items():
         part = saved[name]
         entry = part.write(tmp_path, value)
-        assert entry == {"version": part.version, "dir": part.directory, "codes" if name == "code_vectors" else
-                         "terms": 2, "dim": 2}
+        assert entry == {"version": part.version, "dir": part.directory, **described}
         got = part.open(_Folder(tmp_path, {name: entry}))  # type: ignore[arg-type]
         assert isinstance(got, type(value)) and np.array_equal(got.vectors, value.vectors)
         assert part.open(_Folder(tmp_path, {})) is None  # type: ignore[arg-type]
