@@ -23,10 +23,11 @@ import hashlib
 import logging
 import os
 import re
-from collections import defaultdict
+import threading
+from collections import OrderedDict, defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar, cast
 
 import orjson
 
@@ -112,8 +113,9 @@ class SenseMasses:
 def cached_table(name: str, files: Sequence[Path], version: int, build: Callable[[], Entries]) -> Entries:
     """``build()``, cached on disk as ``lexicons/<name>-<key>.json``; the key is ``version`` and the ``files``'
     size and mtime (bump a source's version when its parsing or the analysers change what a table holds). An
-    unwritable cache folder only costs the parse."""
-    return cached_json(name, f"{version}|{file_stamp(files)}", build)
+    unwritable cache folder only costs the parse. Kept in memory too (:func:`cached_json`'s ``keep``): every build
+    of a process reads the same tables."""
+    return cached_json(name, f"{version}|{file_stamp(files)}", build, keep=True)
 
 
 def file_stamp(files: Sequence[Path]) -> str:
@@ -121,22 +123,53 @@ def file_stamp(files: Sequence[Path]) -> str:
     return "|".join(f"{p.resolve()}:{p.stat().st_size}:{p.stat().st_mtime_ns}" for p in files)
 
 
-def cached_json(name: str, key: str, build: Callable[[], T]) -> T:
+KEPT_MAX = 12
+"""Cache files a process keeps in memory (:func:`cached_json`'s ``keep``): the lexicon tables of every direction a
+build translates (six FreeDict directions and the pivot's, Ding's two), the least recently read dropped first."""
+_kept: OrderedDict[Path, tuple[tuple[int, int], Any]] = OrderedDict()
+_kept_lock = threading.Lock()
+
+
+def _stamp(path: Path) -> tuple[int, int] | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return st.st_size, st.st_mtime_ns
+
+
+def cached_json(name: str, key: str, build: Callable[[], T], *, keep: bool = False) -> T:
     """``build()`` (a JSON value), cached on disk as ``lexicons/<name>-<sha256 of key>.json``: the next process
-    with the same ``key`` reads it instead of building it. An unwritable cache folder only costs the build."""
+    with the same ``key`` reads it instead of building it. An unwritable cache folder only costs the build.
+
+    ``keep``: the value read is also kept in this process (at most :data:`KEPT_MAX` files), and given again while
+    the cache file has the same size and modification time: the next build of the process does not parse it again
+    (a build's six lexicons took 0.5 s to parse, each time). The value is then shared: a caller must not change it
+    (the tables' callers make new rows: ``merge``, ``prune``, ``restrict_targets``)."""
     digest = hashlib.sha256(key.encode()).hexdigest()[:16]
     path = cache_dir() / "lexicons" / f"{name}-{digest}.json"
+    if keep:
+        stamp = _stamp(path)
+        with _kept_lock:
+            hit = _kept.get(path)
+            if hit is not None and stamp is not None and hit[0] == stamp:
+                _kept.move_to_end(path)
+                return cast(T, hit[1])
     try:
-        cached: T = orjson.loads(path.read_bytes())
-        return cached
+        value: T = orjson.loads(path.read_bytes())
     except (OSError, ValueError):
-        pass
-    value = build()
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-        tmp.write_bytes(orjson.dumps(value))
-        os.replace(tmp, path)
-    except OSError as exc:
-        log.warning("cannot cache %s in %s: %s", name, path.parent, exc)
+        value = build()
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+            tmp.write_bytes(orjson.dumps(value))
+            os.replace(tmp, path)
+        except OSError as exc:
+            log.warning("cannot cache %s in %s: %s", name, path.parent, exc)
+    if keep and (stamp := _stamp(path)) is not None:  # (no cache file: nothing to tell a changed one by)
+        with _kept_lock:
+            _kept[path] = (stamp, value)
+            _kept.move_to_end(path)
+            while len(_kept) > KEPT_MAX:
+                _kept.popitem(last=False)
     return value

@@ -277,6 +277,7 @@ def build_index_tables(
                 target_vocab=target_vocabs.get(tgt, ()),
                 progress=progress,
                 models=models,
+                pruned_lexicon=lexicon.pruned(settings.min_prob, settings.max_per_term),
             )
         except ValueError as exc:
             report["warnings"].append(f"no {src}-{tgt} table: {exc}")

@@ -20,6 +20,8 @@ dictionary an equal voice, whatever its size or how finely it splits senses).
 from __future__ import annotations
 
 import logging
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -88,7 +90,7 @@ def _pivot_table(src: str, tgt: str, folder: Path, progress: bool | None) -> Ent
         raise LexiconNotFoundError(f"FreeDict lexicon {missing[0]} not found")
     key = f"{PIVOT_CACHE_VERSION}|{freedict.LEXICON_CACHE_VERSION}|{file_stamp(files)}"
     return cached_json(f"pivot-{src}-{LEXICON_PIVOT}-{tgt}", key, lambda: compose(
-        *(_freedict_table(s, t, folder, progress) for s, t in legs), src=src, tgt=tgt))
+        *(_freedict_table(s, t, folder, progress) for s, t in legs), src=src, tgt=tgt), keep=True)
 
 
 SOURCES: dict[str, LexiconSource] = {
@@ -177,6 +179,7 @@ class Lexicon:
     entries: Entries | None  # None: no source of this direction is installed (or none was asked for)
     sources: list[str] = field(default_factory=list)  # names of the sources in ``entries``
     warnings: list[str] = field(default_factory=list)  # the asked-for sources that are not installed
+    _pruned: dict[tuple[float, int], Entries] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def restricted(self, terms: set[str]) -> Lexicon:
         """The same lexicon with only the rows of ``terms`` (experiments: the rows their topics need)."""
@@ -184,6 +187,25 @@ class Lexicon:
             return self
         return Lexicon(self.src, self.tgt, {s: r for s, r in self.entries.items() if s in terms}, list(self.sources),
                        list(self.warnings))
+
+    def pruned(self, min_prob: float, max_per_term: int) -> Entries | None:
+        """:func:`training.translation.tables.prune` of the whole table, worked out once per pruning: a table's rows
+        of the terms the aligned claims do not have (:func:`training.translation.tables.build_direction`)."""
+        if self.entries is None:
+            return None
+        from training.translation.tables import prune
+
+        key = (min_prob, max_per_term)
+        if key not in self._pruned:
+            ordered = dict(sorted(self.entries.items()))  # (in term order: a build merges its few rows into it)
+            self._pruned[key] = prune(ordered, min_prob=min_prob, max_per_term=max_per_term)
+        return self._pruned[key]
+
+
+LOADED_MAX = 12
+"""Lexicons a process keeps (:func:`load_lexicon`): a build's directions, twice over."""
+_loaded: OrderedDict[tuple[object, ...], tuple[list[Entries], Lexicon]] = OrderedDict()
+_loaded_lock = threading.Lock()
 
 
 def load_lexicon(
@@ -195,7 +217,11 @@ def load_lexicon(
     progress: bool | None = None,
 ) -> Lexicon:
     """The combined table of the sources ``names`` that have the direction ``src``-``tgt`` (a source without
-    that direction, such as Ding for French, is left out silently; one not installed, with a warning)."""
+    that direction, such as Ding for French, is left out silently; one not installed, with a warning).
+
+    The same :class:`Lexicon` again while its sources give the same tables (each source's table is kept in memory
+    while its cache file is unchanged: :func:`training.translation.dictionary.cached_json`): the next build of the
+    process neither combines nor prunes it again (:meth:`Lexicon.pruned`). It is shared: callers do not change it."""
     tables: dict[str, Entries] = {}
     warnings = []
     for name in parse_lexicons(names):
@@ -207,8 +233,21 @@ def load_lexicon(
         except LexiconNotFoundError:
             warnings.append(f"{source.label} {src}-{tgt} lexicon not installed ({source.package(src, tgt)}, "
                             "scripts/setup.sh)")
+    # the tables themselves (by identity: a source's kept table is the same object while its file is unchanged) and
+    # the missing ones' warnings make the lexicon; the memory holds the tables, so no other object takes their ids
+    key = (src, tgt, tuple((name, id(table)) for name, table in tables.items()), tuple(warnings))
+    with _loaded_lock:
+        hit = _loaded.get(key)
+        if hit is not None:
+            _loaded.move_to_end(key)
+            return hit[1]
     entries = combine(list(tables.values())) if tables else None
-    return Lexicon(src, tgt, entries, list(tables), warnings)
+    lexicon = Lexicon(src, tgt, entries, list(tables), warnings)
+    with _loaded_lock:
+        _loaded[key] = (list(tables.values()), lexicon)
+        while len(_loaded) > LOADED_MAX:
+            _loaded.popitem(last=False)
+    return lexicon
 
 
 def dictionary_headwords(

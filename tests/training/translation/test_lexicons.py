@@ -289,3 +289,59 @@ def test_build_cli_chooses_lexicons_and_prints_them(trans_dir: Path, tmp_path: P
     assert "warning: FreeDict de-en lexicon not installed (dict-freedict-deu-eng" in res.output  # a warning only
     with pytest.raises(BuildError, match="unknown lexicon"):
         build_index(corpus, tmp_path / "x", lexicons="freedict,babel", progress=False)
+
+
+# ----------------------------------------------------------------------------- kept in the process
+
+def test_a_process_reads_a_lexicon_once_while_its_cache_file_is_unchanged(trans_dir: Path, tmp_path: Path) -> None:
+    """The second build of a process neither parses, combines nor prunes its lexicons again (the same objects), and
+    a changed cache file or a changed dictionary is read again."""
+    from training.translation.tables import prune
+
+    dirs = {"ding": trans_dir}
+    first = load_lexicon("de", "en", ("ding",), dirs=dirs)
+    assert load_lexicon("de", "en", ("ding",), dirs=dirs) is first
+    rows = first.pruned(0.005, 20)
+    assert first.pruned(0.005, 20) is rows and rows == prune(first.entries or {}, min_prob=0.005, max_per_term=20)
+    assert list(rows) == sorted(rows)  # (in term order: a build merges the aligned terms' rows into it)
+    assert first.pruned(0.3, 1) == prune(first.entries or {}, min_prob=0.3, max_per_term=1)
+    # the cache file changed on disk (another process wrote it): read again
+    (cache,) = (tmp_path / "cache" / "lexicons").glob("ding-de-en-*.json")
+    cache.write_text('{"kolb": {"flask": 1.0}}', encoding="utf-8")
+    changed = load_lexicon("de", "en", ("ding",), dirs=dirs)
+    assert changed is not first and changed.entries == {"kolb": {"flask": 1.0}}
+    # the dictionary changed (a new package): a new cache key, parsed again
+    (trans_dir / "de-en").write_text(DING.replace("Kolben {m} | Kolben {pl} :: piston | pistons | flasks\n", ""),
+                                     encoding="utf-8")
+    again = load_lexicon("de", "en", ("ding",), dirs=dirs)
+    assert again.entries is not None and D("Kolben") not in again.entries and D("Kasten") in again.entries
+
+
+def test_the_kept_pruned_rows_make_the_table_that_merging_and_pruning_everything_makes() -> None:
+    """A table's rows: the aligned terms' merged and pruned for the build, the others taken from the lexicon pruned
+    once (``Lexicon.pruned``); the same rows, in the same order, as pruning the merge of the whole dictionary, with
+    terms only one resource knows, empty rows, rows that prune drops (no probability) and rows cut to the limit."""
+    import random
+
+    from training.translation.tables import TableSettings, _merged_and_pruned, merge, prune
+
+    rng = random.Random(4)
+    words = [f"w{i:03d}" for i in range(300)]
+
+    def row() -> dict[str, float]:
+        n = rng.choice([0, 1, 1, 2, 3, 30])
+        return {rng.choice(words): rng.choice([0.0, 0.001, rng.random()]) for _ in range(n)}
+
+    dictionary = {w: row() for w in rng.sample(words, 200)}
+    aligned = {w: row() for w in rng.sample(words, 80)}
+    counts = {w: rng.randrange(0, 9) for w in aligned}
+    for settings in (TableSettings(), TableSettings(min_prob=0.2, max_per_term=2, aligned_prior=0.0, lam=0.7)):
+        pruning = {"min_prob": settings.min_prob, "max_per_term": settings.max_per_term}
+        expected = prune(merge(aligned, dictionary, lam=settings.lam, counts=counts, prior=settings.aligned_prior),
+                         **pruning)
+        kept = prune(dict(sorted(dictionary.items())), **pruning)
+        for pruned in (kept, None):
+            got = _merged_and_pruned(aligned, dictionary, settings, counts, pruned)
+            assert list(got.items()) == list(expected.items())
+        assert _merged_and_pruned(aligned, None, settings, counts, None) == prune(
+            merge(aligned, None, lam=settings.lam, counts=counts, prior=settings.aligned_prior), **pruning)
