@@ -137,13 +137,13 @@ LIVE_MIN_RUN_S, LIVE_MAX_RUN_S, PICKUP_TIMEOUT_S = 20, 300, 30  # the test stops
 @pytest.fixture
 def live_index(tmp_path: Path) -> tuple[Path, list[Path]]:
     """An index of 400 synthetic documents (its own folder; BM25 and the dense stage) and three add batches of 100
-    (the second replaces 10 of the indexed documents)."""
-    from service.corpus.jsonl import read_corpus, write_corpus
-    from training.build import build_index
-    from training.synth import SynthConfig, write_synthetic
+    (the second replaces 10 of the indexed documents), from the suite's collection (tests/suite_corpus.py)."""
+    from suite_corpus import suite_records
 
-    write_synthetic(tmp_path / "all.jsonl", SynthConfig(n=700, seed=11), progress=False)
-    records = list(read_corpus(tmp_path / "all.jsonl"))
+    from service.corpus.jsonl import write_corpus
+    from training.build import build_index
+
+    records = suite_records(700)
     index = tmp_path / "index"
     build_index(records[:400], index, translation=False, compounds="", progress=False)
     replaced = [r.model_copy(update={"abstract": {**r.abstract, "en": "A replaced abstract: a rotor and a stator."}})

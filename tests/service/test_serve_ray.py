@@ -26,7 +26,7 @@ ray = pytest.importorskip("ray", reason="Ray is not installed (pip install -e '.
 serve = pytest.importorskip("ray.serve", reason="Ray Serve is not installed (pip install -e '.[ray]')")
 httpx = pytest.importorskip("httpx")
 
-from service.corpus.jsonl import read_corpus, write_corpus  # noqa: E402
+from service.corpus.jsonl import read_corpus  # noqa: E402
 from service.corpus.record import family_key  # noqa: E402
 from service.engine import Engine  # noqa: E402
 from service.index.folder import Layout, shard_for  # noqa: E402
@@ -47,11 +47,12 @@ def _free_port() -> int:
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     """A local Ray cluster; a synthetic corpus built into SHARDS shards as Ray tasks; the Ray Serve app."""
+    from suite_corpus import write_suite_corpus
+
     from service.serve_ray import APP_NAME, application
-    from training.synth import generate
 
     d = tmp_path_factory.mktemp("ray")
-    write_corpus(generate(300, 11), d / "corpus.jsonl")
+    write_suite_corpus(d / "corpus.jsonl", 300)  # (the suite's collection: tests/suite_corpus.py)
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     try:
         # PSQ routes are covered in process (test_shards.py): no tables here, to keep the module short

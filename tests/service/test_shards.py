@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from index_copy import copy_index
+from suite_corpus import suite_records, write_suite_corpus
 
 from service.candidates import best_first
 from service.corpus.jsonl import read_corpus, write_corpus
@@ -149,7 +150,7 @@ def shard_pair(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     translation tables of every direction, the sharded one reuses them: the tests compare searches, not two
     trainings of the same tables). 27-35 s: the tests that use it are marked slow."""
     d = tmp_path_factory.mktemp("shards")
-    _synth(d / "corpus.jsonl", 360, seed=5)
+    write_suite_corpus(d / "corpus.jsonl", 360)  # (the suite's collection: tests/suite_corpus.py)
     build_index(d / "corpus.jsonl", d / "full", progress=False)
     build_sharded_index(d / "corpus.jsonl", d / "sharded", shards=3, translation_dir=d / "full" / "translation",
                         progress=False)
@@ -253,7 +254,7 @@ def test_live_add_and_delete_route_to_one_shard_and_stay_exact(shard_pair: tuple
     copy_index(full0, full)
     copy_index(sharded0, sharded)
     old = list(read_corpus(full / Layout.DOCS))
-    new = _synth(tmp_path / "more.jsonl", 420, seed=5)[360:]
+    new = suite_records(420)[360:]
     replaced = old[7].model_copy(update={"abstract": {"en": "A replaced abstract about a brushless motor."}})
     batch = [*new, replaced]
     gen0 = current_generation(sharded)

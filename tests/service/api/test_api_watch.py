@@ -13,7 +13,6 @@ from fastapi.testclient import TestClient
 from index_copy import copy_index
 
 from service.api import create_app
-from service.corpus.jsonl import read_corpus
 from service.corpus.record import PatentRecord
 from service.index.live import add_documents
 from service.settings import Settings
@@ -26,12 +25,12 @@ ATOM = "{http://www.w3.org/2005/Atom}"
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[PatentRecord]]:
+    from suite_corpus import suite_records
+
     from training.build import build_index
-    from training.synth import SynthConfig, write_synthetic
 
     d = tmp_path_factory.mktemp("api-watch")
-    write_synthetic(d / "c.jsonl", SynthConfig(n=330, seed=5), progress=False)
-    records = list(read_corpus(d / "c.jsonl"))
+    records = suite_records(330)  # (the suite's collection: tests/suite_corpus.py)
     build_index(records[:300], d / "index", translation=False, compounds="", progress=False)
     return d / "index", records
 

@@ -13,7 +13,6 @@ import numpy as np
 import pytest
 from index_copy import copy_index
 
-from service.corpus.jsonl import read_corpus
 from service.corpus.record import PatentRecord
 from service.engine import Engine
 from service.index.live import add_documents, compact, delete_documents
@@ -35,12 +34,12 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[PatentRe
     them) without the dense stage (``--no-dense``: the bound of the fast path applies to a first stage that ranks
     alone; the default build's watches: :func:`test_the_default_build_s_watches_search_in_full`), and 140 more
     documents to add."""
+    from suite_corpus import suite_records
+
     from training.build import build_index
-    from training.synth import SynthConfig, write_synthetic
 
     d = tmp_path_factory.mktemp("watch")
-    write_synthetic(d / "all.jsonl", SynthConfig(n=N_BASE + 140, seed=7), progress=False)
-    records = list(read_corpus(d / "all.jsonl"))
+    records = suite_records(N_BASE + 140)  # (the suite's collection: tests/suite_corpus.py)
     build_index(records[:N_BASE], d / "index", progress=False, dense=False)
     return d / "index", records
 

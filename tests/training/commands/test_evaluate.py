@@ -173,14 +173,12 @@ def test_evaluate_measures_what_the_running_server_returns(tmp_path: Path) -> No
     is the fused order (/search with evidence_docs 0)."""
     import httpx
     from live_server import live_server
+    from suite_corpus import write_suite_corpus
 
-    from service.corpus.jsonl import write_corpus
     from service.settings import Settings
     from training.build import build_index
-    from training.synth import generate
 
-    records = list(generate(300, seed=5))
-    write_corpus(records, tmp_path / "c.jsonl")
+    records = write_suite_corpus(tmp_path / "c.jsonl", 300)  # (the suite's collection: tests/suite_corpus.py)
     build_index(tmp_path / "c.jsonl", tmp_path / "index", progress=False)
     picked = records[::10]
     topics = [Topic(qid=f"q{i}", text=r.claims["en"][0].text, lang="en") for i, r in enumerate(picked)]

@@ -19,7 +19,7 @@ from index_copy import copy_index
 from typer.testing import CliRunner
 from watch_crash import CRASH_AT_COMMIT
 
-from service.corpus.jsonl import read_corpus, write_corpus
+from service.corpus.jsonl import write_corpus
 from service.corpus.record import PatentRecord
 from service.engine import Engine
 from service.index.live import add_documents
@@ -35,12 +35,12 @@ N_BASE = 500
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[PatentRecord]]:
+    from suite_corpus import suite_records
+
     from training.build import build_index
-    from training.synth import SynthConfig, write_synthetic
 
     d = tmp_path_factory.mktemp("watch-cli")
-    write_synthetic(d / "all.jsonl", SynthConfig(n=N_BASE + 60, seed=9), progress=False)
-    records = list(read_corpus(d / "all.jsonl"))
+    records = suite_records(N_BASE + 60)  # (the suite's collection: tests/suite_corpus.py)
     build_index(records[:N_BASE], d / "index", translation=False, compounds="", progress=False)
     write_corpus(records[N_BASE:], d / "batch.jsonl")
     return d, records
