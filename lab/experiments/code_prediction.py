@@ -99,7 +99,10 @@ def run_code_prediction(records: Sequence[PatentRecord], *, index_dir: Path | No
                 family = families[family_key(rec)]
                 mates = {r.id for r in family}
                 k = deepest + len(mates)
-                res = engine.search(SearchRequest(query=text, lang=lang, k=k, collapse_families=False))
+                # (the topic's vector kept in the vector cache: the experiment runs the same topics on other
+                # indexes of the same documents, and again; a vector depends only on its text)
+                res = engine.search(SearchRequest(query=text, lang=lang, k=k, collapse_families=False),
+                                    remember_vector=True)
                 ranked = [record_codes(by_id[h.id]) for h in res.results if h.id not in mates and h.id in by_id]
                 classified = (engine.evidence.classify(engine.evidence.passage_query(text, lang)[0])
                               if engine.evidence.code_classifier is not None else None)
