@@ -13,8 +13,12 @@ app = make_app("priorart-lab", "priorart's lab: experiments, benchmarks and the 
 
 
 def main() -> None:
+    from training.translation.dictionary import keeping
+
     configure_logging()
-    sys.exit(run(sys.argv[1:]))
+    with keeping():  # (an experiment builds an index per fold: each reads the lexicons once)
+        status = run(sys.argv[1:])
+    sys.exit(status)
 
 
 def run(argv: list[str]) -> int:

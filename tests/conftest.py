@@ -155,6 +155,17 @@ def _once_per_run(tmp_path_factory: pytest.TempPathFactory, worker_id: str, name
 
 
 @pytest.fixture(scope="session", autouse=True)
+def lexicons_kept() -> Iterator[None]:
+    """The lexicons a build reads stay in the worker's memory for its next build (``keeping`` in
+    training/translation/dictionary.py, as the lab's CLI does: a worker builds dozens of indexes); the CLI's own
+    processes that the tests start (``priorart build`` and the like) keep none, as for a user."""
+    from training.translation.dictionary import keeping
+
+    with keeping():
+        yield
+
+
+@pytest.fixture(scope="session", autouse=True)
 def vector_cache_of_the_run(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Iterator[Path]:
     """One document vector cache (service/retrieval/vector_cache.py) for the whole run, shared by both workers and the
     processes they start: the many builds of the same synthetic and real documents encode each text once per run,

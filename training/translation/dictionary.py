@@ -19,13 +19,14 @@ with the grammar and comment marks removed); the rest is shared:
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import os
 import re
 import threading
 from collections import OrderedDict, defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
@@ -113,8 +114,8 @@ class SenseMasses:
 def cached_table(name: str, files: Sequence[Path], version: int, build: Callable[[], Entries]) -> Entries:
     """``build()``, cached on disk as ``lexicons/<name>-<key>.json``; the key is ``version`` and the ``files``'
     size and mtime (bump a source's version when its parsing or the analysers change what a table holds). An
-    unwritable cache folder only costs the parse. Kept in memory too (:func:`cached_json`'s ``keep``): every build
-    of a process reads the same tables."""
+    unwritable cache folder only costs the parse. Kept in memory within :func:`keeping` (:func:`cached_json`'s
+    ``keep``): every build of a process reads the same tables."""
     return cached_json(name, f"{version}|{file_stamp(files)}", build, keep=True)
 
 
@@ -124,10 +125,47 @@ def file_stamp(files: Sequence[Path]) -> str:
 
 
 KEPT_MAX = 12
-"""Cache files a process keeps in memory (:func:`cached_json`'s ``keep``): the lexicon tables of every direction a
-build translates (six FreeDict directions and the pivot's, Ding's two), the least recently read dropped first."""
+"""Cache files kept in memory (:func:`cached_json`'s ``keep``, within :func:`keeping`): the lexicon tables of every
+direction a build translates (six FreeDict directions and the pivot's, Ding's two), the least recently read dropped
+first."""
 _kept: OrderedDict[Path, tuple[tuple[int, int], Any]] = OrderedDict()
 _kept_lock = threading.Lock()
+_keeping = 0  # how many `keeping` blocks are open (in any thread)
+_forget: list[Callable[[], None]] = [_kept.clear]  # what the last block to close empties (`on_forget`)
+
+
+@contextlib.contextmanager
+def keeping() -> Iterator[None]:
+    """Within: the lexicons a build reads stay in memory for the next build of the process (the cache files' tables,
+    :func:`cached_json`'s ``keep``; each direction's combined and pruned table, ``lexicons.load_lexicon``), instead
+    of being read, combined and pruned again for every build; emptied when the last open block closes.
+
+    For a process that builds many indexes: the lab's CLI (experiments cross-fit over folds) and the test run. Off
+    elsewhere: a single ``priorart build`` gains nothing from it, and the kept tables (about 220 MB more at the peak
+    of a 150-document build: 640 against 420 MB) would stay for the rest of the build (docs/RESULTS.md, "Translation
+    tables kept")."""
+    global _keeping
+    with _kept_lock:
+        _keeping += 1
+    try:
+        yield
+    finally:
+        with _kept_lock:
+            _keeping -= 1
+            last = _keeping == 0
+        if last:
+            for forget in _forget:
+                forget()
+
+
+def kept() -> bool:
+    """Whether a :func:`keeping` block is open."""
+    return _keeping > 0
+
+
+def on_forget(forget: Callable[[], None]) -> None:
+    """Call ``forget`` when the last :func:`keeping` block closes (a memory of its own built on the kept tables)."""
+    _forget.append(forget)
 
 
 def _stamp(path: Path) -> tuple[int, int] | None:
@@ -142,12 +180,13 @@ def cached_json(name: str, key: str, build: Callable[[], T], *, keep: bool = Fal
     """``build()`` (a JSON value), cached on disk as ``lexicons/<name>-<sha256 of key>.json``: the next process
     with the same ``key`` reads it instead of building it. An unwritable cache folder only costs the build.
 
-    ``keep``: the value read is also kept in this process (at most :data:`KEPT_MAX` files), and given again while
-    the cache file has the same size and modification time: the next build of the process does not parse it again
-    (a build's six lexicons took 0.5 s to parse, each time). The value is then shared: a caller must not change it
-    (the tables' callers make new rows: ``merge``, ``prune``, ``restrict_targets``)."""
+    ``keep``: within :func:`keeping`, the value read is also kept in memory (at most :data:`KEPT_MAX` files), and
+    given again while the cache file has the same size and modification time: the next build of the process does not
+    parse it again (a build's six lexicons took 0.5 s to parse, each time). The value is then shared: a caller must
+    not change it (the tables' callers make new rows: ``merge``, ``prune``, ``restrict_targets``)."""
     digest = hashlib.sha256(key.encode()).hexdigest()[:16]
     path = cache_dir() / "lexicons" / f"{name}-{digest}.json"
+    keep = keep and kept()
     if keep:
         stamp = _stamp(path)
         with _kept_lock:

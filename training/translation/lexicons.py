@@ -28,7 +28,14 @@ from pathlib import Path
 
 from service.text.translation import PivotTable, TranslationTable
 from training.translation import ding, freedict
-from training.translation.dictionary import Entries, LexiconNotFoundError, cached_json, file_stamp
+from training.translation.dictionary import (
+    Entries,
+    LexiconNotFoundError,
+    cached_json,
+    file_stamp,
+    kept,
+    on_forget,
+)
 
 log = logging.getLogger(__name__)
 
@@ -203,9 +210,10 @@ class Lexicon:
 
 
 LOADED_MAX = 12
-"""Lexicons a process keeps (:func:`load_lexicon`): a build's directions, twice over."""
+"""Lexicons kept within ``dictionary.keeping`` (:func:`load_lexicon`): a build's directions, twice over."""
 _loaded: OrderedDict[tuple[object, ...], tuple[list[Entries], Lexicon]] = OrderedDict()
 _loaded_lock = threading.Lock()
+on_forget(_loaded.clear)
 
 
 def load_lexicon(
@@ -219,9 +227,10 @@ def load_lexicon(
     """The combined table of the sources ``names`` that have the direction ``src``-``tgt`` (a source without
     that direction, such as Ding for French, is left out silently; one not installed, with a warning).
 
-    The same :class:`Lexicon` again while its sources give the same tables (each source's table is kept in memory
-    while its cache file is unchanged: :func:`training.translation.dictionary.cached_json`): the next build of the
-    process neither combines nor prunes it again (:meth:`Lexicon.pruned`). It is shared: callers do not change it."""
+    Within :func:`training.translation.dictionary.keeping`, the same :class:`Lexicon` again while its sources give
+    the same tables (each source's table is kept while its cache file is unchanged: ``cached_json``): the next build
+    of the process neither combines nor prunes it again (:meth:`Lexicon.pruned`). It is shared: callers do not change
+    it."""
     tables: dict[str, Entries] = {}
     warnings = []
     for name in parse_lexicons(names):
@@ -243,6 +252,8 @@ def load_lexicon(
             return hit[1]
     entries = combine(list(tables.values())) if tables else None
     lexicon = Lexicon(src, tgt, entries, list(tables), warnings)
+    if not kept():
+        return lexicon
     with _loaded_lock:
         _loaded[key] = (list(tables.values()), lexicon)
         while len(_loaded) > LOADED_MAX:

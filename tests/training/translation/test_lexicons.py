@@ -294,10 +294,12 @@ def test_build_cli_chooses_lexicons_and_prints_them(trans_dir: Path, tmp_path: P
 # ----------------------------------------------------------------------------- kept in the process
 
 def test_a_process_reads_a_lexicon_once_while_its_cache_file_is_unchanged(trans_dir: Path, tmp_path: Path) -> None:
-    """The second build of a process neither parses, combines nor prunes its lexicons again (the same objects), and
-    a changed cache file or a changed dictionary is read again."""
+    """Within ``keeping`` (the test run's, tests/conftest.py), the second build of a process neither parses, combines
+    nor prunes its lexicons again (the same objects), and a changed cache file or a changed dictionary is read again."""
+    from training.translation.dictionary import kept
     from training.translation.tables import prune
 
+    assert kept()
     dirs = {"ding": trans_dir}
     first = load_lexicon("de", "en", ("ding",), dirs=dirs)
     assert load_lexicon("de", "en", ("ding",), dirs=dirs) is first
@@ -345,3 +347,25 @@ def test_the_kept_pruned_rows_make_the_table_that_merging_and_pruning_everything
             assert list(got.items()) == list(expected.items())
         assert _merged_and_pruned(aligned, None, settings, counts, None) == prune(
             merge(aligned, None, lam=settings.lam, counts=counts, prior=settings.aligned_prior), **pruning)
+
+
+def test_outside_keeping_nothing_is_kept_and_the_last_block_to_close_forgets(trans_dir: Path,
+                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """A process that builds once (``priorart build``) keeps no lexicon: each load reads, combines and prunes anew;
+    within ``keeping`` they are kept, and the last block to close empties the memory."""
+    from training.translation import dictionary, lexicons
+
+    monkeypatch.setattr(dictionary, "_keeping", 0)  # (as outside the test run's block)
+    dirs = {"ding": trans_dir}
+    before = (len(dictionary._kept), len(lexicons._loaded))  # (what the run's block kept before this test)
+    first = load_lexicon("de", "en", ("ding",), dirs=dirs)
+    second = load_lexicon("de", "en", ("ding",), dirs=dirs)
+    assert second is not first and second.entries == first.entries
+    assert (len(dictionary._kept), len(lexicons._loaded)) == before
+    with dictionary.keeping():
+        with dictionary.keeping():
+            kept = load_lexicon("de", "en", ("ding",), dirs=dirs)
+        assert load_lexicon("de", "en", ("ding",), dirs=dirs) is kept  # (an inner block's close forgets nothing)
+        assert dictionary._kept and lexicons._loaded
+    assert not dictionary._kept and not lexicons._loaded
+    assert load_lexicon("de", "en", ("ding",), dirs=dirs) is not kept
