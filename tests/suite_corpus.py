@@ -27,7 +27,8 @@ def _collection() -> tuple[PatentRecord, ...]:
 
 
 def suite_records(n: int) -> list[PatentRecord]:
-    """The collection's first ``n`` documents (n <= 840)."""
+    """The collection's first ``n`` documents (n <= 840): the worker's own objects, shared by its tests (a test that
+    changes a record changes a copy: ``model_copy``)."""
     if not 0 < n <= N:
         raise ValueError(f"the suite's collection has {N} documents; asked for {n}")
     return list(_collection()[:n])
